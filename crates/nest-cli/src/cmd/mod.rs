@@ -1,0 +1,34 @@
+mod bench;
+mod encode;
+mod eval;
+mod info;
+
+use anyhow::{Context, Result};
+use nest_model::ElasticEncoder;
+
+use crate::args::{BenchCommand, Cli, Command, EvalCommand, ModelArgs};
+
+pub fn run(cli: Cli) -> Result<()> {
+    if let Some(t) = cli.threads {
+        anyhow::ensure!(t >= 1, "--threads must be at least 1, got {t}");
+        tch::set_num_threads(t);
+    }
+    match cli.command {
+        Command::Encode(a) => encode::run(a),
+        Command::Eval(EvalCommand::Sts(a)) => eval::run_sts(a),
+        Command::Info(a) => info::run(a),
+        Command::Bench(BenchCommand::Encode(a)) => bench::run_encode(a),
+    }
+}
+
+/// Resolves `--model` (local directory or hub id) and loads it.
+pub fn load_model(m: &ModelArgs) -> Result<ElasticEncoder> {
+    load_model_path(&m.model, m.max_length)
+}
+
+pub fn load_model_path(model: &str, max_length: Option<usize>) -> Result<ElasticEncoder> {
+    anyhow::ensure!(max_length != Some(0), "--max-length must be at least 1");
+    let dir = nest_model::hub::resolve(model)?;
+    ElasticEncoder::load(&dir, nest_model::default_device(), max_length)
+        .with_context(|| format!("loading model '{model}'"))
+}

@@ -1,0 +1,21 @@
+//! `nest`: train, compress, evaluate and serve elastic (Matryoshka x early-exit) text embeddings.
+//!
+//! A thin binary: clap arguments become validated library calls; errors are printed with their
+//! whole `anyhow` chain and exit code 1.
+
+mod args;
+mod cmd;
+mod progress;
+
+use clap::Parser;
+
+fn main() {
+    let cli = args::Cli::parse();
+    if let Err(e) = cmd::run(cli) {
+        eprintln!("error: {e}");
+        for cause in e.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+        std::process::exit(1);
+    }
+}

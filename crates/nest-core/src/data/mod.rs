@@ -1,0 +1,13 @@
+//! Dataset readers for the layouts in `shared/datasets/README.md`.
+//!
+//! All TSV files there have one header row and **no quoting**: a `"` is literal text. Every
+//! reader checks the header and the column count of each row and reports the 1-based line number
+//! of the first bad row.
+
+mod sentences;
+mod sts;
+mod tsv;
+
+pub use sentences::read_sentences;
+pub use sts::{read_sts, StsPair};
+pub use tsv::TsvTable;

@@ -1,0 +1,16 @@
+//! Nest core: the pieces every other crate shares and that need no tensors.
+//!
+//! - [`Error`]: the one error type of this crate.
+//! - [`spec`]: parsing and validation of the elastic grid (`--layers 1-6`, `--dims 16,32`).
+//! - [`data`]: readers for the dataset layouts in `shared/datasets/README.md` (TSV, no quoting).
+//! - [`output`]: embedding writers (`.npy`, `.safetensors`, `.jsonl`).
+//! - [`fsutil`]: atomic file writes and content hashes.
+
+pub mod data;
+pub mod error;
+pub mod fsutil;
+pub mod output;
+pub mod spec;
+
+pub use error::{Error, Result};
+pub use spec::{parse_dims, parse_layers, ElasticSpec};

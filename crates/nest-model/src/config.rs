@@ -1,0 +1,275 @@
+//! Model directory layout and configuration (Hugging Face `config.json` plus the
+//! sentence-transformers files), validated when the model is loaded.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::pooling::Pooling;
+use crate::{Error, Result};
+
+/// The supported architectures (`model_type` in `config.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Architecture {
+    Bert,
+    Mpnet,
+}
+
+/// The fields of `config.json` Nest reads. Unknown fields are ignored (HF configs carry many).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModelConfig {
+    pub model_type: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    #[serde(default = "default_dropout")]
+    pub hidden_dropout_prob: f64,
+    #[serde(default = "default_dropout")]
+    pub attention_probs_dropout_prob: f64,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: usize,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: Option<i64>,
+    /// MPNet only: number of relative-position buckets.
+    #[serde(default = "default_buckets")]
+    pub relative_attention_num_buckets: usize,
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
+}
+
+fn default_act() -> String {
+    "gelu".into()
+}
+fn default_dropout() -> f64 {
+    0.1
+}
+fn default_type_vocab() -> usize {
+    2
+}
+fn default_eps() -> f64 {
+    1e-12
+}
+fn default_buckets() -> usize {
+    32
+}
+
+impl ModelConfig {
+    /// Reads and validates `config.json`.
+    pub fn read(path: &Path) -> Result<Self> {
+        let cfg: ModelConfig = read_json(path)?;
+        cfg.validate(path)?;
+        Ok(cfg)
+    }
+
+    pub fn architecture(&self) -> Result<Architecture> {
+        match self.model_type.as_str() {
+            "bert" => Ok(Architecture::Bert),
+            "mpnet" => Ok(Architecture::Mpnet),
+            other => Err(Error::Config {
+                path: PathBuf::from("config.json"),
+                message: format!("model_type '{other}' is not supported (supported: bert, mpnet)"),
+            }),
+        }
+    }
+
+    /// Checks what the encoders rely on, naming the key at fault.
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        let bad = |message: String| {
+            Err(Error::Config {
+                path: path.to_path_buf(),
+                message,
+            })
+        };
+        if let Err(Error::Config { message, .. }) = self.architecture() {
+            return bad(message);
+        }
+        if self.hidden_size == 0 || self.num_attention_heads == 0 || self.num_hidden_layers == 0 {
+            return bad(
+                "hidden_size, num_attention_heads and num_hidden_layers must be >= 1".into(),
+            );
+        }
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
+            return bad(format!(
+                "hidden_size {} is not a multiple of num_attention_heads {}",
+                self.hidden_size, self.num_attention_heads
+            ));
+        }
+        if self.hidden_act != "gelu" {
+            return bad(format!(
+                "hidden_act '{}' is not supported (supported: gelu)",
+                self.hidden_act
+            ));
+        }
+        if let Some(p) = &self.position_embedding_type {
+            if p != "absolute" {
+                return bad(format!(
+                    "position_embedding_type '{p}' is not supported (supported: absolute)"
+                ));
+            }
+        }
+        for (k, v) in [
+            ("hidden_dropout_prob", self.hidden_dropout_prob),
+            (
+                "attention_probs_dropout_prob",
+                self.attention_probs_dropout_prob,
+            ),
+        ] {
+            if !(0.0..1.0).contains(&v) {
+                return bad(format!("{k} = {v} is outside [0, 1)"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The padding token id used for batching (MPNet's position ids depend on it).
+    pub fn pad_id(&self) -> i64 {
+        self.pad_token_id.unwrap_or(match self.model_type.as_str() {
+            "mpnet" => 1,
+            _ => 0,
+        })
+    }
+
+    /// Longest sequence the position table allows (MPNet/RoBERTa reserve `pad_id + 1` slots).
+    pub fn max_positions(&self) -> usize {
+        match self.model_type.as_str() {
+            "mpnet" => self
+                .max_position_embeddings
+                .saturating_sub(self.pad_id() as usize + 1),
+            _ => self.max_position_embeddings,
+        }
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+}
+
+/// `sentence_bert_config.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SbertConfig {
+    pub max_seq_length: Option<usize>,
+    #[serde(default)]
+    pub do_lower_case: bool,
+}
+
+/// `1_Pooling/config.json` (sentence-transformers).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PoolingConfig {
+    #[serde(default)]
+    pub word_embedding_dimension: Option<usize>,
+    #[serde(default)]
+    pub pooling_mode_cls_token: bool,
+    #[serde(default)]
+    pub pooling_mode_mean_tokens: bool,
+    #[serde(default)]
+    pub pooling_mode_max_tokens: bool,
+    #[serde(default)]
+    pub pooling_mode_mean_sqrt_len_tokens: bool,
+}
+
+impl PoolingConfig {
+    pub fn pooling(&self, path: &Path) -> Result<Pooling> {
+        let modes = [
+            (self.pooling_mode_cls_token, Pooling::Cls),
+            (self.pooling_mode_mean_tokens, Pooling::Mean),
+            (self.pooling_mode_max_tokens, Pooling::Max),
+            (self.pooling_mode_mean_sqrt_len_tokens, Pooling::MeanSqrtLen),
+        ];
+        let on: Vec<Pooling> = modes.iter().filter(|(b, _)| *b).map(|(_, p)| *p).collect();
+        match on.as_slice() {
+            [p] => Ok(*p),
+            [] => Err(Error::Config {
+                path: path.to_path_buf(),
+                message: "no pooling_mode_* is true (expected exactly one)".into(),
+            }),
+            _ => Err(Error::Config {
+                path: path.to_path_buf(),
+                message: "several pooling_mode_* are true; Nest supports exactly one".into(),
+            }),
+        }
+    }
+}
+
+/// `nest.json`: what a Nest training run records about the elastic axes it trained.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NestMeta {
+    /// Prefix dimensions the model was trained for (Matryoshka dims), if recorded.
+    #[serde(default)]
+    pub matryoshka_dims: Vec<usize>,
+    /// Layers the model was trained to exit at, if recorded.
+    #[serde(default)]
+    pub trained_layers: Vec<usize>,
+    /// The training objective, for information.
+    #[serde(default)]
+    pub objective: Option<String>,
+}
+
+/// The files of a model directory (Hugging Face / sentence-transformers layout).
+#[derive(Debug, Clone)]
+pub struct ModelFiles {
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub weights: PathBuf,
+    pub tokenizer: PathBuf,
+    /// Optional sentence-transformers files.
+    pub sbert_config: Option<PathBuf>,
+    pub pooling_config: Option<PathBuf>,
+    pub modules: Option<PathBuf>,
+    pub nest_meta: Option<PathBuf>,
+}
+
+impl ModelFiles {
+    /// Finds the files in `dir`, with a clear error for what is missing.
+    pub fn locate(dir: &Path) -> Result<Self> {
+        if !dir.is_dir() {
+            return Err(Error::Missing {
+                path: dir.to_path_buf(),
+                message: "model directory not found (expected a folder with config.json, \
+                          model.safetensors and tokenizer.json; run scripts/setup.sh models)"
+                    .into(),
+            });
+        }
+        let need = |name: &str| -> Result<PathBuf> {
+            let p = dir.join(name);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(Error::Missing {
+                    path: p,
+                    message: "file not found in the model directory".into(),
+                })
+            }
+        };
+        let opt = |name: &str| Some(dir.join(name)).filter(|p| p.is_file());
+        Ok(ModelFiles {
+            dir: dir.to_path_buf(),
+            config: need("config.json")?,
+            weights: need("model.safetensors")?,
+            tokenizer: need("tokenizer.json")?,
+            sbert_config: opt("sentence_bert_config.json"),
+            pooling_config: opt("1_Pooling/config.json"),
+            modules: opt("modules.json"),
+            nest_meta: opt("nest.json"),
+        })
+    }
+}
+
+/// Reads a JSON file into `T`, naming the file (and serde's line/column) on failure.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Missing {
+        path: path.to_path_buf(),
+        message: format!("cannot read: {e}"),
+    })?;
+    serde_json::from_str(&text).map_err(|e| Error::Config {
+        path: path.to_path_buf(),
+        message: format!("invalid JSON or missing key: {e}"),
+    })
+}

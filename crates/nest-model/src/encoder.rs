@@ -1,0 +1,269 @@
+//! [`ElasticEncoder`]: a loaded model (weights, tokenizer, pooling) that embeds text at any
+//! (layer, dim) point.
+
+use std::path::Path;
+
+use nest_core::output::Matrix;
+use nest_core::spec::{check_dims, check_layers};
+use nest_core::ElasticSpec;
+use tch::{nn::VarStore, Device, Kind, Tensor};
+
+use crate::bert::Bert;
+use crate::config::{
+    read_json, Architecture, ModelConfig, ModelFiles, NestMeta, PoolingConfig, SbertConfig,
+};
+use crate::mpnet::Mpnet;
+use crate::pooling::{to_vec_f32, truncate_normalize, Pooling};
+use crate::tokenize::TextTokenizer;
+use crate::{weights, Error, Result};
+
+/// A padded batch of token ids.
+#[derive(Debug)]
+pub struct EncoderInput {
+    /// `[batch, seq]` int64 token ids, padded with the model's pad id.
+    pub ids: Tensor,
+    /// `[batch, seq]` int64, 1 for real tokens, 0 for padding.
+    pub mask: Tensor,
+}
+
+/// What a forward pass returns.
+#[derive(Debug)]
+pub struct EncoderOutput {
+    /// Index 0 = embedding output; index `l` = output of layer `l`. Holds `layers + 1` tensors of
+    /// shape `[batch, seq, hidden]` for a forward run to `layers`.
+    pub hidden_states: Vec<Tensor>,
+}
+
+/// Batching options for [`ElasticEncoder::embed_layers`].
+#[derive(Debug, Clone, Copy)]
+pub struct EncodeOptions {
+    pub batch_size: usize,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        EncodeOptions { batch_size: 32 }
+    }
+}
+
+#[derive(Debug)]
+enum Net {
+    Bert(Bert),
+    Mpnet(Mpnet),
+}
+
+/// A loaded elastic encoder.
+#[derive(Debug)]
+pub struct ElasticEncoder {
+    /// The weights (trainable by `nest-train`).
+    pub vs: VarStore,
+    net: Net,
+    pub tokenizer: TextTokenizer,
+    pub pooling: Pooling,
+    pub config: ModelConfig,
+    pub files: ModelFiles,
+    /// Whether the sentence-transformers pipeline ends with `Normalize`.
+    pub normalize: bool,
+    /// What a Nest training run recorded (trained dims and layers), if anything.
+    pub meta: NestMeta,
+}
+
+impl ElasticEncoder {
+    /// Loads a model directory in Hugging Face / sentence-transformers layout onto `device`.
+    ///
+    /// `max_seq_length` overrides `sentence_bert_config.json` when given.
+    pub fn load(dir: &Path, device: Device, max_seq_length: Option<usize>) -> Result<Self> {
+        let files = ModelFiles::locate(dir)?;
+        let config = ModelConfig::read(&files.config)?;
+        let arch = config.architecture()?;
+        let sbert: Option<SbertConfig> =
+            files.sbert_config.as_deref().map(read_json).transpose()?;
+        let pooling = match &files.pooling_config {
+            Some(p) => read_json::<PoolingConfig>(p)?.pooling(p)?,
+            None => Pooling::Mean,
+        };
+        let normalize = match &files.modules {
+            Some(p) => {
+                let mods: Vec<serde_json::Value> = read_json(p)?;
+                mods.iter().any(|m| {
+                    m.get("type")
+                        .and_then(|t| t.as_str())
+                        .is_some_and(|t| t.ends_with("Normalize"))
+                })
+            }
+            None => true,
+        };
+        let meta: NestMeta = files
+            .nest_meta
+            .as_deref()
+            .map(read_json)
+            .transpose()?
+            .unwrap_or_default();
+        let limit = config.max_positions();
+        let max_len = max_seq_length
+            .or(sbert.and_then(|s| s.max_seq_length))
+            .unwrap_or(limit);
+        if max_len == 0 || max_len > limit {
+            return Err(Error::Config {
+                path: files.config.clone(),
+                message: format!(
+                    "max_seq_length {max_len} is outside 1..={limit} (the position table)"
+                ),
+            });
+        }
+        let tokenizer = TextTokenizer::load(&files.tokenizer, max_len)?;
+        let mut vs = VarStore::new(device);
+        let net = match arch {
+            Architecture::Bert => Net::Bert(Bert::new(vs.root(), &config)),
+            Architecture::Mpnet => Net::Mpnet(Mpnet::new(vs.root(), &config)),
+        };
+        weights::load(&mut vs, &files.weights)?;
+        Ok(ElasticEncoder {
+            vs,
+            net,
+            tokenizer,
+            pooling,
+            config,
+            files,
+            normalize,
+            meta,
+        })
+    }
+
+    pub fn architecture(&self) -> Architecture {
+        match self.net {
+            Net::Bert(_) => Architecture::Bert,
+            Net::Mpnet(_) => Architecture::Mpnet,
+        }
+    }
+
+    pub fn num_layers(&self) -> usize {
+        match &self.net {
+            Net::Bert(m) => m.num_layers(),
+            Net::Mpnet(m) => m.num_layers(),
+        }
+    }
+
+    pub fn hidden_size(&self) -> usize {
+        self.config.hidden_size
+    }
+
+    pub fn device(&self) -> Device {
+        self.vs.device()
+    }
+
+    /// Checks an operating point against this model.
+    pub fn check(&self, layers: &[usize], dims: &[usize]) -> Result<()> {
+        check_layers(layers, self.num_layers())?;
+        check_dims(dims, self.hidden_size())?;
+        Ok(())
+    }
+
+    /// Pads token sequences into one batch on the model's device.
+    pub fn make_input(&self, seqs: &[&[i64]]) -> EncoderInput {
+        let len = seqs.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
+        let pad = self.config.pad_id();
+        let mut ids = Vec::with_capacity(seqs.len() * len);
+        let mut mask = Vec::with_capacity(seqs.len() * len);
+        for s in seqs {
+            ids.extend_from_slice(s);
+            ids.extend(std::iter::repeat_n(pad, len - s.len()));
+            mask.extend(std::iter::repeat_n(1i64, s.len()));
+            mask.extend(std::iter::repeat_n(0i64, len - s.len()));
+        }
+        let shape = [seqs.len() as i64, len as i64];
+        let dev = self.device();
+        EncoderInput {
+            ids: Tensor::from_slice(&ids).view(shape).to_device(dev),
+            mask: Tensor::from_slice(&mask).view(shape).to_device(dev),
+        }
+    }
+
+    /// Runs the encoder to `layers` layers (early exit). `train` turns dropout on.
+    pub fn forward(&self, input: &EncoderInput, layers: usize, train: bool) -> EncoderOutput {
+        let layers = layers.min(self.num_layers());
+        match &self.net {
+            Net::Bert(m) => m.forward(input, layers, train),
+            Net::Mpnet(m) => m.forward(input, layers, train),
+        }
+    }
+
+    /// Pools one layer's token states (`[batch, seq, hidden]` -> `[batch, hidden]`).
+    pub fn pool(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
+        self.pooling.pool(hidden, mask)
+    }
+
+    /// Tokenises `texts` and returns, for each requested layer, the pooled (not normalised)
+    /// vectors of every text in input order. The forward pass runs once per batch, to the deepest
+    /// requested layer; batches are formed from length-sorted texts to cut padding.
+    ///
+    /// `progress` is called with the number of texts done after each batch.
+    ///
+    /// # Shapes
+    /// - returns `layers.len()` CPU float tensors `[texts.len(), hidden]`
+    pub fn embed_layers(
+        &self,
+        texts: &[&str],
+        layers: &[usize],
+        opts: EncodeOptions,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Tensor>> {
+        self.check(layers, &[])?;
+        if texts.is_empty() {
+            return Err(Error::Core(nest_core::Error::value(
+                "input",
+                "no texts to encode",
+            )));
+        }
+        let deepest = layers.iter().copied().max().unwrap_or(self.num_layers());
+        let ids = self.tokenizer.encode(texts)?;
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
+        let bs = opts.batch_size.max(1);
+        let mut per_layer: Vec<Vec<Tensor>> = (0..layers.len()).map(|_| Vec::new()).collect();
+        let _guard = tch::no_grad_guard();
+        let mut done = 0;
+        for chunk in order.chunks(bs) {
+            let seqs: Vec<&[i64]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+            let input = self.make_input(&seqs);
+            let out = self.forward(&input, deepest, false);
+            for (k, &l) in layers.iter().enumerate() {
+                let pooled = self.pool(&out.hidden_states[l], &input.mask);
+                per_layer[k].push(pooled.to_device(Device::Cpu).to_kind(Kind::Float));
+            }
+            done += chunk.len();
+            progress(done);
+        }
+        // undo the length sort
+        let inverse = {
+            let mut inv = vec![0i64; order.len()];
+            for (pos, &i) in order.iter().enumerate() {
+                inv[i] = pos as i64;
+            }
+            Tensor::from_slice(&inv)
+        };
+        Ok(per_layer
+            .into_iter()
+            .map(|parts| Tensor::cat(&parts, 0).index_select(0, &inverse))
+            .collect())
+    }
+
+    /// Embeds `texts` at one operating point: `spec.layer` layers, the first `spec.dim`
+    /// coordinates, L2-normalised.
+    pub fn embed(
+        &self,
+        texts: &[&str],
+        spec: ElasticSpec,
+        opts: EncodeOptions,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Matrix> {
+        self.check(&[spec.layer], &[spec.dim])?;
+        let pooled = self.embed_layers(texts, &[spec.layer], opts, progress)?;
+        let e = truncate_normalize(&pooled[0], spec.dim);
+        Ok(Matrix {
+            rows: texts.len(),
+            dim: spec.dim,
+            data: to_vec_f32(&e),
+        })
+    }
+}

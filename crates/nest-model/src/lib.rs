@@ -1,0 +1,35 @@
+//! Nest encoders: BERT and MPNet with every layer's hidden states, early exit, pooling and
+//! Matryoshka truncation.
+//!
+//! The entry point is [`ElasticEncoder::load`], which reads a model directory in Hugging Face /
+//! sentence-transformers layout (or downloads one from the hub, see [`hub`]), and
+//! [`ElasticEncoder::embed`] / [`ElasticEncoder::embed_layers`].
+//!
+//! One file per architecture ([`bert`], [`mpnet`]), each with a serde `Config`, a `new` that
+//! registers its weights in a `tch::nn::VarStore`, and a `forward` with an explicit loop over
+//! layers that stops after the requested number of layers.
+
+pub mod bert;
+pub mod config;
+pub mod encoder;
+pub mod error;
+pub mod hub;
+pub mod mpnet;
+pub mod pooling;
+pub mod tiny;
+pub mod tokenize;
+mod weights;
+
+pub use config::{Architecture, ModelConfig, ModelFiles, NestMeta};
+pub use encoder::{ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput};
+pub use error::{Error, Result};
+pub use pooling::Pooling;
+
+/// Device selection: CUDA when built with the `cuda` feature and a GPU is present, else CPU.
+pub fn default_device() -> tch::Device {
+    if cfg!(feature = "cuda") {
+        tch::Device::cuda_if_available()
+    } else {
+        tch::Device::Cpu
+    }
+}

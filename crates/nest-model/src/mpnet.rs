@@ -1,0 +1,160 @@
+//! MPNet encoder (Song et al. 2020), weight names as in Hugging Face `MPNetModel` without the
+//! `mpnet.` prefix. Differences from BERT: no token types; position ids count from
+//! `pad_id + 1` over non-padding tokens (RoBERTa style); a learned relative-position bias
+//! (T5-style buckets) is added to every layer's attention scores.
+
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use crate::bert::{additive_mask, attention, layer_norm, linear};
+use crate::config::ModelConfig;
+use crate::encoder::{EncoderInput, EncoderOutput};
+
+#[derive(Debug)]
+struct Layer {
+    q: nn::Linear,
+    k: nn::Linear,
+    v: nn::Linear,
+    o: nn::Linear,
+    attn_norm: nn::LayerNorm,
+    intermediate: nn::Linear,
+    output: nn::Linear,
+    out_norm: nn::LayerNorm,
+}
+
+/// The MPNet model: embeddings, relative-position bias and a stack of layers.
+#[derive(Debug)]
+pub struct Mpnet {
+    word: nn::Embedding,
+    position: nn::Embedding,
+    emb_norm: nn::LayerNorm,
+    relative_bias: nn::Embedding,
+    layers: Vec<Layer>,
+    heads: i64,
+    buckets: i64,
+    pad_id: i64,
+    dropout: f64,
+    attn_dropout: f64,
+}
+
+/// HF `MPNetEncoder.relative_position_bucket` with `max_distance = 128`, computed with the same
+/// float32 operations so that boundary cases round the same way.
+///
+/// # Shapes
+/// - `relative`: any int64 tensor (memory position - query position); returns the same shape
+fn relative_position_bucket(relative: &Tensor, num_buckets: i64, max_distance: i64) -> Tensor {
+    let half = num_buckets / 2;
+    let n = -relative;
+    let mut ret = n.lt(0).to_kind(Kind::Int64) * half;
+    let n = n.abs();
+    let max_exact = half / 2;
+    let is_small = n.lt(max_exact);
+    let large = (n.to_kind(Kind::Float) / max_exact as f64).log()
+        / ((max_distance as f64) / (max_exact as f64)).ln()
+        * (half - max_exact) as f64;
+    let large = (large.to_kind(Kind::Int64) + max_exact).clamp_max(half - 1);
+    ret += n.where_self(&is_small, &large);
+    ret
+}
+
+impl Layer {
+    fn new(p: nn::Path, c: &ModelConfig) -> Self {
+        let (h, i, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
+        let att = &p / "attention";
+        Layer {
+            q: linear(&att / "attn" / "q", h, h),
+            k: linear(&att / "attn" / "k", h, h),
+            v: linear(&att / "attn" / "v", h, h),
+            o: linear(&att / "attn" / "o", h, h),
+            attn_norm: layer_norm(&att / "LayerNorm", h, eps),
+            intermediate: linear(&p / "intermediate" / "dense", h, i),
+            output: linear(&p / "output" / "dense", i, h),
+            out_norm: layer_norm(&p / "output" / "LayerNorm", h, eps),
+        }
+    }
+
+    fn forward(&self, x: &Tensor, mask: &Tensor, m: &Mpnet, train: bool) -> Tensor {
+        let drop = if train { m.attn_dropout } else { 0.0 };
+        let ctx = attention(
+            &self.q.forward(x),
+            &self.k.forward(x),
+            &self.v.forward(x),
+            mask,
+            m.heads,
+            drop,
+        );
+        let a = (self.o.forward(&ctx).dropout(m.dropout, train) + x).apply(&self.attn_norm);
+        let f = self.intermediate.forward(&a).gelu("none");
+        (self.output.forward(&f).dropout(m.dropout, train) + a).apply(&self.out_norm)
+    }
+}
+
+impl Mpnet {
+    /// Registers the weights under `p` (names as in HF `MPNetModel`).
+    pub fn new(p: nn::Path, c: &ModelConfig) -> Self {
+        let h = c.hidden_size as i64;
+        let emb = &p / "embeddings";
+        let ecfg = Default::default();
+        Mpnet {
+            word: nn::embedding(&emb / "word_embeddings", c.vocab_size as i64, h, ecfg),
+            position: nn::embedding(
+                &emb / "position_embeddings",
+                c.max_position_embeddings as i64,
+                h,
+                ecfg,
+            ),
+            emb_norm: layer_norm(&emb / "LayerNorm", c.hidden_size, c.layer_norm_eps),
+            relative_bias: nn::embedding(
+                &p / "encoder" / "relative_attention_bias",
+                c.relative_attention_num_buckets as i64,
+                c.num_attention_heads as i64,
+                ecfg,
+            ),
+            layers: (0..c.num_hidden_layers)
+                .map(|i| Layer::new(&p / "encoder" / "layer" / i, c))
+                .collect(),
+            heads: c.num_attention_heads as i64,
+            buckets: c.relative_attention_num_buckets as i64,
+            pad_id: c.pad_id(),
+            dropout: c.hidden_dropout_prob,
+            attn_dropout: c.attention_probs_dropout_prob,
+        }
+    }
+
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Runs the embeddings and the first `layers` layers (early exit).
+    ///
+    /// # Shapes
+    /// - `input.ids`, `input.mask`: `[batch, seq]` int64
+    /// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]` (index 0 = embeddings)
+    pub fn forward(&self, input: &EncoderInput, layers: usize, train: bool) -> EncoderOutput {
+        let (_, s) = input.ids.size2().expect("ids are [batch, seq]");
+        let dev = input.ids.device();
+        // position ids: cumulative count of non-pad tokens, offset by pad_id; pads keep pad_id
+        let not_pad = input.ids.ne(self.pad_id).to_kind(Kind::Int64);
+        let pos = not_pad.cumsum(1, Kind::Int64) * &not_pad + self.pad_id;
+        let x = (self.word.forward(&input.ids) + self.position.forward(&pos))
+            .apply(&self.emb_norm)
+            .dropout(self.dropout, train);
+        // relative position bias [1, heads, s, s] plus the padding mask [b, 1, 1, s]
+        let ctx = Tensor::arange(s, (Kind::Int64, dev));
+        let rel = ctx.unsqueeze(0) - ctx.unsqueeze(1); // memory - query
+        let bucket = relative_position_bucket(&rel, self.buckets, 128);
+        let bias = self
+            .relative_bias
+            .forward(&bucket)
+            .permute([2, 0, 1])
+            .unsqueeze(0);
+        let mask = bias.to_kind(x.kind()) + additive_mask(&input.mask, x.kind());
+        let mut hidden_states = Vec::with_capacity(layers + 1);
+        hidden_states.push(x);
+        for layer in self.layers.iter().take(layers) {
+            let next = layer.forward(hidden_states.last().expect("non-empty"), &mask, self, train);
+            hidden_states.push(next);
+        }
+        EncoderOutput { hidden_states }
+    }
+}

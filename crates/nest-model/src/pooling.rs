@@ -1,0 +1,73 @@
+//! Pooling of token states into one sentence vector, and Matryoshka truncation.
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+/// How token states become a sentence vector (sentence-transformers' `Pooling` modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pooling {
+    /// Mean over non-padding tokens.
+    Mean,
+    /// The first token (`[CLS]` / `<s>`).
+    Cls,
+    /// Element-wise max over non-padding tokens.
+    Max,
+    /// Sum over non-padding tokens divided by sqrt(length).
+    MeanSqrtLen,
+}
+
+impl Pooling {
+    /// Pools token states.
+    ///
+    /// # Shapes
+    /// - `hidden`: `[batch, seq, hidden]`
+    /// - `mask`: `[batch, seq]`, 1 for real tokens, 0 for padding (any numeric kind)
+    /// - returns `[batch, hidden]`
+    pub fn pool(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
+        let m = mask.to_kind(hidden.kind()).unsqueeze(-1); // [b, s, 1]
+        match self {
+            Pooling::Cls => hidden.select(1, 0),
+            Pooling::Mean | Pooling::MeanSqrtLen => {
+                let sum = (hidden * &m).sum_dim_intlist(1, false, hidden.kind());
+                let n = m.sum_dim_intlist(1, false, hidden.kind()).clamp_min(1e-9);
+                if *self == Pooling::Mean {
+                    sum / n
+                } else {
+                    sum / n.sqrt()
+                }
+            }
+            Pooling::Max => {
+                let neg: Tensor = (1.0 - &m) * -1e9;
+                (hidden + &neg).amax([1i64].as_slice(), false)
+            }
+        }
+    }
+}
+
+/// Keeps the first `dim` coordinates and L2-normalises each row (Matryoshka truncation).
+///
+/// # Shapes
+/// - `pooled`: `[batch, hidden]`; returns `[batch, dim]`
+pub fn truncate_normalize(pooled: &Tensor, dim: usize) -> Tensor {
+    let p = pooled.narrow(1, 0, dim as i64);
+    l2_normalize(&p)
+}
+
+/// Row-wise L2 normalisation with sentence-transformers' epsilon (1e-12 on the norm).
+pub fn l2_normalize(x: &Tensor) -> Tensor {
+    let norm = x
+        .norm_scalaropt_dim(2.0, [-1i64].as_slice(), true)
+        .clamp_min(1e-12);
+    x / norm
+}
+
+/// Converts a float tensor to a `Vec<f32>` (on CPU, contiguous).
+pub fn to_vec_f32(t: &Tensor) -> Vec<f32> {
+    let t = t
+        .to_device(tch::Device::Cpu)
+        .to_kind(Kind::Float)
+        .contiguous()
+        .view([-1]);
+    Vec::<f32>::try_from(&t).unwrap_or_default()
+}

@@ -1,0 +1,57 @@
+//! Tokenisation with the model's own `tokenizer.json`.
+//!
+//! The shipped `tokenizer.json` files of both default models fix padding to 128 and truncation at
+//! 128. Nest turns both off and truncates at the model's `max_seq_length` instead; padding is
+//! done per batch (to the longest sequence of the batch) when the input tensor is built.
+
+use std::path::Path;
+
+use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+use crate::{Error, Result};
+
+/// A loaded tokenizer with its truncation length.
+#[derive(Debug, Clone)]
+pub struct TextTokenizer {
+    inner: Tokenizer,
+    max_length: usize,
+}
+
+impl TextTokenizer {
+    /// Loads `tokenizer.json`, with truncation at `max_length` tokens (special tokens included).
+    pub fn load(path: &Path, max_length: usize) -> Result<Self> {
+        let mut inner = Tokenizer::from_file(path)
+            .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
+        inner.with_padding(None);
+        inner
+            .with_truncation(Some(TruncationParams {
+                max_length,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+                direction: TruncationDirection::Right,
+            }))
+            .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
+        Ok(TextTokenizer { inner, max_length })
+    }
+
+    pub fn max_length(&self) -> usize {
+        self.max_length
+    }
+
+    /// Token ids of each text, with the model's special tokens, truncated, not padded.
+    pub fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<i64>>> {
+        let enc = self
+            .inner
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(enc
+            .iter()
+            .map(|e| e.get_ids().iter().map(|&i| i64::from(i)).collect())
+            .collect())
+    }
+
+    /// The underlying `tokenizers` object (for saving a trained model's tokenizer).
+    pub fn inner(&self) -> &Tokenizer {
+        &self.inner
+    }
+}

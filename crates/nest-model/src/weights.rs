@@ -1,0 +1,58 @@
+//! Loads a `model.safetensors` into a `VarStore`, checking every tensor's presence and shape.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use tch::{nn::VarStore, Tensor};
+
+use crate::{Error, Result};
+
+/// Prefixes some checkpoints put before the encoder's own names (`bert.embeddings...`).
+const PREFIXES: [&str; 4] = ["bert.", "mpnet.", "model.", "roberta."];
+
+/// Copies each variable of `vs` from the file, naming the first missing or mis-shaped tensor.
+/// Extra tensors in the file (e.g. `embeddings.position_ids`, `pooler.*`, MLM heads) are ignored.
+pub(crate) fn load(vs: &mut VarStore, path: &Path) -> Result<()> {
+    let named = Tensor::read_safetensors(path).map_err(|e| Error::Weights {
+        path: path.to_path_buf(),
+        message: format!("cannot read safetensors: {e}"),
+    })?;
+    let mut file: HashMap<String, Tensor> = HashMap::with_capacity(named.len());
+    for (name, t) in named {
+        let key = PREFIXES
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
+            .map(str::to_string)
+            .unwrap_or(name);
+        file.insert(key, t);
+    }
+    let device = vs.device();
+    let vars = vs.variables();
+    let mut names: Vec<&String> = vars.keys().collect();
+    names.sort();
+    tch::no_grad(|| -> Result<()> {
+        for name in names {
+            let var = &vars[name];
+            let src = file.get(name.as_str()).ok_or_else(|| Error::Weights {
+                path: path.to_path_buf(),
+                message: format!(
+                    "tensor '{name}' not found (expected shape {:?})",
+                    var.size()
+                ),
+            })?;
+            if src.size() != var.size() {
+                return Err(Error::Weights {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "tensor '{name}' has shape {:?}, the config implies {:?}",
+                        src.size(),
+                        var.size()
+                    ),
+                });
+            }
+            let mut var = var.shallow_clone();
+            var.f_copy_(&src.to_device(device).to_kind(var.kind()))?;
+        }
+        Ok(())
+    })
+}

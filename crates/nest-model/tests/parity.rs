@@ -1,0 +1,143 @@
+//! Parity with sentence-transformers and transformers on the real models.
+//!
+//! Reference: `tests/reference/make_parity.py` (sentence-transformers 5 / transformers, torch
+//! 2.13, CPU) wrote `tests/fixtures/parity/*.safetensors` for the 30 sentences in
+//! `sentences.json`. Tolerance: cosine >= 0.99999 per sentence, for the final embedding and for
+//! the mean-pooled hidden states at layers 1, 3 and the last.
+//!
+//! Needs `models/` (scripts/setup.sh models). Without it the test prints why and passes, unless
+//! `NEST_REQUIRE_MODELS=1` or `CI=true` (as in CI), where a missing model fails.
+
+use std::path::{Path, PathBuf};
+
+use nest_model::pooling::l2_normalize;
+use nest_model::{ElasticEncoder, EncodeOptions};
+use tch::{Device, Kind, Tensor};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn model_dir(name: &str) -> Option<PathBuf> {
+    let p = root().join("models").join(name);
+    if p.join("model.safetensors").is_file() {
+        return Some(p);
+    }
+    let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1")
+        || std::env::var("CI").is_ok_and(|v| v == "true");
+    if required {
+        panic!(
+            "{} is missing and CI=true or NEST_REQUIRE_MODELS=1: run scripts/setup.sh models",
+            p.display()
+        );
+    }
+    eprintln!(
+        "SKIP parity for {name}: {} not found (run scripts/setup.sh models)",
+        p.display()
+    );
+    None
+}
+
+fn sentences() -> Vec<String> {
+    let p = root().join("tests/fixtures/parity/sentences.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn fixture(name: &str) -> std::collections::HashMap<String, Tensor> {
+    let p = root().join(format!("tests/fixtures/parity/{name}.safetensors"));
+    Tensor::read_safetensors(p).unwrap().into_iter().collect()
+}
+
+/// Per-row cosine similarity.
+fn row_cos(a: &Tensor, b: &Tensor) -> Vec<f64> {
+    let c = (l2_normalize(a) * l2_normalize(b)).sum_dim_intlist(1, false, Kind::Double);
+    Vec::<f64>::try_from(&c).unwrap()
+}
+
+fn check(name: &str, layers: [usize; 3]) {
+    let Some(dir) = model_dir(name) else { return };
+    let enc = ElasticEncoder::load(&dir, Device::Cpu, None).unwrap();
+    let fx = fixture(name);
+    let texts = sentences();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+
+    let ids = enc.tokenizer.encode(&refs).unwrap();
+    let lens: Vec<i64> = ids.iter().map(|v| v.len() as i64).collect();
+    let want: Vec<i64> = Vec::try_from(&fx["token_lengths"]).unwrap();
+    assert_eq!(
+        lens, want,
+        "{name}: token counts differ from sentence-transformers'"
+    );
+
+    let pooled = enc
+        .embed_layers(&refs, &layers, EncodeOptions { batch_size: 8 }, &mut |_| {})
+        .unwrap();
+    for (k, l) in layers.iter().enumerate() {
+        let cos = row_cos(&pooled[k], &fx[&format!("layer_{l}")]);
+        let worst = cos.iter().copied().fold(1.0, f64::min);
+        eprintln!("{name} layer {l}: min cosine vs transformers {worst:.8}");
+        assert!(worst >= 0.99999, "{name} layer {l}: cosines {cos:?}");
+    }
+    let last = layers[2];
+    let full = l2_normalize(&pooled[2]);
+    let cos = row_cos(&full, &fx["embeddings"]);
+    let worst = cos.iter().copied().fold(1.0, f64::min);
+    let maxdiff = (&full - &fx["embeddings"]).abs().max().double_value(&[]);
+    eprintln!("{name} layer {last}: min cosine vs sentence-transformers {worst:.8}, max |diff| {maxdiff:.2e}");
+    assert!(worst >= 0.99999, "{name}: cosines {cos:?}");
+}
+
+#[test]
+fn minilm_matches_sentence_transformers() {
+    check("all-MiniLM-L6-v2", [1, 3, 6]);
+}
+
+#[test]
+fn mpnet_matches_sentence_transformers() {
+    check("all-mpnet-base-v2", [1, 3, 12]);
+}
+
+#[test]
+fn real_batching_and_truncation() {
+    let Some(dir) = model_dir("all-MiniLM-L6-v2") else {
+        return;
+    };
+    let enc = ElasticEncoder::load(&dir, Device::Cpu, None).unwrap();
+    let texts = sentences();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let spec = nest_core::ElasticSpec { layer: 3, dim: 64 };
+    let batch = enc
+        .embed(&refs, spec, EncodeOptions { batch_size: 16 }, &mut |_| {})
+        .unwrap();
+    let full = enc
+        .embed(
+            &refs,
+            nest_core::ElasticSpec { layer: 3, dim: 384 },
+            EncodeOptions::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+    for (i, t) in refs.iter().enumerate() {
+        let one = enc
+            .embed(&[t], spec, EncodeOptions { batch_size: 1 }, &mut |_| {})
+            .unwrap();
+        let d = one
+            .row(0)
+            .iter()
+            .zip(batch.row(i))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(d < 1e-5, "text {i}: batch vs single max diff {d}");
+        let prefix = &full.row(i)[..64];
+        let n = prefix.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let d = prefix
+            .iter()
+            .zip(batch.row(i))
+            .map(|(a, b)| (a / n - b).abs())
+            .fold(0f32, f32::max);
+        assert!(
+            d < 1e-5,
+            "text {i}: truncated vs normalised prefix max diff {d}"
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! Encoder behaviour on tiny random models generated here (2 layers x 32 hidden): shapes, early
+//! exit, truncation, batching, dropout, and errors for bad model directories.
+
+use nest_core::ElasticSpec;
+use nest_model::pooling::truncate_normalize;
+use nest_model::tiny::{write_tiny_model, TinySpec};
+use nest_model::{Architecture, ElasticEncoder, EncodeOptions, Error};
+use tch::{Device, Tensor};
+
+const TEXTS: [&str; 5] = [
+    "the cat sat on the mat",
+    "a man is playing music",
+    "dog",
+    "the dog is playing guitar on the mat, a man sat!",
+    "xyz 123",
+];
+
+fn tiny(arch: Architecture) -> (tempfile::TempDir, ElasticEncoder) {
+    let dir = tempfile::tempdir().unwrap();
+    write_tiny_model(dir.path(), &TinySpec::new(arch)).unwrap();
+    let enc = ElasticEncoder::load(dir.path(), Device::Cpu, None).unwrap();
+    (dir, enc)
+}
+
+fn max_abs(a: &Tensor, b: &Tensor) -> f64 {
+    (a - b).abs().max().double_value(&[])
+}
+
+fn noop(_: usize) {}
+
+#[test]
+fn shapes_and_early_exit() {
+    for arch in [Architecture::Bert, Architecture::Mpnet] {
+        let (_d, enc) = tiny(arch);
+        assert_eq!((enc.num_layers(), enc.hidden_size()), (2, 32));
+        let ids = enc.tokenizer.encode(&TEXTS).unwrap();
+        let seqs: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+        let input = enc.make_input(&seqs);
+        let longest = ids.iter().map(Vec::len).max().unwrap() as i64;
+        let _g = tch::no_grad_guard();
+        let full = enc.forward(&input, 2, false);
+        assert_eq!(
+            full.hidden_states.len(),
+            3,
+            "{arch:?}: embeddings + 2 layers"
+        );
+        assert_eq!(full.hidden_states[2].size(), vec![5, longest, 32]);
+        // early exit computes only the first layer, and it is the same first layer
+        let one = enc.forward(&input, 1, false);
+        assert_eq!(one.hidden_states.len(), 2);
+        assert!(max_abs(&one.hidden_states[1], &full.hidden_states[1]) == 0.0);
+        assert!(max_abs(&full.hidden_states[1], &full.hidden_states[2]) > 1e-3);
+    }
+}
+
+#[test]
+fn truncation_is_the_normalised_prefix() {
+    for arch in [Architecture::Bert, Architecture::Mpnet] {
+        let (_d, enc) = tiny(arch);
+        let opts = EncodeOptions::default();
+        let pooled = enc.embed_layers(&TEXTS, &[2], opts, &mut noop).unwrap();
+        let full = enc
+            .embed(&TEXTS, ElasticSpec { layer: 2, dim: 32 }, opts, &mut noop)
+            .unwrap();
+        let cut = enc
+            .embed(&TEXTS, ElasticSpec { layer: 2, dim: 8 }, opts, &mut noop)
+            .unwrap();
+        let expect = truncate_normalize(&pooled[0], 8);
+        let got = Tensor::from_slice(&cut.data).view([5, 8]);
+        assert!(max_abs(&got, &expect) < 1e-6, "{arch:?}");
+        // the prefix of the normalised full vector, re-normalised, is the same thing
+        let full_t = Tensor::from_slice(&full.data).view([5, 32]);
+        assert!(max_abs(&truncate_normalize(&full_t, 8), &got) < 1e-5);
+        for i in 0..5 {
+            let n: f32 = cut.row(i).iter().map(|v| v * v).sum();
+            assert!((n - 1.0).abs() < 1e-5);
+        }
+    }
+}
+
+#[test]
+fn batch_equals_one_at_a_time_and_order_is_kept() {
+    for arch in [Architecture::Bert, Architecture::Mpnet] {
+        let (_d, enc) = tiny(arch);
+        let spec = ElasticSpec { layer: 2, dim: 32 };
+        let batch = enc
+            .embed(&TEXTS, spec, EncodeOptions { batch_size: 3 }, &mut noop)
+            .unwrap();
+        for (i, t) in TEXTS.iter().enumerate() {
+            let one = enc
+                .embed(&[t], spec, EncodeOptions { batch_size: 1 }, &mut noop)
+                .unwrap();
+            let d = one
+                .row(0)
+                .iter()
+                .zip(batch.row(i))
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(d < 1e-5, "{arch:?} text {i}: max diff {d}");
+        }
+    }
+}
+
+#[test]
+fn dropout_only_in_training() {
+    let (_d, enc) = tiny(Architecture::Bert);
+    let ids = enc.tokenizer.encode(&TEXTS).unwrap();
+    let seqs: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+    let input = enc.make_input(&seqs);
+    let _g = tch::no_grad_guard();
+    let e1 = enc.forward(&input, 2, false).hidden_states.pop().unwrap();
+    let e2 = enc.forward(&input, 2, false).hidden_states.pop().unwrap();
+    assert_eq!(max_abs(&e1, &e2), 0.0);
+    let t1 = enc.forward(&input, 2, true).hidden_states.pop().unwrap();
+    let t2 = enc.forward(&input, 2, true).hidden_states.pop().unwrap();
+    assert!(
+        max_abs(&t1, &t2) > 1e-3,
+        "two training passes must see different dropout masks"
+    );
+}
+
+#[test]
+fn truncates_at_max_seq_length() {
+    let (d, _) = tiny(Architecture::Mpnet);
+    let enc = ElasticEncoder::load(d.path(), Device::Cpu, Some(10)).unwrap();
+    let long = "the cat ".repeat(50);
+    let ids = enc.tokenizer.encode(&[long.as_str()]).unwrap();
+    assert_eq!(ids[0].len(), 10);
+    assert_eq!(*ids[0].last().unwrap(), 2, "ends with </s>");
+    // longer than the position table: a clear error
+    let e = ElasticEncoder::load(d.path(), Device::Cpu, Some(1000))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("max_seq_length 1000"), "{e}");
+}
+
+fn load_err(dir: &std::path::Path) -> String {
+    let e: Error = ElasticEncoder::load(dir, Device::Cpu, None).unwrap_err();
+    e.to_string()
+}
+
+#[test]
+fn bad_model_directories_give_clear_errors() {
+    let (d, _) = tiny(Architecture::Bert);
+    let p = d.path();
+    assert!(load_err(&p.join("nope")).contains("model directory not found"));
+
+    let cfg = std::fs::read_to_string(p.join("config.json")).unwrap();
+    std::fs::write(p.join("config.json"), cfg.replace("\"bert\"", "\"gpt2\"")).unwrap();
+    let e = load_err(p);
+    assert!(
+        e.contains("config.json") && e.contains("model_type 'gpt2' is not supported"),
+        "{e}"
+    );
+
+    std::fs::write(p.join("config.json"), "{ not json").unwrap();
+    let e = load_err(p);
+    assert!(
+        e.contains("config.json") && e.contains("invalid JSON"),
+        "{e}"
+    );
+
+    std::fs::write(
+        p.join("config.json"),
+        cfg.replace("\"hidden_size\": 32", "\"hidden_size\": 48"),
+    )
+    .unwrap();
+    let e = load_err(p);
+    assert!(
+        e.contains("model.safetensors") && e.contains("has shape"),
+        "{e}"
+    );
+
+    std::fs::write(p.join("config.json"), &cfg).unwrap();
+    std::fs::remove_file(p.join("tokenizer.json")).unwrap();
+    let e = load_err(p);
+    assert!(
+        e.contains("tokenizer.json") && e.contains("not found"),
+        "{e}"
+    );
+
+    std::fs::write(p.join("tokenizer.json"), "{}").unwrap();
+    assert!(load_err(p).contains("tokenizer"));
+}
+
+#[test]
+fn invalid_points_are_refused() {
+    let (_d, enc) = tiny(Architecture::Bert);
+    let o = EncodeOptions::default();
+    let e = enc
+        .embed(&TEXTS, ElasticSpec { layer: 3, dim: 8 }, o, &mut noop)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("layer 3 is outside"), "{e}");
+    let e = enc
+        .embed(&TEXTS, ElasticSpec { layer: 1, dim: 33 }, o, &mut noop)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("dimension 33 is outside"), "{e}");
+    let e = enc
+        .embed(&TEXTS, ElasticSpec { layer: 1, dim: 0 }, o, &mut noop)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("dimension 0"), "{e}");
+    assert!(enc
+        .embed(&[], ElasticSpec { layer: 1, dim: 8 }, o, &mut noop)
+        .is_err());
+}
