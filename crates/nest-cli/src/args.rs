@@ -17,12 +17,18 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once; boxing buys nothing
 pub enum Command {
     /// Embed sentences at one (layer, dim) point.
     Encode(EncodeArgs),
-    /// Evaluate a model over the (layer x dim) grid.
-    #[command(subcommand)]
-    Eval(EvalCommand),
+    /// Evaluate a model over the (layer x dim x precision) grid: `nest eval --tasks ...`,
+    /// `nest eval sts --data FILE`, `nest eval compare A B`.
+    Eval(EvalArgs),
+    /// Name the cheapest (layer, dim, precision) of a report that meets a quality floor.
+    Advise(AdviseArgs),
+    /// Diagnostics of an embedding space: variance profile, prefix/residual correlation,
+    /// alignment/uniformity, effective rank.
+    Inspect(InspectArgs),
     /// Print a model's architecture, elastic axes and what it was trained for.
     Info(InfoArgs),
     /// Benchmarks that print figures.
@@ -62,10 +68,51 @@ pub struct EncodeArgs {
     pub output: PathBuf,
 }
 
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct EvalArgs {
+    #[command(subcommand)]
+    pub sub: Option<EvalCommand>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Task families: sts, cls, pair, retrieval (comma-separated).
+    #[arg(long, default_value = "sts,cls,pair,retrieval")]
+    pub tasks: String,
+    /// Folder holding the datasets (stsb/, sick-r/, banking77/, ... as in shared/datasets).
+    #[arg(long, default_value = "../shared/datasets")]
+    pub data_root: PathBuf,
+    #[command(flatten)]
+    pub grid: GridArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GridArgs {
+    /// Layers, e.g. `1-6` or `2,4,6` (default: all).
+    #[arg(long)]
+    pub layers: Option<String>,
+    /// Prefix dims, e.g. `16,32,64,128,256,384` (default: powers of two from 16, and the hidden size).
+    #[arg(long)]
+    pub dims: Option<String>,
+    /// Storage precisions: float32, int8, binary.
+    #[arg(long, default_value = "float32")]
+    pub precision: String,
+    /// Binary retrieval: re-rank the top 10 x N Hamming candidates with the float query (0: off).
+    #[arg(long, default_value_t = 4)]
+    pub rescore: usize,
+    /// Texts timed per layer for the latency cost (0: skip the measurement).
+    #[arg(long, default_value_t = 512)]
+    pub latency_texts: usize,
+    /// Where report.json, report.md and the plots go.
+    #[arg(long, default_value = "reports/latest")]
+    pub out: PathBuf,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
-    /// Semantic textual similarity: Spearman x100 of cosine vs gold per (layer, dim).
+    /// STS on given files: Spearman x100 of cosine vs gold per (layer, dim, precision).
     Sts(EvalStsArgs),
+    /// Per-cell deltas of reports against the first: prints tables, writes compare.md and plots.
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -75,14 +122,59 @@ pub struct EvalStsArgs {
     /// STS-layout TSV files (sentence1, sentence2, score); repeat or comma-separate.
     #[arg(long, required = true, value_delimiter = ',')]
     pub data: Vec<PathBuf>,
-    /// Layers, e.g. `1-6` or `2,4,6` (default: all).
+    #[command(flatten)]
+    pub grid: GridArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// report.json files; each after the first is compared with the first.
+    #[arg(required = true, num_args = 2..)]
+    pub reports: Vec<PathBuf>,
+    /// Where compare.md and the delta heatmaps go (default: beside the last report).
     #[arg(long)]
-    pub layers: Option<String>,
-    /// Prefix dims, e.g. `16,32,64,128,256,384` (default: powers of two up to the hidden size, and it).
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    /// A report.json from `nest eval`.
     #[arg(long)]
-    pub dims: Option<String>,
-    /// Where report.json, report.md and the heatmaps go.
-    #[arg(long, default_value = "reports/latest")]
+    pub report: PathBuf,
+    /// The quality floor, in the report's units (x100).
+    #[arg(long, allow_negative_numbers = true)]
+    pub min_score: f64,
+    /// A task name (e.g. stsb/test), a kind (sts, cls, pair, retrieval: their tasks' main
+    /// metrics averaged) or `all`.
+    #[arg(long, default_value = "all")]
+    pub task: String,
+    /// Cost to minimise first: latency or memory.
+    #[arg(long, default_value = "latency")]
+    pub by: String,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Texts: an STS TSV (pairs with score >= --positive-min are the positives for alignment) or
+    /// a text file with one sentence per line.
+    #[arg(long, default_value = "../shared/datasets/stsb/test.tsv")]
+    pub data: PathBuf,
+    /// Layer to inspect (default: the last).
+    #[arg(long)]
+    pub layer: Option<usize>,
+    /// Prefix length for the prefix/residual cross-correlation (default: a quarter of the hidden size).
+    #[arg(long)]
+    pub dim: Option<usize>,
+    /// Matryoshka boundaries to mark and to compute prefix statistics at (default: the model's
+    /// trained dims, else powers of two from 16).
+    #[arg(long)]
+    pub boundaries: Option<String>,
+    /// STS gold score from which a pair counts as positive.
+    #[arg(long, default_value_t = 4.0)]
+    pub positive_min: f64,
+    #[arg(long, default_value = "reports/inspect")]
     pub out: PathBuf,
 }
 

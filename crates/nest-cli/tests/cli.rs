@@ -99,6 +99,10 @@ fn eval_sts_writes_report_files() {
         "1-2",
         "--dims",
         "8,32",
+        "--precision",
+        "float32,binary",
+        "--latency-texts",
+        "4",
         "--out",
         &out,
     ]);
@@ -107,27 +111,266 @@ fn eval_sts_writes_report_files() {
         &std::fs::read_to_string(d.path().join("report/report.json")).unwrap(),
     )
     .unwrap();
+    assert_eq!(report["layers"], serde_json::json!([1, 2]));
+    assert_eq!(report["dims"], serde_json::json!([8, 32]));
+    assert_eq!(
+        report["precisions"],
+        serde_json::json!(["float32", "binary"])
+    );
+    assert_eq!(report["costs"]["latency_ms"].as_object().unwrap().len(), 2);
     let t = &report["tasks"][0];
-    assert_eq!(t["layers"], serde_json::json!([1, 2]));
-    assert_eq!(t["dims"], serde_json::json!([8, 32]));
     assert_eq!(t["n_examples"], 4);
-    assert_eq!(t["sha256"].as_str().unwrap().len(), 64);
-    for row in t["scores"].as_array().unwrap() {
-        for v in row.as_array().unwrap() {
-            let v = v.as_f64().unwrap();
-            assert!((-100.0..=100.0).contains(&v));
-        }
+    assert_eq!(t["main_metric"], "spearman");
+    assert_eq!(t["files"][0]["sha256"].as_str().unwrap().len(), 64);
+    let cells = t["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2 * 2 * 2);
+    for c in cells {
+        let v = c["metrics"]["spearman"].as_f64().unwrap();
+        assert!((-100.0..=100.0).contains(&v), "{c}");
     }
     let md = std::fs::read_to_string(d.path().join("report/report.md")).unwrap();
     assert!(md.contains("| dim \\ layer | 1 | 2 |"), "{md}");
-    // one heatmap per task, named after the task (<parent folder>-<stem>)
-    let svg_path = std::fs::read_dir(d.path().join("report"))
+    // plot names carry the task name, which comes from the temp folder: look them up by prefix
+    let names: Vec<String> = std::fs::read_dir(d.path().join("report"))
         .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "svg"))
-        .expect("a heatmap .svg in the report folder");
-    let svg = std::fs::read_to_string(svg_path).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("L2"));
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for prefix in ["heatmap-", "curve-", "cost-"] {
+        let f = names
+            .iter()
+            .find(|n| n.starts_with(prefix) && n.ends_with(".svg"))
+            .unwrap_or_else(|| panic!("no {prefix}*.svg in {names:?}"));
+        let svg = std::fs::read_to_string(d.path().join("report").join(f)).unwrap();
+        assert!(svg.starts_with("<svg"), "{f}");
+    }
+}
+
+/// A miniature copy of the datasets layout (every task kind), made up for the tiny model.
+fn mini_datasets(root: &Path) {
+    let w = |rel: &str, s: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    };
+    let sts = "sentence1\tsentence2\tscore\nthe cat sat\tthe cat sat on the mat\t4.5\na man is playing\ta man is playing music\t4.0\ndog\tmusic\t0.2\nthe dog sat\ta cat sat\t2.0\n";
+    w("stsb/test.tsv", sts);
+    w("sick-r/test.tsv", sts);
+    let cls_train = "text\tlabel\nthe cat sat\tcat\na cat is on the mat\tcat\nthe cat\tcat\na dog is playing\tdog\nthe dog sat\tdog\ndog dog\tdog\n";
+    let cls_test = "text\tlabel\ncat on a mat\tcat\nthe dog is playing\tdog\n";
+    for d in ["banking77", "tweeteval-emotion"] {
+        w(&format!("{d}/train.tsv"), cls_train);
+        w(&format!("{d}/test.tsv"), cls_test);
+    }
+    // a test label the train split never shows: warned about and counted as an error
+    w(
+        "tweeteval-emotion/test.tsv",
+        &format!("{cls_test}a bird is singing\tbird\n"),
+    );
+    let pairs = "sentence1\tsentence2\tlabel\nthe cat sat\tthe cat sat on the mat\t1\ndog\tmusic\t0\na man is playing\ta man is playing music\t1\nthe dog\tguitar\t0\n";
+    w("mrpc/test.tsv", pairs);
+    w("wic/test.tsv", pairs);
+    w("sick-e/test.tsv", "premise\thypothesis\tlabel\nthe cat sat\tthe cat sat on the mat\tentailment\ndog\tmusic\tneutral\na man\ta dog\tcontradiction\n");
+    w("scifact/corpus.jsonl", "{\"_id\":\"1\",\"title\":\"cats\",\"text\":\"the cat sat on the mat\"}\n{\"_id\":\"2\",\"text\":\"a man is playing music\"}\n{\"_id\":\"3\",\"text\":\"the dog is playing\"}\n");
+    w(
+        "scifact/queries.jsonl",
+        "{\"_id\":\"q1\",\"text\":\"cat on mat\"}\n{\"_id\":\"q2\",\"text\":\"music\"}\n",
+    );
+    w(
+        "scifact/qrels/test.tsv",
+        "query-id\tcorpus-id\tscore\nq1\t1\t1\nq2\t2\t1\nq2\t99\t1\n",
+    );
+}
+
+#[test]
+fn full_suite_compare_and_advise() {
+    let (d, m) = setup();
+    let data = d.path().join("datasets");
+    mini_datasets(&data);
+    let root = data.display().to_string();
+    let a = p(d.path(), "a");
+    let out = nest(&[
+        "eval",
+        "--model",
+        &m,
+        "--data-root",
+        &root,
+        "--dims",
+        "8,32",
+        "--precision",
+        "float32,int8,binary",
+        "--latency-texts",
+        "4",
+        "--out",
+        &a,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("a corpus-id not in corpus.jsonl"),
+        "the unknown qrels id is warned about: {err}"
+    );
+    assert!(
+        err.contains("1 test row(s) have labels absent from") && err.contains("(bird)"),
+        "{err}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("a/report.json")).unwrap())
+            .unwrap();
+    let kinds: Vec<&str> = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "sts",
+            "sts",
+            "cls",
+            "cls",
+            "pair",
+            "pair",
+            "pair",
+            "retrieval"
+        ]
+    );
+    assert!(report["tasks"][3]["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("bird"));
+    assert_eq!(report["tasks"][3]["n_examples"], 3);
+    let retrieval = &report["tasks"][7];
+    assert_eq!(retrieval["cells"].as_array().unwrap().len(), 2 * 2 * 3);
+    for k in [
+        "ndcg_at_10",
+        "mrr_at_10",
+        "recall_at_100",
+        "recall_at_1000",
+        "map_at_100",
+    ] {
+        assert!(retrieval["cells"][0]["metrics"][k].is_number(), "{k}");
+    }
+    // a second model: the same tiny shape with another seed
+    let m2 = d.path().join("tiny2");
+    let mut spec = TinySpec::new(Architecture::Bert);
+    spec.seed = 11;
+    write_tiny_model(&m2, &spec).unwrap();
+    let b = p(d.path(), "b");
+    ok(&[
+        "eval",
+        "--model",
+        &m2.display().to_string(),
+        "--data-root",
+        &root,
+        "--tasks",
+        "sts,pair",
+        "--dims",
+        "8,32",
+        "--latency-texts",
+        "4",
+        "--out",
+        &b,
+    ]);
+    let cmp = p(d.path(), "cmp");
+    let stdout = ok(&[
+        "eval",
+        "compare",
+        &p(d.path(), "a/report.json"),
+        &p(d.path(), "b/report.json"),
+        "--out",
+        &cmp,
+    ]);
+    assert!(
+        stdout.contains("stsb/test") && stdout.contains("mean delta"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("banking77"),
+        "only shared tasks are compared"
+    );
+    assert!(d.path().join("cmp/compare.md").is_file());
+    // advise: a floor every cell meets gives the cheapest cell; an impossible one a clear error
+    let stdout = ok(&[
+        "advise",
+        "--report",
+        &p(d.path(), "a/report.json"),
+        "--min-score",
+        "-1000",
+        "--task",
+        "sts",
+        "--by",
+        "memory",
+    ]);
+    assert!(
+        stdout.contains("layer") && stdout.contains("dim 8, binary"),
+        "{stdout}"
+    );
+    let e = fails(&[
+        "advise",
+        "--report",
+        &p(d.path(), "a/report.json"),
+        "--min-score",
+        "1000",
+        "--task",
+        "stsb/test",
+    ]);
+    assert!(
+        e.contains("no cell reaches 1000") && e.contains("the best is"),
+        "{e}"
+    );
+    let e = fails(&[
+        "advise",
+        "--report",
+        &p(d.path(), "a/report.json"),
+        "--min-score",
+        "1",
+        "--task",
+        "nope",
+    ]);
+    assert!(e.contains("matches no task"), "{e}");
+}
+
+#[test]
+fn inspect_writes_diagnostics() {
+    let (d, m) = setup();
+    let out = p(d.path(), "ins");
+    let stdout = ok(&[
+        "inspect",
+        "--model",
+        &m,
+        "--data",
+        &p(d.path(), "sts.tsv"),
+        "--dim",
+        "8",
+        "--boundaries",
+        "8,16",
+        "--positive-min",
+        "3.5",
+        "--out",
+        &out,
+    ]);
+    assert!(stdout.contains("effective rank"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("ins/inspect.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["variance"].as_array().unwrap().len(), 32);
+    assert_eq!(v["n_positive_pairs"], 2);
+    let dims: Vec<u64> = v["prefixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["dim"].as_u64().unwrap())
+        .collect();
+    assert_eq!(dims, vec![8, 16, 32]);
+    for p in v["prefixes"].as_array().unwrap() {
+        let er = p["effective_rank"].as_f64().unwrap();
+        assert!(er >= 1.0 && er <= p["dim"].as_f64().unwrap() + 1e-9, "{p}");
+        assert!(p["uniformity"].as_f64().unwrap() <= 0.0);
+    }
+    assert!(
+        d.path().join("ins/variance.svg").is_file() && d.path().join("ins/crosscorr.svg").is_file()
+    );
 }
 
 #[test]

@@ -1,13 +1,20 @@
-//! Nest evaluation: metrics, the STS task over the (layer x dim) grid, and reports.
+//! Nest evaluation: every task the papers report (STS, classification, pair classification,
+//! retrieval) over the (layer x dim x precision) grid, with reports, plots, comparisons, advice
+//! and embedding diagnostics.
 //!
-//! The grid runner embeds every distinct text once per model (all requested layers in one
-//! forward pass) and derives every (layer, dim) cell from the cached pooled vectors.
+//! The runner ([`suite::run`]) embeds every distinct text once per model (all requested layers
+//! in one forward pass) and derives every cell from the cached pooled vectors.
 
+pub mod advise;
+pub mod compare;
 pub mod error;
-pub mod heatmap;
+pub mod inspect;
 pub mod metrics;
+pub mod plots;
+pub mod quantize;
 pub mod report;
-pub mod sts;
+pub mod suite;
+pub mod tasks;
 
 pub use error::{Error, Result};
-pub use report::{Report, TaskGrid};
+pub use report::{Report, TaskResult};

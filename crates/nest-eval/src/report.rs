@@ -1,36 +1,54 @@
-//! Evaluation reports: `report.json` (every cell, the model, data hashes, the command),
-//! `report.md` (rows = dims, columns = layers, as in the papers' tables) and a heatmap per task.
+//! Evaluation reports: `report.json` (every cell and metric, the model, data files and hashes,
+//! costs, the command), `report.md` (tables in the papers' layout: rows = dims, columns =
+//! layers) and the plots (see [`crate::plots`]).
+//!
+//! All quality metrics are stored x100.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::quantize::Precision;
+use crate::tasks::TaskKind;
 use crate::{Error, Result};
 
-/// One task's scores over the grid.
+/// One (layer, dim, precision) point of one task.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TaskGrid {
-    /// e.g. `stsb/test`.
-    pub task: String,
-    /// e.g. `sts`.
-    pub kind: String,
-    /// e.g. `spearman_x100`.
-    pub metric: String,
-    pub file: String,
-    pub sha256: String,
-    pub n_examples: usize,
-    pub layers: Vec<usize>,
-    pub dims: Vec<usize>,
-    /// `scores[dim_index][layer_index]`.
-    pub scores: Vec<Vec<f64>>,
+pub struct Cell {
+    pub layer: usize,
+    pub dim: usize,
+    pub precision: Precision,
+    pub metrics: BTreeMap<String, f64>,
 }
 
-impl TaskGrid {
-    pub fn get(&self, layer: usize, dim: usize) -> Option<f64> {
-        let li = self.layers.iter().position(|&l| l == layer)?;
-        let di = self.dims.iter().position(|&d| d == dim)?;
-        Some(self.scores[di][li])
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FileRef {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// One task over the grid.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskResult {
+    /// e.g. `stsb/test`, `banking77`, `scifact/test`.
+    pub task: String,
+    pub kind: TaskKind,
+    pub main_metric: String,
+    pub files: Vec<FileRef>,
+    pub n_examples: usize,
+    pub warnings: Vec<String>,
+    pub seconds: f64,
+    pub cells: Vec<Cell>,
+}
+
+impl TaskResult {
+    pub fn main(&self, layer: usize, dim: usize, precision: Precision) -> Option<f64> {
+        self.cells
+            .iter()
+            .find(|c| c.layer == layer && c.dim == dim && c.precision == precision)
+            .and_then(|c| c.metrics.get(&self.main_metric).copied())
     }
 }
 
@@ -45,56 +63,182 @@ pub struct ModelInfo {
     pub max_seq_length: usize,
 }
 
+/// What each point costs: encode latency per layer, bytes per vector per (dim, precision).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Costs {
+    /// Milliseconds per text at each layer (batch `latency_batch`, `latency_texts` texts,
+    /// `libtorch_threads` threads).
+    pub latency_ms: BTreeMap<usize, f64>,
+    pub latency_texts: usize,
+    pub latency_batch: usize,
+    pub libtorch_threads: i32,
+}
+
 /// A whole evaluation report.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Report {
     pub nest_version: String,
     pub command: String,
     pub model: ModelInfo,
-    pub tasks: Vec<TaskGrid>,
+    pub layers: Vec<usize>,
+    pub dims: Vec<usize>,
+    pub precisions: Vec<Precision>,
+    pub costs: Costs,
+    pub tasks: Vec<TaskResult>,
     pub seconds: f64,
 }
 
+/// A point on the quality/cost plane.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Point {
+    pub layer: usize,
+    pub dim: usize,
+    pub precision: Precision,
+    pub quality: f64,
+    pub latency_ms: f64,
+    pub bytes: usize,
+}
+
 impl Report {
-    /// The Markdown tables, one per task.
+    pub fn latency(&self, layer: usize) -> f64 {
+        self.costs
+            .latency_ms
+            .get(&layer)
+            .copied()
+            .unwrap_or(f64::NAN)
+    }
+
+    /// The points of the tasks selected by `selector` (a task name, or a kind such as `sts`,
+    /// whose tasks' main metrics are averaged), one per (layer, dim, precision) that every
+    /// selected task has.
+    pub fn points(&self, selector: &str) -> Result<Vec<Point>> {
+        let chosen: Vec<&TaskResult> = self
+            .tasks
+            .iter()
+            .filter(|t| t.task == selector || t.kind.name() == selector || selector == "all")
+            .collect();
+        if chosen.is_empty() {
+            let names: Vec<String> = self.tasks.iter().map(|t| t.task.clone()).collect();
+            return Err(Error::Report(format!(
+                "--task '{selector}' matches no task of the report (tasks: {}; kinds: sts, cls, pair, retrieval; or all)",
+                names.join(", ")
+            )));
+        }
+        let mut out = Vec::new();
+        for c in &chosen[0].cells {
+            let vals: Option<Vec<f64>> = chosen
+                .iter()
+                .map(|t| t.main(c.layer, c.dim, c.precision))
+                .collect();
+            if let Some(v) = vals {
+                out.push(Point {
+                    layer: c.layer,
+                    dim: c.dim,
+                    precision: c.precision,
+                    quality: v.iter().sum::<f64>() / v.len() as f64,
+                    latency_ms: self.latency(c.layer),
+                    bytes: c.precision.bytes(c.dim),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The Markdown report.
     pub fn markdown(&self) -> String {
         let mut s = String::new();
         let m = &self.model;
         let _ = writeln!(s, "# Nest evaluation report\n");
         let _ = writeln!(
             s,
-            "Model `{}` ({}, {} layers x {} dims, {} pooling, max {} tokens). Command: `{}`. Time: {:.1} s.\n",
+            "Model `{}` ({}, {} layers x {} dims, {} pooling, max {} tokens). Command: `{}`. Time: {:.1} s. All metrics x100.\n",
             m.path, m.architecture, m.num_layers, m.hidden_size, m.pooling, m.max_seq_length, self.command, self.seconds
         );
+        if !self.costs.latency_ms.is_empty() {
+            let _ = writeln!(s, "## Cost\n");
+            let _ = writeln!(
+                s,
+                "Encode latency (ms per text, batch {}, {} texts, {} threads); bytes per vector = dim x 4 (float32), dim (int8), dim/8 (binary).\n",
+                self.costs.latency_batch, self.costs.latency_texts, self.costs.libtorch_threads
+            );
+            let _ = writeln!(s, "| layer | ms / text |\n|---:|---:|");
+            for (l, v) in &self.costs.latency_ms {
+                let _ = writeln!(s, "| {l} | {v:.3} |");
+            }
+            s.push('\n');
+        }
         for t in &self.tasks {
             let _ = writeln!(
                 s,
-                "## {} ({}, {} examples)\n",
-                t.task, t.metric, t.n_examples
+                "## {} ({}, main metric {}, n = {})\n",
+                t.task,
+                t.kind.name(),
+                t.main_metric,
+                t.n_examples
             );
-            let _ = writeln!(s, "File `{}`, sha256 `{}`.\n", t.file, &t.sha256);
-            let _ = write!(s, "| dim \\ layer |");
-            for l in &t.layers {
-                let _ = write!(s, " {l} |");
+            for f in &t.files {
+                let _ = writeln!(s, "- `{}` sha256 `{}`", f.path, f.sha256);
             }
-            let _ = write!(s, "\n|---|");
-            for _ in &t.layers {
-                let _ = write!(s, "---:|");
+            for w in &t.warnings {
+                let _ = writeln!(s, "- warning: {w}");
             }
             s.push('\n');
-            for (di, d) in t.dims.iter().enumerate() {
-                let _ = write!(s, "| {d} |");
-                for v in &t.scores[di] {
-                    let _ = write!(s, " {v:.2} |");
-                }
+            for &p in &self.precisions {
+                let _ = writeln!(
+                    s,
+                    "{} {} (rows = dims, columns = layers):\n",
+                    t.main_metric,
+                    p.name()
+                );
+                s.push_str(&table(t, p, &self.layers, &self.dims));
                 s.push('\n');
             }
-            s.push('\n');
+            if let Some(c) = t.cells.iter().find(|c| {
+                c.layer == *self.layers.last().unwrap_or(&0)
+                    && c.dim == *self.dims.last().unwrap_or(&0)
+                    && c.precision == Precision::Float32
+            }) {
+                let all: Vec<String> = c
+                    .metrics
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v:.2}"))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "All metrics at layer {}, dim {}, float32: {}.\n",
+                    c.layer,
+                    c.dim,
+                    all.join(", ")
+                );
+            }
+            if let Ok(points) = self.points(&t.task) {
+                let front = pareto_front(&points);
+                if !front.is_empty() {
+                    let _ = writeln!(
+                        s,
+                        "Pareto front (no other cell is as fast, as small and better):\n"
+                    );
+                    let _ = writeln!(s, "| layer | dim | precision | {} | ms/text | bytes |\n|---:|---:|---|---:|---:|---:|", t.main_metric);
+                    for p in front {
+                        let _ = writeln!(
+                            s,
+                            "| {} | {} | {} | {:.2} | {:.3} | {} |",
+                            p.layer,
+                            p.dim,
+                            p.precision.name(),
+                            p.quality,
+                            p.latency_ms,
+                            p.bytes
+                        );
+                    }
+                    s.push('\n');
+                }
+            }
         }
         s
     }
 
-    /// Writes `report.json`, `report.md` and `heatmap-<task>.svg` into `dir`; returns the paths.
+    /// Writes `report.json`, `report.md` and the plots into `dir`; returns the paths.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>> {
         let json = serde_json::to_string_pretty(self).map_err(|e| Error::Report(e.to_string()))?;
         let mut written = Vec::new();
@@ -104,37 +248,117 @@ impl Report {
         let p = dir.join("report.md");
         nest_core::fsutil::write_atomic(&p, self.markdown().as_bytes())?;
         written.push(p);
-        for t in &self.tasks {
-            let p = dir.join(format!("heatmap-{}.svg", t.task.replace(['/', ' '], "-")));
-            crate::heatmap::write_svg(&p, t, &self.model.path)?;
-            written.push(p);
-        }
+        written.extend(crate::plots::write_all(self, dir)?);
         Ok(written)
     }
 
     /// Reads a `report.json`.
     pub fn read(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| nest_core::Error::io(path, e))?;
-        serde_json::from_str(&text).map_err(|e| Error::Report(format!("{}: {e}", path.display())))
+        serde_json::from_str(&text)
+            .map_err(|e| Error::Report(format!("{}: not a Nest report.json: {e}", path.display())))
     }
 }
 
-/// The grid as aligned text for the terminal.
-pub fn grid_text(t: &TaskGrid) -> String {
-    let mut s = format!(
-        "{} ({}, n={})\n{:>8}",
-        t.task, t.metric, t.n_examples, "dim\\layer"
-    );
-    for l in &t.layers {
-        let _ = write!(s, "{l:>8}");
+/// Markdown table of the main metric: rows = dims, columns = layers.
+pub fn table(t: &TaskResult, p: Precision, layers: &[usize], dims: &[usize]) -> String {
+    let mut s = String::from("| dim \\ layer |");
+    for l in layers {
+        let _ = write!(s, " {l} |");
+    }
+    s.push_str("\n|---|");
+    for _ in layers {
+        s.push_str("---:|");
     }
     s.push('\n');
-    for (di, d) in t.dims.iter().enumerate() {
-        let _ = write!(s, "{d:>9}");
-        for v in &t.scores[di] {
-            let _ = write!(s, "{v:>8.2}");
+    for d in dims {
+        let _ = write!(s, "| {d} |");
+        for l in layers {
+            match t.main(*l, *d, p) {
+                Some(v) => {
+                    let _ = write!(s, " {v:.2} |");
+                }
+                None => s.push_str(" - |"),
+            }
         }
         s.push('\n');
     }
     s
+}
+
+/// The grid as aligned text for the terminal.
+pub fn grid_text(t: &TaskResult, p: Precision, layers: &[usize], dims: &[usize]) -> String {
+    let mut s = format!(
+        "{} ({} {}, n={})\n{:>9}",
+        t.task,
+        t.main_metric,
+        p.name(),
+        t.n_examples,
+        "dim\\layer"
+    );
+    for l in layers {
+        let _ = write!(s, "{l:>8}");
+    }
+    s.push('\n');
+    for d in dims {
+        let _ = write!(s, "{d:>9}");
+        for l in layers {
+            let _ = write!(s, "{:>8.2}", t.main(*l, *d, p).unwrap_or(f64::NAN));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Cells no other cell dominates (latency <=, bytes <=, quality >=, one strictly), sorted by
+/// bytes then latency.
+pub fn pareto_front(points: &[Point]) -> Vec<Point> {
+    let mut front: Vec<Point> = points
+        .iter()
+        .filter(|a| {
+            !points.iter().any(|b| {
+                b.latency_ms <= a.latency_ms
+                    && b.bytes <= a.bytes
+                    && b.quality >= a.quality
+                    && (b.latency_ms < a.latency_ms || b.bytes < a.bytes || b.quality > a.quality)
+            })
+        })
+        .copied()
+        .collect();
+    front.sort_by(|a, b| {
+        a.bytes
+            .cmp(&b.bytes)
+            .then(a.latency_ms.total_cmp(&b.latency_ms))
+    });
+    front
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pt(latency_ms: f64, bytes: usize, quality: f64) -> Point {
+        Point {
+            layer: 1,
+            dim: 1,
+            precision: Precision::Float32,
+            quality,
+            latency_ms,
+            bytes,
+        }
+    }
+
+    #[test]
+    fn pareto_keeps_only_undominated() {
+        let pts = [
+            pt(1.0, 10, 50.0),
+            pt(2.0, 10, 60.0),
+            pt(2.0, 20, 55.0),
+            pt(1.0, 5, 50.0),
+        ];
+        let f = pareto_front(&pts);
+        // (1,10,50) is dominated by (1,5,50); (2,20,55) by (2,10,60)
+        assert_eq!(f.len(), 2);
+        assert!(f.contains(&pts[1]) && f.contains(&pts[3]));
+    }
 }

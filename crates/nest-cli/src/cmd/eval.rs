@@ -1,13 +1,16 @@
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use nest_core::{parse_dims, parse_layers};
-use nest_eval::report::{grid_text, ModelInfo};
-use nest_eval::sts::StsTask;
+use nest_eval::quantize::Precision;
+use nest_eval::report::{grid_text, Costs, ModelInfo};
+use nest_eval::suite::{self, GridSpec, Progress};
+use nest_eval::tasks::{default_sources, Task, TaskKind, TaskSource};
 use nest_eval::Report;
-use nest_model::EncodeOptions;
+use nest_model::{ElasticEncoder, EncodeOptions};
 
-use crate::args::EvalStsArgs;
+use crate::args::{CompareArgs, EvalArgs, EvalCommand, GridArgs, ModelArgs};
 use crate::progress;
 
 /// The default dims: powers of two from 16 up to the hidden size, and the hidden size itself.
@@ -20,70 +23,206 @@ pub fn default_dims(hidden: usize) -> Vec<usize> {
     v
 }
 
-pub fn run_sts(a: EvalStsArgs) -> Result<()> {
-    anyhow::ensure!(a.model.batch_size >= 1, "--batch-size must be at least 1");
+pub fn run(a: EvalArgs) -> Result<()> {
+    match a.sub {
+        Some(EvalCommand::Sts(s)) => {
+            let sources: Vec<TaskSource> =
+                s.data.iter().map(|p| TaskSource::Sts(p.clone())).collect();
+            run_grid(&s.model, &sources, &s.grid)
+        }
+        Some(EvalCommand::Compare(c)) => compare(c),
+        None => {
+            let kinds = TaskKind::parse_list(&a.tasks)?;
+            anyhow::ensure!(
+                a.data_root.is_dir(),
+                "--data-root {}: not a folder (expected the datasets layout of shared/datasets)",
+                a.data_root.display()
+            );
+            run_grid(&a.model, &default_sources(&a.data_root, &kinds), &a.grid)
+        }
+    }
+}
+
+fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
+    anyhow::ensure!(m.batch_size >= 1, "--batch-size must be at least 1");
     let start = Instant::now();
-    // Read (and check) every data file before the model, so a bad file fails fast.
-    let tasks = a
-        .data
+    let precisions = Precision::parse_list(&g.precision)?;
+    // Read (and check) every data file before loading the model, so a bad file fails fast.
+    let tasks = sources
         .iter()
-        .map(|p| StsTask::read(p))
+        .map(Task::load)
         .collect::<Result<Vec<_>, _>>()?;
-    let model = super::load_model(&a.model)?;
-    let layers = match &a.layers {
+    for t in &tasks {
+        for w in &t.warnings {
+            eprintln!("warning: {}: {w}", t.name);
+        }
+    }
+    let model = super::load_model(m)?;
+    let layers = match &g.layers {
         Some(s) => parse_layers(s)?,
         None => (1..=model.num_layers()).collect(),
     };
-    let dims = match &a.dims {
+    let dims = match &g.dims {
         Some(s) => parse_dims(s)?,
         None => default_dims(model.hidden_size()),
     };
     model.check(&layers, &dims)?;
-    let total: usize = tasks.iter().map(|t| t.pairs.len() * 2).sum();
-    let pb = progress::bar(total, "eval sts");
-    let mut offset = 0usize;
-    let mut last_task = String::new();
-    let mut last_n = 0usize;
-    let grids = nest_eval::sts::evaluate(
-        &model,
-        &tasks,
-        &layers,
-        &dims,
-        EncodeOptions {
-            batch_size: a.model.batch_size,
-        },
-        &mut |task, done, n| {
-            if task != last_task {
-                offset += last_n;
-                last_task = task.to_string();
+    let spec = GridSpec {
+        layers: layers.clone(),
+        dims: dims.clone(),
+        precisions: precisions.clone(),
+        rescore: g.rescore,
+        logreg: Default::default(),
+    };
+    let opts = EncodeOptions {
+        batch_size: m.batch_size,
+    };
+    let pb = progress::bar(0, "embed");
+    let mut task_bar: Option<(String, indicatif::ProgressBar)> = None;
+    let results = suite::run(&model, &tasks, &spec, opts, &mut |p| match p {
+        Progress::Embed { done, total } => {
+            if pb.length() != Some(total as u64) {
+                pb.set_length(total as u64);
+                pb.set_message(format!("embed {total} distinct texts"));
             }
-            last_n = n;
-            pb.set_position((offset + done) as u64);
-        },
-    )?;
+            pb.set_position(done as u64);
+        }
+        Progress::Cells { task, done, total } => {
+            if task_bar.as_ref().is_none_or(|(t, _)| t != task) {
+                pb.finish_and_clear();
+                if let Some((_, b)) = task_bar.take() {
+                    b.finish_and_clear();
+                }
+                task_bar = Some((task.to_string(), progress::cells_bar(total, task)));
+            }
+            if let Some((_, b)) = &task_bar {
+                b.set_position(done as u64);
+            }
+        }
+    })?;
     pb.finish_and_clear();
+    if let Some((_, b)) = task_bar {
+        b.finish_and_clear();
+    }
+    let costs = measure_costs(&model, &tasks, &layers, g.latency_texts, opts)?;
     let report = Report {
         nest_version: env!("CARGO_PKG_VERSION").into(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        model: ModelInfo {
-            path: a.model.model.clone(),
-            architecture: model.config.model_type.clone(),
-            num_layers: model.num_layers(),
-            hidden_size: model.hidden_size(),
-            pooling: format!("{:?}", model.pooling).to_lowercase(),
-            max_seq_length: model.tokenizer.max_length(),
-        },
-        tasks: grids,
+        model: model_info(&m.model, &model),
+        layers: layers.clone(),
+        dims: dims.clone(),
+        precisions: precisions.clone(),
+        costs,
+        tasks: results,
         seconds: start.elapsed().as_secs_f64(),
     };
     for t in &report.tasks {
-        println!("{}", grid_text(t));
+        for &p in &precisions {
+            println!("{}", grid_text(t, p, &layers, &dims));
+        }
     }
     let written = report
-        .write(&a.out)
-        .with_context(|| format!("writing the report to {}", a.out.display()))?;
-    for p in written {
-        eprintln!("wrote {}", p.display());
+        .write(&g.out)
+        .with_context(|| format!("writing the report to {}", g.out.display()))?;
+    eprintln!(
+        "{} tasks in {:.1} s; wrote {} files to {}",
+        report.tasks.len(),
+        report.seconds,
+        written.len(),
+        g.out.display()
+    );
+    Ok(())
+}
+
+pub fn model_info(path: &str, model: &ElasticEncoder) -> ModelInfo {
+    ModelInfo {
+        path: path.to_string(),
+        architecture: model.config.model_type.clone(),
+        num_layers: model.num_layers(),
+        hidden_size: model.hidden_size(),
+        pooling: format!("{:?}", model.pooling).to_lowercase(),
+        max_seq_length: model.tokenizer.max_length(),
+    }
+}
+
+/// Latency per layer on the first `n` texts of the first task (0: skipped).
+fn measure_costs(
+    model: &ElasticEncoder,
+    tasks: &[Task],
+    layers: &[usize],
+    n: usize,
+    opts: EncodeOptions,
+) -> Result<Costs> {
+    let mut texts: Vec<&str> = Vec::new();
+    for t in tasks {
+        use nest_eval::tasks::TaskData;
+        match &t.data {
+            TaskData::Sts(p) => texts.extend(
+                p.iter()
+                    .flat_map(|x| [x.sentence1.as_str(), x.sentence2.as_str()]),
+            ),
+            TaskData::Pair(p) => texts.extend(
+                p.iter()
+                    .flat_map(|x| [x.sentence1.as_str(), x.sentence2.as_str()]),
+            ),
+            TaskData::Cls { test, .. } => texts.extend(test.iter().map(|x| x.text.as_str())),
+            TaskData::Retrieval(b) => texts.extend(b.queries.iter().map(|q| q.1.as_str())),
+        }
+        if texts.len() >= n {
+            break;
+        }
+    }
+    texts.truncate(n);
+    if texts.is_empty() {
+        return Ok(Costs::default());
+    }
+    eprintln!(
+        "timing encode latency per layer on {} texts ...",
+        texts.len()
+    );
+    Ok(Costs {
+        latency_ms: suite::measure_latency(model, &texts, layers, opts)?,
+        latency_texts: texts.len(),
+        latency_batch: opts.batch_size,
+        libtorch_threads: tch::get_num_threads(),
+    })
+}
+
+fn report_name(p: &Path) -> String {
+    p.parent()
+        .and_then(|d| d.file_name())
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+fn compare(c: CompareArgs) -> Result<()> {
+    let reports = c
+        .reports
+        .iter()
+        .map(|p| Report::read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let base_name = report_name(&c.reports[0]);
+    for (i, r) in reports.iter().enumerate().skip(1) {
+        let name = report_name(&c.reports[i]);
+        let deltas = nest_eval::compare::compare(&reports[0], r);
+        anyhow::ensure!(
+            !deltas.is_empty(),
+            "{} and {} share no task and precision",
+            c.reports[0].display(),
+            c.reports[i].display()
+        );
+        print!(
+            "{}",
+            nest_eval::compare::markdown(&base_name, &name, &deltas)
+        );
+        let out = c.out.clone().unwrap_or_else(|| {
+            c.reports[i]
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(format!("compare-vs-{base_name}"))
+        });
+        let written = nest_eval::compare::write(&out, &base_name, &name, &deltas)?;
+        eprintln!("wrote {} files to {}", written.len(), out.display());
     }
     Ok(())
 }

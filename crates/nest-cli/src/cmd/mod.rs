@@ -1,12 +1,14 @@
+mod advise;
 mod bench;
 mod encode;
 mod eval;
 mod info;
+mod inspect;
 
 use anyhow::{Context, Result};
 use nest_model::ElasticEncoder;
 
-use crate::args::{BenchCommand, Cli, Command, EvalCommand, ModelArgs};
+use crate::args::{BenchCommand, Cli, Command, ModelArgs};
 
 pub fn run(cli: Cli) -> Result<()> {
     if let Some(t) = cli.threads {
@@ -15,7 +17,9 @@ pub fn run(cli: Cli) -> Result<()> {
     }
     match cli.command {
         Command::Encode(a) => encode::run(a),
-        Command::Eval(EvalCommand::Sts(a)) => eval::run_sts(a),
+        Command::Eval(a) => eval::run(a),
+        Command::Advise(a) => advise::run(a),
+        Command::Inspect(a) => inspect::run(a),
         Command::Info(a) => info::run(a),
         Command::Bench(BenchCommand::Encode(a)) => bench::run_encode(a),
     }

@@ -4,10 +4,14 @@
 //! reader checks the header and the column count of each row and reports the 1-based line number
 //! of the first bad row.
 
+mod beir;
+mod labelled;
 mod sentences;
 mod sts;
 mod tsv;
 
+pub use beir::Beir;
+pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
 pub use sentences::read_sentences;
 pub use sts::{read_sts, StsPair};
 pub use tsv::TsvTable;

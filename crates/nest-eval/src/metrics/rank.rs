@@ -1,5 +1,4 @@
-//! Metrics, each checked against an independent computation in the tests
-//! (`tests/reference/metrics.py`, SciPy).
+//! Rank correlation (STS).
 
 /// Ranks with ties given the average of the positions they span (1-based), as
 /// `scipy.stats.rankdata(method="average")`. NaN inputs are not allowed.

@@ -1,0 +1,91 @@
+use anyhow::Result;
+use nest_core::parse_dims;
+use nest_model::EncodeOptions;
+
+use crate::args::InspectArgs;
+use crate::progress;
+
+pub fn run(a: InspectArgs) -> Result<()> {
+    // An STS file gives texts and positive pairs; anything else is one sentence per line.
+    let (texts, pairs): (Vec<String>, Vec<(i64, i64)>) = match nest_core::data::read_sts(&a.data) {
+        Ok(rows) => {
+            let mut texts = Vec::new();
+            let mut pairs = Vec::new();
+            let mut ids = std::collections::HashMap::new();
+            let mut id = |s: &str, texts: &mut Vec<String>| -> i64 {
+                *ids.entry(s.to_string()).or_insert_with(|| {
+                    texts.push(s.to_string());
+                    texts.len() as i64 - 1
+                })
+            };
+            for r in &rows {
+                let (x, y) = (id(&r.sentence1, &mut texts), id(&r.sentence2, &mut texts));
+                if r.score >= a.positive_min {
+                    pairs.push((x, y));
+                }
+            }
+            (texts, pairs)
+        }
+        Err(nest_core::Error::Content { .. }) if a.data.extension().is_none_or(|e| e != "tsv") => {
+            (nest_core::data::read_sentences(&a.data)?, vec![])
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let model = super::load_model(&a.model)?;
+    let layer = a.layer.unwrap_or(model.num_layers());
+    let hidden = model.hidden_size();
+    let dim = a.dim.unwrap_or(hidden / 4);
+    let boundaries = match &a.boundaries {
+        Some(s) => parse_dims(s)?,
+        None if !model.meta.matryoshka_dims.is_empty() => model.meta.matryoshka_dims.clone(),
+        None => super::eval::default_dims(hidden),
+    };
+    model.check(&[layer], &boundaries)?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let pb = progress::bar(refs.len(), "inspect");
+    let (ins, corr) = nest_eval::inspect::inspect(
+        &model,
+        &refs,
+        &pairs,
+        &nest_eval::inspect::InspectSpec {
+            layer,
+            cross_dim: dim,
+            boundaries,
+        },
+        EncodeOptions {
+            batch_size: a.model.batch_size,
+        },
+        &mut |d| pb.set_position(d as u64),
+    )?;
+    pb.finish_and_clear();
+    println!(
+        "layer {} of {}: {} texts, {} positive pairs",
+        ins.layer,
+        model.num_layers(),
+        ins.n_texts,
+        ins.n_positive_pairs
+    );
+    println!(
+        "prefix/residual cross-correlation at d={}: mean |corr| {:.4}, max {:.4}",
+        ins.cross_dim, ins.mean_abs_cross_corr, ins.max_abs_cross_corr
+    );
+    println!(
+        "{:>6} {:>14} {:>10} {:>11}",
+        "dim", "effective rank", "alignment", "uniformity"
+    );
+    for p in &ins.prefixes {
+        let al = p
+            .alignment
+            .map(|v| format!("{v:.4}"))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:>6} {:>14.2} {:>10} {:>11.4}",
+            p.dim, p.effective_rank, al, p.uniformity
+        );
+    }
+    let written = nest_eval::inspect::write(&a.out, &ins, &corr, &a.model.model)?;
+    for p in written {
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,361 @@
+//! The grid runner: every distinct text of every task is embedded once (all requested layers in
+//! one forward pass), then each (layer, dim, precision) cell of each task is derived from those
+//! cached pooled vectors: prefix -> L2-normalise -> quantise -> task protocol.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use nest_model::pooling::truncate_normalize;
+use nest_model::{ElasticEncoder, EncodeOptions};
+use tch::{Kind, Tensor};
+
+use crate::metrics::classify::{accuracy_macro_f1, LogReg, LogRegConfig};
+use crate::metrics::pair::pair_scores;
+use crate::metrics::retrieval::{mean, query_scores, rank_docs};
+use crate::metrics::spearman;
+use crate::quantize::{normalize_rows, quantize, Calibration, Precision};
+use crate::report::{Cell, FileRef, TaskResult};
+use crate::tasks::{Task, TaskData};
+use crate::Result;
+
+/// What to evaluate.
+#[derive(Debug, Clone)]
+pub struct GridSpec {
+    pub layers: Vec<usize>,
+    pub dims: Vec<usize>,
+    pub precisions: Vec<Precision>,
+    /// Binary retrieval: re-rank the top `10 * rescore` Hamming candidates by float query x ±1
+    /// document (sentence-transformers' `rescore_multiplier`); 0 turns rescoring off.
+    pub rescore: usize,
+    pub logreg: LogRegConfig,
+}
+
+/// Progress events.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// `done` of `total` distinct texts embedded.
+    Embed { done: usize, total: usize },
+    /// `done` of `total` cells of `task` scored.
+    Cells {
+        task: &'a str,
+        done: usize,
+        total: usize,
+    },
+}
+
+/// Distinct texts across tasks.
+#[derive(Debug, Default)]
+struct TextIndex {
+    ids: HashMap<String, i64>,
+    texts: Vec<String>,
+}
+
+impl TextIndex {
+    fn id(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let i = self.texts.len() as i64;
+        self.texts.push(s.to_string());
+        self.ids.insert(s.to_string(), i);
+        i
+    }
+    fn ids<'a>(&mut self, it: impl Iterator<Item = &'a str>) -> Tensor {
+        let v: Vec<i64> = it.map(|s| self.id(s)).collect();
+        Tensor::from_slice(&v)
+    }
+}
+
+/// A task's rows as indices into the text cache.
+enum Rows {
+    Scored {
+        a: Tensor,
+        b: Tensor,
+        gold: Vec<f64>,
+    },
+    Labelled {
+        a: Tensor,
+        b: Tensor,
+        labels: Vec<bool>,
+    },
+    Classes {
+        train: Tensor,
+        test: Tensor,
+        ytr: Vec<i64>,
+        yte: Vec<i64>,
+        classes: usize,
+    },
+    Search {
+        docs: Tensor,
+        doc_ids: Vec<String>,
+        queries: Tensor,
+        qrels: Vec<HashMap<String, i64>>,
+    },
+}
+
+fn rows_of(task: &Task, index: &mut TextIndex) -> Rows {
+    match &task.data {
+        TaskData::Sts(p) => Rows::Scored {
+            a: index.ids(p.iter().map(|x| x.sentence1.as_str())),
+            b: index.ids(p.iter().map(|x| x.sentence2.as_str())),
+            gold: p.iter().map(|x| x.score).collect(),
+        },
+        TaskData::Pair(p) => Rows::Labelled {
+            a: index.ids(p.iter().map(|x| x.sentence1.as_str())),
+            b: index.ids(p.iter().map(|x| x.sentence2.as_str())),
+            labels: p.iter().map(|x| x.label).collect(),
+        },
+        TaskData::Cls { train, test } => {
+            let mut names: Vec<&str> = train
+                .iter()
+                .chain(test.iter())
+                .map(|t| t.label.as_str())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            let cls = |l: &str| names.binary_search(&l).map(|i| i as i64).unwrap_or(0);
+            Rows::Classes {
+                train: index.ids(train.iter().map(|t| t.text.as_str())),
+                test: index.ids(test.iter().map(|t| t.text.as_str())),
+                ytr: train.iter().map(|t| cls(&t.label)).collect(),
+                yte: test.iter().map(|t| cls(&t.label)).collect(),
+                classes: names.len(),
+            }
+        }
+        TaskData::Retrieval(b) => Rows::Search {
+            docs: index.ids(b.corpus.iter().map(|d| d.1.as_str())),
+            doc_ids: b.corpus.iter().map(|d| d.0.clone()).collect(),
+            queries: index.ids(b.queries.iter().map(|q| q.1.as_str())),
+            qrels: b
+                .queries
+                .iter()
+                .map(|q| b.qrels.get(&q.0).cloned().unwrap_or_default())
+                .collect(),
+        },
+    }
+}
+
+/// Normalised `dim`-prefix of the given rows, quantised with ranges from `calib_rows`.
+fn space(pooled: &Tensor, rows: &Tensor, calib_rows: &Tensor, dim: usize, p: Precision) -> Tensor {
+    let e = truncate_normalize(&pooled.index_select(0, rows), dim);
+    if p == Precision::Float32 {
+        return e;
+    }
+    let c = truncate_normalize(&pooled.index_select(0, calib_rows), dim);
+    quantize(&e, p, &Calibration::from(&c))
+}
+
+fn row_cos(a: &Tensor, b: &Tensor) -> Vec<f64> {
+    let c = (normalize_rows(a) * normalize_rows(b)).sum_dim_intlist(1, false, Kind::Double);
+    Vec::<f64>::try_from(&c).unwrap_or_default()
+}
+
+fn cell_metrics(
+    rows: &Rows,
+    pooled: &Tensor,
+    dim: usize,
+    p: Precision,
+    g: &GridSpec,
+) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    match rows {
+        Rows::Scored { a, b, gold } => {
+            let all = Tensor::cat(&[a, b], 0);
+            let cos = row_cos(
+                &space(pooled, a, &all, dim, p),
+                &space(pooled, b, &all, dim, p),
+            );
+            m.insert("spearman".into(), 100.0 * spearman(&cos, gold));
+            m.insert(
+                "pearson".into(),
+                100.0 * crate::metrics::pearson(&cos, gold),
+            );
+        }
+        Rows::Labelled { a, b, labels } => {
+            let all = Tensor::cat(&[a, b], 0);
+            let cos = row_cos(
+                &space(pooled, a, &all, dim, p),
+                &space(pooled, b, &all, dim, p),
+            );
+            let s = pair_scores(&cos, labels);
+            m.insert("accuracy".into(), 100.0 * s.accuracy);
+            m.insert("f1".into(), 100.0 * s.f1);
+            m.insert("ap".into(), 100.0 * s.ap);
+            m.insert("accuracy_threshold".into(), s.accuracy_threshold);
+            m.insert("f1_threshold".into(), s.f1_threshold);
+        }
+        Rows::Classes {
+            train,
+            test,
+            ytr,
+            yte,
+            classes,
+        } => {
+            let xtr = space(pooled, train, train, dim, p);
+            let xte = space(pooled, test, train, dim, p);
+            let model = LogReg::fit(&xtr, ytr, *classes, g.logreg);
+            let (acc, f1) = accuracy_macro_f1(yte, &model.predict(&xte), *classes);
+            m.insert("accuracy".into(), 100.0 * acc);
+            m.insert("macro_f1".into(), 100.0 * f1);
+            m.insert("logreg_iterations".into(), model.iterations as f64);
+        }
+        Rows::Search {
+            docs,
+            doc_ids,
+            queries,
+            qrels,
+        } => {
+            let d = normalize_rows(&space(pooled, docs, docs, dim, p));
+            let q = normalize_rows(&space(pooled, queries, docs, dim, p));
+            let scores = q.matmul(&d.transpose(0, 1)).to_kind(Kind::Double); // [nq, nd]
+            let rescore = (p == Precision::Binary && g.rescore > 0).then(|| {
+                let qf = truncate_normalize(&pooled.index_select(0, queries), dim);
+                qf.matmul(&d.transpose(0, 1)).to_kind(Kind::Double) // float query x ±1 doc
+            });
+            let depth = 1000.min(doc_ids.len());
+            let nq = qrels.len();
+            let mut per_query = Vec::with_capacity(nq);
+            let mut plain = Vec::new();
+            for (qi, rel) in qrels.iter().enumerate() {
+                let s: Vec<f64> = Vec::try_from(&scores.get(qi as i64)).unwrap_or_default();
+                let mut scored: Vec<(f64, &str)> = s
+                    .iter()
+                    .copied()
+                    .zip(doc_ids.iter().map(String::as_str))
+                    .collect();
+                rank_docs(&mut scored);
+                let ranked: Vec<&str> = scored.iter().take(depth).map(|x| x.1).collect();
+                if let Some(rs) = &rescore {
+                    plain.push(query_scores(&ranked, rel));
+                    let head = (10 * g.rescore).min(ranked.len());
+                    let pos: HashMap<&str, usize> = doc_ids
+                        .iter()
+                        .enumerate()
+                        .map(|(i, d)| (d.as_str(), i))
+                        .collect();
+                    let fs: Vec<f64> = Vec::try_from(&rs.get(qi as i64)).unwrap_or_default();
+                    let mut top: Vec<(f64, &str)> =
+                        ranked[..head].iter().map(|d| (fs[pos[d]], *d)).collect();
+                    rank_docs(&mut top);
+                    let reranked: Vec<&str> = top
+                        .iter()
+                        .map(|x| x.1)
+                        .chain(ranked[head..].iter().copied())
+                        .collect();
+                    per_query.push(query_scores(&reranked, rel));
+                } else {
+                    per_query.push(query_scores(&ranked, rel));
+                }
+            }
+            let s = mean(&per_query);
+            m.insert("ndcg_at_10".into(), 100.0 * s.ndcg_at_10);
+            m.insert("mrr_at_10".into(), 100.0 * s.mrr_at_10);
+            m.insert("recall_at_100".into(), 100.0 * s.recall_at_100);
+            m.insert("recall_at_1000".into(), 100.0 * s.recall_at_1000);
+            m.insert("map_at_100".into(), 100.0 * s.map_at_100);
+            if !plain.is_empty() {
+                m.insert(
+                    "ndcg_at_10_no_rescore".into(),
+                    100.0 * mean(&plain).ndcg_at_10,
+                );
+            }
+        }
+    }
+    m
+}
+
+fn n_examples(rows: &Rows) -> usize {
+    match rows {
+        Rows::Scored { gold, .. } => gold.len(),
+        Rows::Labelled { labels, .. } => labels.len(),
+        Rows::Classes { yte, .. } => yte.len(),
+        Rows::Search { qrels, .. } => qrels.len(),
+    }
+}
+
+/// Runs every task over the grid.
+pub fn run(
+    encoder: &ElasticEncoder,
+    tasks: &[Task],
+    g: &GridSpec,
+    opts: EncodeOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<TaskResult>> {
+    encoder.check(&g.layers, &g.dims)?;
+    let mut index = TextIndex::default();
+    let rows: Vec<Rows> = tasks.iter().map(|t| rows_of(t, &mut index)).collect();
+    let refs: Vec<&str> = index.texts.iter().map(String::as_str).collect();
+    let total = refs.len();
+    let pooled = encoder.embed_layers(&refs, &g.layers, opts, &mut |done| {
+        progress(Progress::Embed { done, total })
+    })?;
+    let _guard = tch::no_grad_guard();
+    let mut out = Vec::with_capacity(tasks.len());
+    for (task, r) in tasks.iter().zip(&rows) {
+        let start = Instant::now();
+        let n_cells = g.layers.len() * g.dims.len() * g.precisions.len();
+        let mut cells = Vec::with_capacity(n_cells);
+        for (li, &layer) in g.layers.iter().enumerate() {
+            for &dim in &g.dims {
+                for &precision in &g.precisions {
+                    let metrics = cell_metrics(r, &pooled[li], dim, precision, g);
+                    cells.push(Cell {
+                        layer,
+                        dim,
+                        precision,
+                        metrics,
+                    });
+                    progress(Progress::Cells {
+                        task: &task.name,
+                        done: cells.len(),
+                        total: n_cells,
+                    });
+                }
+            }
+        }
+        let files = task
+            .files
+            .iter()
+            .map(|p| FileRef {
+                path: p.display().to_string(),
+                sha256: nest_core::fsutil::sha256_file(p).unwrap_or_default(),
+            })
+            .collect();
+        out.push(TaskResult {
+            task: task.name.clone(),
+            kind: task.kind,
+            main_metric: task.kind.main_metric().into(),
+            files,
+            n_examples: n_examples(r),
+            warnings: task.warnings.clone(),
+            seconds: start.elapsed().as_secs_f64(),
+            cells,
+        });
+    }
+    Ok(out)
+}
+
+/// Encode latency per layer in milliseconds per text: the best of 2 timed passes over `texts`
+/// after a warm-up, batch size from `opts`.
+pub fn measure_latency(
+    encoder: &ElasticEncoder,
+    texts: &[&str],
+    layers: &[usize],
+    opts: EncodeOptions,
+) -> Result<BTreeMap<usize, f64>> {
+    let mut out = BTreeMap::new();
+    if texts.is_empty() {
+        return Ok(out);
+    }
+    for &l in layers {
+        encoder.embed_layers(&texts[..texts.len().min(64)], &[l], opts, &mut |_| {})?;
+        let mut best = f64::INFINITY;
+        for _ in 0..2 {
+            let t = Instant::now();
+            encoder.embed_layers(texts, &[l], opts, &mut |_| {})?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        out.insert(l, 1000.0 * best / texts.len() as f64);
+    }
+    Ok(out)
+}
