@@ -29,6 +29,8 @@ pub enum Command {
     /// Diagnostics of an embedding space: variance profile, prefix/residual correlation,
     /// alignment/uniformity, effective rank.
     Inspect(InspectArgs),
+    /// Train (fine-tune) an elastic model from a recipe; any recipe key is also a `--key value` flag.
+    Train(TrainArgs),
     /// Print a model's architecture, elastic axes and what it was trained for.
     Info(InfoArgs),
     /// Benchmarks that print figures.
@@ -176,6 +178,25 @@ pub struct InspectArgs {
     pub positive_min: f64,
     #[arg(long, default_value = "reports/inspect")]
     pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Recipe file (TOML); see recipes/.
+    #[arg(long)]
+    pub recipe: Option<PathBuf>,
+    /// Run directory (default: runs/<recipe name>).
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// Continue the run in this directory from its last checkpoint.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub resume: Option<PathBuf>,
+    /// Replace whatever run the directory holds.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Recipe keys as flags: `--lr 3e-5 --matryoshka-dims "[16, 32]" --data file.tsv:scored`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "--KEY VALUE")]
+    pub overrides: Vec<String>,
 }
 
 #[derive(Debug, Args)]

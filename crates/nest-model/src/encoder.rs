@@ -130,6 +130,12 @@ impl ElasticEncoder {
         })
     }
 
+    /// Replaces the weights with those of a `model.safetensors` (e.g. a checkpoint), with the
+    /// same presence and shape checks as loading.
+    pub fn load_weights(&mut self, path: &Path) -> Result<()> {
+        weights::load(&mut self.vs, path)
+    }
+
     pub fn architecture(&self) -> Architecture {
         match self.net {
             Net::Bert(_) => Architecture::Bert,

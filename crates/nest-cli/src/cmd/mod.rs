@@ -4,6 +4,7 @@ mod encode;
 mod eval;
 mod info;
 mod inspect;
+mod train;
 
 use anyhow::{Context, Result};
 use nest_model::ElasticEncoder;
@@ -20,6 +21,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Eval(a) => eval::run(a),
         Command::Advise(a) => advise::run(a),
         Command::Inspect(a) => inspect::run(a),
+        Command::Train(a) => train::run(a),
         Command::Info(a) => info::run(a),
         Command::Bench(BenchCommand::Encode(a)) => bench::run_encode(a),
     }

@@ -1,0 +1,107 @@
+use std::path::PathBuf;
+
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+use nest_train::trainer::{train, Event, TrainOptions};
+use nest_train::Recipe;
+
+use crate::args::TrainArgs;
+
+/// Once clap meets the first recipe flag, everything after it lands in `overrides`: take the
+/// trainer's own flags back out of it.
+fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
+    let mut rest = Vec::new();
+    let mut it = std::mem::take(&mut a.overrides).into_iter();
+    while let Some(f) = it.next() {
+        let (key, inline) = match f.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
+            _ => (f.clone(), None),
+        };
+        let mut value = |name: &str| -> Result<PathBuf> {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .map(PathBuf::from)
+                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
+        };
+        match key.as_str() {
+            "--recipe" => a.recipe = Some(value("--recipe")?),
+            "--run-dir" => a.run_dir = Some(value("--run-dir")?),
+            "--resume" => a.resume = Some(value("--resume")?),
+            "--overwrite" => a.overwrite = true,
+            _ => rest.push(f),
+        }
+    }
+    a.overrides = rest;
+    Ok(a)
+}
+
+pub fn run(a: TrainArgs) -> Result<()> {
+    let a = split_own_flags(a)?;
+    let recipe = Recipe::load(a.recipe.as_deref(), &a.overrides)?;
+    let run_dir = match (&a.resume, &a.run_dir) {
+        (Some(r), _) => r.clone(),
+        (None, Some(d)) => d.clone(),
+        (None, None) => {
+            let stem = a
+                .recipe
+                .as_ref()
+                .and_then(|p| p.file_stem())
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "run".into());
+            PathBuf::from("runs").join(stem)
+        }
+    };
+    let opts = TrainOptions {
+        run_dir: run_dir.clone(),
+        resume: a.resume.is_some(),
+        overwrite: a.overwrite,
+        device: nest_model::default_device(),
+        stop_after_steps: None,
+    };
+    let pb = ProgressBar::new(0);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "train [{bar:30}] {pos}/{len} steps {msg} ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    let summary = train(&recipe, &opts, &mut |e| match e {
+        Event::Start {
+            total_steps,
+            resumed_from,
+        } => {
+            pb.set_length(total_steps);
+            pb.set_position(resumed_from.unwrap_or(0));
+        }
+        Event::Step { step, loss, lr } => {
+            pb.set_position(step);
+            pb.set_message(format!("loss {loss:.4} lr {lr:.2e}"));
+        }
+        Event::Eval { step, summary } => say(&pb, format!("step {step}: {summary}")),
+        Event::Checkpoint { step, path } => {
+            say(&pb, format!("step {step}: checkpoint {}", path.display()))
+        }
+        Event::Message(m) => say(&pb, m),
+    })?;
+    pb.finish_and_clear();
+    eprintln!(
+        "trained {} steps in {:.1} s (last loss {:.4}); model: {}; log: {}",
+        summary.steps,
+        summary.seconds,
+        summary.last_loss,
+        summary.final_dir.display(),
+        run_dir.join("metrics.jsonl").display()
+    );
+    Ok(())
+}
+
+/// A line above the bar, or on stderr when the bar is hidden (not a terminal).
+fn say(pb: &ProgressBar, line: String) {
+    if pb.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        pb.println(line);
+    }
+}

@@ -1,0 +1,108 @@
+//! Checkpoints: `run/checkpoints/step-00000100/` holding `model.safetensors`,
+//! `optimizer.safetensors` (AdamW moments) and `state.json` (step, data position, hashes).
+//! Written into a temporary folder, synced, then renamed: a checkpoint folder is complete or
+//! absent, whenever the process dies. The last `keep_last` are kept.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tch::{nn::VarStore, Tensor};
+
+use crate::optim::AdamW;
+use crate::{Error, Result};
+
+/// Where training stands.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct State {
+    /// Optimizer steps done.
+    pub step: u64,
+    /// The epoch and the index of the next micro-batch in its plan.
+    pub epoch: u64,
+    pub next_batch: usize,
+    /// sha256 of the recipe's identity (its TOML without the resumable keys).
+    pub recipe_sha256: String,
+    pub model: String,
+    pub last_loss: f64,
+}
+
+fn io(p: &Path, e: std::io::Error) -> Error {
+    nest_core::Error::io(p, e).into()
+}
+
+/// Writes a checkpoint atomically and prunes old ones; returns its folder.
+pub fn save(
+    run: &Path,
+    vs: &VarStore,
+    opt: &AdamW,
+    state: &State,
+    keep_last: usize,
+) -> Result<PathBuf> {
+    let root = run.join("checkpoints");
+    std::fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
+    let name = format!("step-{:08}", state.step);
+    let dir = root.join(&name);
+    let tmp = root.join(format!(".tmp-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|e| io(&tmp, e))?;
+    vs.save(tmp.join("model.safetensors"))?;
+    Tensor::write_safetensors(&opt.state(), tmp.join("optimizer.safetensors"))?;
+    let json = serde_json::to_string_pretty(state).map_err(|e| Error::Run {
+        path: tmp.clone(),
+        message: e.to_string(),
+    })?;
+    nest_core::fsutil::write_atomic(&tmp.join("state.json"), json.as_bytes())?;
+    for f in ["model.safetensors", "optimizer.safetensors"] {
+        let p = tmp.join(f);
+        std::fs::File::open(&p)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io(&p, e))?;
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    }
+    std::fs::rename(&tmp, &dir).map_err(|e| io(&dir, e))?;
+    if let Ok(d) = std::fs::File::open(&root) {
+        let _ = d.sync_all();
+    }
+    let mut all = list(run);
+    while all.len() > keep_last {
+        let old = all.remove(0);
+        let _ = std::fs::remove_dir_all(old.1);
+    }
+    Ok(dir)
+}
+
+/// Complete checkpoints, oldest first: `(step, folder)`.
+pub fn list(run: &Path) -> Vec<(u64, PathBuf)> {
+    let root = run.join("checkpoints");
+    let mut v: Vec<(u64, PathBuf)> = std::fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let step = name.strip_prefix("step-")?.parse().ok()?;
+            e.path()
+                .join("state.json")
+                .is_file()
+                .then(|| (step, e.path()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Reads a checkpoint's state and optimizer tensors.
+pub fn load(dir: &Path) -> Result<(State, HashMap<String, Tensor>)> {
+    let p = dir.join("state.json");
+    let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
+    let state: State = serde_json::from_str(&text).map_err(|e| Error::Run {
+        path: p.clone(),
+        message: format!("unreadable checkpoint state: {e}"),
+    })?;
+    let opt = Tensor::read_safetensors(dir.join("optimizer.safetensors"))?
+        .into_iter()
+        .collect();
+    Ok((state, opt))
+}

@@ -1,0 +1,32 @@
+use std::path::PathBuf;
+
+/// Errors of `nest-train`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Core(#[from] nest_core::Error),
+    #[error(transparent)]
+    Model(#[from] nest_model::Error),
+    #[error(transparent)]
+    Eval(#[from] nest_eval::Error),
+    /// A recipe key or flag is unknown or has a bad value.
+    #[error("recipe {source_name}: {message}")]
+    Recipe {
+        source_name: String,
+        message: String,
+    },
+    /// The run directory holds another run, or a resume does not match the checkpoint.
+    #[error("{path}: {message}")]
+    Run { path: PathBuf, message: String },
+    /// The loss became NaN or infinite; the last good checkpoint is untouched.
+    #[error("non-finite loss {value} at step {step}: training stopped; the last good checkpoint is {last_checkpoint}")]
+    NonFinite {
+        step: u64,
+        value: f64,
+        last_checkpoint: String,
+    },
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,102 @@
+//! The final model in Hugging Face / sentence-transformers layout, loadable by
+//! `SentenceTransformer(path)` and by `nest`: `config.json`, `model.safetensors` (names as in
+//! `BertModel` / `MPNetModel`), the tokenizer files, `modules.json`, `sentence_bert_config.json`,
+//! `1_Pooling/config.json`, and `nest.json` (the trained dims and layers).
+
+use std::path::Path;
+
+use nest_model::{ElasticEncoder, NestMeta};
+use serde_json::json;
+
+use crate::{Error, Result};
+
+const COPIED: [&str; 6] = [
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "config_sentence_transformers.json",
+];
+
+/// Writes the model to `dest` (replacing it) through a temporary folder renamed at the end.
+pub fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
+    let io = |p: &Path, e: std::io::Error| -> Error { nest_core::Error::io(p, e).into() };
+    let parent = dest.parent().unwrap_or(Path::new("."));
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "final".into());
+    let tmp = parent.join(format!(".tmp-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(tmp.join("1_Pooling")).map_err(|e| io(&tmp, e))?;
+    for f in COPIED {
+        let src = enc.files.dir.join(f);
+        if src.is_file() {
+            std::fs::copy(&src, tmp.join(f)).map_err(|e| io(&src, e))?;
+        }
+    }
+    // the trained variables, plus what the original file holds beyond them (BERT's pooler,
+    // position_ids) so that transformers loads the model without "newly initialized" weights
+    let mut named: Vec<(String, tch::Tensor)> = enc.vs.variables().into_iter().collect();
+    let known: std::collections::HashSet<String> = named.iter().map(|n| n.0.clone()).collect();
+    if let Ok(orig) = tch::Tensor::read_safetensors(&enc.files.weights) {
+        for (name, t) in orig {
+            let plain = ["bert.", "mpnet.", "model.", "roberta."]
+                .iter()
+                .find_map(|p| name.strip_prefix(p))
+                .unwrap_or(&name)
+                .to_string();
+            if !known.contains(&plain) {
+                named.push((plain, t));
+            }
+        }
+    }
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    tch::Tensor::write_safetensors(&named, tmp.join("model.safetensors"))?;
+    let write = |rel: &str, v: serde_json::Value| -> Result<()> {
+        let p = tmp.join(rel);
+        let text = serde_json::to_string_pretty(&v).map_err(|e| Error::Run {
+            path: p.clone(),
+            message: e.to_string(),
+        })?;
+        nest_core::fsutil::write_atomic(&p, text.as_bytes())?;
+        Ok(())
+    };
+    write(
+        "sentence_bert_config.json",
+        json!({"max_seq_length": enc.tokenizer.max_length(), "do_lower_case": false}),
+    )?;
+    let mut modules = vec![
+        json!({"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}),
+        json!({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}),
+    ];
+    if enc.normalize {
+        modules.push(json!({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}));
+    }
+    write("modules.json", json!(modules))?;
+    let p = enc.pooling;
+    use nest_model::Pooling::*;
+    write(
+        "1_Pooling/config.json",
+        json!({
+            "word_embedding_dimension": enc.hidden_size(),
+            "pooling_mode_cls_token": p == Cls,
+            "pooling_mode_mean_tokens": p == Mean,
+            "pooling_mode_max_tokens": p == Max,
+            "pooling_mode_mean_sqrt_len_tokens": p == MeanSqrtLen,
+        }),
+    )?;
+    write(
+        "nest.json",
+        serde_json::to_value(meta).map_err(|e| Error::Run {
+            path: tmp.clone(),
+            message: e.to_string(),
+        })?,
+    )?;
+    if dest.exists() {
+        std::fs::remove_dir_all(dest).map_err(|e| io(dest, e))?;
+    }
+    std::fs::rename(&tmp, dest).map_err(|e| io(dest, e))?;
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! Nest training engine.
+//!
+//! CLI flags + recipe ([`recipe`]) -> data ([`data`]: readers, mixture, length-aware batches)
+//! -> encoder forward in train mode -> objective ([`objective`]: named loss terms, MRL over
+//! prefix dims, task losses in [`losses`]) -> backward -> [`optim::AdamW`] + [`schedule`] ->
+//! checkpoint ([`checkpoint`], atomic, exact resume) -> periodic grid evaluation -> final model in
+//! sentence-transformers layout ([`export`]). The loop is [`trainer::train`].
+
+pub mod checkpoint;
+pub mod data;
+pub mod error;
+pub mod export;
+pub mod losses;
+pub mod objective;
+pub mod optim;
+pub mod recipe;
+pub mod schedule;
+pub mod trainer;
+
+pub use error::{Error, Result};
+pub use recipe::Recipe;

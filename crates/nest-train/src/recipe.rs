@@ -1,0 +1,458 @@
+//! Training recipes: a TOML file whose every key can also be given as a `--key value` flag.
+//!
+//! Unknown keys are refused with the list of valid ones (serde's `deny_unknown_fields`), and
+//! [`Recipe::validate`] checks values before anything is loaded.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// How a data file is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataFormat {
+    /// `sentence1 sentence2 score` (STS layout): for CoSENT / AnglE.
+    Scored,
+    /// `anchor positive negative`: MNRL with a hard negative.
+    Triplets,
+    /// Positive pairs: `sentence1 sentence2 [label]` (rows with label 0 dropped) or NLI
+    /// `premise hypothesis label` (entailment rows kept): MNRL.
+    Pairs,
+    /// One sentence per row (`text` column, or the first column): unsupervised SimCSE.
+    Single,
+}
+
+/// One training file in the mixture.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSource {
+    pub path: PathBuf,
+    pub format: DataFormat,
+    /// Sampling weight in the mixture (batches are drawn from sources in proportion).
+    #[serde(default = "one")]
+    pub weight: f64,
+}
+
+/// The task loss wrapped by the objective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossKind {
+    /// MultipleNegativesRanking / InfoNCE with in-batch negatives (+ hard negatives).
+    Mnrl,
+    /// MNRL in both directions (anchor -> positive and positive -> anchor), averaged.
+    MnrlSymmetric,
+    /// CoSENT on scored pairs.
+    Cosent,
+    /// Unsupervised SimCSE: each sentence twice with different dropout masks, MNRL between them.
+    Simcse,
+}
+
+/// Learning-rate decay after warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decay {
+    Linear,
+    Cosine,
+    Constant,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A training recipe. Every field is a TOML key and a `--flag` (dashes or underscores).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// Model directory (or hub id) to start from.
+    pub model: String,
+    pub data: Vec<DataSource>,
+    pub loss: LossKind,
+    /// Scale (inverse temperature) of the similarity logits: 20 (SimCSE's 0.05 temperature).
+    #[serde(default = "d_scale")]
+    pub scale: f64,
+    /// Weight of AnglE's angle loss added to CoSENT (0 = off).
+    #[serde(default)]
+    pub angle_weight: f64,
+    /// Matryoshka prefix dims (increasing); empty = the full dimension only.
+    #[serde(default)]
+    pub matryoshka_dims: Vec<usize>,
+    /// One weight per dim; empty = all 1.
+    #[serde(default)]
+    pub matryoshka_weights: Vec<f64>,
+    #[serde(default = "d_epochs")]
+    pub epochs: usize,
+    /// Stop after this many optimizer steps (0 = run all epochs).
+    #[serde(default)]
+    pub max_steps: u64,
+    #[serde(default = "d_batch")]
+    pub batch_size: usize,
+    #[serde(default = "d_accum")]
+    pub grad_accum: usize,
+    #[serde(default = "d_lr")]
+    pub lr: f64,
+    #[serde(default = "d_wd")]
+    pub weight_decay: f64,
+    /// Fraction of the optimizer steps spent in linear warm-up.
+    #[serde(default = "d_warmup")]
+    pub warmup_ratio: f64,
+    #[serde(default = "d_decay")]
+    pub decay: Decay,
+    /// Clip the global gradient norm to this (0 = off).
+    #[serde(default = "d_clip")]
+    pub max_grad_norm: f64,
+    #[serde(default = "d_seed")]
+    pub seed: u64,
+    /// Truncate inputs to this many tokens (0 = the model's max_seq_length).
+    #[serde(default)]
+    pub max_length: usize,
+    /// Group similar lengths into batches to cut padding.
+    #[serde(default = "d_true")]
+    pub length_batching: bool,
+    /// STS file evaluated over the (layer x dim) grid every `eval_every` steps ("" = none).
+    #[serde(default)]
+    pub eval_data: String,
+    #[serde(default)]
+    pub eval_every: u64,
+    /// Layers evaluated ("" = the last only); e.g. "1-6".
+    #[serde(default)]
+    pub eval_layers: String,
+    /// Dims evaluated ("" = the Matryoshka dims, or the full dim).
+    #[serde(default)]
+    pub eval_dims: String,
+    /// Checkpoint every this many optimizer steps (0 = only at the end).
+    #[serde(default = "d_save")]
+    pub save_every: u64,
+    /// Checkpoints kept.
+    #[serde(default = "d_keep")]
+    pub keep_last: usize,
+}
+
+fn d_scale() -> f64 {
+    20.0
+}
+fn d_epochs() -> usize {
+    1
+}
+fn d_batch() -> usize {
+    32
+}
+fn d_accum() -> usize {
+    1
+}
+fn d_lr() -> f64 {
+    2e-5
+}
+fn d_wd() -> f64 {
+    0.01
+}
+fn d_warmup() -> f64 {
+    0.1
+}
+fn d_decay() -> Decay {
+    Decay::Linear
+}
+fn d_clip() -> f64 {
+    1.0
+}
+fn d_seed() -> u64 {
+    42
+}
+fn d_true() -> bool {
+    true
+}
+fn d_save() -> u64 {
+    500
+}
+fn d_keep() -> usize {
+    3
+}
+
+/// Keys whose change does not alter the run's trajectory so far: a resume may change them.
+pub const RESUMABLE_KEYS: [&str; 6] = [
+    "epochs",
+    "max_steps",
+    "eval_every",
+    "save_every",
+    "keep_last",
+    "eval_layers",
+];
+
+/// Parses a flag value as TOML (number, bool, array), falling back to a string.
+fn parse_value(raw: &str) -> toml::Value {
+    let doc = format!("v = {raw}");
+    match doc.parse::<toml::Table>() {
+        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.into())),
+        Err(_) => toml::Value::String(raw.into()),
+    }
+}
+
+impl Recipe {
+    /// Reads a recipe file and applies `--key value` / `--key=value` overrides.
+    pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
+        let source_name = path
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "(flags)".into());
+        let mut table: toml::Table = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| nest_core::Error::io(p, e))?;
+                text.parse().map_err(|e: toml::de::Error| Error::Recipe {
+                    source_name: source_name.clone(),
+                    message: e.to_string(),
+                })?
+            }
+            None => toml::Table::new(),
+        };
+        let mut i = 0;
+        while i < overrides.len() {
+            let flag = &overrides[i];
+            let Some(body) = flag.strip_prefix("--") else {
+                return Err(Error::Recipe {
+                    source_name,
+                    message: format!("expected a --key flag, got '{flag}'"),
+                });
+            };
+            let (key, value) = match body.split_once('=') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                None => {
+                    let v = overrides.get(i + 1).ok_or_else(|| Error::Recipe {
+                        source_name: source_name.clone(),
+                        message: format!("flag --{body} needs a value"),
+                    })?;
+                    i += 1;
+                    (body.to_string(), v.clone())
+                }
+            };
+            let key = key.replace('-', "_");
+            if key == "data" {
+                // --data path:format[:weight][,path:format...]
+                let mut arr = Vec::new();
+                for item in value.split(',') {
+                    let parts: Vec<&str> = item.split(':').collect();
+                    let mut t = toml::Table::new();
+                    t.insert("path".into(), toml::Value::String(parts[0].into()));
+                    t.insert(
+                        "format".into(),
+                        toml::Value::String(parts.get(1).copied().unwrap_or("pairs").into()),
+                    );
+                    if let Some(w) = parts.get(2) {
+                        t.insert("weight".into(), parse_value(w));
+                    }
+                    arr.push(toml::Value::Table(t));
+                }
+                table.insert(key, toml::Value::Array(arr));
+            } else {
+                table.insert(key, parse_value(&value));
+            }
+            i += 1;
+        }
+        let recipe: Recipe =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| Error::Recipe {
+                    source_name: source_name.clone(),
+                    message: e.message().to_string(),
+                })?;
+        recipe.validate().map_err(|message| Error::Recipe {
+            source_name,
+            message,
+        })?;
+        Ok(recipe)
+    }
+
+    /// Value checks that need no model (the dims are checked against the model later).
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.data.is_empty() {
+            return Err("data: at least one data source is needed".into());
+        }
+        for d in &self.data {
+            if !(d.weight > 0.0 && d.weight.is_finite()) {
+                return Err(format!("data: weight of {} must be > 0", d.path.display()));
+            }
+            let ok = match self.loss {
+                LossKind::Mnrl | LossKind::MnrlSymmetric => {
+                    matches!(d.format, DataFormat::Pairs | DataFormat::Triplets)
+                }
+                LossKind::Cosent => d.format == DataFormat::Scored,
+                LossKind::Simcse => d.format == DataFormat::Single,
+            };
+            if !ok {
+                return Err(format!(
+                    "data: {} is {:?}, which loss {:?} cannot use",
+                    d.path.display(),
+                    d.format,
+                    self.loss
+                ));
+            }
+        }
+        if self.matryoshka_dims.windows(2).any(|w| w[0] >= w[1])
+            || self.matryoshka_dims.contains(&0)
+        {
+            return Err(format!(
+                "matryoshka_dims {:?} must be increasing and >= 1",
+                self.matryoshka_dims
+            ));
+        }
+        if !self.matryoshka_weights.is_empty()
+            && self.matryoshka_weights.len() != self.matryoshka_dims.len()
+        {
+            return Err(format!(
+                "matryoshka_weights has {} values for {} dims",
+                self.matryoshka_weights.len(),
+                self.matryoshka_dims.len()
+            ));
+        }
+        for (k, v, lo) in [
+            ("batch_size", self.batch_size, 2),
+            ("grad_accum", self.grad_accum, 1),
+            ("epochs", self.epochs, 1),
+            ("keep_last", self.keep_last, 1),
+        ] {
+            if v < lo {
+                return Err(format!("{k} must be at least {lo}, got {v}"));
+            }
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return Err(format!("lr must be > 0, got {}", self.lr));
+        }
+        if !(0.0..1.0).contains(&self.warmup_ratio) {
+            return Err(format!(
+                "warmup_ratio must be in [0, 1), got {}",
+                self.warmup_ratio
+            ));
+        }
+        if self.weight_decay < 0.0
+            || self.max_grad_norm < 0.0
+            || self.scale <= 0.0
+            || self.angle_weight < 0.0
+        {
+            return Err(
+                "weight_decay, max_grad_norm, angle_weight must be >= 0 and scale > 0".into(),
+            );
+        }
+        if self.angle_weight > 0.0 && self.loss != LossKind::Cosent {
+            return Err("angle_weight applies to loss = \"cosent\" only".into());
+        }
+        Ok(())
+    }
+
+    /// The recipe as TOML (saved in the run directory).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Keys whose values differ from `other`, except the resumable ones.
+    pub fn differences(&self, other: &Recipe) -> Vec<String> {
+        let a = toml::Value::try_from(self).unwrap_or(toml::Value::Boolean(false));
+        let b = toml::Value::try_from(other).unwrap_or(toml::Value::Boolean(false));
+        let (Some(a), Some(b)) = (a.as_table(), b.as_table()) else {
+            return vec!["(unreadable)".into()];
+        };
+        let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .filter(|k| !RESUMABLE_KEYS.contains(&k.as_str()) && a.get(*k) != b.get(*k))
+            .map(|k| {
+                format!(
+                    "{k}: {} -> {}",
+                    a.get(k).map(|v| v.to_string()).unwrap_or("-".into()),
+                    b.get(k).map(|v| v.to_string()).unwrap_or("-".into())
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(s: &str) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.toml");
+        std::fs::write(&p, s).unwrap();
+        (d, p)
+    }
+
+    const BASE: &str = "model = \"m\"\nloss = \"cosent\"\nmatryoshka_dims = [16, 32]\n[[data]]\npath = \"a.tsv\"\nformat = \"scored\"\n";
+
+    #[test]
+    fn loads_with_flag_overrides() {
+        let (_d, p) = write(BASE);
+        let r = Recipe::load(
+            Some(&p),
+            &[
+                "--lr".into(),
+                "3e-5".into(),
+                "--batch-size=16".into(),
+                "--matryoshka-dims".into(),
+                "[8, 16, 32]".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(r.lr, 3e-5);
+        assert_eq!(r.batch_size, 16);
+        assert_eq!(r.matryoshka_dims, vec![8, 16, 32]);
+        assert_eq!(r.scale, 20.0);
+        let r = Recipe::load(
+            None,
+            &[
+                "--model".into(),
+                "m".into(),
+                "--loss".into(),
+                "mnrl".into(),
+                "--data".into(),
+                "x.tsv:triplets:2".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(r.data[0].format, DataFormat::Triplets);
+        assert_eq!(r.data[0].weight, 2.0);
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_the_valid_ones() {
+        let (_d, p) = write(&format!("learning_rate = 1\n{BASE}"));
+        let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains("learning_rate") && e.contains("lr"), "{e}");
+        let (_d, p) = write(BASE);
+        let e = Recipe::load(Some(&p), &["--bogus".into(), "1".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bogus") && e.contains("batch_size"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let (_d, p) = write(BASE);
+        let e = Recipe::load(Some(&p), &["--matryoshka-dims".into(), "[32, 16]".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("increasing"), "{e}");
+        let e = Recipe::load(Some(&p), &["--loss".into(), "mnrl".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot use"), "{e}");
+        let e = Recipe::load(Some(&p), &["--lr".into(), "-1".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lr must be > 0"), "{e}");
+    }
+
+    #[test]
+    fn differences_skip_resumable_keys() {
+        let (_d, p) = write(BASE);
+        let a = Recipe::load(Some(&p), &[]).unwrap();
+        let b = Recipe::load(
+            Some(&p),
+            &["--epochs".into(), "3".into(), "--lr".into(), "1e-4".into()],
+        )
+        .unwrap();
+        let d = a.differences(&b);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].starts_with("lr:"));
+    }
+}

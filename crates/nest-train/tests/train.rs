@@ -1,0 +1,235 @@
+//! The training engine on a tiny generated model: the loss goes down, a resumed run replays the
+//! uninterrupted one bit for bit, a NaN loss stops the run with the last checkpoint intact, run
+//! directories are protected, and the saved model loads back with its trained dims recorded.
+
+use std::path::{Path, PathBuf};
+
+use nest_model::tiny::{write_tiny_model, TinySpec};
+use nest_model::{Architecture, ElasticEncoder};
+use nest_train::trainer::{train, TrainOptions};
+use nest_train::Recipe;
+
+/// libtorch's RNG (dropout) is global to the process: tests that train run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const WORDS: [&str; 12] = [
+    "the", "a", "cat", "dog", "sat", "on", "mat", "man", "is", "playing", "guitar", "music",
+];
+
+/// Scored pairs with a learnable signal: the score is the number of shared words.
+fn write_data(dir: &Path) -> PathBuf {
+    let mut s = String::from("sentence1\tsentence2\tscore\n");
+    let mut x: u64 = 12345;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..96 {
+        let a: Vec<&str> = (0..4).map(|_| WORDS[(next() % 12) as usize]).collect();
+        let keep = (next() % 5) as usize;
+        let mut b: Vec<&str> = a[..keep.min(4)].to_vec();
+        while b.len() < 4 {
+            b.push(WORDS[(next() % 12) as usize]);
+        }
+        let shared = a.iter().filter(|w| b.contains(w)).count();
+        s.push_str(&format!("{}\t{}\t{}\n", a.join(" "), b.join(" "), shared));
+    }
+    let p = dir.join("pairs.tsv");
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("tiny");
+    write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
+    let data = write_data(d.path());
+    (d, model, data)
+}
+
+fn recipe(model: &Path, data: &Path, extra: &[&str]) -> Recipe {
+    let mut flags: Vec<String> = vec![
+        "--model".into(),
+        model.display().to_string(),
+        "--data".into(),
+        format!("{}:scored", data.display()),
+        "--loss".into(),
+        "cosent".into(),
+        "--matryoshka-dims".into(),
+        "[8, 16, 32]".into(),
+        "--batch-size".into(),
+        "16".into(),
+        "--lr".into(),
+        "1e-3".into(),
+        "--epochs".into(),
+        "3".into(),
+        "--save-every".into(),
+        "3".into(),
+        "--keep-last".into(),
+        "10".into(),
+    ];
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    Recipe::load(None, &flags).unwrap()
+}
+
+fn opts(run: &Path) -> TrainOptions {
+    TrainOptions {
+        run_dir: run.to_path_buf(),
+        resume: false,
+        overwrite: false,
+        device: tch::Device::Cpu,
+        stop_after_steps: None,
+    }
+}
+
+fn losses(run: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            Some((v["step"].as_u64()?, v["loss"].as_f64()?))
+        })
+        .collect()
+}
+
+#[test]
+fn loss_goes_down_and_the_model_is_saved() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let run = d.path().join("run");
+    let r = recipe(
+        &model,
+        &data,
+        &[
+            "--epochs",
+            "6",
+            "--warmup-ratio",
+            "0.0",
+            "--decay",
+            "constant",
+        ],
+    );
+    let s = train(&r, &opts(&run), &mut |_| {}).unwrap();
+    assert_eq!(s.steps, 36);
+    let l = losses(&run);
+    let first: f64 = l[..6].iter().map(|x| x.1).sum::<f64>() / 6.0;
+    let last: f64 = l[l.len() - 6..].iter().map(|x| x.1).sum::<f64>() / 6.0;
+    assert!(
+        last < 0.8 * first,
+        "mean loss of the first 6 steps {first}, of the last 6 {last}"
+    );
+    let enc = ElasticEncoder::load(&run.join("final"), tch::Device::Cpu, None).unwrap();
+    assert_eq!(enc.meta.matryoshka_dims, vec![8, 16, 32]);
+    assert_eq!(enc.meta.trained_layers, vec![2]);
+    // the padding report: length batching pads no more than random batching
+    assert!(s.padding.0 .1 <= s.padding.1 .1);
+}
+
+#[test]
+fn resume_replays_the_run_bit_for_bit() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let r = recipe(&model, &data, &["--grad-accum", "2", "--eval-every", "0"]);
+    let full = d.path().join("full");
+    train(&r, &opts(&full), &mut |_| {}).unwrap();
+    // interrupted after 4 steps (the last checkpoint is step 3), then resumed
+    let cut = d.path().join("cut");
+    let mut o = opts(&cut);
+    o.stop_after_steps = Some(4);
+    train(&r, &o, &mut |_| {}).unwrap();
+    let mut o = opts(&cut);
+    o.resume = true;
+    let s = train(&r, &o, &mut |_| {}).unwrap();
+    assert_eq!(s.resumed_from, Some(3));
+    let (a, b) = (losses(&full), losses(&cut));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.0, y.0);
+        assert_eq!(
+            x.1.to_bits(),
+            y.1.to_bits(),
+            "step {}: {} vs {}",
+            x.0,
+            x.1,
+            y.1
+        );
+    }
+    let wa = std::fs::read(full.join("final/model.safetensors")).unwrap();
+    let wb = std::fs::read(cut.join("final/model.safetensors")).unwrap();
+    assert!(wa == wb, "final weights differ");
+}
+
+#[test]
+fn nan_loss_stops_with_the_last_checkpoint_intact() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let run = d.path().join("run");
+    let r = recipe(
+        &model,
+        &data,
+        &[
+            "--lr",
+            "1e30",
+            "--max-grad-norm",
+            "0",
+            "--warmup-ratio",
+            "0.0",
+            "--decay",
+            "constant",
+            "--save-every",
+            "1",
+        ],
+    );
+    let e = train(&r, &opts(&run), &mut |_| {}).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("non-finite loss"), "{msg}");
+    let cks = nest_train::checkpoint::list(&run);
+    assert!(!cks.is_empty(), "a checkpoint was written before the NaN");
+    let (step, last) = cks.last().unwrap();
+    assert!(msg.contains(&last.display().to_string()), "{msg}");
+    // the checkpoint is complete and loadable
+    let (state, _) = nest_train::checkpoint::load(last).unwrap();
+    assert_eq!(state.step, *step);
+    assert!(!run.join("final").exists());
+}
+
+#[test]
+fn run_directories_are_protected() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let run = d.path().join("run");
+    let r = recipe(&model, &data, &["--epochs", "1"]);
+    train(&r, &opts(&run), &mut |_| {}).unwrap();
+    let e = train(&r, &opts(&run), &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("--resume") && e.contains("--overwrite"), "{e}");
+    let other = recipe(&model, &data, &["--epochs", "1", "--lr", "5e-4"]);
+    let mut o = opts(&run);
+    o.resume = true;
+    let e = train(&other, &o, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("recipe differs") && e.contains("lr"), "{e}");
+    let mut o = opts(&run);
+    o.overwrite = true;
+    train(&other, &o, &mut |_| {}).unwrap();
+    let mut o = opts(&d.path().join("nothing"));
+    o.resume = true;
+    assert!(train(&r, &o, &mut |_| {})
+        .unwrap_err()
+        .to_string()
+        .contains("no run to resume"));
+    // a recipe whose dims exceed the model
+    let big = recipe(&model, &data, &["--matryoshka-dims", "[16, 64]"]);
+    let e = train(&big, &opts(&d.path().join("big")), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("dim 64 is above the model's hidden size 32"),
+        "{e}"
+    );
+}
