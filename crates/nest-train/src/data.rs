@@ -97,11 +97,11 @@ pub fn read_source(spec: &DataSource) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
     })
 }
 
+/// Token ids of each text (the model's tokenizer).
+pub type Tokenize<'a> = &'a dyn Fn(&[&str]) -> Result<Vec<Vec<i64>>>;
+
 /// Reads and tokenises every source.
-pub fn load_sources(
-    specs: &[DataSource],
-    tokenize: &dyn Fn(&[&str]) -> Result<Vec<Vec<i64>>>,
-) -> Result<Vec<Source>> {
+pub fn load_sources(specs: &[DataSource], tokenize: Tokenize) -> Result<Vec<Source>> {
     let mut out = Vec::new();
     for spec in specs {
         let (texts, scores) = read_source(spec)?;
