@@ -212,6 +212,37 @@ pub struct InfoArgs {
 pub enum BenchCommand {
     /// Encode throughput per layer, next to sentence-transformers when a Python is given.
     Encode(BenchEncodeArgs),
+    /// One MRL(MNRL) training step and one training epoch, next to plain PyTorch and
+    /// sentence-transformers when a Python is given; peak memory; achieved GFLOP/s.
+    Train(BenchTrainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchTrainArgs {
+    #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
+    pub model: String,
+    /// A TSV whose first two columns are anchor / positive (e.g. SNLI triplets).
+    #[arg(long, default_value = "../shared/datasets/snli/triplets_dev.tsv")]
+    pub data: PathBuf,
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    #[arg(long, default_value_t = 32)]
+    pub max_length: usize,
+    #[arg(long, default_value = "16,32,64,128,256,384")]
+    pub dims: String,
+    /// Timed steps (after 3 warm-up steps); the median is reported.
+    #[arg(long, default_value_t = 20)]
+    pub steps: usize,
+    /// Pairs in the one-epoch end-to-end comparison.
+    #[arg(long, default_value_t = 1024)]
+    pub epoch_pairs: usize,
+    /// A Python with torch, transformers and sentence-transformers[train]: runs
+    /// scripts/bench_train.py in the same run.
+    #[arg(long, env = "NEST_PYTHON")]
+    pub python: Option<PathBuf>,
+    /// Append the figures as Markdown to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -49,6 +49,9 @@ pub struct Summary {
     /// batching, for the padding report.
     pub padding: ((usize, usize), (usize, usize)),
     pub seconds: f64,
+    /// Seconds from after the model is loaded to the end of the last step (data reading and
+    /// tokenisation, training, periodic eval and checkpoints; not the final save).
+    pub train_seconds: f64,
     pub resumed_from: Option<u64>,
 }
 
@@ -290,6 +293,7 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
     let max_len = (r.max_length > 0).then_some(r.max_length);
     let mut enc = ElasticEncoder::load(&model_dir, o.device, max_len)?;
     let objective = objective_for(r, enc.hidden_size())?;
+    let train_start = Instant::now();
     events(Event::Message(format!(
         "objective {}",
         objective.describe()
@@ -506,6 +510,7 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
                     last_loss,
                     padding: (pad_used, pad_plain),
                     seconds: start.elapsed().as_secs_f64(),
+                    train_seconds: train_start.elapsed().as_secs_f64(),
                     resumed_from,
                 });
             }
@@ -518,6 +523,7 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
         epoch += 1;
         next_batch = 0;
     }
+    let train_seconds = train_start.elapsed().as_secs_f64();
     let p = checkpoint::save(
         &o.run_dir,
         &enc.vs,
@@ -545,6 +551,7 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
         last_loss,
         padding: (pad_used, pad_plain),
         seconds: start.elapsed().as_secs_f64(),
+        train_seconds,
         resumed_from,
     })
 }

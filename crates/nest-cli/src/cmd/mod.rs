@@ -1,5 +1,6 @@
 mod advise;
 mod bench;
+mod bench_train;
 mod encode;
 mod eval;
 mod info;
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Train(a) => train::run(a),
         Command::Info(a) => info::run(a),
         Command::Bench(BenchCommand::Encode(a)) => bench::run_encode(a),
+        Command::Bench(BenchCommand::Train(a)) => bench_train::run(a),
     }
 }
 

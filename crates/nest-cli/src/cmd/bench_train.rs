@@ -1,0 +1,329 @@
+//! `nest bench train`: (a) seconds per MRL(MNRL) training step next to plain PyTorch, (b) one
+//! epoch end to end next to sentence-transformers' MatryoshkaLoss, (c) peak RSS, (d) achieved
+//! GFLOP/s next to this CPU's peak.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use nest_core::data::TsvTable;
+use nest_core::parse_dims;
+use nest_model::ElasticEncoder;
+use nest_train::data::{Batch, Source};
+use nest_train::objective::{Matryoshka, Objective, TaskLoss};
+use nest_train::optim::AdamW;
+use nest_train::recipe::{DataFormat, DataSource, LossKind};
+use nest_train::trainer::{batch_output, train, TrainOptions};
+use nest_train::Recipe;
+
+use crate::args::BenchTrainArgs;
+
+/// Peak resident memory of this process (VmHWM), in MiB.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// fp32 peak of this machine: cores x 32 FLOP/cycle (AVX-512, 2 FMA units) x clock.
+fn peak_gflops() -> f64 {
+    let mhz = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("cpu MHz"))
+                .and_then(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        })
+        .unwrap_or(f64::NAN);
+    tch::get_num_threads() as f64 * 32.0 * mhz / 1000.0
+}
+
+/// Forward + backward FLOPs of one column: 3 x forward (backward = 2 x forward), forward per
+/// layer = 2 T (4 H^2 + 2 H I) for the projections and FFN plus 4 B S^2 H for attention.
+fn column_flops(enc: &ElasticEncoder, b: usize, s: usize) -> f64 {
+    let c = &enc.config;
+    let (h, i, l) = (
+        c.hidden_size as f64,
+        c.intermediate_size as f64,
+        c.num_hidden_layers as f64,
+    );
+    let t = (b * s) as f64;
+    let fwd = l * (2.0 * t * (4.0 * h * h + 2.0 * h * i) + 4.0 * b as f64 * (s * s) as f64 * h);
+    3.0 * fwd
+}
+
+pub fn run(a: BenchTrainArgs) -> Result<()> {
+    let dims = parse_dims(&a.dims)?;
+    let model_dir = nest_model::hub::resolve(&a.model)?;
+    let enc = ElasticEncoder::load(&model_dir, nest_model::default_device(), Some(a.max_length))?;
+    enc.check(&[], &dims)?;
+    let t = TsvTable::read(&a.data, &["anchor", "positive"])?;
+    let need = a.batch_size * (a.steps + 3);
+    if t.rows.len() < need.max(a.epoch_pairs) {
+        bail!(
+            "{}: {} rows, the benchmark needs {}",
+            a.data.display(),
+            t.rows.len(),
+            need.max(a.epoch_pairs)
+        );
+    }
+    let pairs: Vec<(String, String)> = t
+        .rows
+        .iter()
+        .map(|(_, r)| (r[0].clone(), r[1].clone()))
+        .collect();
+    let objective = Matryoshka {
+        task: TaskLoss {
+            kind: LossKind::Mnrl,
+            scale: 20.0,
+            angle_weight: 0.0,
+        },
+        dims: dims.clone(),
+        weights: vec![1.0; dims.len()],
+    };
+    let mut opt = AdamW::new(enc.vs.variables().into_iter().collect(), 0.01);
+    eprintln!(
+        "bench train: {} (max {} tokens), batch {} pairs, {} dims, {} libtorch threads",
+        a.model,
+        a.max_length,
+        a.batch_size,
+        dims.len(),
+        tch::get_num_threads()
+    );
+    let (mut times, mut flops) = (Vec::new(), Vec::new());
+    for i in 0..a.steps + 3 {
+        let chunk = &pairs[i * a.batch_size..(i + 1) * a.batch_size];
+        let start = Instant::now();
+        let texts: Vec<&str> = chunk
+            .iter()
+            .flat_map(|p| [p.0.as_str(), p.1.as_str()])
+            .collect();
+        let ids = enc.tokenizer.encode(&texts)?;
+        let src = Source {
+            spec: DataSource {
+                path: a.data.clone(),
+                format: DataFormat::Pairs,
+                weight: 1.0,
+            },
+            texts: chunk
+                .iter()
+                .map(|p| vec![p.0.clone(), p.1.clone()])
+                .collect(),
+            ids: ids.chunks(2).map(|c| c.to_vec()).collect(),
+            scores: vec![],
+        };
+        let batch = Batch {
+            source: 0,
+            examples: (0..chunk.len()).collect(),
+        };
+        tch::manual_seed(i as i64);
+        let out = batch_output(&enc, &src, &batch, LossKind::Mnrl, true);
+        let loss = objective
+            .terms(&out)
+            .into_iter()
+            .map(|t| t.value)
+            .reduce(|x, y| x + y)
+            .expect("terms");
+        loss.backward();
+        opt.clip_grad_norm(1.0);
+        opt.step(2e-5);
+        opt.zero_grad();
+        if i >= 3 {
+            times.push(start.elapsed().as_secs_f64());
+            let f: f64 = (0..2)
+                .map(|c| {
+                    column_flops(
+                        &enc,
+                        chunk.len(),
+                        src.ids.iter().map(|x| x[c].len()).max().unwrap_or(0),
+                    )
+                })
+                .sum();
+            flops.push(f);
+        }
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let step = sorted[sorted.len() / 2];
+    let gflops = flops.iter().sum::<f64>() / times.iter().sum::<f64>() / 1e9;
+    let rss_step = peak_rss_mb();
+    eprintln!(
+        "  nest step: median {step:.3} s over {} steps; {gflops:.1} GFLOP/s",
+        times.len()
+    );
+
+    // one epoch end to end over `epoch_pairs` pairs, the trainer as `nest train` runs it
+    let tmp = std::env::temp_dir().join(format!("nest-bench-train-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let epoch_file = tmp.join("pairs.tsv");
+    let mut text = String::from("anchor\tpositive\n");
+    for p in pairs.iter().take(a.epoch_pairs) {
+        let _ = writeln!(text, "{}\t{}", p.0, p.1);
+    }
+    std::fs::write(&epoch_file, text)?;
+    let dims_toml = format!("[{}]", a.dims);
+    let flags: Vec<String> = [
+        "--model",
+        &a.model,
+        "--data",
+        &format!("{}:pairs", epoch_file.display()),
+        "--loss",
+        "mnrl",
+        "--matryoshka-dims",
+        &dims_toml,
+        "--batch-size",
+        &a.batch_size.to_string(),
+        "--lr",
+        "2e-5",
+        "--weight-decay",
+        "0.01",
+        "--warmup-ratio",
+        "0.1",
+        "--decay",
+        "linear",
+        "--max-grad-norm",
+        "1.0",
+        "--seed",
+        "42",
+        "--max-length",
+        &a.max_length.to_string(),
+        "--save-every",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let recipe = Recipe::load(None, &flags)?;
+    let opts = TrainOptions {
+        run_dir: tmp.join("run"),
+        resume: false,
+        overwrite: true,
+        device: nest_model::default_device(),
+        stop_after_steps: None,
+    };
+    let summary = train(&recipe, &opts, &mut |_| {})?;
+    let epoch = summary.train_seconds;
+    let rss = peak_rss_mb();
+    eprintln!(
+        "  nest epoch ({} pairs, {} steps): {epoch:.1} s",
+        a.epoch_pairs, summary.steps
+    );
+
+    let py = match &a.python {
+        Some(py) => Some(run_python(py, &a, &epoch_file)?),
+        None => None,
+    };
+    let _ = std::fs::remove_dir_all(&tmp);
+    let peak = peak_gflops();
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "| measure | nest | PyTorch / sentence-transformers | ratio |\n|---|---:|---:|---:|"
+    );
+    let get = |k: &str| py.as_ref().and_then(|v| v[k].as_f64());
+    let row = |md: &mut String,
+               name: &str,
+               ours: f64,
+               theirs: Option<f64>,
+               unit: &str,
+               ratio: Option<f64>| {
+        let _ = writeln!(
+            md,
+            "| {name} | {ours:.3} {unit} | {} | {} |",
+            theirs
+                .map(|v| format!("{v:.3} {unit}"))
+                .unwrap_or_else(|| "-".into()),
+            ratio
+                .map(|r| format!("{r:.2}x"))
+                .unwrap_or_else(|| "-".into())
+        );
+    };
+    row(
+        &mut md,
+        "MRL(MNRL) step, median (vs plain PyTorch)",
+        step,
+        get("torch_step_s"),
+        "s",
+        get("torch_step_s").map(|t| t / step),
+    );
+    row(
+        &mut md,
+        &format!(
+            "one epoch, {} pairs (vs sentence-transformers)",
+            a.epoch_pairs
+        ),
+        epoch,
+        get("st_epoch_s"),
+        "s",
+        get("st_epoch_s").map(|t| t / epoch),
+    );
+    row(
+        &mut md,
+        "peak RSS, whole benchmark",
+        rss,
+        get("peak_rss_mb"),
+        "MiB",
+        get("peak_rss_mb").map(|t| t / rss),
+    );
+    let _ = writeln!(
+        md,
+        "| peak RSS after the step benchmark | {rss_step:.0} MiB | | |"
+    );
+    let _ = writeln!(
+        md,
+        "| achieved fp32 GFLOP/s in the step (peak {peak:.0}) | {gflops:.1} ({:.0}% of peak) | | |",
+        100.0 * gflops / peak
+    );
+    println!("{md}");
+    if let Some(p) = &a.markdown {
+        let mut prev = std::fs::read_to_string(p).unwrap_or_default();
+        prev.push_str(&md);
+        nest_core::fsutil::write_atomic(p, prev.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn run_python(py: &Path, a: &BenchTrainArgs, epoch_file: &Path) -> Result<serde_json::Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_train.py");
+    eprintln!(
+        "  running PyTorch and sentence-transformers with {} ...",
+        py.display()
+    );
+    let out = Command::new(py)
+        .arg(&script)
+        .args(["--model", &a.model, "--data"])
+        .arg(&a.data)
+        .arg("--epoch-data")
+        .arg(epoch_file)
+        .args([
+            "--batch-size",
+            &a.batch_size.to_string(),
+            "--max-length",
+            &a.max_length.to_string(),
+            "--dims",
+            &a.dims,
+            "--steps",
+            &a.steps.to_string(),
+        ])
+        .output()
+        .with_context(|| format!("starting {}", py.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} failed:\n{}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_str(line).with_context(|| format!("parsing '{line}'"))?;
+    Ok(v)
+}

@@ -1,0 +1,121 @@
+"""The Python side of `nest bench train`, on the same machine in the same run.
+
+  step   plain PyTorch + transformers: one MRL(MNRL) training step on the same consecutive
+         batches as Nest (anchor/positive pairs, batch B, max_length L, mean pooling, dims D),
+         AdamW (no decay on bias/LayerNorm), grad clipping; median seconds per step.
+  epoch  sentence-transformers' SentenceTransformerTrainer with
+         MatryoshkaLoss(MultipleNegativesRankingLoss) for one epoch over the same pairs, the same
+         hyper-parameters; wall seconds of trainer.train().
+
+Prints one JSON line: {"torch_step_s", "torch_steps", "st_epoch_s", "peak_rss_mb", "torch_threads"}.
+"""
+import argparse
+import csv
+import json
+import resource
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def read_pairs(path, n):
+    with open(path, encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+    return [(r[0], r[1]) for r in rows[:n]]
+
+
+def mean_pool(h, mask):
+    m = mask.unsqueeze(-1).to(h.dtype)
+    return (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+
+
+def mrl_mnrl(a, p, dims, scale=20.0):
+    labels = torch.arange(len(a))
+    loss = 0.0
+    for d in dims:
+        x = F.normalize(a[:, :d], dim=-1)
+        y = F.normalize(p[:, :d], dim=-1)
+        loss = loss + F.cross_entropy(x @ y.T * scale, labels)
+    return loss
+
+
+def bench_step(a):
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(a.model)
+    model = AutoModel.from_pretrained(a.model)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
+    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=2e-5)
+    pairs = read_pairs(a.data, a.batch_size * (a.steps + a.warmup))
+    dims = [int(x) for x in a.dims.split(",")]
+    times = []
+    for i in range(a.steps + a.warmup):
+        batch = pairs[i * a.batch_size:(i + 1) * a.batch_size]
+        t = time.perf_counter()
+        emb = []
+        for col in (0, 1):
+            enc = tok([b[col] for b in batch], padding=True, truncation=True, max_length=a.max_length, return_tensors="pt")
+            out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
+            emb.append(mean_pool(out.last_hidden_state, enc["attention_mask"]))
+        loss = mrl_mnrl(emb[0], emb[1], dims)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        if i >= a.warmup:
+            times.append(time.perf_counter() - t)
+    return statistics.median(times), len(times)
+
+
+def bench_epoch(a):
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.losses import MatryoshkaLoss, MultipleNegativesRankingLoss
+    from sentence_transformers.training_args import BatchSamplers
+
+    pairs = read_pairs(a.epoch_data, 10**9)
+    ds = Dataset.from_dict({"anchor": [p[0] for p in pairs], "positive": [p[1] for p in pairs]})
+    model = SentenceTransformer(a.model, device="cpu")
+    dims = [int(x) for x in a.dims.split(",")]
+    loss = MatryoshkaLoss(model, MultipleNegativesRankingLoss(model), matryoshka_dims=sorted(dims, reverse=True))
+    args = SentenceTransformerTrainingArguments(
+        output_dir=a.out, num_train_epochs=1, per_device_train_batch_size=a.batch_size, learning_rate=2e-5,
+        warmup_ratio=0.1, weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, seed=42,
+        batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to=[], logging_steps=10**9,
+        use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
+    )
+    model.max_seq_length = a.max_length
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss)
+    t = time.perf_counter()
+    trainer.train()
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--epoch-data", required=True)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--max-length", type=int, default=32)
+    ap.add_argument("--dims", default="16,32,64,128,256,384")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--out", default="/tmp/nest-bench-st")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    step, n = bench_step(a)
+    print(f"  torch step: median {step:.3f} s over {n} steps", file=sys.stderr)
+    epoch = bench_epoch(a)
+    print(f"  sentence-transformers epoch: {epoch:.1f} s", file=sys.stderr)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"torch_step_s": step, "torch_steps": n, "st_epoch_s": epoch, "peak_rss_mb": rss, "torch_threads": torch.get_num_threads()}))
+
+
+if __name__ == "__main__":
+    main()

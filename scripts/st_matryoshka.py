@@ -1,0 +1,63 @@
+"""sentence-transformers' MatryoshkaLoss on the same data and hyper-parameters as Nest's recipes.
+
+    python scripts/st_matryoshka.py stsb   # CoSENT on STS-B train      -> runs/st-mrl-stsb/final
+    python scripts/st_matryoshka.py snli   # MNRL + hard negatives on SNLI triplets -> runs/st-mrl-snli/final
+
+Same settings as recipes/mrl-stsb.toml and recipes/mrl-snli.toml: all-MiniLM-L6-v2, dims
+16..384 (weights 1), 1 epoch, batch 32, lr 2e-5, weight decay 0.01 (not on bias/LayerNorm),
+10% linear warm-up then linear decay, grad-norm clip 1.0, seed 42, scale 20; MNRL batches
+without duplicate texts. Evaluate the result with `nest eval --tasks sts --model runs/st-mrl-.../final`.
+"""
+import csv
+import os
+import sys
+import time
+
+from datasets import Dataset
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.losses import CoSENTLoss, MatryoshkaLoss, MultipleNegativesRankingLoss
+from sentence_transformers.training_args import BatchSamplers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "..", "shared", "datasets")
+DIMS = [384, 256, 128, 64, 32, 16]
+
+
+def tsv(path):
+    with open(path, encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return rows[0], rows[1:]
+
+
+def main():
+    which = sys.argv[1]
+    model = SentenceTransformer(os.path.join(ROOT, "models", "all-MiniLM-L6-v2"), device="cpu")
+    if which == "stsb":
+        _, rows = tsv(os.path.join(DATA, "stsb", "train.tsv"))
+        ds = Dataset.from_dict({"sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows], "score": [float(r[2]) for r in rows]})
+        inner = CoSENTLoss(model, scale=20.0)
+        sampler = BatchSamplers.BATCH_SAMPLER
+    elif which == "snli":
+        _, rows = tsv(os.path.join(DATA, "snli", "triplets_dev.tsv"))
+        ds = Dataset.from_dict({"anchor": [r[0] for r in rows], "positive": [r[1] for r in rows], "negative": [r[2] for r in rows]})
+        inner = MultipleNegativesRankingLoss(model, scale=20.0)
+        sampler = BatchSamplers.NO_DUPLICATES
+    else:
+        raise SystemExit("usage: st_matryoshka.py stsb|snli")
+    loss = MatryoshkaLoss(model, inner, matryoshka_dims=DIMS)
+    out = os.path.join(ROOT, "runs", f"st-mrl-{which}")
+    args = SentenceTransformerTrainingArguments(
+        output_dir=out, num_train_epochs=1, per_device_train_batch_size=32, learning_rate=2e-5,
+        warmup_ratio=0.1, weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, seed=42,
+        batch_sampler=sampler, save_strategy="no", report_to=[], logging_steps=20, use_cpu=True,
+        dataloader_num_workers=0, disable_tqdm=True,
+    )
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss)
+    t = time.perf_counter()
+    trainer.train()
+    print(f"trained in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    model.save(os.path.join(out, "final"))
+
+
+if __name__ == "__main__":
+    main()
