@@ -37,7 +37,11 @@ fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
 }
 
 pub fn run(a: TrainArgs) -> Result<()> {
-    let a = split_own_flags(a)?;
+    let mut a = split_own_flags(a)?;
+    if let (Some(run), None) = (&a.resume, &a.recipe) {
+        // resuming without a recipe: the run's own resolved recipe
+        a.recipe = Some(run.join("recipe.toml"));
+    }
     let recipe = Recipe::load(a.recipe.as_deref(), &a.overrides)?;
     let run_dir = match (&a.resume, &a.run_dir) {
         (Some(r), _) => r.clone(),
