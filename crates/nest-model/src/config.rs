@@ -160,9 +160,13 @@ pub struct SbertConfig {
     pub do_lower_case: bool,
 }
 
-/// `1_Pooling/config.json` (sentence-transformers).
+/// `1_Pooling/config.json` (sentence-transformers). Two formats: up to v5, one boolean per mode
+/// (`pooling_mode_mean_tokens`, ...); from v6, a string `pooling_mode` (`"mean"`, ...).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PoolingConfig {
+    /// sentence-transformers 6: `"mean"`, `"cls"`, `"max"`, `"mean_sqrt_len_tokens"`, ...
+    #[serde(default)]
+    pub pooling_mode: Option<String>,
     #[serde(default)]
     pub word_embedding_dimension: Option<usize>,
     #[serde(default)]
@@ -177,6 +181,18 @@ pub struct PoolingConfig {
 
 impl PoolingConfig {
     pub fn pooling(&self, path: &Path) -> Result<Pooling> {
+        if let Some(mode) = &self.pooling_mode {
+            return match mode.as_str() {
+                "mean" | "mean_tokens" => Ok(Pooling::Mean),
+                "cls" | "cls_token" => Ok(Pooling::Cls),
+                "max" | "max_tokens" => Ok(Pooling::Max),
+                "mean_sqrt_len_tokens" | "mean_sqrt_len" => Ok(Pooling::MeanSqrtLen),
+                other => Err(Error::Config {
+                    path: path.to_path_buf(),
+                    message: format!("pooling_mode '{other}' is not supported (supported: mean, cls, max, mean_sqrt_len_tokens)"),
+                }),
+            };
+        }
         let modes = [
             (self.pooling_mode_cls_token, Pooling::Cls),
             (self.pooling_mode_mean_tokens, Pooling::Mean),
@@ -224,6 +240,9 @@ pub struct ModelFiles {
     pub pooling_config: Option<PathBuf>,
     pub modules: Option<PathBuf>,
     pub nest_meta: Option<PathBuf>,
+    /// `tokenizer_config.json`: sentence-transformers 6 keeps `max_seq_length` there as
+    /// `model_max_length`.
+    pub tokenizer_config: Option<PathBuf>,
 }
 
 impl ModelFiles {
@@ -258,6 +277,7 @@ impl ModelFiles {
             pooling_config: opt("1_Pooling/config.json"),
             modules: opt("modules.json"),
             nest_meta: opt("nest.json"),
+            tokenizer_config: opt("tokenizer_config.json"),
         })
     }
 }

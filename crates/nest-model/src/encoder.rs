@@ -100,8 +100,19 @@ impl ElasticEncoder {
             .transpose()?
             .unwrap_or_default();
         let limit = config.max_positions();
+        // sentence-transformers <= 5 keep it in sentence_bert_config.json, v6 in
+        // tokenizer_config.json (model_max_length; HF writes a huge sentinel when unset)
+        let tokenizer_max = match &files.tokenizer_config {
+            Some(p) => read_json::<serde_json::Value>(p)?
+                .get("model_max_length")
+                .and_then(serde_json::Value::as_f64)
+                .filter(|v| *v >= 1.0 && *v <= limit as f64)
+                .map(|v| v as usize),
+            None => None,
+        };
         let max_len = max_seq_length
             .or(sbert.and_then(|s| s.max_seq_length))
+            .or(tokenizer_max)
             .unwrap_or(limit);
         if max_len == 0 || max_len > limit {
             return Err(Error::Config {

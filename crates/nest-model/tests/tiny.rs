@@ -206,3 +206,52 @@ fn invalid_points_are_refused() {
         .embed(&[], ElasticSpec { layer: 1, dim: 8 }, o, &mut noop)
         .is_err());
 }
+
+/// The sentence-transformers 6 layout: `pooling_mode` as a string, no `max_seq_length` in
+/// `sentence_bert_config.json`, the length in `tokenizer_config.json`.
+#[test]
+fn reads_the_sentence_transformers_6_layout() {
+    let (d, _) = tiny(Architecture::Bert);
+    let p = d.path();
+    std::fs::write(
+        p.join("1_Pooling/config.json"),
+        r#"{"embedding_dimension": 32, "pooling_mode": "cls", "include_prompt": true}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("sentence_bert_config.json"),
+        r#"{"transformer_task": "feature-extraction"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("tokenizer_config.json"),
+        r#"{"model_max_length": 12}"#,
+    )
+    .unwrap();
+    let enc = ElasticEncoder::load(p, Device::Cpu, None).unwrap();
+    assert_eq!(enc.pooling, nest_model::Pooling::Cls);
+    assert_eq!(enc.tokenizer.max_length(), 12);
+    // HF's "unset" sentinel is ignored: the position table bounds the length
+    std::fs::write(
+        p.join("tokenizer_config.json"),
+        r#"{"model_max_length": 1000000000000000019884624838656}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        ElasticEncoder::load(p, Device::Cpu, None)
+            .unwrap()
+            .tokenizer
+            .max_length(),
+        64
+    );
+    std::fs::write(
+        p.join("1_Pooling/config.json"),
+        r#"{"pooling_mode": "weightedmean"}"#,
+    )
+    .unwrap();
+    let e = load_err(p);
+    assert!(
+        e.contains("pooling_mode 'weightedmean' is not supported"),
+        "{e}"
+    );
+}
