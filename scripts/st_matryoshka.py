@@ -2,6 +2,7 @@
 
     python scripts/st_matryoshka.py stsb   # CoSENT on STS-B train      -> runs/st-mrl-stsb/final
     python scripts/st_matryoshka.py snli   # MNRL + hard negatives on SNLI triplets -> runs/st-mrl-snli/final
+    python scripts/st_matryoshka.py stsb --epochs 4 --lr 5e-5 --name st-mrl-stsb-4ep
 
 Same settings as recipes/mrl-stsb.toml and recipes/mrl-snli.toml: all-MiniLM-L6-v2, dims
 16..384 (weights 1), 1 epoch, batch 32, lr 2e-5, weight decay 0.01 (not on bias/LayerNorm),
@@ -31,6 +32,10 @@ def tsv(path):
 
 def main():
     which = sys.argv[1]
+    # optional overrides: --epochs N --lr X --name NAME
+    opts = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+    epochs = int(opts.get("--epochs", 1))
+    lr = float(opts.get("--lr", 2e-5))
     model = SentenceTransformer(os.path.join(ROOT, "models", "all-MiniLM-L6-v2"), device="cpu")
     if which == "stsb":
         _, rows = tsv(os.path.join(DATA, "stsb", "train.tsv"))
@@ -45,9 +50,9 @@ def main():
     else:
         raise SystemExit("usage: st_matryoshka.py stsb|snli")
     loss = MatryoshkaLoss(model, inner, matryoshka_dims=DIMS)
-    out = os.path.join(ROOT, "runs", f"st-mrl-{which}")
+    out = os.path.join(ROOT, "runs", opts.get("--name", f"st-mrl-{which}"))
     args = SentenceTransformerTrainingArguments(
-        output_dir=out, num_train_epochs=1, per_device_train_batch_size=32, learning_rate=2e-5,
+        output_dir=out, num_train_epochs=epochs, per_device_train_batch_size=32, learning_rate=lr,
         warmup_ratio=0.1, weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, seed=42,
         batch_sampler=sampler, save_strategy="no", report_to=[], logging_steps=20, use_cpu=True,
         dataloader_num_workers=0, disable_tqdm=True,
