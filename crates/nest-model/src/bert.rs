@@ -7,9 +7,10 @@ use tch::{Kind, Tensor};
 use crate::config::ModelConfig;
 use crate::encoder::{EncoderInput, EncoderOutput};
 
-/// One transformer layer (post-LayerNorm).
+/// One post-LayerNorm transformer layer, shared by BERT and MPNet (they differ only in weight
+/// names, given by [`LayerNames`]).
 #[derive(Debug)]
-struct Layer {
+pub(crate) struct Layer {
     query: nn::Linear,
     key: nn::Linear,
     value: nn::Linear,
@@ -20,6 +21,23 @@ struct Layer {
     out_norm: nn::LayerNorm,
 }
 
+/// Weight paths of one layer, relative to the layer's own path.
+pub(crate) struct LayerNames {
+    pub q: &'static str,
+    pub k: &'static str,
+    pub v: &'static str,
+    pub o: &'static str,
+    pub attn_norm: &'static str,
+}
+
+/// Head count and dropout rates a layer needs in its forward pass.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LayerSettings {
+    pub heads: i64,
+    pub dropout: f64,
+    pub attn_dropout: f64,
+}
+
 /// The BERT model: embeddings and a stack of layers (no pooler: Nest pools itself).
 #[derive(Debug)]
 pub struct Bert {
@@ -28,9 +46,7 @@ pub struct Bert {
     token_type: nn::Embedding,
     emb_norm: nn::LayerNorm,
     layers: Vec<Layer>,
-    heads: i64,
-    dropout: f64,
-    attn_dropout: f64,
+    settings: LayerSettings,
 }
 
 pub(crate) fn layer_norm(p: nn::Path, dim: usize, eps: f64) -> nn::LayerNorm {
@@ -87,36 +103,63 @@ pub(crate) fn additive_mask(mask: &Tensor, kind: Kind) -> Tensor {
 }
 
 impl Layer {
-    fn new(p: nn::Path, c: &ModelConfig) -> Self {
+    pub(crate) fn new(p: nn::Path, c: &ModelConfig, names: &LayerNames) -> Self {
         let (h, i, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
-        let att = &p / "attention";
+        let sub = |name: &str| name.split('.').fold(p.clone(), |acc, part| &acc / part);
         Layer {
-            query: linear(&att / "self" / "query", h, h),
-            key: linear(&att / "self" / "key", h, h),
-            value: linear(&att / "self" / "value", h, h),
-            attn_out: linear(&att / "output" / "dense", h, h),
-            attn_norm: layer_norm(&att / "output" / "LayerNorm", h, eps),
+            query: linear(sub(names.q), h, h),
+            key: linear(sub(names.k), h, h),
+            value: linear(sub(names.v), h, h),
+            attn_out: linear(sub(names.o), h, h),
+            attn_norm: layer_norm(sub(names.attn_norm), h, eps),
             intermediate: linear(&p / "intermediate" / "dense", h, i),
             output: linear(&p / "output" / "dense", i, h),
             out_norm: layer_norm(&p / "output" / "LayerNorm", h, eps),
         }
     }
 
-    fn forward(&self, x: &Tensor, mask: &Tensor, m: &Bert, train: bool) -> Tensor {
-        let drop = if train { m.attn_dropout } else { 0.0 };
+    /// # Shapes
+    /// - `x`: `[batch, seq, hidden]`; `mask`: additive, broadcastable to `[batch, heads, seq, seq]`
+    /// - returns `[batch, seq, hidden]`
+    pub(crate) fn forward(
+        &self,
+        x: &Tensor,
+        mask: &Tensor,
+        s: LayerSettings,
+        train: bool,
+    ) -> Tensor {
+        let drop = if train { s.attn_dropout } else { 0.0 };
         let ctx = attention(
             &self.query.forward(x),
             &self.key.forward(x),
             &self.value.forward(x),
             mask,
-            m.heads,
+            s.heads,
             drop,
         );
-        let a = (self.attn_out.forward(&ctx).dropout(m.dropout, train) + x).apply(&self.attn_norm);
+        let a = (self.attn_out.forward(&ctx).dropout(s.dropout, train) + x).apply(&self.attn_norm);
         let f = self.intermediate.forward(&a).gelu("none");
-        (self.output.forward(&f).dropout(m.dropout, train) + a).apply(&self.out_norm)
+        (self.output.forward(&f).dropout(s.dropout, train) + a).apply(&self.out_norm)
     }
 }
+
+impl From<&ModelConfig> for LayerSettings {
+    fn from(c: &ModelConfig) -> Self {
+        LayerSettings {
+            heads: c.num_attention_heads as i64,
+            dropout: c.hidden_dropout_prob,
+            attn_dropout: c.attention_probs_dropout_prob,
+        }
+    }
+}
+
+const BERT_NAMES: LayerNames = LayerNames {
+    q: "attention.self.query",
+    k: "attention.self.key",
+    v: "attention.self.value",
+    o: "attention.output.dense",
+    attn_norm: "attention.output.LayerNorm",
+};
 
 impl Bert {
     /// Registers the weights under `p` (names as in HF `BertModel`).
@@ -140,11 +183,9 @@ impl Bert {
             ),
             emb_norm: layer_norm(&emb / "LayerNorm", c.hidden_size, c.layer_norm_eps),
             layers: (0..c.num_hidden_layers)
-                .map(|i| Layer::new(&p / "encoder" / "layer" / i, c))
+                .map(|i| Layer::new(&p / "encoder" / "layer" / i, c, &BERT_NAMES))
                 .collect(),
-            heads: c.num_attention_heads as i64,
-            dropout: c.hidden_dropout_prob,
-            attn_dropout: c.attention_probs_dropout_prob,
+            settings: LayerSettings::from(c),
         }
     }
 
@@ -165,12 +206,17 @@ impl Bert {
             + self.position.forward(&pos)
             + self.token_type.forward(&types))
         .apply(&self.emb_norm)
-        .dropout(self.dropout, train);
+        .dropout(self.settings.dropout, train);
         let mask = additive_mask(&input.mask, x.kind());
         let mut hidden_states = Vec::with_capacity(layers + 1);
         hidden_states.push(x);
         for layer in self.layers.iter().take(layers) {
-            let next = layer.forward(hidden_states.last().expect("non-empty"), &mask, self, train);
+            let next = layer.forward(
+                hidden_states.last().expect("non-empty"),
+                &mask,
+                self.settings,
+                train,
+            );
             hidden_states.push(next);
         }
         EncoderOutput { hidden_states }

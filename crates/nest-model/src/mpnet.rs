@@ -6,21 +6,9 @@
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::bert::{additive_mask, attention, layer_norm, linear};
+use crate::bert::{additive_mask, layer_norm, Layer, LayerNames, LayerSettings};
 use crate::config::ModelConfig;
 use crate::encoder::{EncoderInput, EncoderOutput};
-
-#[derive(Debug)]
-struct Layer {
-    q: nn::Linear,
-    k: nn::Linear,
-    v: nn::Linear,
-    o: nn::Linear,
-    attn_norm: nn::LayerNorm,
-    intermediate: nn::Linear,
-    output: nn::Linear,
-    out_norm: nn::LayerNorm,
-}
 
 /// The MPNet model: embeddings, relative-position bias and a stack of layers.
 #[derive(Debug)]
@@ -30,11 +18,9 @@ pub struct Mpnet {
     emb_norm: nn::LayerNorm,
     relative_bias: nn::Embedding,
     layers: Vec<Layer>,
-    heads: i64,
+    settings: LayerSettings,
     buckets: i64,
     pad_id: i64,
-    dropout: f64,
-    attn_dropout: f64,
 }
 
 /// HF `MPNetEncoder.relative_position_bucket` with `max_distance = 128`, computed with the same
@@ -57,37 +43,13 @@ fn relative_position_bucket(relative: &Tensor, num_buckets: i64, max_distance: i
     ret
 }
 
-impl Layer {
-    fn new(p: nn::Path, c: &ModelConfig) -> Self {
-        let (h, i, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
-        let att = &p / "attention";
-        Layer {
-            q: linear(&att / "attn" / "q", h, h),
-            k: linear(&att / "attn" / "k", h, h),
-            v: linear(&att / "attn" / "v", h, h),
-            o: linear(&att / "attn" / "o", h, h),
-            attn_norm: layer_norm(&att / "LayerNorm", h, eps),
-            intermediate: linear(&p / "intermediate" / "dense", h, i),
-            output: linear(&p / "output" / "dense", i, h),
-            out_norm: layer_norm(&p / "output" / "LayerNorm", h, eps),
-        }
-    }
-
-    fn forward(&self, x: &Tensor, mask: &Tensor, m: &Mpnet, train: bool) -> Tensor {
-        let drop = if train { m.attn_dropout } else { 0.0 };
-        let ctx = attention(
-            &self.q.forward(x),
-            &self.k.forward(x),
-            &self.v.forward(x),
-            mask,
-            m.heads,
-            drop,
-        );
-        let a = (self.o.forward(&ctx).dropout(m.dropout, train) + x).apply(&self.attn_norm);
-        let f = self.intermediate.forward(&a).gelu("none");
-        (self.output.forward(&f).dropout(m.dropout, train) + a).apply(&self.out_norm)
-    }
-}
+const MPNET_NAMES: LayerNames = LayerNames {
+    q: "attention.attn.q",
+    k: "attention.attn.k",
+    v: "attention.attn.v",
+    o: "attention.attn.o",
+    attn_norm: "attention.LayerNorm",
+};
 
 impl Mpnet {
     /// Registers the weights under `p` (names as in HF `MPNetModel`).
@@ -111,13 +73,11 @@ impl Mpnet {
                 ecfg,
             ),
             layers: (0..c.num_hidden_layers)
-                .map(|i| Layer::new(&p / "encoder" / "layer" / i, c))
+                .map(|i| Layer::new(&p / "encoder" / "layer" / i, c, &MPNET_NAMES))
                 .collect(),
-            heads: c.num_attention_heads as i64,
+            settings: LayerSettings::from(c),
             buckets: c.relative_attention_num_buckets as i64,
             pad_id: c.pad_id(),
-            dropout: c.hidden_dropout_prob,
-            attn_dropout: c.attention_probs_dropout_prob,
         }
     }
 
@@ -138,7 +98,7 @@ impl Mpnet {
         let pos = not_pad.cumsum(1, Kind::Int64) * &not_pad + self.pad_id;
         let x = (self.word.forward(&input.ids) + self.position.forward(&pos))
             .apply(&self.emb_norm)
-            .dropout(self.dropout, train);
+            .dropout(self.settings.dropout, train);
         // relative position bias [1, heads, s, s] plus the padding mask [b, 1, 1, s]
         let ctx = Tensor::arange(s, (Kind::Int64, dev));
         let rel = ctx.unsqueeze(0) - ctx.unsqueeze(1); // memory - query
@@ -152,7 +112,12 @@ impl Mpnet {
         let mut hidden_states = Vec::with_capacity(layers + 1);
         hidden_states.push(x);
         for layer in self.layers.iter().take(layers) {
-            let next = layer.forward(hidden_states.last().expect("non-empty"), &mask, self, train);
+            let next = layer.forward(
+                hidden_states.last().expect("non-empty"),
+                &mask,
+                self.settings,
+                train,
+            );
             hidden_states.push(next);
         }
         EncoderOutput { hidden_states }

@@ -75,10 +75,16 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
     }
     println!("{md}");
     if let Some(p) = &a.markdown {
-        let mut prev = std::fs::read_to_string(p).unwrap_or_default();
-        prev.push_str(&md);
-        nest_core::fsutil::write_atomic(p, prev.as_bytes())?;
+        append_markdown(p, &md)?;
     }
+    Ok(())
+}
+
+/// Appends a benchmark's Markdown table to `path` (atomically: the whole file is rewritten).
+pub(super) fn append_markdown(path: &Path, md: &str) -> Result<()> {
+    let mut prev = std::fs::read_to_string(path).unwrap_or_default();
+    prev.push_str(md);
+    nest_core::fsutil::write_atomic(path, prev.as_bytes())?;
     Ok(())
 }
 

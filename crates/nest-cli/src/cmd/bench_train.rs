@@ -302,9 +302,7 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
     );
     println!("{md}");
     if let Some(p) = &a.markdown {
-        let mut prev = std::fs::read_to_string(p).unwrap_or_default();
-        prev.push_str(&md);
-        nest_core::fsutil::write_atomic(p, prev.as_bytes())?;
+        super::bench::append_markdown(p, &md)?;
     }
     Ok(())
 }
