@@ -14,12 +14,26 @@ use crate::quantize::Precision;
 use crate::tasks::TaskKind;
 use crate::{Error, Result};
 
+/// JSON has no NaN: serde_json writes a non-finite number as `null`; read `null` back as NaN
+/// (e.g. a Spearman over constant similarities), so every report round-trips.
+fn nullable_map<'de, D, K>(d: D) -> Result<BTreeMap<K, f64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: Deserialize<'de> + Ord,
+{
+    let m: BTreeMap<K, Option<f64>> = Deserialize::deserialize(d)?;
+    Ok(m.into_iter()
+        .map(|(k, v)| (k, v.unwrap_or(f64::NAN)))
+        .collect())
+}
+
 /// One (layer, dim, precision) point of one task.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cell {
     pub layer: usize,
     pub dim: usize,
     pub precision: Precision,
+    #[serde(deserialize_with = "nullable_map")]
     pub metrics: BTreeMap<String, f64>,
 }
 
@@ -68,6 +82,7 @@ pub struct ModelInfo {
 pub struct Costs {
     /// Milliseconds per text at each layer (batch `latency_batch`, `latency_texts` texts,
     /// `libtorch_threads` threads).
+    #[serde(deserialize_with = "nullable_map")]
     pub latency_ms: BTreeMap<usize, f64>,
     pub latency_texts: usize,
     pub latency_batch: usize,
@@ -346,6 +361,25 @@ mod tests {
             latency_ms,
             bytes,
         }
+    }
+
+    #[test]
+    fn nan_metrics_round_trip() {
+        let c = Cell {
+            layer: 1,
+            dim: 8,
+            precision: Precision::Binary,
+            metrics: [
+                ("spearman".to_string(), f64::NAN),
+                ("pearson".to_string(), 1.5),
+            ]
+            .into(),
+        };
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("null"), "{json}");
+        let back: Cell = serde_json::from_str(&json).unwrap();
+        assert!(back.metrics["spearman"].is_nan());
+        assert_eq!(back.metrics["pearson"], 1.5);
     }
 
     #[test]

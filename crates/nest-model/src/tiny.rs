@@ -169,21 +169,55 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> Result<()> {
             "pooling_mode_max_tokens": false,
             "pooling_mode_mean_sqrt_len_tokens": false}),
     )?;
-    tch::manual_seed(spec.seed);
     let vs = VarStore::new(tch::Device::Cpu);
     match spec.arch {
         Architecture::Bert => drop(Bert::new(vs.root(), &cfg)),
         Architecture::Mpnet => drop(Mpnet::new(vs.root(), &cfg)),
     }
-    // LayerNorm weights start at 1 and biases at 0; perturb them so tests see real parameters.
+    // Weights from a local generator seeded by `spec.seed`, not libtorch's global RNG, so the
+    // same spec gives the same model even while other threads draw random numbers.
+    let mut rng = SplitMix64(spec.seed as u64);
+    let mut vars: Vec<(String, tch::Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
     tch::no_grad(|| {
-        for (name, mut t) in vs.variables() {
-            if name.contains("LayerNorm") {
-                let noise = t.randn_like() * 0.1;
-                let _ = t.f_add_(&noise);
-            }
+        for (name, mut t) in vars {
+            let size = t.size();
+            let n: i64 = size.iter().product();
+            // uniform(-b, b): embeddings unit variance, linear weights 1/sqrt(fan_in) (kaiming
+            // uniform), biases small, LayerNorm weights around 1
+            let (center, bound) = if name.contains("LayerNorm") && name.ends_with("weight") {
+                (1.0, 0.1)
+            } else if name.ends_with("bias") {
+                (0.0, 0.1)
+            } else if name.contains("embeddings") || name.contains("relative_attention_bias") {
+                (0.0, 3f64.sqrt())
+            } else {
+                (0.0, 1.0 / (*size.last().unwrap_or(&1) as f64).sqrt())
+            };
+            let vals: Vec<f32> = (0..n)
+                .map(|_| (center + bound * (2.0 * rng.next_f64() - 1.0)) as f32)
+                .collect();
+            let _ = t.f_copy_(&tch::Tensor::from_slice(&vals).view(size.as_slice()));
         }
     });
     vs.save(dir.join("model.safetensors"))?;
     Ok(())
+}
+
+/// SplitMix64 (Steele et al. 2014): a tiny, seedable generator for reproducible test weights.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
 }

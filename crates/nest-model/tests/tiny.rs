@@ -255,3 +255,18 @@ fn reads_the_sentence_transformers_6_layout() {
         "{e}"
     );
 }
+
+/// The same spec gives the same weights, byte for byte, whatever else uses libtorch's RNG.
+#[test]
+fn tiny_models_are_reproducible() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let spec = TinySpec::new(Architecture::Mpnet);
+    write_tiny_model(a.path(), &spec).unwrap();
+    tch::manual_seed(999);
+    let _ = Tensor::randn([100], (tch::Kind::Float, Device::Cpu));
+    write_tiny_model(b.path(), &spec).unwrap();
+    assert!(
+        std::fs::read(a.path().join("model.safetensors")).unwrap()
+            == std::fs::read(b.path().join("model.safetensors")).unwrap()
+    );
+}

@@ -109,7 +109,9 @@ fn loss_goes_down_and_the_model_is_saved() {
         &data,
         &[
             "--epochs",
-            "6",
+            "10",
+            "--lr",
+            "3e-3",
             "--warmup-ratio",
             "0.0",
             "--decay",
@@ -117,7 +119,7 @@ fn loss_goes_down_and_the_model_is_saved() {
         ],
     );
     let s = train(&r, &opts(&run), &mut |_| {}).unwrap();
-    assert_eq!(s.steps, 36);
+    assert_eq!(s.steps, 60);
     let l = losses(&run);
     let first: f64 = l[..6].iter().map(|x| x.1).sum::<f64>() / 6.0;
     let last: f64 = l[l.len() - 6..].iter().map(|x| x.1).sum::<f64>() / 6.0;
