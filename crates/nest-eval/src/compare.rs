@@ -97,27 +97,11 @@ pub fn markdown(base_name: &str, other_name: &str, deltas: &[TaskDelta]) -> Stri
             t.precision.name(),
             t.mean_delta()
         );
-        s.push_str("| dim \\ layer |");
-        for l in &t.layers {
-            let _ = write!(s, " {l} |");
-        }
-        s.push_str("\n|---|");
-        for _ in &t.layers {
-            s.push_str("---:|");
-        }
-        s.push('\n');
-        for (di, d) in t.dims.iter().enumerate() {
-            let _ = write!(s, "| {d} |");
-            for c in &t.cells[di] {
-                match c {
-                    Some((a, b)) => {
-                        let _ = write!(s, " {b:.2} ({:+.2}) |", b - a);
-                    }
-                    None => s.push_str(" - |"),
-                }
-            }
-            s.push('\n');
-        }
+        s.push_str(&crate::report::grid_markdown(&t.layers, &t.dims, |l, d| {
+            let li = t.layers.iter().position(|&x| x == l)?;
+            let di = t.dims.iter().position(|&x| x == d)?;
+            t.cells[di][li].map(|(a, b)| format!("{b:.2} ({:+.2})", b - a))
+        }));
         s.push('\n');
     }
     s

@@ -277,6 +277,18 @@ impl Report {
 
 /// Markdown table of the main metric: rows = dims, columns = layers.
 pub fn table(t: &TaskResult, p: Precision, layers: &[usize], dims: &[usize]) -> String {
+    grid_markdown(layers, dims, |l, d| {
+        t.main(l, d, p).map(|v| format!("{v:.2}"))
+    })
+}
+
+/// A Markdown grid in the papers' layout: rows = dims, columns = layers; `-` where `cell` has
+/// nothing.
+pub fn grid_markdown(
+    layers: &[usize],
+    dims: &[usize],
+    cell: impl Fn(usize, usize) -> Option<String>,
+) -> String {
     let mut s = String::from("| dim \\ layer |");
     for l in layers {
         let _ = write!(s, " {l} |");
@@ -286,15 +298,10 @@ pub fn table(t: &TaskResult, p: Precision, layers: &[usize], dims: &[usize]) -> 
         s.push_str("---:|");
     }
     s.push('\n');
-    for d in dims {
+    for &d in dims {
         let _ = write!(s, "| {d} |");
-        for l in layers {
-            match t.main(*l, *d, p) {
-                Some(v) => {
-                    let _ = write!(s, " {v:.2} |");
-                }
-                None => s.push_str(" - |"),
-            }
+        for &l in layers {
+            let _ = write!(s, " {} |", cell(l, d).unwrap_or_else(|| "-".into()));
         }
         s.push('\n');
     }
