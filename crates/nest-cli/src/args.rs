@@ -33,6 +33,8 @@ pub enum Command {
     Train(TrainArgs),
     /// Print a model's architecture, elastic axes and what it was trained for.
     Info(InfoArgs),
+    /// Write a smaller model with only the first n layers (and optionally a default dim).
+    Slim(SlimArgs),
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -200,6 +202,22 @@ pub struct TrainArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct SlimArgs {
+    /// The model to slim (e.g. a 2DMSE run's `final/`).
+    #[arg(long)]
+    pub model: String,
+    /// Layers to keep (the first n).
+    #[arg(long)]
+    pub layers: usize,
+    /// Record this dim as the default truncation (Nest applies it unless `--dim` says otherwise).
+    #[arg(long)]
+    pub dim: Option<usize>,
+    /// Output directory (replaced if it exists).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct InfoArgs {
     #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
     pub model: String,
@@ -233,6 +251,10 @@ pub struct BenchTrainArgs {
     /// Timed steps (after 3 warm-up steps); the median is reported.
     #[arg(long, default_value_t = 20)]
     pub steps: usize,
+    /// Objectives whose step times are compared with MRL's in the same run, interleaved on the
+    /// same batches (`mrl`, `2dmse`, `ese`; the first is the reference).
+    #[arg(long, default_value = "mrl,2dmse,ese")]
+    pub objectives: String,
     /// Pairs in the one-epoch end-to-end comparison.
     #[arg(long, default_value_t = 1024)]
     pub epoch_pairs: usize,

@@ -226,6 +226,9 @@ pub struct NestMeta {
     /// The training objective, for information.
     #[serde(default)]
     pub objective: Option<String>,
+    /// The dim Nest truncates to when none is asked for (set by `nest slim --dim`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_dim: Option<usize>,
 }
 
 /// The files of a model directory (Hugging Face / sentence-transformers layout).

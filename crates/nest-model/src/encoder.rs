@@ -32,6 +32,22 @@ pub struct EncoderOutput {
     /// Index 0 = embedding output; index `l` = output of layer `l`. Holds `layers + 1` tensors of
     /// shape `[batch, seq, hidden]` for a forward run to `layers`.
     pub hidden_states: Vec<Tensor>,
+    /// Index `l - 1` = layer `l`'s attention probabilities for the first ([CLS]) query row,
+    /// before attention dropout, padding keys at 0: `[batch, heads, seq]` for
+    /// [`ClsAttention::PerHead`], `[batch, seq]` for [`ClsAttention::Mean`]; empty otherwise.
+    pub cls_attention: Vec<Tensor>,
+}
+
+/// Whether a forward pass also returns each layer's [CLS]-row attention probabilities. When not
+/// asked, nothing beyond the fused attention kernel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClsAttention {
+    #[default]
+    None,
+    /// Averaged over heads: `[batch, seq]` per layer.
+    Mean,
+    /// Per head: `[batch, heads, seq]` per layer.
+    PerHead,
 }
 
 /// Batching options for [`ElasticEncoder::embed_layers`].
@@ -64,6 +80,8 @@ pub struct ElasticEncoder {
     pub files: ModelFiles,
     /// Whether the sentence-transformers pipeline ends with `Normalize`.
     pub normalize: bool,
+    /// Forward passes run so far (tests count them).
+    forwards: std::sync::atomic::AtomicUsize,
     /// What a Nest training run recorded (trained dims and layers), if anything.
     pub meta: NestMeta,
 }
@@ -138,6 +156,7 @@ impl ElasticEncoder {
             files,
             normalize,
             meta,
+            forwards: Default::default(),
         })
     }
 
@@ -198,11 +217,30 @@ impl ElasticEncoder {
 
     /// Runs the encoder to `layers` layers (early exit). `train` turns dropout on.
     pub fn forward(&self, input: &EncoderInput, layers: usize, train: bool) -> EncoderOutput {
+        self.forward_with(input, layers, train, ClsAttention::None)
+    }
+
+    /// [`forward`](Self::forward), also returning the [CLS]-row attention probabilities of every
+    /// layer run when `capture` asks for them.
+    pub fn forward_with(
+        &self,
+        input: &EncoderInput,
+        layers: usize,
+        train: bool,
+        capture: ClsAttention,
+    ) -> EncoderOutput {
         let layers = layers.min(self.num_layers());
+        self.forwards
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match &self.net {
-            Net::Bert(m) => m.forward(input, layers, train),
-            Net::Mpnet(m) => m.forward(input, layers, train),
+            Net::Bert(m) => m.forward(input, layers, train, capture),
+            Net::Mpnet(m) => m.forward(input, layers, train, capture),
         }
+    }
+
+    /// How many forward passes this encoder has run.
+    pub fn forward_count(&self) -> usize {
+        self.forwards.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Pools one layer's token states (`[batch, seq, hidden]` -> `[batch, hidden]`).

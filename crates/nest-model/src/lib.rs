@@ -5,15 +5,16 @@
 //! sentence-transformers layout (or downloads one from the hub, see [`hub`]), and
 //! [`ElasticEncoder::embed`] / [`ElasticEncoder::embed_layers`].
 //!
-//! One file per architecture ([`bert`], [`mpnet`]), each with a serde `Config`, a `new` that
-//! registers its weights in a `tch::nn::VarStore`, and a `forward` with an explicit loop over
-//! layers that stops after the requested number of layers.
+//! One file per architecture ([`bert`], [`mpnet`]), each with a `new` that registers its weights
+//! in a `tch::nn::VarStore` and a `forward`; the transformer block they share and the explicit
+//! loop over layers that stops after the requested number of layers live in [`layer`].
 
 pub mod bert;
 pub mod config;
 pub mod encoder;
 pub mod error;
 pub mod hub;
+pub mod layer;
 pub mod mpnet;
 pub mod pooling;
 pub mod tiny;
@@ -21,7 +22,7 @@ pub mod tokenize;
 mod weights;
 
 pub use config::{Architecture, ModelConfig, ModelFiles, NestMeta};
-pub use encoder::{ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput};
+pub use encoder::{ClsAttention, ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput};
 pub use error::{Error, Result};
 pub use pooling::Pooling;
 

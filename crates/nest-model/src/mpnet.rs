@@ -6,9 +6,9 @@
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::bert::{additive_mask, layer_norm, Layer, LayerNames, LayerSettings};
 use crate::config::ModelConfig;
-use crate::encoder::{EncoderInput, EncoderOutput};
+use crate::encoder::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::layer::{additive_mask, layer_norm, run_layers, Layer, LayerNames, LayerSettings};
 
 /// The MPNet model: embeddings, relative-position bias and a stack of layers.
 #[derive(Debug)]
@@ -89,8 +89,15 @@ impl Mpnet {
     ///
     /// # Shapes
     /// - `input.ids`, `input.mask`: `[batch, seq]` int64
-    /// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]` (index 0 = embeddings)
-    pub fn forward(&self, input: &EncoderInput, layers: usize, train: bool) -> EncoderOutput {
+    /// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]` (index 0 = embeddings);
+    ///   `cls_attention` as [`run_layers`] says (the relative bias is part of the scores)
+    pub fn forward(
+        &self,
+        input: &EncoderInput,
+        layers: usize,
+        train: bool,
+        capture: ClsAttention,
+    ) -> EncoderOutput {
         let (_, s) = input.ids.size2().expect("ids are [batch, seq]");
         let dev = input.ids.device();
         // position ids: cumulative count of non-pad tokens, offset by pad_id; pads keep pad_id
@@ -109,17 +116,14 @@ impl Mpnet {
             .permute([2, 0, 1])
             .unsqueeze(0);
         let mask = bias.to_kind(x.kind()) + additive_mask(&input.mask, x.kind());
-        let mut hidden_states = Vec::with_capacity(layers + 1);
-        hidden_states.push(x);
-        for layer in self.layers.iter().take(layers) {
-            let next = layer.forward(
-                hidden_states.last().expect("non-empty"),
-                &mask,
-                self.settings,
-                train,
-            );
-            hidden_states.push(next);
-        }
-        EncoderOutput { hidden_states }
+        run_layers(
+            &self.layers,
+            x,
+            &mask,
+            self.settings,
+            layers,
+            train,
+            capture,
+        )
     }
 }

@@ -141,3 +141,52 @@ fn real_batching_and_truncation() {
         );
     }
 }
+
+/// [CLS]-row attention probabilities against transformers' `output_attentions` (eager
+/// attention, eval mode) on a padded batch. Fixture: `tests/reference/make_attention.py`.
+/// Tolerance: 1e-5 absolute per probability; padded keys must get exactly 0.
+#[test]
+fn cls_attention_matches_transformers() {
+    let name = "all-MiniLM-L6-v2";
+    let Some(dir) = model_dir(name) else { return };
+    let enc = ElasticEncoder::load(&dir, Device::Cpu, None).unwrap();
+    let fx = fixture(&format!("attention-{name}"));
+    let input = nest_model::EncoderInput {
+        ids: fx["ids"].shallow_clone(),
+        mask: fx["mask"].shallow_clone(),
+    };
+    let _g = tch::no_grad_guard();
+    let per_head = enc.forward_with(&input, 6, false, nest_model::ClsAttention::PerHead);
+    let mean = enc.forward_with(&input, 6, false, nest_model::ClsAttention::Mean);
+    let plain = enc.forward(&input, 6, false);
+    assert!(plain.cls_attention.is_empty());
+    assert_eq!(per_head.cls_attention.len(), 6);
+    let pad = fx["mask"].eq(0).unsqueeze(1);
+    for l in 1..=6 {
+        let want = &fx[&format!("layer_{l}")];
+        let got = &per_head.cls_attention[l - 1];
+        assert_eq!(got.size(), want.size(), "layer {l}");
+        let diff = (got - want).abs().max().double_value(&[]);
+        eprintln!("{name} layer {l}: max |attention - transformers| {diff:.2e}");
+        assert!(diff < 1e-5, "layer {l}: {diff}");
+        let at_pad = got
+            .masked_select(&pad.expand_as(got))
+            .abs()
+            .sum(Kind::Double);
+        assert_eq!(at_pad.double_value(&[]), 0.0, "layer {l}: padding attended");
+        let m = (&mean.cls_attention[l - 1] - want.mean_dim(1, false, Kind::Float))
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert!(m < 1e-5, "layer {l} (mean over heads): {m}");
+        // the fused path's hidden states are unchanged by the capture
+        let same = (&per_head.hidden_states[l] - &plain.hidden_states[l])
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert!(
+            same < 1e-6,
+            "layer {l}: hidden states changed by the capture"
+        );
+    }
+}

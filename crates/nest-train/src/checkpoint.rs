@@ -1,4 +1,5 @@
 //! Checkpoints: `run/checkpoints/step-00000100/` holding `model.safetensors`,
+//! `objective.safetensors` (the objective's own parameters, when it has any),
 //! `optimizer.safetensors` (AdamW moments) and `state.json` (step, data position, hashes).
 //! Written into a temporary folder, synced, then renamed: a checkpoint folder is complete or
 //! absent, whenever the process dies. The last `keep_last` are kept.
@@ -34,6 +35,7 @@ fn io(p: &Path, e: std::io::Error) -> Error {
 pub fn save(
     run: &Path,
     vs: &VarStore,
+    objective: &VarStore,
     opt: &AdamW,
     state: &State,
     keep_last: usize,
@@ -46,13 +48,18 @@ pub fn save(
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| io(&tmp, e))?;
     vs.save(tmp.join("model.safetensors"))?;
+    let mut files = vec!["model.safetensors", "optimizer.safetensors"];
+    if !objective.variables().is_empty() {
+        objective.save(tmp.join("objective.safetensors"))?;
+        files.push("objective.safetensors");
+    }
     Tensor::write_safetensors(&opt.state(), tmp.join("optimizer.safetensors"))?;
     let json = serde_json::to_string_pretty(state).map_err(|e| Error::Run {
         path: tmp.clone(),
         message: e.to_string(),
     })?;
     nest_core::fsutil::write_atomic(&tmp.join("state.json"), json.as_bytes())?;
-    for f in ["model.safetensors", "optimizer.safetensors"] {
+    for f in files {
         let p = tmp.join(f);
         std::fs::File::open(&p)
             .and_then(|f| f.sync_all())
@@ -105,4 +112,40 @@ pub fn load(dir: &Path) -> Result<(State, HashMap<String, Tensor>)> {
         .into_iter()
         .collect();
     Ok((state, opt))
+}
+
+/// Restores the objective's parameters from a checkpoint (nothing to do when it has none), with
+/// a clear error when the checkpoint lacks one or holds another shape.
+pub fn load_objective(dir: &Path, objective: &mut VarStore) -> Result<()> {
+    let vars = objective.variables();
+    if vars.is_empty() {
+        return Ok(());
+    }
+    let p = dir.join("objective.safetensors");
+    let saved: HashMap<String, Tensor> = Tensor::read_safetensors(&p)
+        .map_err(|e| Error::Run {
+            path: p.clone(),
+            message: format!("the objective has parameters but they cannot be read: {e}"),
+        })?
+        .into_iter()
+        .collect();
+    let _g = tch::no_grad_guard();
+    for (name, mut var) in vars {
+        let t = saved.get(&name).ok_or_else(|| Error::Run {
+            path: p.clone(),
+            message: format!("no tensor '{name}' (the objective's parameter)"),
+        })?;
+        if t.size() != var.size() {
+            return Err(Error::Run {
+                path: p.clone(),
+                message: format!(
+                    "'{name}' has shape {:?}, expected {:?}",
+                    t.size(),
+                    var.size()
+                ),
+            });
+        }
+        var.copy_(t);
+    }
+    Ok(())
 }

@@ -1,7 +1,8 @@
 //! The final model in Hugging Face / sentence-transformers layout, loadable by
 //! `SentenceTransformer(path)` and by `nest`: `config.json`, `model.safetensors` (names as in
 //! `BertModel` / `MPNetModel`), the tokenizer files, `modules.json`, `sentence_bert_config.json`,
-//! `1_Pooling/config.json`, and `nest.json` (the trained dims and layers).
+//! `1_Pooling/config.json`, and `nest.json` (the trained dims and layers). [`slim`] writes the
+//! same layout with only the first n layers.
 
 use std::path::Path;
 
@@ -21,6 +22,43 @@ const COPIED: [&str; 6] = [
 
 /// Writes the model to `dest` (replacing it) through a temporary folder renamed at the end.
 pub fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
+    write(enc, dest, meta, None)
+}
+
+/// A smaller model with only the first `layers` layers (2DMSE section 5.4: "one can simply
+/// remove the last layers"): the other layers' weights are dropped and `config.json` says
+/// `num_hidden_layers = layers`, so it loads in `SentenceTransformer(path)` and gives the vectors
+/// that `nest encode --layer <layers>` gives on the full model. With `dim`, `nest.json` records it
+/// as the default truncation (sentence-transformers users pass `truncate_dim=dim`).
+pub fn slim(enc: &ElasticEncoder, dest: &Path, layers: usize, dim: Option<usize>) -> Result<()> {
+    enc.check(&[layers], dim.as_slice())?;
+    let old = &enc.meta;
+    let meta = NestMeta {
+        matryoshka_dims: old.matryoshka_dims.clone(),
+        trained_layers: if old.trained_layers.is_empty() {
+            Vec::new()
+        } else {
+            // the slim model's last layer is trained whenever the original's layer n was
+            old.trained_layers
+                .iter()
+                .copied()
+                .filter(|&l| l <= layers)
+                .collect()
+        },
+        objective: old.objective.clone(),
+        default_dim: dim.or(old.default_dim),
+    };
+    write(enc, dest, &meta, Some(layers))
+}
+
+/// Whether a weight name belongs to an encoder layer at or beyond `keep`.
+fn dropped(name: &str, keep: usize) -> bool {
+    name.split_once("encoder.layer.")
+        .and_then(|(_, rest)| rest.split('.').next()?.parse::<usize>().ok())
+        .is_some_and(|i| i >= keep)
+}
+
+fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>) -> Result<()> {
     let io = |p: &Path, e: std::io::Error| -> Error { nest_core::Error::io(p, e).into() };
     let parent = dest.parent().unwrap_or(Path::new("."));
     let name = dest
@@ -52,9 +90,12 @@ pub fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
             }
         }
     }
+    if let Some(k) = keep {
+        named.retain(|(n, _)| !dropped(n, k));
+    }
     named.sort_by(|a, b| a.0.cmp(&b.0));
     tch::Tensor::write_safetensors(&named, tmp.join("model.safetensors"))?;
-    let write = |rel: &str, v: serde_json::Value| -> Result<()> {
+    let write_json = |rel: &str, v: serde_json::Value| -> Result<()> {
         let p = tmp.join(rel);
         let text = serde_json::to_string_pretty(&v).map_err(|e| Error::Run {
             path: p.clone(),
@@ -63,7 +104,17 @@ pub fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
         nest_core::fsutil::write_atomic(&p, text.as_bytes())?;
         Ok(())
     };
-    write(
+    if let Some(k) = keep {
+        let p = tmp.join("config.json");
+        let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
+        let mut cfg: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Run {
+            path: p.clone(),
+            message: e.to_string(),
+        })?;
+        cfg["num_hidden_layers"] = json!(k);
+        write_json("config.json", cfg)?;
+    }
+    write_json(
         "sentence_bert_config.json",
         json!({"max_seq_length": enc.tokenizer.max_length(), "do_lower_case": false}),
     )?;
@@ -74,10 +125,10 @@ pub fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
     if enc.normalize {
         modules.push(json!({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}));
     }
-    write("modules.json", json!(modules))?;
+    write_json("modules.json", json!(modules))?;
     let p = enc.pooling;
     use nest_model::Pooling::*;
-    write(
+    write_json(
         "1_Pooling/config.json",
         json!({
             "word_embedding_dimension": enc.hidden_size(),
@@ -87,7 +138,7 @@ pub fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
             "pooling_mode_mean_sqrt_len_tokens": p == MeanSqrtLen,
         }),
     )?;
-    write(
+    write_json(
         "nest.json",
         serde_json::to_value(meta).map_err(|e| Error::Run {
             path: tmp.clone(),

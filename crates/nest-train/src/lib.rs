@@ -1,10 +1,11 @@
 //! Nest training engine.
 //!
 //! CLI flags + recipe ([`recipe`]) -> data ([`data`]: readers, mixture, length-aware batches)
-//! -> encoder forward in train mode -> objective ([`objective`]: named loss terms, MRL over
-//! prefix dims, task losses in [`losses`]) -> backward -> [`optim::AdamW`] + [`schedule`] ->
-//! checkpoint ([`checkpoint`], atomic, exact resume) -> periodic grid evaluation -> final model in
-//! sentence-transformers layout ([`export`]). The loop is [`trainer::train`].
+//! -> one encoder forward per column in train mode, all layers ([`trainer::step`]) ->
+//! objective ([`objective`]: one file per method, named loss terms; pure loss functions in
+//! [`losses`]) -> backward -> [`optim::AdamW`] + [`schedule`] -> checkpoint ([`checkpoint`],
+//! atomic, exact resume) -> periodic grid evaluation -> final model in sentence-transformers
+//! layout ([`export`]; [`export::slim`] drops layers). The loop is [`trainer::train`].
 
 pub mod checkpoint;
 pub mod data;

@@ -121,3 +121,97 @@ pub fn angle(a: &Tensor, b: &Tensor, gold: &Tensor, scale: f64) -> Tensor {
 pub fn mse(x: &Tensor, y: &Tensor) -> Tensor {
     x.mse_loss(y, Reduction::Mean)
 }
+
+/// Temperature-scaled KL alignment of a student distribution to a teacher's over the embedding
+/// coordinates: `T * KL(softmax(t / T) || softmax(s / T))`, summed over coordinates and divided
+/// by the number of rows (PyTorch's `kl_div(log_softmax(s / T), softmax(t / T),
+/// reduction="batchmean") * T`). This is the reading of 2DMSE eq. (6) that
+/// sentence-transformers' `AdaptiveLayerLoss` (T = 0.3) and AnglE's `compute_distillation_loss`
+/// (T = 1) share; the paper leaves the distributions undefined (section 3.3). Gradient flows
+/// into both sides unless the caller detaches the teacher.
+///
+/// # Shapes
+/// - `student`, `teacher`: `[N, d]`; returns a scalar
+pub fn kl_align(student: &Tensor, teacher: &Tensor, temperature: f64) -> Tensor {
+    let n = student.size()[0] as f64;
+    let log_q = (student / temperature).log_softmax(-1, student.kind());
+    let log_p = (teacher / temperature).log_softmax(-1, teacher.kind());
+    let kl = (log_p.exp() * (&log_p - log_q)).sum(student.kind());
+    kl * (temperature / n)
+}
+
+/// AnglE's `compute_distillation_loss` (ESE, Li et al. 2024 "ESE: Espresso Sentence
+/// Embeddings", section 3.2, learn-to-compress): `mse_weight * MSE(x, y) + T * KL(softmax(y / T)
+/// || softmax(x / T))` (batchmean), the KL skipped when `T = 0`.
+///
+/// # Shapes
+/// - `x`, `y`: `[N, d]`; returns a scalar
+pub fn distill(x: &Tensor, y: &Tensor, mse_weight: f64, temperature: f64) -> Tensor {
+    let mut loss = x.mse_loss(y, Reduction::Mean) * mse_weight;
+    if temperature > 0.0 {
+        #[allow(clippy::assign_op_pattern)]
+        let sum = loss + kl_align(x, y, temperature);
+        loss = sum;
+    }
+    loss
+}
+
+/// Randomised truncated SVD as `torch.svd_lowrank(a, q, niter)` (Halko et al. 2009, algorithm
+/// 5.1 with `niter` power iterations), drawing its Gaussian start from libtorch's generator
+/// exactly as PyTorch does, so that the same seed gives PyTorch's result. Returns `(U, S)`.
+///
+/// # Shapes
+/// - `a`: `[m, n]`; returns `U` `[m, q]`, `S` `[q]`
+pub fn svd_lowrank(a: &Tensor, q: i64, niter: usize) -> (Tensor, Tensor) {
+    let (m, n) = a.size2().expect("svd_lowrank takes a matrix");
+    // PyTorch sketches the transpose of a wide matrix and swaps U and V at the end
+    let wide = m < n;
+    let a = if wide {
+        a.transpose(0, 1)
+    } else {
+        a.shallow_clone()
+    };
+    let qb = approximate_basis(&a, q, niter);
+    let b = qb.transpose(0, 1).matmul(&a); // [q, cols]
+                                           // torch.svd (reduced) = torch.linalg.svd with V instead of V^H; the `driver` argument of
+                                           // linalg_svd is CUDA-only and tch cannot pass "none"
+    let (u, s, v) = b.svd(true, true);
+    if wide {
+        (v, s)
+    } else {
+        (qb.matmul(&u), s)
+    }
+}
+
+/// `torch._lowrank.get_approximate_basis`: an orthonormal basis of `a`'s range from a Gaussian
+/// sketch refined by `niter` power iterations.
+///
+/// # Shapes
+/// - `a`: `[m, n]`; returns `[m, q]`
+fn approximate_basis(a: &Tensor, q: i64, niter: usize) -> Tensor {
+    let n = a.size()[1];
+    let r = Tensor::randn([n, q], (a.kind(), a.device()));
+    let orth = |x: &Tensor| Tensor::linalg_qr(x, "reduced").0;
+    let mut qb = orth(&a.matmul(&r));
+    let at = a.transpose(0, 1);
+    for _ in 0..niter {
+        qb = orth(&at.matmul(&qb));
+        qb = orth(&a.matmul(&qb));
+    }
+    qb
+}
+
+/// ESE's PCA target (AnglE's `AngleESETrainer.pca_compress`, Espresso section 3.2): the
+/// embeddings projected on the top-`k` singular directions, scaled by their singular values, of
+/// the attention-like matrix `A = softmax(m^T m / sqrt(D))`; computed without gradient.
+///
+/// # Shapes
+/// - `m`: `[N, D]`; returns `[N, k]`
+pub fn pca_compress(m: &Tensor, k: usize) -> Tensor {
+    let _g = tch::no_grad_guard();
+    let m = m.detach();
+    let d = m.size()[1] as f64;
+    let a = (m.transpose(0, 1).matmul(&m) / d.sqrt()).softmax(-1, m.kind());
+    let (u, s) = svd_lowrank(&a, k as i64, 2);
+    m.matmul(&(u * s.unsqueeze(0)))
+}

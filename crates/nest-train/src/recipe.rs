@@ -7,7 +7,37 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::objective::ese::EseConfig;
+use crate::objective::mrl::MrlConfig;
+use crate::objective::two_d::TwoDConfig;
 use crate::{Error, Result};
+
+/// One component of the training objective: a `[[objective]]` table with a `kind` and that
+/// kind's own keys (unknown keys are refused with the valid ones listed). Components are summed,
+/// each scaled by its `weight`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum ObjectiveSpec {
+    /// Matryoshka at the last layer ([`crate::objective::Matryoshka`]).
+    #[serde(rename = "mrl")]
+    Mrl(MrlConfig),
+    /// 2DMSE ([`crate::objective::TwoDMse`]).
+    #[serde(rename = "2dmse")]
+    TwoD(TwoDConfig),
+    /// ESE ([`crate::objective::Ese`]).
+    #[serde(rename = "ese")]
+    Ese(EseConfig),
+}
+
+impl ObjectiveSpec {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ObjectiveSpec::Mrl(_) => "mrl",
+            ObjectiveSpec::TwoD(_) => "2dmse",
+            ObjectiveSpec::Ese(_) => "ese",
+        }
+    }
+}
 
 /// How a data file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +112,9 @@ pub struct Recipe {
     /// One weight per dim; empty = all 1.
     #[serde(default)]
     pub matryoshka_weights: Vec<f64>,
+    /// The objective's components (`[[objective]]` tables); empty = MRL over `matryoshka_dims`.
+    #[serde(default)]
+    pub objective: Vec<ObjectiveSpec>,
     #[serde(default = "d_epochs")]
     pub epochs: usize,
     /// Stop after this many optimizer steps (0 = run all epochs).
@@ -331,6 +364,10 @@ impl Recipe {
             return Err(
                 "weight_decay, max_grad_norm, angle_weight must be >= 0 and scale > 0".into(),
             );
+        }
+        for (i, o) in self.objective.iter().enumerate() {
+            o.validate()
+                .map_err(|m| format!("objective[{i}] ({}): {m}", o.kind()))?;
         }
         if self.angle_weight > 0.0 && self.loss != LossKind::Cosent {
             return Err("angle_weight applies to loss = \"cosent\" only".into());

@@ -1,6 +1,8 @@
-//! `nest bench train`: (a) seconds per MRL(MNRL) training step next to plain PyTorch, (b) one
-//! epoch end to end next to sentence-transformers' MatryoshkaLoss, (c) peak RSS, (d) achieved
-//! GFLOP/s next to this CPU's peak.
+//! `nest bench train`: (a) seconds per MRL(MNRL) training step next to plain PyTorch, and the
+//! step time of each other objective (2DMSE, ESE) relative to MRL's, interleaved on the same
+//! batches, all through the trainer's own step function; (b) one epoch end to end next to
+//! sentence-transformers' MatryoshkaLoss; (c) peak RSS; (d) achieved GFLOP/s next to this CPU's
+//! peak.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -12,10 +14,10 @@ use nest_core::data::TsvTable;
 use nest_core::parse_dims;
 use nest_model::ElasticEncoder;
 use nest_train::data::{Batch, Source};
-use nest_train::objective::{Matryoshka, Objective, TaskLoss};
+use nest_train::objective::{Objective, StepContext};
 use nest_train::optim::AdamW;
 use nest_train::recipe::{DataFormat, DataSource, LossKind};
-use nest_train::trainer::{batch_output, train, TrainOptions};
+use nest_train::trainer::{apply_update, micro_step, train, TrainOptions};
 use nest_train::Recipe;
 
 use crate::args::BenchTrainArgs;
@@ -97,76 +99,127 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
         .iter()
         .map(|(_, r)| (r[0].clone(), r[1].clone()))
         .collect();
-    let objective = Matryoshka {
-        task: TaskLoss {
-            kind: LossKind::Mnrl,
-            scale: 20.0,
-            angle_weight: 0.0,
-        },
-        dims: dims.clone(),
-        weights: vec![1.0; dims.len()],
+    // each objective as a recipe builds it, all on the same model and batches
+    let kinds: Vec<String> = a
+        .objectives
+        .split(',')
+        .map(|k| k.trim().to_string())
+        .collect();
+    anyhow::ensure!(
+        kinds.first().map(String::as_str) == Some("mrl"),
+        "--objectives must start with mrl (the reference), got '{}'",
+        a.objectives
+    );
+    let dims_toml = format!("[{}]", a.dims);
+    let base_flags = |extra: &[String]| -> Vec<String> {
+        let mut f: Vec<String> = [
+            "--model",
+            &a.model,
+            "--data",
+            &format!("{}:pairs", a.data.display()),
+            "--loss",
+            "mnrl",
+            "--matryoshka-dims",
+            &dims_toml,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        f.extend_from_slice(extra);
+        f
     };
+    let params = tch::nn::VarStore::new(enc.device());
+    let objectives: Vec<Box<dyn Objective>> = kinds
+        .iter()
+        .map(|k| -> Result<Box<dyn Objective>> {
+            let r = Recipe::load(
+                None,
+                &base_flags(&["--objective".into(), format!("[{{kind = \"{k}\"}}]")]),
+            )?;
+            Ok(Box::new(nest_train::objective::build(
+                &r,
+                enc.hidden_size(),
+                &params.root(),
+            )?))
+        })
+        .collect::<Result<_>>()?;
     let mut opt = AdamW::new(enc.vs.variables().into_iter().collect(), 0.01);
     eprintln!(
-        "bench train: {} (max {} tokens), batch {} pairs, {} dims, {} libtorch threads",
+        "bench train: {} (max {} tokens), batch {} pairs, {} dims, {} libtorch threads; objectives {}",
         a.model,
         a.max_length,
         a.batch_size,
         dims.len(),
-        tch::get_num_threads()
+        tch::get_num_threads(),
+        a.objectives
     );
-    let (mut times, mut flops) = (Vec::new(), Vec::new());
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); objectives.len()];
+    let mut flops = Vec::new();
     for i in 0..a.steps + 3 {
         let chunk = &pairs[i * a.batch_size..(i + 1) * a.batch_size];
-        let start = Instant::now();
-        let texts: Vec<&str> = chunk
-            .iter()
-            .flat_map(|p| [p.0.as_str(), p.1.as_str()])
-            .collect();
-        let ids = enc.tokenizer.encode(&texts)?;
-        let src = Source {
-            spec: DataSource {
-                path: a.data.clone(),
-                format: DataFormat::Pairs,
-                weight: 1.0,
-            },
-            texts: chunk
+        for (o, objective) in objectives.iter().enumerate() {
+            let start = Instant::now();
+            let texts: Vec<&str> = chunk
                 .iter()
-                .map(|p| vec![p.0.clone(), p.1.clone()])
-                .collect(),
-            ids: ids.chunks(2).map(|c| c.to_vec()).collect(),
-            scores: vec![],
-        };
-        let batch = Batch {
-            source: 0,
-            examples: (0..chunk.len()).collect(),
-        };
-        tch::manual_seed(i as i64);
-        let out = batch_output(&enc, &src, &batch, LossKind::Mnrl, true);
-        let loss = objective
-            .terms(&out)
-            .into_iter()
-            .map(|t| t.value)
-            .reduce(|x, y| x + y)
-            .expect("terms");
-        loss.backward();
-        opt.clip_grad_norm(1.0);
-        opt.step(2e-5);
-        opt.zero_grad();
-        if i >= 3 {
-            times.push(start.elapsed().as_secs_f64());
-            let f: f64 = (0..2)
-                .map(|c| {
-                    column_flops(
-                        &enc,
-                        chunk.len(),
-                        src.ids.iter().map(|x| x[c].len()).max().unwrap_or(0),
-                    )
-                })
-                .sum();
-            flops.push(f);
+                .flat_map(|p| [p.0.as_str(), p.1.as_str()])
+                .collect();
+            let ids = enc.tokenizer.encode(&texts)?;
+            let src = Source {
+                spec: DataSource {
+                    path: a.data.clone(),
+                    format: DataFormat::Pairs,
+                    weight: 1.0,
+                },
+                texts: chunk
+                    .iter()
+                    .map(|p| vec![p.0.clone(), p.1.clone()])
+                    .collect(),
+                ids: ids.chunks(2).map(|c| c.to_vec()).collect(),
+                scores: vec![],
+            };
+            let batch = Batch {
+                source: 0,
+                examples: (0..chunk.len()).collect(),
+            };
+            let ctx = StepContext {
+                step: i as u64,
+                micro_batch: i as u64,
+                seed: 42,
+            };
+            micro_step(
+                &enc,
+                objective.as_ref(),
+                &src,
+                &batch,
+                LossKind::Mnrl,
+                &ctx,
+                1,
+            );
+            apply_update(&mut opt, 1.0, 2e-5);
+            if i >= 3 {
+                times[o].push(start.elapsed().as_secs_f64());
+                if o == 0 {
+                    let f: f64 = (0..2)
+                        .map(|c| {
+                            column_flops(
+                                &enc,
+                                chunk.len(),
+                                src.ids.iter().map(|x| x[c].len()).max().unwrap_or(0),
+                            )
+                        })
+                        .sum();
+                    flops.push(f);
+                }
+            }
         }
     }
+    let median = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    };
+    let medians: Vec<f64> = times.iter().map(|t| median(t)).collect();
+    let times = times[0].clone();
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     let step = sorted[sorted.len() / 2];
@@ -186,7 +239,6 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
         let _ = writeln!(text, "{}\t{}", p.0, p.1);
     }
     std::fs::write(&epoch_file, text)?;
-    let dims_toml = format!("[{}]", a.dims);
     let flags: Vec<String> = [
         "--model",
         &a.model,
@@ -295,6 +347,14 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
         md,
         "| peak RSS after the step benchmark | {rss_step:.0} MiB | | |"
     );
+    for (k, m) in kinds.iter().zip(&medians).skip(1) {
+        let _ = writeln!(
+            md,
+            "| {k}(MNRL) step, median (vs Nest's MRL step in the same run, {:.3} s) | {m:.3} s | | {:.2}x MRL |",
+            medians[0],
+            m / medians[0]
+        );
+    }
     let _ = writeln!(
         md,
         "| achieved fp32 GFLOP/s in the step | {gflops:.1} ({:.0}% of the measured SGEMM ceiling {sgemm:.0}; nominal peak at the reported clock {peak:.0}) | | |",

@@ -12,7 +12,10 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     let model = super::load_model(&a.model)?;
     let spec = ElasticSpec {
         layer: a.layer.unwrap_or(model.num_layers()),
-        dim: a.dim.unwrap_or(model.hidden_size()),
+        dim: a
+            .dim
+            .or(model.meta.default_dim)
+            .unwrap_or(model.hidden_size()),
     };
     spec.validate(model.num_layers(), model.hidden_size())?;
     let texts = nest_core::data::read_sentences(&a.input)?;

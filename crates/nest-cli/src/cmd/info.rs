@@ -39,6 +39,7 @@ pub fn run(a: InfoArgs) -> Result<()> {
             "trained_dims": trained_dims,
             "trained_layers": trained_layers,
             "objective": m.meta.objective,
+            "default_dim": m.meta.default_dim,
         }
     });
     if a.json {
@@ -79,6 +80,12 @@ pub fn run(a: InfoArgs) -> Result<()> {
             println!("trained dims   {d:?}");
             println!("trained layers {l:?}");
         }
+    }
+    if let Some(o) = &m.meta.objective {
+        println!("objective      {o}");
+    }
+    if let Some(d) = m.meta.default_dim {
+        println!("default dim    {d} (nest truncates to it unless --dim says otherwise)");
     }
     Ok(())
 }

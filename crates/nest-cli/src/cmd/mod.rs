@@ -5,6 +5,7 @@ mod encode;
 mod eval;
 mod info;
 mod inspect;
+mod slim;
 mod train;
 
 use anyhow::{Context, Result};
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Inspect(a) => inspect::run(a),
         Command::Train(a) => train::run(a),
         Command::Info(a) => info::run(a),
+        Command::Slim(a) => slim::run(a),
         Command::Bench(BenchCommand::Encode(a)) => bench::run_encode(a),
         Command::Bench(BenchCommand::Train(a)) => bench_train::run(a),
     }

@@ -6,26 +6,49 @@
 //! checkpoint therefore replays the uninterrupted run bit for bit on CPU (same thread count).
 //! libtorch's RNG is global to the process: two trainings in one process must not run at once.
 
+mod eval;
+mod run_dir;
+pub mod step;
+
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use nest_core::{parse_dims, parse_layers};
-use nest_eval::quantize::Precision;
-use nest_eval::suite::{GridSpec, Progress};
 use nest_eval::tasks::{Task, TaskSource};
-use nest_model::{ElasticEncoder, EncodeOptions, NestMeta};
+use nest_model::{ElasticEncoder, NestMeta};
 use serde_json::json;
-use sha2::{Digest, Sha256};
-use tch::{Device, Tensor};
+use tch::nn::VarStore;
+use tch::Device;
 
 use crate::checkpoint::{self, State};
 use crate::data::{epoch_plan, load_sources, padding, Batch, Source};
-use crate::objective::{BatchOutput, Column, Matryoshka, Objective, TaskLoss};
+use crate::objective::{Objective, StepContext};
 use crate::optim::AdamW;
-use crate::recipe::{LossKind, Recipe, RESUMABLE_KEYS};
+use crate::recipe::{LossKind, Recipe};
 use crate::schedule::lr_at;
 use crate::{Error, Result};
+use eval::evaluate;
+use run_dir::{identity_hash, prepare_run_dir, run_err, trim_log};
+pub use step::{apply_update, batch_output, micro_step, MicroResult};
+
+/// Builds a run's objective from the recipe and the loaded model; trainable parameters go
+/// under the given path (optimised, checkpointed, never exported).
+pub type ObjectiveBuilder<'a> =
+    dyn Fn(&Recipe, &ElasticEncoder, &tch::nn::Path) -> Result<Box<dyn Objective>> + 'a;
+
+/// The objective a recipe names ([`crate::objective::build`]).
+pub fn recipe_objective(
+    r: &Recipe,
+    enc: &ElasticEncoder,
+    params: &tch::nn::Path,
+) -> Result<Box<dyn Objective>> {
+    Ok(Box::new(crate::objective::build(
+        r,
+        enc.hidden_size(),
+        params,
+    )?))
+}
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -78,221 +101,25 @@ pub enum Event {
     Message(String),
 }
 
-/// sha256 of the recipe's identity: its TOML without the keys a resume may change.
-fn identity_hash(r: &Recipe) -> String {
-    let mut v = toml::Value::try_from(r).unwrap_or(toml::Value::Boolean(false));
-    if let Some(t) = v.as_table_mut() {
-        for k in RESUMABLE_KEYS {
-            t.remove(k);
-        }
-    }
-    format!("{:x}", Sha256::digest(v.to_string().as_bytes()))
-}
-
-fn run_err(path: &Path, message: impl Into<String>) -> Error {
-    Error::Run {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
-}
-
-/// Checks the run directory against `--resume` / `--overwrite`; returns the checkpoint to resume.
-fn prepare_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Option<PathBuf>> {
-    let dir = &o.run_dir;
-    let saved = dir.join("recipe.toml");
-    if saved.is_file() {
-        if o.overwrite {
-            std::fs::remove_dir_all(dir).map_err(|e| nest_core::Error::io(dir, e))?;
-        } else if o.resume {
-            let old = Recipe::load(Some(&saved), &[])?;
-            let diff = old.differences(r);
-            if !diff.is_empty() {
-                return Err(run_err(
-                    dir,
-                    format!(
-                        "cannot resume: the recipe differs from the run's ({})",
-                        diff.join("; ")
-                    ),
-                ));
-            }
-            let Some((_, ck)) = checkpoint::list(dir).pop() else {
-                return Ok(None); // nothing saved yet: start over in the same folder
-            };
-            return Ok(Some(ck));
-        } else {
-            return Err(run_err(
-                dir,
-                "holds a run already: pass --resume to continue it or --overwrite to replace it",
-            ));
-        }
-    } else if o.resume {
-        return Err(run_err(dir, "no run to resume here (no recipe.toml)"));
-    } else if dir.exists()
-        && std::fs::read_dir(dir)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(false)
-        && !o.overwrite
-    {
-        return Err(run_err(
-            dir,
-            "exists and is not empty: choose another --run-dir or pass --overwrite",
-        ));
-    }
-    std::fs::create_dir_all(dir).map_err(|e| nest_core::Error::io(dir, e))?;
-    nest_core::fsutil::write_atomic(&saved, r.to_toml().as_bytes())?;
-    Ok(None)
-}
-
-/// Encodes one column of a batch (training mode: dropout on).
-fn encode_column(enc: &ElasticEncoder, src: &Source, b: &Batch, col: usize, train: bool) -> Column {
-    let seqs: Vec<&[i64]> = b
-        .examples
-        .iter()
-        .map(|&i| src.ids[i][col].as_slice())
-        .collect();
-    let input = enc.make_input(&seqs);
-    let out = enc.forward(&input, enc.num_layers(), train);
-    Column {
-        hidden: out.hidden_states,
-        mask: input.mask,
-        pooling: enc.pooling,
-    }
-}
-
-/// Forward pass of one batch into what the objective sees.
-pub fn batch_output(
-    enc: &ElasticEncoder,
-    src: &Source,
-    b: &Batch,
-    loss: LossKind,
-    train: bool,
-) -> BatchOutput {
-    let columns = if loss == LossKind::Simcse {
-        vec![
-            encode_column(enc, src, b, 0, train),
-            encode_column(enc, src, b, 0, train),
-        ]
-    } else {
-        (0..src.columns())
-            .map(|c| encode_column(enc, src, b, c, train))
-            .collect()
-    };
-    let scores = (!src.scores.is_empty()).then(|| {
-        let s: Vec<f32> = b.examples.iter().map(|&i| src.scores[i] as f32).collect();
-        Tensor::from_slice(&s).to_device(enc.device())
-    });
-    BatchOutput {
-        columns,
-        scores,
-        layers: enc.num_layers(),
-    }
-}
-
-/// Builds the objective a recipe asks for (MRL over its dims; the full dim when none).
-pub fn objective_for(r: &Recipe, hidden: usize) -> Result<Matryoshka> {
-    let dims = if r.matryoshka_dims.is_empty() {
-        vec![hidden]
-    } else {
-        r.matryoshka_dims.clone()
-    };
-    if let Some(&d) = dims.iter().find(|&&d| d > hidden) {
-        return Err(Error::Recipe {
-            source_name: "matryoshka_dims".into(),
-            message: format!("dim {d} is above the model's hidden size {hidden}"),
-        });
-    }
-    let weights = if r.matryoshka_weights.is_empty() {
-        vec![1.0; dims.len()]
-    } else {
-        r.matryoshka_weights.clone()
-    };
-    Ok(Matryoshka {
-        task: TaskLoss {
-            kind: r.loss,
-            scale: r.scale,
-            angle_weight: r.angle_weight,
-        },
-        dims,
-        weights,
-    })
-}
-
-/// Keeps the metrics log consistent with a resumed checkpoint: drops lines after `step` and any
-/// half-written last line.
-fn trim_log(path: &Path, step: u64) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(());
-    };
-    let kept: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            serde_json::from_str::<serde_json::Value>(l)
-                .ok()
-                .and_then(|v| v["step"].as_u64())
-                .is_some_and(|s| s <= step)
-        })
-        .collect();
-    let mut out = kept.join("\n");
-    if !out.is_empty() {
-        out.push('\n');
-    }
-    nest_core::fsutil::write_atomic(path, out.as_bytes())?;
-    Ok(())
-}
-
-/// Runs the (layer x dim) STS grid on `task` and returns (log line JSON, summary text).
-fn evaluate(
-    enc: &ElasticEncoder,
-    task: &Task,
-    layers: &[usize],
-    dims: &[usize],
-) -> Result<(serde_json::Value, String)> {
-    let g = GridSpec {
-        layers: layers.to_vec(),
-        dims: dims.to_vec(),
-        precisions: vec![Precision::Float32],
-        rescore: 0,
-        logreg: Default::default(),
-    };
-    let res = nest_eval::suite::run(
-        enc,
-        std::slice::from_ref(task),
-        &g,
-        EncodeOptions { batch_size: 64 },
-        &mut |_: Progress| {},
-    )?;
-    let t = &res[0];
-    let mut cells = serde_json::Map::new();
-    for c in &t.cells {
-        cells.insert(
-            format!("L{}/d{}", c.layer, c.dim),
-            json!(c.metrics[&t.main_metric]),
-        );
-    }
-    let last = *layers.last().unwrap_or(&1);
-    let row: Vec<String> = dims
-        .iter()
-        .map(|&d| {
-            format!(
-                "d{d} {:.2}",
-                t.main(last, d, Precision::Float32).unwrap_or(f64::NAN)
-            )
-        })
-        .collect();
-    Ok((
-        json!({ "task": t.task, "metric": t.main_metric, "cells": cells }),
-        format!("{} L{last}: {}", t.task, row.join(", ")),
-    ))
-}
-
 /// Trains as the recipe says; see the module docs for the resume guarantees.
 pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Result<Summary> {
+    train_with(r, o, &recipe_objective, events)
+}
+
+/// [`train`] with an objective of the caller's (e.g. one with parameters of its own).
+pub fn train_with(
+    r: &Recipe,
+    o: &TrainOptions,
+    build: &ObjectiveBuilder,
+    events: &mut dyn FnMut(Event),
+) -> Result<Summary> {
     let start = Instant::now();
     let resume_from = prepare_run_dir(r, o)?;
     let model_dir = nest_model::hub::resolve(&r.model)?;
     let max_len = (r.max_length > 0).then_some(r.max_length);
     let mut enc = ElasticEncoder::load(&model_dir, o.device, max_len)?;
-    let objective = objective_for(r, enc.hidden_size())?;
+    let mut obj_vs = VarStore::new(o.device);
+    let objective = build(r, &enc, &(obj_vs.root() / "objective"))?;
     let train_start = Instant::now();
     events(Event::Message(format!(
         "objective {}",
@@ -353,7 +180,9 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
     };
     enc.check(&eval_layers, &eval_dims)?;
 
-    let named: Vec<(String, Tensor)> = enc.vs.variables().into_iter().collect();
+    // the encoder's weights and the objective's own parameters, optimised together
+    let mut named: Vec<(String, tch::Tensor)> = enc.vs.variables().into_iter().collect();
+    named.extend(obj_vs.variables());
     let mut opt = AdamW::new(named, r.weight_decay);
     let recipe_sha = identity_hash(r);
     let (mut step, mut epoch, mut next_batch, mut last_loss) = (0u64, 0u64, 0usize, f64::NAN);
@@ -377,6 +206,7 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
             ));
         }
         enc.load_weights(&ck.join("model.safetensors"))?;
+        checkpoint::load_objective(ck, &mut obj_vs)?;
         opt.load_state(&opt_state, state.step as i64)
             .map_err(|m| run_err(ck, m))?;
         (step, epoch, next_batch, last_loss) =
@@ -427,29 +257,33 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
         let mut bi = next_batch;
         while bi < plan.len() {
             let b = &plan[bi];
-            tch::manual_seed((r.seed + offsets[epoch as usize] + bi as u64) as i64);
-            let out = batch_output(&enc, &sources[b.source], b, r.loss, true);
-            let terms = objective.terms(&out);
-            let loss = terms
-                .iter()
-                .map(|t| t.value.shallow_clone())
-                .reduce(|a, b| a + b)
-                .expect("an objective returns terms");
-            let value = loss.double_value(&[]);
-            if !value.is_finite() {
+            let ctx = StepContext {
+                step,
+                micro_batch: offsets[epoch as usize] + bi as u64,
+                seed: r.seed,
+            };
+            let res = micro_step(
+                &enc,
+                objective.as_ref(),
+                &sources[b.source],
+                b,
+                r.loss,
+                &ctx,
+                r.grad_accum,
+            );
+            if !res.loss.is_finite() {
                 return Err(Error::NonFinite {
                     step: step + 1,
-                    value,
+                    value: res.loss,
                     last_checkpoint: last_ck,
                 });
             }
-            (loss / r.grad_accum as f64).backward();
-            accum_loss += value / r.grad_accum as f64;
-            for t in &terms {
-                let v = t.value.double_value(&[]) / r.grad_accum as f64;
-                match accum_terms.iter_mut().find(|x| x.0 == t.name) {
+            accum_loss += res.loss / r.grad_accum as f64;
+            for (name, v) in res.terms {
+                let v = v / r.grad_accum as f64;
+                match accum_terms.iter_mut().find(|x| x.0 == name) {
                     Some(x) => x.1 += v,
-                    None => accum_terms.push((t.name.clone(), v)),
+                    None => accum_terms.push((name, v)),
                 }
             }
             in_accum += 1;
@@ -457,10 +291,8 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
             if in_accum < r.grad_accum && bi < plan.len() {
                 continue;
             }
-            let grad_norm = opt.clip_grad_norm(r.max_grad_norm);
             let lr = lr_at(r.lr, step, total, warmup, r.decay);
-            opt.step(lr);
-            opt.zero_grad();
+            let grad_norm = apply_update(&mut opt, r.max_grad_norm, lr);
             step += 1;
             last_loss = accum_loss * r.grad_accum as f64 / in_accum as f64;
             let terms_json: serde_json::Map<String, serde_json::Value> = accum_terms
@@ -496,6 +328,7 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
                 let p = checkpoint::save(
                     &o.run_dir,
                     &enc.vs,
+                    &obj_vs,
                     &opt,
                     &state_at(step, ne, nb, last_loss),
                     r.keep_last,
@@ -527,6 +360,7 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
     let p = checkpoint::save(
         &o.run_dir,
         &enc.vs,
+        &obj_vs,
         &opt,
         &state_at(step, epoch, next_batch, last_loss),
         r.keep_last,
@@ -543,6 +377,7 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
         matryoshka_dims: objective.trained_dims(),
         trained_layers: objective.trained_layers(enc.num_layers()),
         objective: Some(objective.describe()),
+        default_dim: None,
     };
     crate::export::save(&enc, &final_dir, &meta)?;
     Ok(Summary {

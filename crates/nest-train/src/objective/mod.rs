@@ -1,0 +1,410 @@
+//! Objectives: what a batch's encoder outputs are scored by. An [`Objective`] sees one forward
+//! pass of every column (all layers' hidden states, optionally each layer's [CLS] attention
+//! row), a [`StepContext`] for reproducible sampling, and its own trainable parameters
+//! (registered at build time in a store the trainer optimises and checkpoints, never exported).
+//! It returns **named loss terms**; composing methods is summing their terms ([`Composite`]).
+//!
+//! One file per method: [`mrl`] (Matryoshka), [`two_d`] (2DMSE), [`ese`] (ESE / Espresso).
+
+pub mod ese;
+pub mod mrl;
+pub mod two_d;
+
+use nest_model::{ClsAttention, Pooling};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tch::Tensor;
+
+use crate::losses;
+use crate::recipe::{LossKind, ObjectiveSpec, Recipe};
+use crate::{Error, Result};
+
+pub use ese::{Ese, EseConfig};
+pub use mrl::{Matryoshka, MrlConfig};
+pub use two_d::{TwoDConfig, TwoDMse};
+
+/// One encoded column of a batch (anchors, positives, negatives, or a SimCSE view).
+#[derive(Debug)]
+pub struct Column {
+    /// Index 0 = embeddings, `l` = output of layer `l`: `[B, seq, hidden]` each.
+    pub hidden: Vec<Tensor>,
+    /// `[B, seq]`, 1 = token.
+    pub mask: Tensor,
+    pub pooling: Pooling,
+    /// Index `l - 1` = layer `l`'s [CLS]-row attention probabilities, when the objective asked
+    /// for them ([`Objective::attention`]); empty otherwise.
+    pub cls_attention: Vec<Tensor>,
+}
+
+impl Column {
+    /// Pooled sentence vectors at `layer` (not normalised): `[B, hidden]`.
+    pub fn pooled(&self, layer: usize) -> Tensor {
+        self.pooling.pool(&self.hidden[layer], &self.mask)
+    }
+}
+
+/// What an objective sees for one batch.
+#[derive(Debug)]
+pub struct BatchOutput {
+    pub columns: Vec<Column>,
+    /// Gold scores of scored pairs: `[B]`.
+    pub scores: Option<Tensor>,
+    /// Layers the encoder ran (the last index of `hidden`).
+    pub layers: usize,
+    /// Whether the model's pipeline ends with `Normalize` (what its users receive).
+    pub normalize: bool,
+}
+
+impl BatchOutput {
+    /// Every column's pooled vectors at `layer`.
+    pub fn pooled(&self, layer: usize) -> Vec<Tensor> {
+        self.columns.iter().map(|c| c.pooled(layer)).collect()
+    }
+
+    /// The embedding the model's users get at `layer` (pooled, L2-normalised when the model
+    /// ends with `Normalize`), every column stacked: `[columns * B, hidden]`.
+    pub fn output_embeddings(&self, layer: usize) -> Tensor {
+        let all = Tensor::cat(&self.pooled(layer), 0);
+        if self.normalize {
+            nest_model::pooling::l2_normalize(&all)
+        } else {
+            all
+        }
+    }
+}
+
+/// Where a micro-batch stands: objectives draw their random choices (sampled layers, dims) from
+/// [`StepContext::rng`], so the choices are a function of the seed and the micro-batch index and
+/// replay exactly on resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepContext {
+    /// Optimizer steps done before this micro-batch.
+    pub step: u64,
+    /// Index of this micro-batch in the whole run (across epochs).
+    pub micro_batch: u64,
+    /// The recipe's seed.
+    pub seed: u64,
+}
+
+impl StepContext {
+    /// A generator for this micro-batch; `salt` separates independent draws (e.g. layers vs
+    /// dims, or two components of a composite).
+    pub fn rng(&self, salt: u64) -> ChaCha8Rng {
+        let mut r = ChaCha8Rng::seed_from_u64(self.seed ^ 0x6e65_7374_5f6f_626a);
+        r.set_stream(salt);
+        r.set_word_pos(u128::from(self.micro_batch) << 8);
+        r
+    }
+}
+
+/// A named loss term.
+#[derive(Debug)]
+pub struct Term {
+    pub name: String,
+    pub value: Tensor,
+}
+
+/// A training objective.
+pub trait Objective {
+    /// Short description for logs and `nest.json`.
+    fn describe(&self) -> String;
+    /// Loss terms for one micro-batch; the trainer minimises their sum.
+    fn terms(&self, out: &BatchOutput, ctx: &StepContext) -> Vec<Term>;
+    /// Prefix dims this objective trains (recorded in the saved model).
+    fn trained_dims(&self) -> Vec<usize>;
+    /// Exit layers this objective trains.
+    fn trained_layers(&self, num_layers: usize) -> Vec<usize>;
+    /// Whether the forward pass must also return [CLS]-row attention probabilities.
+    fn attention(&self) -> ClsAttention {
+        ClsAttention::None
+    }
+}
+
+/// A task loss on the embeddings of the batch's columns.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskLoss {
+    pub kind: LossKind,
+    pub scale: f64,
+    pub angle_weight: f64,
+}
+
+impl TaskLoss {
+    /// # Shapes
+    /// - `cols[k]`: `[B, d]` embeddings of column `k`; `scores`: `[B]` for CoSENT
+    pub fn apply(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
+        match self.kind {
+            LossKind::Mnrl => losses::mnrl(&cols[0], &cols[1], cols.get(2), self.scale),
+            LossKind::MnrlSymmetric => {
+                losses::mnrl_symmetric(&cols[0], &cols[1], cols.get(2), self.scale)
+            }
+            LossKind::Simcse => losses::simcse(&cols[0], &cols[1], self.scale),
+            LossKind::Cosent => {
+                let gold = scores.expect("scored pairs carry scores");
+                let mut l = losses::cosent(&cols[0], &cols[1], gold, self.scale);
+                if self.angle_weight > 0.0 {
+                    // not `+=`: an in-place add would modify logsumexp's output, which its backward reads
+                    #[allow(clippy::assign_op_pattern)]
+                    let sum =
+                        l + losses::angle(&cols[0], &cols[1], gold, self.scale) * self.angle_weight;
+                    l = sum;
+                }
+                l
+            }
+        }
+    }
+
+    /// The task loss on the first `dim` coordinates of each column.
+    ///
+    /// # Shapes
+    /// - `cols[k]`: `[B, hidden]`; returns a scalar
+    pub fn at_dim(&self, cols: &[Tensor], dim: usize, scores: Option<&Tensor>) -> Tensor {
+        let cut: Vec<Tensor> = cols.iter().map(|t| t.narrow(1, 0, dim as i64)).collect();
+        self.apply(&cut, scores)
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            LossKind::Mnrl => "mnrl",
+            LossKind::MnrlSymmetric => "mnrl-symmetric",
+            LossKind::Simcse => "simcse",
+            LossKind::Cosent if self.angle_weight > 0.0 => "cosent+angle",
+            LossKind::Cosent => "cosent",
+        }
+    }
+}
+
+/// Several objectives summed, each with a weight; term names are prefixed with the component's
+/// name when there is more than one.
+pub struct Composite {
+    pub parts: Vec<(String, f64, Box<dyn Objective>)>,
+}
+
+impl std::fmt::Debug for Composite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl Objective for Composite {
+    fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .parts
+            .iter()
+            .map(|(_, w, o)| {
+                if *w == 1.0 {
+                    o.describe()
+                } else {
+                    format!("{w} x {}", o.describe())
+                }
+            })
+            .collect();
+        parts.join(" + ")
+    }
+
+    fn terms(&self, out: &BatchOutput, ctx: &StepContext) -> Vec<Term> {
+        let many = self.parts.len() > 1;
+        let mut all = Vec::new();
+        for (k, (name, w, o)) in self.parts.iter().enumerate() {
+            // each component draws from its own stream
+            let c = StepContext {
+                seed: ctx.seed.wrapping_add(k as u64 * 0x9e37_79b9),
+                ..*ctx
+            };
+            for t in o.terms(out, &c) {
+                all.push(Term {
+                    name: if many {
+                        format!("{name}/{}", t.name)
+                    } else {
+                        t.name
+                    },
+                    value: if *w == 1.0 { t.value } else { t.value * *w },
+                });
+            }
+        }
+        all
+    }
+
+    fn trained_dims(&self) -> Vec<usize> {
+        let mut d: Vec<usize> = self.parts.iter().flat_map(|p| p.2.trained_dims()).collect();
+        d.sort_unstable();
+        d.dedup();
+        d
+    }
+
+    fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
+        let mut l: Vec<usize> = self
+            .parts
+            .iter()
+            .flat_map(|p| p.2.trained_layers(num_layers))
+            .collect();
+        l.sort_unstable();
+        l.dedup();
+        l
+    }
+
+    fn attention(&self) -> ClsAttention {
+        let asks: Vec<ClsAttention> = self.parts.iter().map(|p| p.2.attention()).collect();
+        if asks.contains(&ClsAttention::PerHead) {
+            ClsAttention::PerHead
+        } else if asks.contains(&ClsAttention::Mean) {
+            ClsAttention::Mean
+        } else {
+            ClsAttention::None
+        }
+    }
+}
+
+/// Per-layer weight schemes for shallow layers; `i` is the 0-based layer index (layer `i + 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LayerWeighting {
+    /// `1 / (1 + i)`: sentence-transformers' `AdaptiveLayerLoss`.
+    Inverse,
+    /// `1 / (1 + ln(1 + i))`: AnglE's ESE trainer.
+    Log,
+    /// 1.
+    Uniform,
+}
+
+impl LayerWeighting {
+    pub fn weight(self, i: usize) -> f64 {
+        match self {
+            LayerWeighting::Inverse => 1.0 / (1.0 + i as f64),
+            LayerWeighting::Log => 1.0 / (1.0 + (1.0 + i as f64).ln()),
+            LayerWeighting::Uniform => 1.0,
+        }
+    }
+}
+
+fn increasing(dims: &[usize], weights: &[f64]) -> std::result::Result<(), String> {
+    if dims.windows(2).any(|w| w[0] >= w[1]) || dims.contains(&0) {
+        return Err(format!("dims {dims:?} must be increasing and >= 1"));
+    }
+    if !weights.is_empty() && weights.len() != dims.len() {
+        return Err(format!("{} weights for {} dims", weights.len(), dims.len()));
+    }
+    Ok(())
+}
+
+impl ObjectiveSpec {
+    /// Value checks that need no model.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let w = match self {
+            ObjectiveSpec::Mrl(c) => {
+                increasing(&c.dims, &c.dim_weights)?;
+                c.weight
+            }
+            ObjectiveSpec::TwoD(c) => {
+                increasing(&c.dims, &c.dim_weights)?;
+                if c.kl_temperature < 0.0 || c.kl_weight < 0.0 {
+                    return Err("kl_temperature and kl_weight must be >= 0".into());
+                }
+                c.weight
+            }
+            ObjectiveSpec::Ese(c) => {
+                if c.compression_size == 0 {
+                    return Err("compression_size must be >= 1".into());
+                }
+                if c.kl_temperature < 0.0 || c.mse_weight < 0.0 {
+                    return Err("kl_temperature and mse_weight must be >= 0".into());
+                }
+                c.weight
+            }
+        };
+        if !(w > 0.0 && w.is_finite()) {
+            return Err(format!("weight must be > 0, got {w}"));
+        }
+        Ok(())
+    }
+}
+
+/// Builds the recipe's objective for a model with `hidden` dims: its `[[objective]]`
+/// components, or MRL over `matryoshka_dims` when there are none. `params` is where components
+/// with trainable parameters register them (the trainer optimises and checkpoints that store;
+/// the exported model never holds it).
+pub fn build(r: &Recipe, hidden: usize, _params: &tch::nn::Path) -> Result<Composite> {
+    let task = TaskLoss {
+        kind: r.loss,
+        scale: r.scale,
+        angle_weight: r.angle_weight,
+    };
+    let specs = if r.objective.is_empty() {
+        vec![ObjectiveSpec::Mrl(MrlConfig {
+            weight: 1.0,
+            dims: Vec::new(),
+            dim_weights: Vec::new(),
+        })]
+    } else {
+        r.objective.clone()
+    };
+    let bad = |what: &str, message: String| Error::Recipe {
+        source_name: what.into(),
+        message,
+    };
+    let resolve = |dims: &[usize], weights: &[f64]| -> (Vec<usize>, Vec<f64>) {
+        if !dims.is_empty() {
+            (dims.to_vec(), weights.to_vec())
+        } else if !r.matryoshka_dims.is_empty() {
+            (r.matryoshka_dims.clone(), r.matryoshka_weights.clone())
+        } else {
+            (vec![hidden], Vec::new())
+        }
+    };
+    let mut parts: Vec<(String, f64, Box<dyn Objective>)> = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let key = if r.objective.is_empty() {
+            "matryoshka_dims".to_string()
+        } else {
+            format!("objective[{i}] ({})", spec.kind())
+        };
+        let (weight, part): (f64, Box<dyn Objective>) = match spec {
+            ObjectiveSpec::Mrl(c) => {
+                let (dims, w) = resolve(&c.dims, &c.dim_weights);
+                let weights = if w.is_empty() {
+                    vec![1.0; dims.len()]
+                } else {
+                    w
+                };
+                check_dims(&key, &dims, hidden).map_err(|m| bad(&key, m))?;
+                (
+                    c.weight,
+                    Box::new(Matryoshka {
+                        task,
+                        dims,
+                        weights,
+                    }),
+                )
+            }
+            ObjectiveSpec::TwoD(c) => {
+                let (dims, dim_weights) = resolve(&c.dims, &c.dim_weights);
+                check_dims(&key, &dims, hidden).map_err(|m| bad(&key, m))?;
+                let config = TwoDConfig {
+                    dims,
+                    dim_weights,
+                    ..c.clone()
+                };
+                (c.weight, Box::new(TwoDMse::new(task, config, hidden)))
+            }
+            ObjectiveSpec::Ese(c) => {
+                check_dims(&key, &[c.compression_size], hidden).map_err(|m| bad(&key, m))?;
+                (
+                    c.weight,
+                    Box::new(Ese {
+                        task,
+                        config: c.clone(),
+                        hidden,
+                    }),
+                )
+            }
+        };
+        parts.push((spec.kind().to_string(), weight, part));
+    }
+    Ok(Composite { parts })
+}
+
+fn check_dims(_key: &str, dims: &[usize], hidden: usize) -> std::result::Result<(), String> {
+    match dims.iter().find(|&&d| d > hidden) {
+        Some(d) => Err(format!("dim {d} is above the model's hidden size {hidden}")),
+        None => Ok(()),
+    }
+}

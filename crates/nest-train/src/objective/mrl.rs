@@ -1,0 +1,60 @@
+//! Matryoshka Representation Learning at the last layer.
+
+use serde::{Deserialize, Serialize};
+
+use super::{BatchOutput, Objective, StepContext, TaskLoss, Term};
+
+fn one() -> f64 {
+    1.0
+}
+
+/// The keys of a `[[objective]]` table with `kind = "mrl"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MrlConfig {
+    /// Weight of the whole component in a composite objective.
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// Prefix dims (increasing); empty = the recipe's `matryoshka_dims`, or the full dim.
+    #[serde(default)]
+    pub dims: Vec<usize>,
+    /// One weight per dim; empty = the recipe's `matryoshka_weights`, or all 1.
+    #[serde(default)]
+    pub dim_weights: Vec<f64>,
+}
+
+/// Matryoshka Representation Learning (Kusupati et al. 2022; MIPIC paper eq. (1)):
+/// `L = sum_m w_m * L_task(z[:, :d_m])` at the last layer, one forward pass serving every dim
+/// (each prefix is sliced and re-normalised inside the task loss).
+#[derive(Debug, Clone)]
+pub struct Matryoshka {
+    pub task: TaskLoss,
+    pub dims: Vec<usize>,
+    pub weights: Vec<f64>,
+}
+
+impl Objective for Matryoshka {
+    fn describe(&self) -> String {
+        format!("mrl({}) dims {:?}", self.task.name(), self.dims)
+    }
+
+    fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {
+        let full = out.pooled(out.layers);
+        self.dims
+            .iter()
+            .zip(&self.weights)
+            .map(|(&d, &w)| Term {
+                name: format!("{}@{d}", self.task.name()),
+                value: self.task.at_dim(&full, d, out.scores.as_ref()) * w,
+            })
+            .collect()
+    }
+
+    fn trained_dims(&self) -> Vec<usize> {
+        self.dims.clone()
+    }
+
+    fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
+        vec![num_layers]
+    }
+}

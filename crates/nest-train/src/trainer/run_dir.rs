@@ -1,0 +1,99 @@
+//! The run directory: `--resume` / `--overwrite` checks, the recipe's identity hash, and the
+//! metrics log trimmed back to a resumed checkpoint.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::TrainOptions;
+use crate::checkpoint;
+use crate::recipe::{Recipe, RESUMABLE_KEYS};
+use crate::{Error, Result};
+
+/// sha256 of the recipe's identity: its TOML without the keys a resume may change.
+pub(crate) fn identity_hash(r: &Recipe) -> String {
+    let mut v = toml::Value::try_from(r).unwrap_or(toml::Value::Boolean(false));
+    if let Some(t) = v.as_table_mut() {
+        for k in RESUMABLE_KEYS {
+            t.remove(k);
+        }
+    }
+    format!("{:x}", Sha256::digest(v.to_string().as_bytes()))
+}
+
+pub(crate) fn run_err(path: &Path, message: impl Into<String>) -> Error {
+    Error::Run {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Checks the run directory against `--resume` / `--overwrite`; returns the checkpoint to resume.
+pub(crate) fn prepare_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Option<PathBuf>> {
+    let dir = &o.run_dir;
+    let saved = dir.join("recipe.toml");
+    if saved.is_file() {
+        if o.overwrite {
+            std::fs::remove_dir_all(dir).map_err(|e| nest_core::Error::io(dir, e))?;
+        } else if o.resume {
+            let old = Recipe::load(Some(&saved), &[])?;
+            let diff = old.differences(r);
+            if !diff.is_empty() {
+                return Err(run_err(
+                    dir,
+                    format!(
+                        "cannot resume: the recipe differs from the run's ({})",
+                        diff.join("; ")
+                    ),
+                ));
+            }
+            let Some((_, ck)) = checkpoint::list(dir).pop() else {
+                return Ok(None); // nothing saved yet: start over in the same folder
+            };
+            return Ok(Some(ck));
+        } else {
+            return Err(run_err(
+                dir,
+                "holds a run already: pass --resume to continue it or --overwrite to replace it",
+            ));
+        }
+    } else if o.resume {
+        return Err(run_err(dir, "no run to resume here (no recipe.toml)"));
+    } else if dir.exists()
+        && std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false)
+        && !o.overwrite
+    {
+        return Err(run_err(
+            dir,
+            "exists and is not empty: choose another --run-dir or pass --overwrite",
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| nest_core::Error::io(dir, e))?;
+    nest_core::fsutil::write_atomic(&saved, r.to_toml().as_bytes())?;
+    Ok(None)
+}
+
+/// Keeps the metrics log consistent with a resumed checkpoint: drops lines after `step` and any
+/// half-written last line.
+pub(crate) fn trim_log(path: &Path, step: u64) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["step"].as_u64())
+                .is_some_and(|s| s <= step)
+        })
+        .collect();
+    let mut out = kept.join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    nest_core::fsutil::write_atomic(path, out.as_bytes())?;
+    Ok(())
+}

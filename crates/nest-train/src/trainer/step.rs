@@ -1,0 +1,117 @@
+//! One training step, as `nest train` and `nest bench train` both run it: a micro-batch's
+//! forward pass (every column once, all layers), the objective's named terms, backward; and
+//! the optimizer update after `grad_accum` micro-batches.
+
+use nest_model::{ClsAttention, ElasticEncoder};
+use tch::Tensor;
+
+use crate::data::{Batch, Source};
+use crate::objective::{BatchOutput, Column, Objective, StepContext};
+use crate::optim::AdamW;
+use crate::recipe::LossKind;
+
+/// Encodes one column of a batch (`train` turns dropout on), all layers.
+fn encode_column(
+    enc: &ElasticEncoder,
+    src: &Source,
+    b: &Batch,
+    col: usize,
+    train: bool,
+    attention: ClsAttention,
+) -> Column {
+    let seqs: Vec<&[i64]> = b
+        .examples
+        .iter()
+        .map(|&i| src.ids[i][col].as_slice())
+        .collect();
+    let input = enc.make_input(&seqs);
+    let out = enc.forward_with(&input, enc.num_layers(), train, attention);
+    Column {
+        hidden: out.hidden_states,
+        mask: input.mask,
+        pooling: enc.pooling,
+        cls_attention: out.cls_attention,
+    }
+}
+
+/// Forward pass of one batch into what the objective sees: one forward per column (SimCSE: the
+/// same texts twice, two dropout masks).
+pub fn batch_output(
+    enc: &ElasticEncoder,
+    src: &Source,
+    b: &Batch,
+    loss: LossKind,
+    train: bool,
+    attention: ClsAttention,
+) -> BatchOutput {
+    let columns = if loss == LossKind::Simcse {
+        vec![
+            encode_column(enc, src, b, 0, train, attention),
+            encode_column(enc, src, b, 0, train, attention),
+        ]
+    } else {
+        (0..src.columns())
+            .map(|c| encode_column(enc, src, b, c, train, attention))
+            .collect()
+    };
+    let scores = (!src.scores.is_empty()).then(|| {
+        let s: Vec<f32> = b.examples.iter().map(|&i| src.scores[i] as f32).collect();
+        Tensor::from_slice(&s).to_device(enc.device())
+    });
+    BatchOutput {
+        columns,
+        scores,
+        layers: enc.num_layers(),
+        normalize: enc.normalize,
+    }
+}
+
+/// What one micro-batch gave.
+#[derive(Debug, Clone)]
+pub struct MicroResult {
+    /// The summed loss (before division by `grad_accum`).
+    pub loss: f64,
+    /// Each named term's value.
+    pub terms: Vec<(String, f64)>,
+}
+
+/// One micro-batch: re-seeds libtorch's RNG with `seed + micro_batch` (dropout, randomised SVD),
+/// runs the forward pass, sums the objective's terms and back-propagates `sum / grad_accum`.
+/// A non-finite loss is returned without any backward pass, so that the caller can stop with
+/// the weights and gradients untouched.
+pub fn micro_step(
+    enc: &ElasticEncoder,
+    objective: &dyn Objective,
+    src: &Source,
+    b: &Batch,
+    loss: LossKind,
+    ctx: &StepContext,
+    grad_accum: usize,
+) -> MicroResult {
+    tch::manual_seed(ctx.seed.wrapping_add(ctx.micro_batch) as i64);
+    let out = batch_output(enc, src, b, loss, true, objective.attention());
+    let terms = objective.terms(&out, ctx);
+    let total = terms
+        .iter()
+        .map(|t| t.value.shallow_clone())
+        .reduce(|a, b| a + b)
+        .expect("an objective returns terms");
+    let value = total.double_value(&[]);
+    let terms: Vec<(String, f64)> = terms
+        .iter()
+        .map(|t| (t.name.clone(), t.value.double_value(&[])))
+        .collect();
+    if value.is_finite() {
+        (total / grad_accum as f64).backward();
+    }
+    MicroResult { loss: value, terms }
+}
+
+/// The optimizer update after the accumulated micro-batches: clip, AdamW step at `lr`, zero
+/// the gradients. Returns the gradient norm before clipping.
+pub fn apply_update(opt: &mut AdamW, max_grad_norm: f64, lr: f64) -> f64 {
+    let grad_norm = opt.clip_grad_norm(max_grad_norm);
+    opt.step(lr);
+    opt.zero_grad();
+    grad_norm
+}
