@@ -3,6 +3,7 @@
     python scripts/st_matryoshka.py stsb   # CoSENT on STS-B train      -> runs/st-mrl-stsb/final
     python scripts/st_matryoshka.py snli   # MNRL + hard negatives on SNLI triplets -> runs/st-mrl-snli/final
     python scripts/st_matryoshka.py stsb --epochs 4 --lr 5e-5 --name st-mrl-stsb-4ep
+    python scripts/st_matryoshka.py stsb --loss 2d --epochs 4 --lr 5e-5 --name st-2d-stsb   # Matryoshka2dLoss
 
 Same settings as recipes/mrl-stsb.toml and recipes/mrl-snli.toml: all-MiniLM-L6-v2, dims
 16..384 (weights 1), 1 epoch, batch 32, lr 2e-5, weight decay 0.01 (not on bias/LayerNorm),
@@ -16,7 +17,7 @@ import time
 
 from datasets import Dataset
 from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-from sentence_transformers.losses import CoSENTLoss, MatryoshkaLoss, MultipleNegativesRankingLoss
+from sentence_transformers.losses import CoSENTLoss, Matryoshka2dLoss, MatryoshkaLoss, MultipleNegativesRankingLoss
 from sentence_transformers.training_args import BatchSamplers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +50,17 @@ def main():
         sampler = BatchSamplers.NO_DUPLICATES
     else:
         raise SystemExit("usage: st_matryoshka.py stsb|snli")
-    loss = MatryoshkaLoss(model, inner, matryoshka_dims=DIMS)
+    if opts.get("--loss", "mrl") == "2d":
+        # 2DMSE as sentence-transformers has it, with every dim each step (n_dims_per_step=-1,
+        # as Nest's 2DMSE recipes): one sampled shallow layer, KL at T=0.3 on the full output
+        # embedding with the last layer detached (version 6). Version 6 samples the layer index
+        # i from range(N) over hidden_states[i], whose entry 0 is the embedding output; the
+        # weighting below gives layer l the weight 1/l that Nest's default (1/(1+i) over layers
+        # 1..N-1, sentence-transformers <= 5) gives it, and the embedding output weight 0.
+        loss = Matryoshka2dLoss(model, inner, DIMS, n_layers_per_step=1, n_dims_per_step=-1, kl_temperature=0.3,
+                                layer_weighting=lambda i: 0.0 if i == 0 else 1.0 / i)
+    else:
+        loss = MatryoshkaLoss(model, inner, matryoshka_dims=DIMS)
     out = os.path.join(ROOT, "runs", opts.get("--name", f"st-mrl-{which}"))
     args = SentenceTransformerTrainingArguments(
         output_dir=out, num_train_epochs=epochs, per_device_train_batch_size=32, learning_rate=lr,

@@ -63,6 +63,11 @@ pub struct TwoDConfig {
     /// `AdaptiveLayerLoss`, which aligns the full dim only.
     #[serde(default = "yes")]
     pub align_prefix: bool,
+    /// Keep the last layer out of the KL's gradient (it is the teacher). On = sentence-transformers
+    /// 6 (`AdaptiveLayerLoss`, issue #3757); off = sentence-transformers <= 5 and AnglE, where the
+    /// last layer is also pulled towards the shallow one.
+    #[serde(default = "yes")]
+    pub detach_teacher: bool,
 }
 
 impl Default for TwoDConfig {
@@ -86,9 +91,12 @@ impl Default for TwoDConfig {
 /// like for like: the distributions are `softmax(e / T)` over the coordinates of the model's
 /// output embedding (L2-normalised when the model ends with `Normalize`, as all-MiniLM-L6-v2
 /// does; prefixes re-normalised), T = 0.3, batch-mean KL times T ([`losses::kl_align`]), one KL
-/// per sampled layer; shallow layer `i` (0-based) weighted `1 / (1 + i)` and divided by the
-/// number of sampled layers. **The last layer receives gradient through the KL** (the target
-/// is not detached), as in both public implementations. Unlike `Matryoshka2dLoss` (which
+/// per sampled layer; shallow layer `i` (0-based) weighted `1 / (1 + i)` (sentence-transformers
+/// <= 5's fixed weighting, `layer_weighting="linear"` in version 6, whose default became uniform)
+/// and divided by the number of sampled layers. **The last layer receives no gradient through
+/// the KL by default** (`detach_teacher`): sentence-transformers 6 detaches the teacher (its
+/// issue #3757), the peer this project compares with; sentence-transformers <= 5 and AnglE do
+/// not, which `detach_teacher = false` reproduces. Unlike `Matryoshka2dLoss` (which
 /// samples one dim at each layer independently and may skip D), D is always trained, per eq.
 /// 2-3; with `dims_per_step = 0` (the default) every dim is trained, which equals
 /// `Matryoshka2dLoss(n_dims_per_step=-1)` when `align_prefix = false`.
@@ -188,7 +196,14 @@ impl TwoDMse {
             return terms;
         }
         let align = c.kl_temperature > 0.0 && c.kl_weight > 0.0;
-        let teacher = align.then(|| out.output_embeddings(n));
+        let teacher = align.then(|| {
+            let t = out.output_embeddings(n);
+            if c.detach_teacher {
+                t.detach()
+            } else {
+                t
+            }
+        });
         let mut shallow_terms: Vec<Option<tch::Tensor>> =
             (0..=prefix.len()).map(|_| None).collect();
         let (mut kl_full, mut kl_prefix) = (None, None);

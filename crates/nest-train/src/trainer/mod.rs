@@ -119,6 +119,8 @@ pub fn train_with(
     let max_len = (r.max_length > 0).then_some(r.max_length);
     let mut enc = ElasticEncoder::load(&model_dir, o.device, max_len)?;
     let mut obj_vs = VarStore::new(o.device);
+    // the objective's parameters start from the recipe's seed (a resume then overwrites them)
+    tch::manual_seed(r.seed as i64);
     let objective = build(r, &enc, &(obj_vs.root() / "objective"))?;
     let train_start = Instant::now();
     events(Event::Message(format!(
