@@ -235,3 +235,189 @@ fn run_directories_are_protected() {
         "{e}"
     );
 }
+
+/// A test objective with a trainable projector (as MIPIC's P_i): reconstruct the last layer's
+/// pooled vector from its first 8 dims.
+struct Projector {
+    proj: tch::nn::Linear,
+}
+
+impl nest_train::objective::Objective for Projector {
+    fn describe(&self) -> String {
+        "projector".into()
+    }
+    fn terms(
+        &self,
+        out: &nest_train::objective::BatchOutput,
+        _ctx: &nest_train::objective::StepContext,
+    ) -> Vec<nest_train::objective::Term> {
+        use tch::nn::Module;
+        let e = out.columns[0].pooled(out.layers);
+        let rec = self.proj.forward(&e.narrow(1, 0, 8));
+        vec![nest_train::objective::Term {
+            name: "reconstruct".into(),
+            value: (rec - e.detach()).square().mean(tch::Kind::Float),
+        }]
+    }
+    fn trained_dims(&self) -> Vec<usize> {
+        vec![]
+    }
+    fn trained_layers(&self, _: usize) -> Vec<usize> {
+        vec![]
+    }
+}
+
+/// The recipe's objective (2DMSE with sampled layers and dims + ESE) plus the projector.
+fn with_projector(
+    r: &Recipe,
+    enc: &ElasticEncoder,
+    p: &tch::nn::Path,
+) -> nest_train::Result<Box<dyn nest_train::objective::Objective>> {
+    let base = nest_train::objective::build(r, enc.hidden_size(), p)?;
+    let proj = tch::nn::linear(p / "proj", 8, enc.hidden_size() as i64, Default::default());
+    Ok(Box::new(nest_train::objective::Composite {
+        parts: vec![
+            ("recipe".into(), 1.0, Box::new(base)),
+            ("proj".into(), 1.0, Box::new(Projector { proj })),
+        ],
+    }))
+}
+
+fn tensors(p: &Path) -> std::collections::HashMap<String, tch::Tensor> {
+    tch::Tensor::read_safetensors(p)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+#[test]
+fn resume_is_exact_with_sampling_and_objective_parameters() {
+    let _serial = serial();
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("tiny4");
+    let spec = TinySpec {
+        layers: 4,
+        ..TinySpec::new(Architecture::Bert)
+    };
+    write_tiny_model(&model, &spec).unwrap();
+    let data = write_data(d.path());
+    let r = recipe(
+        &model,
+        &data,
+        &[
+            "--eval-every",
+            "0",
+            "--objective",
+            r#"[{kind = "2dmse", layers_per_step = 1, dims_per_step = 1}, {kind = "ese", compression_size = 8, weight = 0.5}]"#,
+        ],
+    );
+    let full = d.path().join("full");
+    nest_train::trainer::train_with(&r, &opts(&full), &with_projector, &mut |_| {}).unwrap();
+    let cut = d.path().join("cut");
+    let mut o = opts(&cut);
+    o.stop_after_steps = Some(4);
+    nest_train::trainer::train_with(&r, &o, &with_projector, &mut |_| {}).unwrap();
+    let mut o = opts(&cut);
+    o.resume = true;
+    let s = nest_train::trainer::train_with(&r, &o, &with_projector, &mut |_| {}).unwrap();
+    assert_eq!(s.resumed_from, Some(3));
+    let (a, b) = (losses(&full), losses(&cut));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            x.1.to_bits(),
+            y.1.to_bits(),
+            "step {}: {} vs {}",
+            x.0,
+            x.1,
+            y.1
+        );
+    }
+    // every named term is logged, sampled dims included
+    let log = std::fs::read_to_string(full.join("metrics.jsonl")).unwrap();
+    assert!(log.contains("2dmse/kl@full") && log.contains("ese/last/compress"));
+    assert!(log.contains("proj/reconstruct"));
+    let last = |run: &Path| nest_train::checkpoint::list(run).pop().unwrap().1;
+    let (pa, pb) = (last(&full), last(&cut));
+    for f in [
+        "model.safetensors",
+        "objective.safetensors",
+        "optimizer.safetensors",
+    ] {
+        let (x, y) = (
+            std::fs::read(pa.join(f)).unwrap(),
+            std::fs::read(pb.join(f)).unwrap(),
+        );
+        assert!(x == y, "{f} differs between the full and the resumed run");
+    }
+    // the projector was trained (it moved from its seeded start) ...
+    let obj = tensors(&pa.join("objective.safetensors"));
+    let w = &obj["objective.proj.weight"];
+    tch::manual_seed(r.seed as i64);
+    let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    let init = tch::nn::linear(vs.root() / "objective" / "proj", 8, 32, Default::default());
+    let moved = (w - &init.ws).abs().max().double_value(&[]);
+    assert!(moved > 0.0, "the projector was not updated");
+    // ... and never reaches the exported model
+    let exported = tensors(&full.join("final/model.safetensors"));
+    assert!(
+        exported
+            .keys()
+            .all(|k| !k.contains("objective") && !k.contains("proj")),
+        "{:?}",
+        exported.keys().collect::<Vec<_>>()
+    );
+    let enc = ElasticEncoder::load(&full.join("final"), tch::Device::Cpu, None).unwrap();
+    assert_eq!(enc.meta.trained_layers, vec![1, 2, 3, 4]);
+    assert_eq!(enc.meta.matryoshka_dims, vec![8, 16, 32]);
+}
+
+#[test]
+fn a_slim_model_equals_early_exit_on_the_full_model() {
+    let _serial = serial();
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("tiny4");
+    for arch in [Architecture::Bert, Architecture::Mpnet] {
+        let spec = TinySpec {
+            layers: 4,
+            ..TinySpec::new(arch)
+        };
+        write_tiny_model(&model, &spec).unwrap();
+        let full = ElasticEncoder::load(&model, tch::Device::Cpu, None).unwrap();
+        let out = d.path().join("slim");
+        nest_train::export::slim(&full, &out, 2, Some(16)).unwrap();
+        let slim = ElasticEncoder::load(&out, tch::Device::Cpu, None).unwrap();
+        assert_eq!(slim.num_layers(), 2);
+        assert_eq!(slim.meta.default_dim, Some(16));
+        let n_full = full.vs.variables().len();
+        let n_slim = slim.vs.variables().len();
+        assert!(n_slim < n_full, "{n_slim} vs {n_full} tensors");
+        let texts = ["the cat sat on the mat", "a man is playing music", "dog"];
+        let opts = nest_model::EncodeOptions { batch_size: 2 };
+        let a = full
+            .embed(
+                &texts,
+                nest_core::ElasticSpec { layer: 2, dim: 16 },
+                opts,
+                &mut |_| {},
+            )
+            .unwrap();
+        let b = slim
+            .embed(
+                &texts,
+                nest_core::ElasticSpec { layer: 2, dim: 16 },
+                opts,
+                &mut |_| {},
+            )
+            .unwrap();
+        let diff = a
+            .data
+            .iter()
+            .zip(&b.data)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff < 1e-6, "{arch:?}: {diff}");
+        // a slim model cannot be slimmed beyond its layers
+        assert!(nest_train::export::slim(&slim, &d.path().join("x"), 3, None).is_err());
+    }
+}
