@@ -480,6 +480,49 @@ mod tests {
     }
 
     #[test]
+    fn objective_components_are_parsed_and_checked() {
+        let (_d, p) = write(&format!(
+            "{BASE}[[objective]]\nkind = \"mrl\"\n[[objective]]\nkind = \"2dmse\"\nkl_temperature = 1.0\nweight = 0.5\n[[objective]]\nkind = \"ese\"\n"
+        ));
+        let r = Recipe::load(Some(&p), &[]).unwrap();
+        assert_eq!(r.objective.len(), 3);
+        match &r.objective[1] {
+            ObjectiveSpec::TwoD(c) => {
+                assert_eq!(c.kl_temperature, 1.0);
+                assert_eq!(c.weight, 0.5);
+                assert_eq!(c.layers_per_step, 1);
+                assert!(c.align_prefix && c.detach_teacher);
+            }
+            o => panic!("{o:?}"),
+        }
+        // the saved recipe reads back the same
+        let again: Recipe = toml::from_str(&r.to_toml()).unwrap();
+        assert_eq!(again, r);
+        // unknown keys name the valid ones; unknown kinds name the kinds
+        let (_d, p) = write(&format!("{BASE}[[objective]]\nkind = \"2dmse\"\nkl_temp = 1\n"));
+        let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains("kl_temp") && e.contains("kl_temperature"), "{e}");
+        let (_d, p) = write(&format!("{BASE}[[objective]]\nkind = \"3dmse\"\n"));
+        let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains("3dmse") && e.contains("2dmse") && e.contains("ese"), "{e}");
+        // values are checked
+        let e = Recipe::load(
+            Some(&p),
+            &["--objective".into(), "[{kind = \"2dmse\", dims = [32, 16]}]".into()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("objective[0] (2dmse)") && e.contains("increasing"), "{e}");
+        let e = Recipe::load(
+            Some(&p),
+            &["--objective".into(), "[{kind = \"ese\", weight = 0}]".into()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("weight must be > 0"), "{e}");
+    }
+
+    #[test]
     fn differences_skip_resumable_keys() {
         let (_d, p) = write(BASE);
         let a = Recipe::load(Some(&p), &[]).unwrap();

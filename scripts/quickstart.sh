@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Quickstart on a fresh machine: setup (libtorch + models), build, encode, the STS grid of the
+# untrained model, a short 2DMSE run, the grid again with the per-cell deltas, and a slim
+# 3-layer model cut from the result. About 15 minutes on 2 cores (10 of them building).
+#
+#   scripts/quickstart.sh            # data from ../shared/datasets (or NEST_DATA=/path/to/datasets)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cargo build --release
+N=target/release/nest
+D=${NEST_DATA:-../shared/datasets}
+M=models/all-MiniLM-L6-v2
+mkdir -p runs reports
+
+$N info --model $M
+printf 'A man is playing a guitar.\nA woman is slicing an onion.\nThe cat sat on the mat.\n' > runs/quickstart-sentences.txt
+$N encode --model $M --layer 3 --dim 64 --input runs/quickstart-sentences.txt --output runs/quickstart-emb.jsonl
+
+if [ ! -f "$D/stsb/train.tsv" ]; then
+  echo "quickstart: $D/stsb not found; set NEST_DATA to the datasets folder to train and evaluate" >&2
+  exit 1
+fi
+GRID="--data $D/stsb/test.tsv --layers 1-6 --dims 16,32,64,128,256,384"
+$N eval sts --model $M $GRID --out reports/quickstart-untrained
+# a short 2DMSE run (60 steps of CoSENT on STS-B train); recipes/2dmse-stsb.toml is the full one
+$N train --recipe recipes/2dmse-stsb.toml --max-steps 60 --eval-every 0 --save-every 30 \
+  --run-dir runs/quickstart-2dmse --overwrite
+$N info --model runs/quickstart-2dmse/final
+$N eval sts --model runs/quickstart-2dmse/final $GRID --out reports/quickstart-2dmse
+$N eval compare reports/quickstart-untrained/report.json reports/quickstart-2dmse/report.json
+# keep only the first 3 layers: a smaller model that loads in sentence-transformers
+$N slim --model runs/quickstart-2dmse/final --layers 3 --out runs/quickstart-2dmse-l3
+$N info --model runs/quickstart-2dmse-l3
