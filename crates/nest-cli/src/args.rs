@@ -146,8 +146,17 @@ pub struct AdviseArgs {
     #[arg(long)]
     pub report: PathBuf,
     /// The quality floor, in the report's units (x100).
-    #[arg(long, allow_negative_numbers = true)]
-    pub min_score: f64,
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        required_unless_present = "within",
+        conflicts_with = "within"
+    )]
+    pub min_score: Option<f64>,
+    /// The floor as a distance below the full point (deepest layer, all dims, float32), e.g.
+    /// `--within 2` = at most 2 points below the full model.
+    #[arg(long)]
+    pub within: Option<f64>,
     /// A task name (e.g. stsb/test), a kind (sts, cls, pair, retrieval: their tasks' main
     /// metrics averaged) or `all`.
     #[arg(long, default_value = "all")]

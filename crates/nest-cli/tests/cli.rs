@@ -85,6 +85,47 @@ fn encode_writes_each_format() {
 }
 
 #[test]
+fn slim_keeps_the_first_layers_and_a_default_dim() {
+    let (d, m) = setup();
+    let input = p(d.path(), "in.txt");
+    let slim = p(d.path(), "slim");
+    let stderr_ok = nest(&[
+        "slim", "--model", &m, "--layers", "1", "--dim", "8", "--out", &slim,
+    ]);
+    assert!(stderr_ok.status.success());
+    let info = ok(&["info", "--model", &slim]);
+    assert!(
+        info.contains("1 layers") && info.contains("default dim    8"),
+        "{info}"
+    );
+    // the slim model's default output equals the full model at --layer 1 --dim 8
+    let (a, b) = (p(d.path(), "a.jsonl"), p(d.path(), "b.jsonl"));
+    ok(&[
+        "encode", "--model", &slim, "--input", &input, "--output", &a,
+    ]);
+    ok(&[
+        "encode", "--model", &m, "--layer", "1", "--dim", "8", "--input", &input, "--output", &b,
+    ]);
+    let vecs = |f: &str| -> Vec<Vec<f64>> {
+        std::fs::read_to_string(f)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                serde_json::from_value(v["embedding"].clone()).unwrap()
+            })
+            .collect()
+    };
+    let (va, vb) = (vecs(&a), vecs(&b));
+    assert_eq!(va[0].len(), 8);
+    for (x, y) in va.iter().flatten().zip(vb.iter().flatten()) {
+        assert!((x - y).abs() < 1e-6, "{x} vs {y}");
+    }
+    let e = fails(&["slim", "--model", &m, "--layers", "3", "--out", &slim]);
+    assert!(e.contains("--layers 3 is outside 1..=2"), "{e}");
+}
+
+#[test]
 fn eval_sts_writes_report_files() {
     let (d, m) = setup();
     let out = p(d.path(), "report");
@@ -329,6 +370,23 @@ fn full_suite_compare_and_advise() {
         "nope",
     ]);
     assert!(e.contains("matches no task"), "{e}");
+    // --within: the floor is the full point's score minus the margin; 0 keeps only cells as good
+    let stdout = ok(&[
+        "advise",
+        "--report",
+        &p(d.path(), "a/report.json"),
+        "--within",
+        "0",
+        "--task",
+        "stsb/test",
+    ]);
+    assert!(
+        stdout.contains("full point: layer") && stdout.contains("cheapest point"),
+        "{stdout}"
+    );
+    let o = nest(&["advise", "--report", &p(d.path(), "a/report.json")]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("--min-score"), "{e}");
 }
 
 #[test]

@@ -21,6 +21,17 @@ pub struct Advice {
     pub alternatives: Vec<Point>,
 }
 
+/// The full point of a report for `task`: the deepest layer at the largest dim in float32 (what
+/// the model gives without truncation or early exit), the reference for `--within`.
+pub fn full_point(report: &Report, task: &str) -> Result<Point> {
+    report
+        .points(task)?
+        .into_iter()
+        .filter(|p| p.precision == crate::quantize::Precision::Float32)
+        .max_by_key(|p| (p.layer, p.dim))
+        .ok_or_else(|| Error::Report(format!("the report has no float32 cell for '{task}'")))
+}
+
 /// Picks the cheapest cell of `report` whose main metric (averaged over the tasks `task`
 /// selects) is at least `min_score`.
 pub fn advise(report: &Report, task: &str, min_score: f64, by: CostBy) -> Result<Advice> {

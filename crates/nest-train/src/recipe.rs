@@ -499,23 +499,37 @@ mod tests {
         let again: Recipe = toml::from_str(&r.to_toml()).unwrap();
         assert_eq!(again, r);
         // unknown keys name the valid ones; unknown kinds name the kinds
-        let (_d, p) = write(&format!("{BASE}[[objective]]\nkind = \"2dmse\"\nkl_temp = 1\n"));
+        let (_d, p) = write(&format!(
+            "{BASE}[[objective]]\nkind = \"2dmse\"\nkl_temp = 1\n"
+        ));
         let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
         assert!(e.contains("kl_temp") && e.contains("kl_temperature"), "{e}");
         let (_d, p) = write(&format!("{BASE}[[objective]]\nkind = \"3dmse\"\n"));
         let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
-        assert!(e.contains("3dmse") && e.contains("2dmse") && e.contains("ese"), "{e}");
+        assert!(
+            e.contains("3dmse") && e.contains("2dmse") && e.contains("ese"),
+            "{e}"
+        );
         // values are checked
         let e = Recipe::load(
             Some(&p),
-            &["--objective".into(), "[{kind = \"2dmse\", dims = [32, 16]}]".into()],
+            &[
+                "--objective".into(),
+                "[{kind = \"2dmse\", dims = [32, 16]}]".into(),
+            ],
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("objective[0] (2dmse)") && e.contains("increasing"), "{e}");
+        assert!(
+            e.contains("objective[0] (2dmse)") && e.contains("increasing"),
+            "{e}"
+        );
         let e = Recipe::load(
             Some(&p),
-            &["--objective".into(), "[{kind = \"ese\", weight = 0}]".into()],
+            &[
+                "--objective".into(),
+                "[{kind = \"ese\", weight = 0}]".into(),
+            ],
         )
         .unwrap_err()
         .to_string();

@@ -1,5 +1,5 @@
 use anyhow::{bail, Result};
-use nest_eval::advise::{advise, CostBy};
+use nest_eval::advise::{advise, full_point, CostBy};
 use nest_eval::Report;
 
 use crate::args::AdviseArgs;
@@ -11,12 +11,27 @@ pub fn run(a: AdviseArgs) -> Result<()> {
         other => bail!("--by: '{other}' is not latency or memory"),
     };
     let report = Report::read(&a.report)?;
-    let adv = advise(&report, &a.task, a.min_score, by)?;
+    let min_score = match (a.min_score, a.within) {
+        (Some(m), _) => m,
+        (None, Some(w)) => {
+            let f = full_point(&report, &a.task)?;
+            println!(
+                "full point: layer {}, dim {}, float32 -> {:.2}; floor {:.2} (within {w})",
+                f.layer,
+                f.dim,
+                f.quality,
+                f.quality - w
+            );
+            f.quality - w
+        }
+        (None, None) => bail!("give --min-score or --within"),
+    };
+    let adv = advise(&report, &a.task, min_score, by)?;
     let c = adv.chosen;
     println!(
         "cheapest point with {} >= {} on '{}' (by {}): layer {}, dim {}, {} -> {:.2}; {:.3} ms/text encode, {} bytes/vector",
         report.tasks.iter().find(|t| t.task == a.task || t.kind.name() == a.task).map(|t| t.main_metric.as_str()).unwrap_or("main metric"),
-        a.min_score,
+        (min_score * 100.0).round() / 100.0,
         a.task,
         a.by,
         c.layer,
