@@ -35,6 +35,8 @@ pub enum Command {
     Info(InfoArgs),
     /// Write a smaller model with only the first n layers (and optionally a default dim).
     Slim(SlimArgs),
+    /// Train an adaptor that compresses a frozen model's embeddings (SMEC and baselines).
+    Compress(CompressArgs),
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -70,6 +72,9 @@ pub struct EncodeArgs {
     /// Output: .npy, .safetensors or .jsonl.
     #[arg(long)]
     pub output: PathBuf,
+    /// Apply an adaptor made by `nest compress` (then `--dim` is one of its dims).
+    #[arg(long)]
+    pub adaptor: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -296,4 +301,85 @@ pub struct BenchEncodeArgs {
     /// Append the figures as a Markdown table to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompressArgs {
+    /// smec, mrl, mrl+smrl, mrl+ads, mrl+sxbm, matryoshka-adaptor, search-adaptor, pca, truncate.
+    #[arg(long, default_value = "smec")]
+    pub method: String,
+    /// Output dims, decreasing (halving for smec and mrl+smrl), e.g. `768,384,192,96`; with
+    /// `--resume`, the new smaller dims to add.
+    #[arg(long)]
+    pub dims: String,
+    /// Where the adaptor goes (adaptor.json + adaptor.safetensors).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue a saved smec / mrl+smrl adaptor with smaller stages (its inputs are reused).
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Corpus embeddings: .npy or .safetensors, `[N, D]`.
+    #[arg(long)]
+    pub embeddings: Option<PathBuf>,
+    /// Corpus ids, one per line (default: row numbers).
+    #[arg(long)]
+    pub corpus_ids: Option<PathBuf>,
+    /// Query embeddings: .npy or .safetensors.
+    #[arg(long)]
+    pub queries: Option<PathBuf>,
+    /// Query ids, one per line (default: row numbers).
+    #[arg(long)]
+    pub query_ids: Option<PathBuf>,
+    /// Training qrels (BEIR TSV: query-id, corpus-id, score).
+    #[arg(long)]
+    pub qrels: Option<PathBuf>,
+    /// Test qrels, scored once at the end (never used for a choice).
+    #[arg(long)]
+    pub test_qrels: Option<PathBuf>,
+    /// Or: a model whose embeddings of a BEIR folder are computed (once, cached).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The BEIR folder (corpus.jsonl, queries.jsonl, qrels/).
+    #[arg(long)]
+    pub beir: Option<PathBuf>,
+    /// The BEIR qrels split to train on; `test` is scored at the end when present.
+    #[arg(long, default_value = "train")]
+    pub split: String,
+    /// Where the model's embeddings are cached.
+    #[arg(long, default_value = ".nest-cache/embeddings")]
+    pub cache: PathBuf,
+    /// Share of the training queries held out for stopping and choices.
+    #[arg(long, default_value_t = 0.2)]
+    pub val_fraction: f64,
+    /// Weight of the unsupervised loss (eq. 9).
+    #[arg(long, default_value_t = 1.0)]
+    pub alpha: f64,
+    /// Similarity scale inside the rank loss.
+    #[arg(long, default_value_t = 20.0)]
+    pub scale: f64,
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Queries per batch.
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    /// Epochs (parallel methods), or the most epochs per stage (sequential).
+    #[arg(long, default_value_t = 20)]
+    pub epochs: usize,
+    /// Sequential stages stop after this many epochs without a better validation loss.
+    #[arg(long, default_value_t = 3)]
+    pub patience: usize,
+    /// Hard negatives per query (mined with the frozen embeddings).
+    #[arg(long, default_value_t = 10)]
+    pub hard_negatives: usize,
+    /// Neighbours per item for the unsupervised loss (in-batch or S-XBM).
+    #[arg(long, default_value_t = 10)]
+    pub neighbours: usize,
+    /// S-XBM memory size.
+    #[arg(long, default_value_t = 5000)]
+    pub memory_size: usize,
+    /// ADS Gumbel-softmax temperature.
+    #[arg(long, default_value_t = 1.0)]
+    pub tau: f64,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
 }

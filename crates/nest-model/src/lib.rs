@@ -9,6 +9,7 @@
 //! in a `tch::nn::VarStore` and a `forward`; the transformer block they share and the explicit
 //! loop over layers that stops after the requested number of layers live in [`layer`].
 
+pub mod adaptor;
 pub mod bert;
 pub mod config;
 pub mod encoder;
@@ -21,6 +22,7 @@ pub mod tiny;
 pub mod tokenize;
 mod weights;
 
+pub use adaptor::Adaptor;
 pub use config::{Architecture, ModelConfig, ModelFiles, NestMeta};
 pub use encoder::{ClsAttention, ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput};
 pub use error::{Error, Result};

@@ -1,6 +1,7 @@
 mod advise;
 mod bench;
 mod bench_train;
+mod compress;
 mod encode;
 mod eval;
 mod info;
@@ -26,6 +27,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Train(a) => train::run(a),
         Command::Info(a) => info::run(a),
         Command::Slim(a) => slim::run(a),
+        Command::Compress(a) => compress::run(a),
         Command::Bench(BenchCommand::Encode(a)) => bench::run_encode(a),
         Command::Bench(BenchCommand::Train(a)) => bench_train::run(a),
     }

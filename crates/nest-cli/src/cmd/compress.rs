@@ -1,0 +1,249 @@
+//! `nest compress`: train an adaptor on frozen embeddings (files, or a model + BEIR folder).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use nest_compress::data::{read_embeddings, read_qrels, EmbeddingCache, Embeddings, Qrels};
+use nest_compress::method::Options;
+use nest_compress::run::{compress, Inputs};
+use nest_compress::Method;
+use nest_core::data::Beir;
+use nest_model::{Adaptor, EncodeOptions};
+use serde_json::json;
+
+use crate::args::CompressArgs;
+use crate::progress;
+
+fn parse_dims(s: &str) -> Result<Vec<usize>> {
+    s.split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<usize>()
+                .with_context(|| format!("--dims: '{x}' is not a number"))
+        })
+        .collect()
+}
+
+/// A model's pooled embeddings of a BEIR folder's corpus and of the queries of both splits,
+/// from the cache when it holds them.
+fn beir_embeddings(model: &str, dir: &Path, cache: &Path) -> Result<(Embeddings, Embeddings)> {
+    let model_dir = nest_model::hub::resolve(model)?;
+    let enc = super::load_model_path(model, None)?;
+    let layer = enc.num_layers();
+    let key = EmbeddingCache::key(&model_dir, dir, layer, 0)?;
+    let c = EmbeddingCache {
+        dir: cache.to_path_buf(),
+    };
+    if let Some(hit) = c.get(&key) {
+        eprintln!(
+            "embeddings: cache hit {}",
+            cache.join(format!("{key}.safetensors")).display()
+        );
+        return Ok(hit);
+    }
+    let mut queries: Vec<(String, String)> = Vec::new();
+    let mut corpus = Vec::new();
+    for split in ["train", "dev", "test"] {
+        if !dir.join("qrels").join(format!("{split}.tsv")).exists() {
+            continue;
+        }
+        let b = Beir::read(dir, split)?;
+        for q in b.queries {
+            if !queries.iter().any(|x| x.0 == q.0) {
+                queries.push(q);
+            }
+        }
+        corpus = b.corpus;
+    }
+    let embed = |items: &[(String, String)], what: &str| -> Result<Embeddings> {
+        let texts: Vec<&str> = items.iter().map(|x| x.1.as_str()).collect();
+        let pb = progress::bar(texts.len(), what);
+        let x = enc.embed_layers(
+            &texts,
+            &[layer],
+            EncodeOptions { batch_size: 32 },
+            &mut |d| pb.set_position(d as u64),
+        )?;
+        pb.finish_and_clear();
+        Ok(Embeddings {
+            ids: items.iter().map(|x| x.0.clone()).collect(),
+            x: x[0].shallow_clone(),
+        })
+    };
+    let t = std::time::Instant::now();
+    let ce = embed(&corpus, "corpus")?;
+    let qe = embed(&queries, "queries")?;
+    eprintln!(
+        "embeddings: {} documents and {} queries in {:.1} s; cached as {key}",
+        ce.ids.len(),
+        qe.ids.len(),
+        t.elapsed().as_secs_f64()
+    );
+    c.put(&key, &ce, &qe)?;
+    Ok((ce, qe))
+}
+
+fn qrels_of(dir: &Path, split: &str, q: &Embeddings, c: &Embeddings) -> Result<Option<Qrels>> {
+    let p = dir.join("qrels").join(format!("{split}.tsv"));
+    if !p.exists() {
+        return Ok(None);
+    }
+    Ok(Some(read_qrels(&p, q, c)?))
+}
+
+/// Reads the inputs a source description names (the flags, or a resumed adaptor's record).
+fn inputs(src: &serde_json::Value, val_fraction: f64) -> Result<Inputs> {
+    let s = |k: &str| src.get(k).and_then(|v| v.as_str()).map(PathBuf::from);
+    let (corpus, queries, train, test) =
+        if let Some(model) = src.get("model").and_then(|v| v.as_str()) {
+            let dir = s("beir").context("--beir is needed with --model")?;
+            let split = src.get("split").and_then(|v| v.as_str()).unwrap_or("train");
+            let (c, q) = beir_embeddings(model, &dir, &s("cache").unwrap_or_default())?;
+            let train = qrels_of(&dir, split, &q, &c)?
+                .with_context(|| format!("{}: no qrels/{split}.tsv", dir.display()))?;
+            let test = if split == "test" {
+                None
+            } else {
+                qrels_of(&dir, "test", &q, &c)?
+            };
+            (c, q, train, test)
+        } else {
+            let e = s("embeddings")
+                .context("give --embeddings, --queries and --qrels, or --model and --beir")?;
+            let qp = s("queries").context("--queries is needed with --embeddings")?;
+            let c = read_embeddings(&e, s("corpus_ids").as_deref())?;
+            let q = read_embeddings(&qp, s("query_ids").as_deref())?;
+            let train = read_qrels(
+                &s("qrels").context("--qrels is needed with --embeddings")?,
+                &q,
+                &c,
+            )?;
+            let test = match s("test_qrels") {
+                Some(p) => Some(read_qrels(&p, &q, &c)?),
+                None => None,
+            };
+            (c, q, train, test)
+        };
+    Ok(Inputs {
+        corpus,
+        queries,
+        train,
+        test,
+        val_fraction,
+        source: src.clone(),
+    }
+    .normalized()?)
+}
+
+pub fn run(a: CompressArgs) -> Result<()> {
+    anyhow::ensure!(
+        a.val_fraction > 0.0 && a.val_fraction < 1.0,
+        "--val-fraction must be in (0, 1), got {}",
+        a.val_fraction
+    );
+    anyhow::ensure!(
+        a.batch_size >= 2 && a.epochs >= 1,
+        "--batch-size must be >= 2 and --epochs >= 1"
+    );
+    let opts = Options {
+        alpha: a.alpha,
+        scale: a.scale,
+        lr: a.lr,
+        batch_size: a.batch_size,
+        epochs: a.epochs,
+        patience: a.patience.max(1),
+        hard_negatives: a.hard_negatives,
+        neighbours: a.neighbours,
+        memory_size: a.memory_size,
+        tau: a.tau,
+        seed: a.seed,
+    };
+    let mut dims = parse_dims(&a.dims)?;
+    let (method, source, init, out) = match &a.resume {
+        Some(dir) => {
+            let prev = Adaptor::load(dir)?;
+            let method = Method::parse(&prev.meta.method)?;
+            if !method.sequential() {
+                bail!("{}: a {} adaptor cannot be continued; only smec and mrl+smrl train stage by stage", dir.display(), method.name());
+            }
+            let smallest = *prev.dims().first().context("adaptor without dims")?;
+            dims.insert(0, smallest);
+            let source = prev
+                .meta
+                .info
+                .get("source")
+                .cloned()
+                .context("the adaptor records no inputs to resume from")?;
+            (
+                method,
+                source,
+                Some(prev),
+                a.out.clone().unwrap_or_else(|| dir.clone()),
+            )
+        }
+        None => {
+            let method = Method::parse(&a.method)?;
+            let out = a
+                .out
+                .clone()
+                .context("--out is needed (where the adaptor goes)")?;
+            let p = |x: &Option<PathBuf>| x.as_ref().map(|p| p.display().to_string());
+            let source = match (&a.model, &a.embeddings) {
+                (Some(m), None) => {
+                    json!({"model": m, "beir": p(&a.beir), "split": a.split, "cache": a.cache.display().to_string()})
+                }
+                (None, Some(_)) => json!({
+                    "embeddings": p(&a.embeddings), "corpus_ids": p(&a.corpus_ids), "queries": p(&a.queries),
+                    "query_ids": p(&a.query_ids), "qrels": p(&a.qrels), "test_qrels": p(&a.test_qrels),
+                }),
+                _ => bail!("give either --embeddings/--queries/--qrels or --model/--beir"),
+            };
+            (method, source, None, out)
+        }
+    };
+    if let Some(prev) = &init {
+        anyhow::ensure!(prev.meta.input_dim >= dims[0], "adaptor input mismatch");
+    }
+    let inp = inputs(&source, a.val_fraction)?;
+    eprintln!(
+        "compress: {} over dims {dims:?}; {} documents, {} queries x {} dims; {} training queries ({}% held out for validation)",
+        method.name(),
+        inp.corpus.ids.len(),
+        inp.queries.ids.len(),
+        inp.corpus.dim(),
+        inp.train.len(),
+        (a.val_fraction * 100.0).round()
+    );
+    let adaptor = compress(&inp, method, &dims, &opts, init.as_ref(), &mut |e| {
+        eprintln!(
+            "  stage {} {:?} epoch {:>2}: train {:.4}  val {:.4}  {:.2} s (S-XBM {:.2} s)",
+            e.phase,
+            e.dims,
+            e.epoch + 1,
+            e.train_loss,
+            e.val_loss,
+            e.seconds,
+            e.memory_seconds
+        );
+    })?;
+    adaptor
+        .save(&out)
+        .with_context(|| format!("writing {}", out.display()))?;
+    let info = &adaptor.meta.info;
+    println!("| dim | val nDCG@10 | test nDCG@10 |\n|---:|---:|---:|");
+    for d in adaptor.dims().iter().rev() {
+        let g = |k: &str| {
+            info[k]
+                .get(d.to_string())
+                .and_then(|v| v.as_f64())
+                .map_or("-".into(), |v| format!("{v:.4}"))
+        };
+        println!(
+            "| {d} | {} | {} |",
+            g("val_ndcg_at_10"),
+            g("test_ndcg_at_10")
+        );
+    }
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! Adaptive Dimension Selection (SMEC section 3.3, eq. 6): learnable importance logits over the
+//! dims of a representation; in training, `z = softmax((logits + G) / tau)` with Gumbel noise
+//! `G ~ Gumbel(0, 1)` and the top-k dims of `z` kept; at inference, the top-k of the logits.
+//!
+//! The paper does not say how the top-k choice passes gradient to the logits. Nest uses the
+//! straight-through estimator: the kept coordinates are multiplied by `z_i / stop_grad(z_i)`
+//! (value 1, gradient that of `z_i`), so the forward value is exactly the selected dims and the
+//! logits learn which dims the loss prefers.
+
+use tch::{Kind, Tensor};
+
+/// One selection of `k` dims out of `allowed` (a nested chain restricts each level to the dims
+/// its parent kept).
+#[derive(Debug)]
+pub struct Ads {
+    /// `[base]` importance logits; a leaf with gradient.
+    pub logits: Tensor,
+    pub k: usize,
+    pub tau: f64,
+}
+
+impl Ads {
+    pub fn new(base: usize, k: usize, tau: f64) -> Self {
+        Ads {
+            logits: Tensor::zeros([base as i64], (Kind::Float, tch::Device::Cpu))
+                .set_requires_grad(true),
+            k,
+            tau,
+        }
+    }
+
+    fn masked(&self, allowed: Option<&Tensor>) -> Tensor {
+        match allowed {
+            None => self.logits.shallow_clone(),
+            Some(idx) => {
+                let mask = Tensor::full(
+                    [self.logits.size()[0]],
+                    f64::NEG_INFINITY,
+                    (Kind::Float, tch::Device::Cpu),
+                )
+                .index_fill(0, idx, 0.0);
+                &self.logits + mask
+            }
+        }
+    }
+
+    /// A training draw: the kept dims (increasing) and their straight-through weights `[k]`.
+    /// The noise comes from libtorch's global generator (the caller seeds it per step).
+    pub fn sample(&self, allowed: Option<&Tensor>) -> (Tensor, Tensor) {
+        let u = Tensor::rand([self.logits.size()[0]], (Kind::Float, tch::Device::Cpu))
+            .clamp(1e-10, 1.0 - 1e-7);
+        let g = -(-u.log()).log();
+        let z = ((self.masked(allowed) + g) / self.tau).softmax(0, Kind::Float);
+        let idx = z.topk(self.k as i64, 0, true, false).1.sort(0, false).0;
+        let zk = z.index_select(0, &idx);
+        (idx, &zk / zk.detach())
+    }
+
+    /// The inference choice: the `k` largest logits among `allowed`, increasing.
+    pub fn select(&self, allowed: Option<&Tensor>) -> Tensor {
+        tch::no_grad(|| {
+            self.masked(allowed)
+                .topk(self.k as i64, 0, true, false)
+                .1
+                .sort(0, false)
+                .0
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! `nest compress` as a library call: inputs in, a trained (or fitted) adaptor out, with its
+//! training history and its validation and test nDCG@10 at every dim recorded in `adaptor.json`.
+
+use nest_model::adaptor::{AdaptorMeta, HeadMeta};
+use nest_model::pooling::l2_normalize;
+use nest_model::Adaptor;
+use serde_json::json;
+use tch::{Kind, Tensor};
+
+use crate::data::{split, Embeddings, Qrels};
+use crate::method::{check_dims, Method, Options};
+use crate::train::{train, EpochLog};
+use crate::{eval, pca, Error, Result};
+
+/// What to compress and how to judge it.
+#[derive(Debug)]
+pub struct Inputs {
+    pub corpus: Embeddings,
+    pub queries: Embeddings,
+    /// Training qrels; a seeded `val_fraction` of their queries is held out for stopping and
+    /// choices.
+    pub train: Qrels,
+    /// Test qrels, scored once at the end (never used for a choice).
+    pub test: Option<Qrels>,
+    pub val_fraction: f64,
+    /// Where the inputs came from (recorded, and reused by a resume).
+    pub source: serde_json::Value,
+}
+
+impl Inputs {
+    /// L2-normalises both matrices (the adaptor normalises its input the same way) and checks
+    /// that their widths agree.
+    pub fn normalized(mut self) -> Result<Self> {
+        if self.corpus.dim() != self.queries.dim() {
+            return Err(Error::option(
+                "--queries",
+                format!(
+                    "queries have {} dims, the corpus {}",
+                    self.queries.dim(),
+                    self.corpus.dim()
+                ),
+            ));
+        }
+        self.corpus.x = l2_normalize(&self.corpus.x.to_kind(Kind::Float));
+        self.queries.x = l2_normalize(&self.queries.x.to_kind(Kind::Float));
+        Ok(self)
+    }
+}
+
+fn scores(a: &Adaptor, inp: &Inputs, q: &Qrels, dims: &[usize]) -> Result<serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    for &d in dims {
+        let s = eval::retrieval(Some(a), &inp.corpus, &inp.queries, q, d)?;
+        m.insert(d.to_string(), json!(s.ndcg_at_10));
+    }
+    Ok(serde_json::Value::Object(m))
+}
+
+/// Trains `method` over `dims` (or fits PCA / the identity) and returns the adaptor.
+/// `init` continues from a saved nested map (a resume), training only the new stages.
+pub fn compress(
+    inp: &Inputs,
+    method: Method,
+    dims: &[usize],
+    opts: &Options,
+    init: Option<&Adaptor>,
+    progress: &mut dyn FnMut(&EpochLog),
+) -> Result<Adaptor> {
+    let dim = inp.corpus.dim();
+    check_dims(dims, dim, method)?;
+    let (tr, va) = split(&inp.train, inp.val_fraction, opts.seed);
+    let t0 = std::time::Instant::now();
+    let (heads, history, selections, served): (
+        Vec<(Tensor, Tensor)>,
+        Vec<EpochLog>,
+        Vec<Vec<i64>>,
+        Vec<Vec<usize>>,
+    ) = match method {
+        Method::Pca => {
+            let (w, b) = pca::fit(&inp.corpus.x);
+            let w = w.narrow(0, 0, dims[0] as i64).copy();
+            let b = b.narrow(0, 0, dims[0] as i64).copy();
+            (vec![(w, b)], vec![], vec![], vec![dims.to_vec()])
+        }
+        Method::Truncate => {
+            let eye = Tensor::eye(dim as i64, (Kind::Float, tch::Device::Cpu));
+            let w = eye.narrow(0, 0, dims[0] as i64).copy();
+            (
+                vec![(
+                    w,
+                    Tensor::zeros([dims[0] as i64], (Kind::Float, tch::Device::Cpu)),
+                )],
+                vec![],
+                vec![],
+                vec![dims.to_vec()],
+            )
+        }
+        _ => {
+            let cfg = method.config(dims, opts);
+            let init_w = init.map(|a| (a.heads[0].0.shallow_clone(), a.heads[0].1.shallow_clone()));
+            let t = train(&cfg, &inp.corpus, &inp.queries, &tr, &va, init_w, progress)?;
+            let served = t.heads.iter().map(|h| h.2.clone()).collect();
+            (
+                t.heads.into_iter().map(|h| (h.0, h.1)).collect(),
+                t.history,
+                t.selections,
+                served,
+            )
+        }
+    };
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut all_dims: Vec<usize> = init.map(|a| a.dims()).unwrap_or_default();
+    all_dims.extend(served.iter().flatten());
+    all_dims.sort_unstable_by(|a, b| b.cmp(a));
+    all_dims.dedup();
+    let head_meta: Vec<HeadMeta> = if init.is_some() {
+        vec![HeadMeta {
+            dims: all_dims.clone(),
+        }]
+    } else {
+        served
+            .iter()
+            .map(|d| HeadMeta { dims: d.clone() })
+            .collect()
+    };
+    let mut a = Adaptor::new(
+        AdaptorMeta {
+            format: 1,
+            method: method.name().into(),
+            input_dim: dim,
+            normalize_input: true,
+            heads: head_meta,
+            info: json!({}),
+        },
+        heads,
+    )?;
+    let mut stages = init
+        .and_then(|a| a.meta.info.get("stages").cloned())
+        .unwrap_or(json!([]));
+    if let Some(s) = stages.as_array_mut() {
+        s.push(json!({"dims": dims, "epochs": history.len(), "seconds": seconds, "options": opts}));
+    }
+    a.meta.info = json!({
+        "source": inp.source,
+        "method": method.name(),
+        "dims": all_dims,
+        "val_fraction": inp.val_fraction,
+        "train_queries": tr.len(),
+        "val_queries": va.len(),
+        "stages": stages,
+        "history": history,
+        "ads_selections": selections,
+        "val_ndcg_at_10": scores(&a, inp, &va, &all_dims)?,
+        "test_ndcg_at_10": match &inp.test { Some(t) => scores(&a, inp, t, &all_dims)?, None => json!(null) },
+    });
+    Ok(a)
+}

@@ -1,0 +1,535 @@
+//! One training engine for every adaptor method (the presets are in [`crate::method`]).
+//!
+//! The adaptor is a linear map `W [D0, D], b [D0]` (initialised to the identity, so training
+//! starts from plain truncation) whose output prefixes are the compressed vectors. Training
+//! runs in **phases**, each a chain of nested dims `[d_a > d_b > ...]`:
+//!
+//! - parallel (MRL, Matryoshka-Adaptor): one phase with every dim, for `epochs` epochs, the epoch
+//!   with the best validation loss kept;
+//! - sequential (SMRL, SMEC section 3.2): a phase per halving `[d_{k-1}, d_k]`, trained until
+//!   its validation loss has not improved for `patience` epochs (at most `stage_epochs`), its
+//!   best state kept; then rows `[d_k, d_{k-1})` of `W` are frozen: later phases only update
+//!   rows `[0, d_k)` (the "sub" FC layer of the paper's Figure 2c), so a finished stage's
+//!   parameters stay bit for bit.
+//!
+//! Each level of a chain is the first `d` outputs (truncation) or an ADS choice among its
+//! parent level's dims ([`crate::ads`]); at the end the chosen dims are moved to the front, so
+//! the exported map is nested by prefix. The loss of a phase, summed over its levels, is the rank
+//! loss (eq. 8) plus `alpha` times similarity preservation (eq. 7) against neighbours from the
+//! batch or from S-XBM ([`crate::memory`]), and optionally Matryoshka-Adaptor's all-pairs term;
+//! eq. 9 with `alpha = 1` by default.
+
+use std::time::Instant;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use tch::{Kind, Tensor};
+
+use crate::ads::Ads;
+use crate::data::{Embeddings, Qrels};
+use crate::loss::{cos_matrix, cos_rows, pairwise_gap, rank_loss, similarity_gap};
+use crate::memory::Memory;
+use crate::{Error, Result};
+
+/// Where the unsupervised pairs come from.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub enum Neighbours {
+    None,
+    /// The top-k most similar items of the same batch (SMEC eq. 4).
+    Batch {
+        k: usize,
+    },
+    /// The top-k most similar of an S-XBM memory of `size` frozen vectors.
+    Memory {
+        size: usize,
+        k: usize,
+    },
+}
+
+/// How a training run is set up.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TrainConfig {
+    /// Decreasing dims; `dims[0] <= D` is the widest output.
+    pub dims: Vec<usize>,
+    pub sequential: bool,
+    /// ADS Gumbel temperature; `None` = truncation.
+    pub ads_tau: Option<f64>,
+    pub neighbours: Neighbours,
+    /// Matryoshka-Adaptor's all-pairs similarity term.
+    pub pairwise: bool,
+    /// One separate map per dim (Search-Adaptor) instead of one nested map.
+    pub per_dim_heads: bool,
+    pub alpha: f64,
+    pub scale: f64,
+    pub lr: f64,
+    pub batch_size: usize,
+    /// Parallel schedule: epochs. Sequential: the most epochs per stage.
+    pub epochs: usize,
+    pub patience: usize,
+    /// Hard negatives per query, mined once with the frozen embeddings.
+    pub hard_negatives: usize,
+    pub seed: u64,
+}
+
+/// One epoch of one phase, for the history and the diagnostics.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EpochLog {
+    pub phase: usize,
+    pub dims: Vec<usize>,
+    pub epoch: usize,
+    pub train_loss: f64,
+    pub val_loss: f64,
+    /// Mean |gradient| of `W`'s rows `[0, d_min)` and `[d_min, 2 d_min)` of the run's smallest
+    /// dim (SMEC Figure 7), and the variance of the gradient over those rows' entries, averaged
+    /// over steps (Figure 6a).
+    pub grad_low: f64,
+    pub grad_high: f64,
+    pub grad_var: f64,
+    pub seconds: f64,
+    /// Of which spent retrieving S-XBM neighbours.
+    pub memory_seconds: f64,
+    pub steps: usize,
+}
+
+/// Trainable state: the nested map (or one per dim) and the ADS logits of each level.
+#[derive(Debug)]
+pub struct Trained {
+    /// `(W [out, D], b [out], dims served)` per head.
+    pub heads: Vec<(Tensor, Tensor, Vec<usize>)>,
+    pub history: Vec<EpochLog>,
+    /// For each ADS level, the chosen dims (indices into the phase's base, before reordering).
+    pub selections: Vec<Vec<i64>>,
+}
+
+/// Queries of one split with their positive documents and mined hard negatives (row indices).
+struct Split {
+    q: Vec<i64>,
+    pos: Vec<Vec<(i64, f64)>>,
+    neg: Vec<Vec<i64>>,
+}
+
+fn prepare(qrels: &Qrels, queries: &Embeddings, corpus: &Embeddings, hard: usize) -> Split {
+    let (qi, ci) = (queries.index(), corpus.index());
+    let mut s = Split {
+        q: vec![],
+        pos: vec![],
+        neg: vec![],
+    };
+    for (qid, rel) in qrels {
+        s.q.push(qi[qid.as_str()]);
+        s.pos.push(
+            rel.iter()
+                .map(|(d, &r)| (ci[d.as_str()], r as f64))
+                .collect(),
+        );
+    }
+    let qx = queries.x.index_select(0, &Tensor::from_slice(&s.q));
+    let top = cos_matrix(&qx, &corpus.x)
+        .topk((hard + 8) as i64, 1, true, true)
+        .1;
+    for (i, pos) in s.pos.iter().enumerate() {
+        let row: Vec<i64> = Vec::try_from(top.get(i as i64)).unwrap_or_default();
+        s.neg.push(
+            row.into_iter()
+                .filter(|d| !pos.iter().any(|p| p.0 == *d))
+                .take(hard)
+                .collect(),
+        );
+    }
+    s
+}
+
+/// A batch: query rows, candidate doc rows and the relevance matrix `[B, C]`.
+fn batch(s: &Split, members: &[usize]) -> (Vec<i64>, Vec<i64>, Tensor) {
+    let mut cands: Vec<i64> = Vec::new();
+    for &m in members {
+        cands.extend(s.pos[m].iter().map(|p| p.0));
+        cands.extend(&s.neg[m]);
+    }
+    cands.sort_unstable();
+    cands.dedup();
+    let mut rel = vec![0f32; members.len() * cands.len()];
+    for (bi, &m) in members.iter().enumerate() {
+        for &(d, r) in &s.pos[m] {
+            let c = cands.binary_search(&d).expect("candidate");
+            rel[bi * cands.len() + c] = r as f32;
+        }
+    }
+    let q = members.iter().map(|&m| s.q[m]).collect();
+    let rel = Tensor::from_slice(&rel).view([members.len() as i64, cands.len() as i64]);
+    (q, cands, rel)
+}
+
+/// One step's view of the levels: for each level, its dim and (ADS) chosen columns + weights.
+type Levels = Vec<(usize, Option<(Tensor, Tensor)>)>;
+
+struct Phase<'a> {
+    cfg: &'a TrainConfig,
+    chain: Vec<usize>,
+    /// Trainable rows of this phase: per head `(W, b)`.
+    params: Vec<(Tensor, Tensor)>,
+    ads: Vec<Ads>,
+}
+
+impl Phase<'_> {
+    /// Levels for a training step (`train`: Gumbel draws) or for evaluation.
+    fn levels(&self, train: bool) -> Levels {
+        let mut out: Levels = vec![(self.chain[0], None)];
+        let mut allowed: Option<Tensor> = None;
+        for (t, a) in self.ads.iter().enumerate() {
+            let (idx, w) = if train {
+                a.sample(allowed.as_ref())
+            } else {
+                let i = a.select(allowed.as_ref());
+                let n = i.size()[0];
+                (i, Tensor::ones([n], (Kind::Float, tch::Device::Cpu)))
+            };
+            allowed = Some(idx.shallow_clone());
+            out.push((self.chain[t + 1], Some((idx, w))));
+        }
+        if self.ads.is_empty() {
+            out.extend(self.chain[1..].iter().map(|&d| (d, None)));
+        }
+        out
+    }
+
+    /// The level-`t` vectors of `x [N, D]` (any leading dims).
+    fn apply(&self, x: &Tensor, levels: &Levels, t: usize) -> Tensor {
+        let (d, sel) = &levels[t];
+        let head = if self.cfg.per_dim_heads { t } else { 0 };
+        let (w, b) = &self.params[head];
+        let y = x.matmul(&w.tr()) + b;
+        match sel {
+            Some((idx, wt)) => y.index_select(-1, idx) * wt,
+            None => y.narrow(-1, 0, *d as i64),
+        }
+    }
+
+    /// The phase's loss on one batch.
+    fn loss(
+        &self,
+        x: &Embeddings,
+        c: &Embeddings,
+        b: &(Vec<i64>, Vec<i64>, Tensor),
+        levels: &Levels,
+        mem: Option<(&Tensor, &Tensor)>,
+        inbatch: Option<&Tensor>,
+    ) -> Tensor {
+        let q = x.x.index_select(0, &Tensor::from_slice(&b.0));
+        let d = c.x.index_select(0, &Tensor::from_slice(&b.1));
+        let mut total = Tensor::zeros([], (Kind::Float, tch::Device::Cpu));
+        let items = Tensor::cat(&[&q, &d], 0);
+        for t in 0..levels.len() {
+            let mut l = rank_loss(
+                &self.apply(&q, levels, t),
+                &self.apply(&d, levels, t),
+                &b.2,
+                self.cfg.scale,
+            );
+            if self.cfg.alpha > 0.0 {
+                let ci = self.apply(&items, levels, t);
+                if let Some((vecs, idx_items)) = mem {
+                    // eq. 7 against the items' S-XBM neighbours
+                    let frozen = cos_rows(&idx_items.unsqueeze(1).expand_as(vecs), vecs);
+                    let cv = self.apply(vecs, levels, t);
+                    let comp = cos_rows(&ci.unsqueeze(1).expand_as(&cv), &cv);
+                    l = l + similarity_gap(&frozen, &comp) * self.cfg.alpha;
+                }
+                if let Some(nb) = inbatch {
+                    let s0 = cos_matrix(&items, &items).gather(1, nb, false);
+                    let s1 = cos_matrix(&ci, &ci).gather(1, nb, false);
+                    l = l + similarity_gap(&s0, &s1) * self.cfg.alpha;
+                }
+                if self.cfg.pairwise {
+                    l = l + pairwise_gap(&items, &ci) * self.cfg.alpha;
+                }
+            }
+            total = total + l;
+        }
+        total
+    }
+}
+
+fn in_batch_neighbours(items: &Tensor, k: usize) -> Tensor {
+    let n = items.size()[0];
+    let s = cos_matrix(items, items) - Tensor::eye(n, (Kind::Float, tch::Device::Cpu)) * 4.0;
+    s.topk(k.min(n as usize - 1) as i64, 1, true, true).1
+}
+
+fn adam(params: &[Tensor], m: &mut [Tensor], v: &mut [Tensor], lr: f64, step: i32) {
+    let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8);
+    tch::no_grad(|| {
+        for (i, p) in params.iter().enumerate() {
+            let g = p.grad();
+            if !g.defined() {
+                continue;
+            }
+            let _ = m[i].g_mul_(&Tensor::from(b1)).g_add_(&(&g * (1.0 - b1)));
+            let _ = v[i]
+                .g_mul_(&Tensor::from(b2))
+                .g_add_(&(&g * &g * (1.0 - b2)));
+            let mh = &m[i] / (1.0 - b1.powi(step));
+            let vh = &v[i] / (1.0 - b2.powi(step));
+            let mut p = p.shallow_clone();
+            let _ = p.g_sub_(&(mh / (vh.sqrt() + eps) * lr));
+        }
+    });
+}
+
+/// Trains an adaptor on `corpus` / `queries` embeddings (L2-normalised by the caller) with
+/// `train` qrels, choosing and stopping on `val` qrels.
+/// `init` continues a saved nested map `(W, b)` (a resume: only the rows of `cfg.dims` train).
+pub fn train(
+    cfg: &TrainConfig,
+    corpus: &Embeddings,
+    queries: &Embeddings,
+    train: &Qrels,
+    val: &Qrels,
+    init: Option<(Tensor, Tensor)>,
+    progress: &mut dyn FnMut(&EpochLog),
+) -> Result<Trained> {
+    let dim = corpus.dim();
+    let d0 = cfg.dims[0];
+    let tr = prepare(train, queries, corpus, cfg.hard_negatives);
+    let va = prepare(val, queries, corpus, cfg.hard_negatives);
+    let eye = Tensor::eye(dim as i64, (Kind::Float, tch::Device::Cpu));
+    let n_heads = if cfg.per_dim_heads { cfg.dims.len() } else { 1 };
+    let mut heads: Vec<(Tensor, Tensor)> = match init {
+        Some((w, b)) if !cfg.per_dim_heads => vec![(w.copy(), b.copy())],
+        _ => (0..n_heads)
+            .map(|h| {
+                let out = if cfg.per_dim_heads { cfg.dims[h] } else { d0 };
+                (
+                    eye.narrow(0, 0, out as i64).copy(),
+                    Tensor::zeros([out as i64], (Kind::Float, tch::Device::Cpu)),
+                )
+            })
+            .collect(),
+    };
+    let chains: Vec<Vec<usize>> = if cfg.sequential {
+        cfg.dims.windows(2).map(|w| w.to_vec()).collect()
+    } else {
+        vec![cfg.dims.clone()]
+    };
+    let d_min = *cfg.dims.last().expect("dims");
+    let mut history = Vec::new();
+    let mut selections = Vec::new();
+    let mut mem = match cfg.neighbours {
+        Neighbours::Memory { size, .. } => Some(Memory::new(size, dim)),
+        _ => None,
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.seed);
+    let mut step_no: u64 = 0;
+    for (pi, chain) in chains.iter().enumerate() {
+        let rows = chain[0] as i64;
+        let params: Vec<(Tensor, Tensor)> = heads
+            .iter()
+            .map(|(w, b)| {
+                let r = if cfg.per_dim_heads { w.size()[0] } else { rows };
+                (
+                    w.narrow(0, 0, r).copy().set_requires_grad(true),
+                    b.narrow(0, 0, r).copy().set_requires_grad(true),
+                )
+            })
+            .collect();
+        let ads: Vec<Ads> = match cfg.ads_tau {
+            Some(tau) if !cfg.per_dim_heads => chain[1..]
+                .iter()
+                .map(|&k| Ads::new(chain[0], k, tau))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let phase = Phase {
+            cfg,
+            chain: chain.clone(),
+            params,
+            ads,
+        };
+        let mut leaves: Vec<Tensor> = phase
+            .params
+            .iter()
+            .flat_map(|(w, b)| [w.shallow_clone(), b.shallow_clone()])
+            .collect();
+        leaves.extend(phase.ads.iter().map(|a| a.logits.shallow_clone()));
+        let mut m: Vec<Tensor> = leaves.iter().map(Tensor::zeros_like).collect();
+        let mut v: Vec<Tensor> = leaves.iter().map(Tensor::zeros_like).collect();
+        let mut best: Option<(f64, Vec<Tensor>)> = None;
+        let mut since_best = 0;
+        let mut adam_step = 0;
+        for epoch in 0..cfg.epochs {
+            let t0 = Instant::now();
+            let mut order: Vec<usize> = (0..tr.q.len()).collect();
+            order.shuffle(&mut rng);
+            let (mut sum, mut n, mut mem_s) = (0.0, 0usize, 0.0);
+            let (mut g_lo, mut g_hi, mut g_var) = (0.0, 0.0, 0.0);
+            for members in order.chunks(cfg.batch_size) {
+                tch::manual_seed((cfg.seed + step_no) as i64);
+                step_no += 1;
+                let b = batch(&tr, members);
+                let levels = phase.levels(true);
+                let items = Tensor::cat(
+                    &[
+                        queries.x.index_select(0, &Tensor::from_slice(&b.0)),
+                        corpus.x.index_select(0, &Tensor::from_slice(&b.1)),
+                    ],
+                    0,
+                );
+                let tm = Instant::now();
+                let nb = match (cfg.neighbours, mem.as_ref()) {
+                    (Neighbours::Memory { k, .. }, Some(mm)) => mm.neighbours(&items, k),
+                    _ => None,
+                };
+                mem_s += tm.elapsed().as_secs_f64();
+                let inb = match cfg.neighbours {
+                    Neighbours::Batch { k } => Some(in_batch_neighbours(&items, k)),
+                    _ => None,
+                };
+                let loss = phase.loss(
+                    queries,
+                    corpus,
+                    &b,
+                    &levels,
+                    nb.as_ref().map(|(v, _)| (v, &items)),
+                    inb.as_ref(),
+                );
+                let lv = f64::try_from(&loss).unwrap_or(f64::NAN);
+                if !lv.is_finite() {
+                    return Err(Error::NonFinite { stage: pi, epoch });
+                }
+                for l in leaves.iter_mut() {
+                    l.zero_grad();
+                }
+                loss.backward();
+                if let Some(mm) = mem.as_mut() {
+                    let tm = Instant::now();
+                    mm.push(&items);
+                    mem_s += tm.elapsed().as_secs_f64();
+                }
+                if !cfg.per_dim_heads {
+                    let g = phase.params[0].0.grad();
+                    let lo = g.narrow(0, 0, d_min.min(chain[0]) as i64);
+                    let hi_rows = (2 * d_min).min(chain[0]) as i64 - d_min as i64;
+                    g_lo += f64::try_from(lo.abs().mean(Kind::Double)).unwrap_or(0.0);
+                    if hi_rows > 0 {
+                        g_hi += f64::try_from(
+                            g.narrow(0, d_min as i64, hi_rows).abs().mean(Kind::Double),
+                        )
+                        .unwrap_or(0.0);
+                    }
+                    g_var += f64::try_from(
+                        g.narrow(0, 0, (2 * d_min).min(chain[0]) as i64)
+                            .var(true)
+                            .to_kind(Kind::Double),
+                    )
+                    .unwrap_or(0.0);
+                }
+                adam_step += 1;
+                adam(&leaves, &mut m, &mut v, cfg.lr, adam_step);
+                sum += lv;
+                n += 1;
+            }
+            let val_loss = validate(&phase, queries, corpus, &va);
+            let log = EpochLog {
+                phase: pi,
+                dims: chain.clone(),
+                epoch,
+                train_loss: sum / n.max(1) as f64,
+                val_loss,
+                grad_low: g_lo / n.max(1) as f64,
+                grad_high: g_hi / n.max(1) as f64,
+                grad_var: g_var / n.max(1) as f64,
+                seconds: t0.elapsed().as_secs_f64(),
+                memory_seconds: mem_s,
+                steps: n,
+            };
+            progress(&log);
+            history.push(log);
+            if best.as_ref().is_none_or(|b| val_loss < b.0) {
+                best = Some((val_loss, leaves.iter().map(|l| l.detach().copy()).collect()));
+                since_best = 0;
+            } else {
+                since_best += 1;
+                if cfg.sequential && since_best >= cfg.patience {
+                    break;
+                }
+            }
+        }
+        // restore the best epoch, write the phase's rows back, freeze them, reorder for ADS
+        let (_, state) = best.expect("at least one epoch");
+        tch::no_grad(|| {
+            for (l, s) in leaves.iter().zip(&state) {
+                l.detach().copy_(s);
+            }
+        });
+        let levels = phase.levels(false);
+        for (h, (w, b)) in heads.iter_mut().enumerate() {
+            let (pw, pb) = &phase.params[h];
+            let r = pw.size()[0];
+            w.narrow(0, 0, r).copy_(&pw.detach());
+            b.narrow(0, 0, r).copy_(&pb.detach());
+        }
+        if !phase.ads.is_empty() {
+            let mut order: Vec<i64> = Vec::new();
+            for (_, sel) in levels.iter().skip(1).rev() {
+                let idx: Vec<i64> =
+                    Vec::try_from(&sel.as_ref().expect("ads").0).unwrap_or_default();
+                selections.push(idx.clone());
+                for i in idx {
+                    if !order.contains(&i) {
+                        order.push(i);
+                    }
+                }
+            }
+            let rest: Vec<i64> = (0..rows).filter(|i| !order.contains(i)).collect();
+            order.extend(rest);
+            let perm = Tensor::from_slice(&order);
+            let (w, b) = &mut heads[0];
+            let nw = w.narrow(0, 0, rows).index_select(0, &perm);
+            let nb = b.narrow(0, 0, rows).index_select(0, &perm);
+            w.narrow(0, 0, rows).copy_(&nw);
+            b.narrow(0, 0, rows).copy_(&nb);
+        }
+    }
+    let heads = heads
+        .into_iter()
+        .enumerate()
+        .map(|(h, (w, b))| {
+            let dims = if cfg.per_dim_heads {
+                vec![cfg.dims[h]]
+            } else {
+                cfg.dims.clone()
+            };
+            (w, b, dims)
+        })
+        .collect();
+    Ok(Trained {
+        heads,
+        history,
+        selections,
+    })
+}
+
+/// The phase's rank loss on the validation queries (ADS at its inference choice, no noise).
+fn validate(phase: &Phase, queries: &Embeddings, corpus: &Embeddings, va: &Split) -> f64 {
+    tch::no_grad(|| {
+        let levels = phase.levels(false);
+        let idx: Vec<usize> = (0..va.q.len()).collect();
+        let (mut sum, mut n) = (0.0, 0.0);
+        for members in idx.chunks(phase.cfg.batch_size) {
+            let b = batch(va, members);
+            let q = queries.x.index_select(0, &Tensor::from_slice(&b.0));
+            let d = corpus.x.index_select(0, &Tensor::from_slice(&b.1));
+            for t in 0..levels.len() {
+                let l = rank_loss(
+                    &phase.apply(&q, &levels, t),
+                    &phase.apply(&d, &levels, t),
+                    &b.2,
+                    phase.cfg.scale,
+                );
+                sum += f64::try_from(l).unwrap_or(f64::NAN) * members.len() as f64;
+            }
+            n += members.len() as f64;
+        }
+        sum / n.max(1.0)
+    })
+}
