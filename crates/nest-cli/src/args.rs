@@ -114,6 +114,9 @@ pub struct GridArgs {
     /// Where report.json, report.md and the plots go.
     #[arg(long, default_value = "reports/latest")]
     pub out: PathBuf,
+    /// Apply an adaptor made by `nest compress` to every vector (dims default to its dims).
+    #[arg(long)]
+    pub adaptor: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -354,10 +357,11 @@ pub struct CompressArgs {
     /// Weight of the unsupervised loss (eq. 9).
     #[arg(long, default_value_t = 1.0)]
     pub alpha: f64,
-    /// Similarity scale inside the rank loss.
-    #[arg(long, default_value_t = 20.0)]
+    /// Similarity scale inside the rank loss (chosen on SciFact's validation split).
+    #[arg(long, default_value_t = 10.0)]
     pub scale: f64,
-    #[arg(long, default_value_t = 1e-3)]
+    /// Adam learning rate (chosen on SciFact's validation split).
+    #[arg(long, default_value_t = 3e-3)]
     pub lr: f64,
     /// Queries per batch.
     #[arg(long, default_value_t = 32)]

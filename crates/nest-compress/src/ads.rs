@@ -67,3 +67,23 @@ impl Ads {
         })
     }
 }
+
+/// WARE (SMEC eq. 10) of each dim of `a`, `b` (`[M, d]`, pairs row by row): the mean over pairs
+/// of `|cos_without_i - cos| / |cos|`, where `cos_without_i` leaves dim `i` out. `[d]`.
+pub fn ware(a: &Tensor, b: &Tensor) -> Tensor {
+    let (a, b) = (a.to_kind(Kind::Double), b.to_kind(Kind::Double));
+    let dot = (&a * &b).sum_dim_intlist([1i64].as_slice(), true, Kind::Double);
+    let na = (&a * &a).sum_dim_intlist([1i64].as_slice(), true, Kind::Double);
+    let nb = (&b * &b).sum_dim_intlist([1i64].as_slice(), true, Kind::Double);
+    let y = &dot / (&na * &nb).sqrt();
+    let y_hat = (&dot - &a * &b) / ((&na - &a * &a) * (&nb - &b * &b)).clamp_min(1e-30).sqrt();
+    ((y_hat - &y).abs() / y.abs().clamp_min(1e-12)).mean_dim([0i64].as_slice(), false, Kind::Double)
+}
+
+/// The share of `chosen` dims that are among the `chosen.len()` dims of largest WARE (SMEC
+/// Table 2's achievement rate).
+pub fn achievement_rate(ware: &Tensor, chosen: &[i64]) -> f64 {
+    let k = chosen.len() as i64;
+    let top: Vec<i64> = Vec::try_from(ware.topk(k, 0, true, false).1).unwrap_or_default();
+    chosen.iter().filter(|c| top.contains(c)).count() as f64 / k.max(1) as f64
+}

@@ -23,6 +23,7 @@ pub mod loss;
 pub mod memory;
 pub mod method;
 pub mod pca;
+mod phase;
 pub mod run;
 pub mod train;
 

@@ -45,9 +45,15 @@ impl Memory {
         let n = x.size()[0] as usize;
         // only the last `capacity` rows can survive
         let skip = n.saturating_sub(self.capacity);
-        for r in skip..n {
-            self.buf.get(self.head as i64).copy_(&x.get(r as i64));
-            self.head = (self.head + 1) % self.capacity;
+        let mut src = skip;
+        while src < n {
+            // at most two contiguous copies: up to the end of the ring, then from its start
+            let run = (n - src).min(self.capacity - self.head);
+            self.buf
+                .narrow(0, self.head as i64, run as i64)
+                .copy_(&x.narrow(0, src as i64, run as i64));
+            self.head = (self.head + run) % self.capacity;
+            src += run;
         }
         self.len = (self.len + n - skip).min(self.capacity);
     }

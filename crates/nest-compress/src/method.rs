@@ -63,8 +63,8 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             alpha: 1.0,
-            scale: 20.0,
-            lr: 1e-3,
+            scale: 10.0,
+            lr: 3e-3,
             batch_size: 32,
             epochs: 20,
             patience: 3,

@@ -70,6 +70,7 @@ pub fn compress(
     check_dims(dims, dim, method)?;
     let (tr, va) = split(&inp.train, inp.val_fraction, opts.seed);
     let t0 = std::time::Instant::now();
+    let mut ware = Vec::new();
     let (heads, history, selections, served): (
         Vec<(Tensor, Tensor)>,
         Vec<EpochLog>,
@@ -100,6 +101,7 @@ pub fn compress(
             let init_w = init.map(|a| (a.heads[0].0.shallow_clone(), a.heads[0].1.shallow_clone()));
             let t = train(&cfg, &inp.corpus, &inp.queries, &tr, &va, init_w, progress)?;
             let served = t.heads.iter().map(|h| h.2.clone()).collect();
+            ware = t.ware;
             (
                 t.heads.into_iter().map(|h| (h.0, h.1)).collect(),
                 t.history,
@@ -150,6 +152,7 @@ pub fn compress(
         "stages": stages,
         "history": history,
         "ads_selections": selections,
+        "ware_achievement": ware.iter().map(|(k, a, t)| json!({"k": k, "ads": a, "truncation": t})).collect::<Vec<_>>(),
         "val_ndcg_at_10": scores(&a, inp, &va, &all_dims)?,
         "test_ndcg_at_10": match &inp.test { Some(t) => scores(&a, inp, t, &all_dims)?, None => json!(null) },
     });

@@ -28,6 +28,20 @@ pub struct GridSpec {
     /// document (sentence-transformers' `rescore_multiplier`); 0 turns rescoring off.
     pub rescore: usize,
     pub logreg: LogRegConfig,
+    /// An adaptor applied to every pooled vector (`nest eval --adaptor`); `dims` must be dims
+    /// it serves.
+    pub adaptor: Option<std::sync::Arc<nest_model::Adaptor>>,
+}
+
+/// The L2-normalised `dim`-vectors of the given rows: the prefix, or the adaptor's output.
+fn rows_at(pooled: &Tensor, rows: &Tensor, dim: usize, g: &GridSpec) -> Tensor {
+    let x = pooled.index_select(0, rows);
+    match &g.adaptor {
+        Some(a) => a
+            .apply(&x, dim)
+            .expect("dims checked against the adaptor before the run"),
+        None => truncate_normalize(&x, dim),
+    }
 }
 
 /// Progress events.
@@ -136,12 +150,19 @@ fn rows_of(task: &Task, index: &mut TextIndex) -> Rows {
 }
 
 /// Normalised `dim`-prefix of the given rows, quantised with ranges from `calib_rows`.
-fn space(pooled: &Tensor, rows: &Tensor, calib_rows: &Tensor, dim: usize, p: Precision) -> Tensor {
-    let e = truncate_normalize(&pooled.index_select(0, rows), dim);
+fn space(
+    pooled: &Tensor,
+    rows: &Tensor,
+    calib_rows: &Tensor,
+    dim: usize,
+    p: Precision,
+    g: &GridSpec,
+) -> Tensor {
+    let e = rows_at(pooled, rows, dim, g);
     if p == Precision::Float32 {
         return e;
     }
-    let c = truncate_normalize(&pooled.index_select(0, calib_rows), dim);
+    let c = rows_at(pooled, calib_rows, dim, g);
     quantize(&e, p, &Calibration::from(&c))
 }
 
@@ -162,8 +183,8 @@ fn cell_metrics(
         Rows::Scored { a, b, gold } => {
             let all = Tensor::cat(&[a, b], 0);
             let cos = row_cos(
-                &space(pooled, a, &all, dim, p),
-                &space(pooled, b, &all, dim, p),
+                &space(pooled, a, &all, dim, p, g),
+                &space(pooled, b, &all, dim, p, g),
             );
             m.insert("spearman".into(), 100.0 * spearman(&cos, gold));
             m.insert(
@@ -174,8 +195,8 @@ fn cell_metrics(
         Rows::Labelled { a, b, labels } => {
             let all = Tensor::cat(&[a, b], 0);
             let cos = row_cos(
-                &space(pooled, a, &all, dim, p),
-                &space(pooled, b, &all, dim, p),
+                &space(pooled, a, &all, dim, p, g),
+                &space(pooled, b, &all, dim, p, g),
             );
             let s = pair_scores(&cos, labels);
             m.insert("accuracy".into(), 100.0 * s.accuracy);
@@ -191,8 +212,8 @@ fn cell_metrics(
             yte,
             classes,
         } => {
-            let xtr = space(pooled, train, train, dim, p);
-            let xte = space(pooled, test, train, dim, p);
+            let xtr = space(pooled, train, train, dim, p, g);
+            let xte = space(pooled, test, train, dim, p, g);
             let model = LogReg::fit(&xtr, ytr, *classes, g.logreg);
             let (acc, f1) = accuracy_macro_f1(yte, &model.predict(&xte), *classes);
             m.insert("accuracy".into(), 100.0 * acc);
@@ -205,11 +226,11 @@ fn cell_metrics(
             queries,
             qrels,
         } => {
-            let d = normalize_rows(&space(pooled, docs, docs, dim, p));
-            let q = normalize_rows(&space(pooled, queries, docs, dim, p));
+            let d = normalize_rows(&space(pooled, docs, docs, dim, p, g));
+            let q = normalize_rows(&space(pooled, queries, docs, dim, p, g));
             let scores = q.matmul(&d.transpose(0, 1)).to_kind(Kind::Double); // [nq, nd]
             let rescore = (p == Precision::Binary && g.rescore > 0).then(|| {
-                let qf = truncate_normalize(&pooled.index_select(0, queries), dim);
+                let qf = rows_at(pooled, queries, dim, g);
                 qf.matmul(&d.transpose(0, 1)).to_kind(Kind::Double) // float query x ±1 doc
             });
             let depth = 1000.min(doc_ids.len());

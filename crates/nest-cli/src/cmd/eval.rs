@@ -57,22 +57,42 @@ fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
             eprintln!("warning: {}: {w}", t.name);
         }
     }
+    let adaptor = match &g.adaptor {
+        Some(p) => Some(std::sync::Arc::new(nest_model::Adaptor::load(p)?)),
+        None => None,
+    };
     let model = super::load_model(m)?;
     let layers = match &g.layers {
         Some(s) => parse_layers(s)?,
         None => (1..=model.num_layers()).collect(),
     };
-    let dims = match &g.dims {
-        Some(s) => parse_dims(s)?,
-        None => default_dims(model.hidden_size()),
+    let dims = match (&g.dims, &adaptor) {
+        (Some(s), _) => parse_dims(s)?,
+        (None, Some(a)) => a.dims(),
+        (None, None) => default_dims(model.hidden_size()),
     };
-    model.check(&layers, &dims)?;
+    match &adaptor {
+        Some(a) => {
+            model.check(&layers, &[])?;
+            anyhow::ensure!(
+                a.meta.input_dim == model.hidden_size(),
+                "the adaptor takes {} dims, the model gives {}",
+                a.meta.input_dim,
+                model.hidden_size()
+            );
+            for &d in &dims {
+                a.head_for(d)?;
+            }
+        }
+        None => model.check(&layers, &dims)?,
+    }
     let spec = GridSpec {
         layers: layers.clone(),
         dims: dims.clone(),
         precisions: precisions.clone(),
         rescore: g.rescore,
         logreg: Default::default(),
+        adaptor,
     };
     let opts = EncodeOptions {
         batch_size: m.batch_size,

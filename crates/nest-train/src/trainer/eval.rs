@@ -21,6 +21,7 @@ pub(crate) fn evaluate(
         precisions: vec![Precision::Float32],
         rescore: 0,
         logreg: Default::default(),
+        adaptor: None,
     };
     let res = nest_eval::suite::run(
         enc,
