@@ -624,3 +624,191 @@ fn train_resumes_exactly_after_kill_9() {
         std::fs::read(cut.join("final/model.safetensors")).unwrap()
     );
 }
+
+fn read_npy(path: &str) -> tch::Tensor {
+    let a: ndarray::Array2<f32> = ndarray_npy::read_npy(path).unwrap();
+    let (r, c) = a.dim();
+    tch::Tensor::from_slice(a.as_standard_layout().as_slice().unwrap()).view([r as i64, c as i64])
+}
+
+#[test]
+fn compress_trains_resumes_and_encode_applies_the_adaptor() {
+    let (d, m) = setup();
+    let dir = d.path();
+    // a small retrieval set embedded by the tiny model (32 dims): docs and queries that share words
+    let words = [
+        "cat", "dog", "music", "guitar", "mat", "house", "river", "tree", "car", "road", "sun",
+        "rain",
+    ];
+    let docs: Vec<String> = (0..24)
+        .map(|i| {
+            format!(
+                "{} {} {}",
+                words[i % 12],
+                words[(i * 5 + 1) % 12],
+                words[(i * 7 + 3) % 12]
+            )
+        })
+        .collect();
+    let queries: Vec<String> = (0..24)
+        .map(|i| format!("{} {}", words[i % 12], words[(i * 5 + 1) % 12]))
+        .collect();
+    std::fs::write(dir.join("docs.txt"), docs.join("\n")).unwrap();
+    std::fs::write(dir.join("queries.txt"), queries.join("\n")).unwrap();
+    let mut qrels = String::from("query-id\tcorpus-id\tscore\n");
+    let mut test = qrels.clone();
+    for i in 0..24 {
+        let line = format!("{i}\t{i}\t1\n");
+        if i < 18 {
+            qrels.push_str(&line)
+        } else {
+            test.push_str(&line)
+        }
+    }
+    std::fs::write(dir.join("qrels.tsv"), &qrels).unwrap();
+    std::fs::write(dir.join("test.tsv"), &test).unwrap();
+    for (i, o) in [("docs.txt", "c.npy"), ("queries.txt", "q.npy")] {
+        ok(&[
+            "encode",
+            "--model",
+            &m,
+            "--input",
+            &p(dir, i),
+            "--output",
+            &p(dir, o),
+        ]);
+    }
+    let out = p(dir, "adaptor");
+    let flags = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "compress",
+            "--embeddings",
+            &p(dir, "c.npy"),
+            "--queries",
+            &p(dir, "q.npy"),
+            "--qrels",
+            &p(dir, "qrels.tsv"),
+            "--test-qrels",
+            &p(dir, "test.tsv"),
+            "--batch-size",
+            "6",
+            "--epochs",
+            "3",
+            "--memory-size",
+            "40",
+            "--hard-negatives",
+            "3",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let run = |extra: &[&str]| ok(&flags(extra).iter().map(String::as_str).collect::<Vec<_>>());
+    let table = run(&["--method", "smec", "--dims", "32,16,8", "--out", &out]);
+    assert!(
+        table.contains("| 8 |") && table.contains("| 32 |"),
+        "{table}"
+    );
+    let a = nest_model::Adaptor::load(Path::new(&out)).unwrap();
+    assert_eq!(a.dims(), vec![8, 16, 32]);
+    let frozen = a.heads[0].0.narrow(0, 8, 24).copy();
+    // resume with a smaller stage: no data flags needed, earlier stages untouched
+    ok(&["compress", "--resume", &out, "--dims", "4"]);
+    let b = nest_model::Adaptor::load(Path::new(&out)).unwrap();
+    assert_eq!(b.dims(), vec![4, 8, 16, 32]);
+    assert!(b.heads[0].0.narrow(0, 8, 24).equal(&frozen));
+    // encode --adaptor equals the adaptor applied to the model's full output
+    let full = p(dir, "full.npy");
+    ok(&[
+        "encode",
+        "--model",
+        &m,
+        "--input",
+        &p(dir, "queries.txt"),
+        "--output",
+        &full,
+    ]);
+    let small = p(dir, "small.npy");
+    ok(&[
+        "encode",
+        "--model",
+        &m,
+        "--adaptor",
+        &out,
+        "--dim",
+        "8",
+        "--input",
+        &p(dir, "queries.txt"),
+        "--output",
+        &small,
+    ]);
+    let want = b.apply(&read_npy(&full), 8).unwrap();
+    let got = read_npy(&small);
+    assert_eq!(got.size(), vec![24, 8]);
+    assert!(f64::try_from((got - want).abs().max()).unwrap() < 1e-5);
+    // bad input: named
+    let e = fails(
+        &flags(&[
+            "--method",
+            "smec",
+            "--dims",
+            "32,20,10",
+            "--out",
+            &p(dir, "x"),
+        ])
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
+    );
+    assert!(e.contains("32 -> 20 is not a halving"), "{e}");
+    let e = fails(
+        &flags(&["--method", "pca", "--dims", "64,32", "--out", &p(dir, "x")])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        e.contains("dim 64 is larger than the embeddings' 32"),
+        "{e}"
+    );
+    let e = fails(&[
+        "encode",
+        "--model",
+        &m,
+        "--adaptor",
+        &out,
+        "--dim",
+        "5",
+        "--input",
+        &p(dir, "queries.txt"),
+        "--output",
+        &small,
+    ]);
+    assert!(e.contains("serves dims [4, 8, 16, 32], not 5"), "{e}");
+    std::fs::write(
+        dir.join("bad.tsv"),
+        "query-id\tcorpus-id\tscore\n0\t99\t1\n",
+    )
+    .unwrap();
+    let e = fails(&[
+        "compress",
+        "--method",
+        "mrl",
+        "--dims",
+        "32,16",
+        "--out",
+        &p(dir, "x"),
+        "--embeddings",
+        &p(dir, "c.npy"),
+        "--queries",
+        &p(dir, "q.npy"),
+        "--qrels",
+        &p(dir, "bad.tsv"),
+    ]);
+    assert!(
+        e.contains("bad.tsv") && e.contains("line 2") && e.contains("corpus id '99'"),
+        "{e}"
+    );
+}

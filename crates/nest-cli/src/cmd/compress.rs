@@ -205,6 +205,7 @@ pub fn run(a: CompressArgs) -> Result<()> {
         anyhow::ensure!(prev.meta.input_dim >= dims[0], "adaptor input mismatch");
     }
     let inp = inputs(&source, a.val_fraction)?;
+    nest_compress::method::check_dims(&dims, inp.corpus.dim(), method)?;
     eprintln!(
         "compress: {} over dims {dims:?}; {} documents, {} queries x {} dims; {} training queries ({}% held out for validation)",
         method.name(),
