@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The 2D side-by-side of docs/TRAINING.md: MRL, 2DMSE and ESE (Nest) and sentence-transformers'
-# Matryoshka2dLoss, same data, hyper-parameters and seed (4 epochs, batch 32, lr 5e-5), on STS-B
-# train (CoSENT) and SNLI triplets (MNRL + hard negatives); then the STS grid of each result.
-# Resumable: a finished run (runs/NAME/final) or report is skipped.
+# Matryoshka2dLoss, same data, hyper-parameters and seed (batch 32, lr 5e-5, EPOCHS epochs,
+# default 4), on STS-B train (CoSENT) and SNLI triplets (MNRL + hard negatives); then the STS
+# grid of each result. Resumable: a finished run (runs/NAME/final) or report is skipped.
 #
 #   scripts/evidence_2d.sh [stsb|snli ...]      PYTHON=/path/to/venv/bin/python for the ST runs
+#   EPOCHS=1 scripts/evidence_2d.sh snli        a smaller budget, the same for every method
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${NEST:-target/release/nest}
 PY=${PYTHON:-python3}
+E=${EPOCHS:-4}
+sfx=$([ "$E" = 4 ] && echo "" || echo "-${E}ep")
 sets=${*:-stsb snli}
 mkdir -p runs reports
 train() { # name recipe [flags...]
@@ -17,7 +20,7 @@ train() { # name recipe [flags...]
     local resume=(--overwrite)
     [ -d "runs/$name/checkpoints" ] && resume=(--resume "runs/$name")
     /usr/bin/time -f "$name: %e s wall, %M KiB peak" \
-      $N train --recipe "$recipe" --run-dir "runs/$name" --eval-every 0 --save-every 100 "${resume[@]}" "$@"
+      $N train --recipe "$recipe" --run-dir "runs/$name" --eval-every 0 --save-every 100 --epochs "$E" "${resume[@]}" "$@"
   fi
 }
 grid() { # name
@@ -25,12 +28,12 @@ grid() { # name
 }
 [ -f reports/untrained-sts/report.json ] || $N eval --tasks sts --model models/all-MiniLM-L6-v2 --out reports/untrained-sts
 for s in $sets; do
-  train "mrl-$s-4ep" "recipes/mrl-$s.toml" --epochs 4 --lr 5e-5
-  train "2dmse-$s" "recipes/2dmse-$s.toml"
-  train "ese-$s" "recipes/ese-$s.toml"
-  if [ ! -f "runs/st-2d-$s/final/config.json" ]; then
-    /usr/bin/time -f "st-2d-$s: %e s wall, %M KiB peak" \
-      "$PY" scripts/st_matryoshka.py "$s" --loss 2d --epochs 4 --lr 5e-5 --name "st-2d-$s"
+  train "mrl-$s-${E}ep" "recipes/mrl-$s.toml" --lr 5e-5
+  train "2dmse-$s$sfx" "recipes/2dmse-$s.toml"
+  train "ese-$s$sfx" "recipes/ese-$s.toml"
+  if [ ! -f "runs/st-2d-$s$sfx/final/config.json" ]; then
+    /usr/bin/time -f "st-2d-$s$sfx: %e s wall, %M KiB peak" \
+      "$PY" scripts/st_matryoshka.py "$s" --loss 2d --epochs "$E" --lr 5e-5 --name "st-2d-$s$sfx"
   fi
-  for r in "mrl-$s-4ep" "2dmse-$s" "ese-$s" "st-2d-$s"; do grid "$r"; done
+  for r in "mrl-$s-${E}ep" "2dmse-$s$sfx" "ese-$s$sfx" "st-2d-$s$sfx"; do grid "$r"; done
 done

@@ -304,6 +304,9 @@ pub struct BenchEncodeArgs {
     /// Append the figures as a Markdown table to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// Also time encoding through this adaptor (at its smallest dim) and print the overhead.
+    #[arg(long)]
+    pub adaptor: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

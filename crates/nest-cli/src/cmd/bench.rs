@@ -34,8 +34,34 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
         tch::get_num_threads(),
         a.repeats
     );
+    let adaptor = match &a.adaptor {
+        Some(p) => Some(nest_model::Adaptor::load(p)?),
+        None => None,
+    };
     let mut nest: BTreeMap<usize, f64> = BTreeMap::new();
     for &layer in &layers {
+        if let Some(ad) = &adaptor {
+            // plain vs adapted, interleaved, best of each
+            let d = ad.dims()[0];
+            let spec = ElasticSpec {
+                layer,
+                dim: model.hidden_size(),
+            };
+            let (mut plain, mut adapted) = (f64::INFINITY, f64::INFINITY);
+            for _ in 0..=a.repeats {
+                let t = Instant::now();
+                model.embed(&texts, spec, opts, &mut |_| {})?;
+                plain = plain.min(t.elapsed().as_secs_f64());
+                let t = Instant::now();
+                let x = model.embed_layers(&texts, &[layer], opts, &mut |_| {})?;
+                let _compressed = ad.apply(&x[0], d)?;
+                adapted = adapted.min(t.elapsed().as_secs_f64());
+            }
+            eprintln!(
+                "  layer {layer}: plain {plain:.3} s, through the adaptor (dim {d}) {adapted:.3} s: {:+.1}%",
+                100.0 * (adapted / plain - 1.0)
+            );
+        }
         let spec = ElasticSpec {
             layer,
             dim: model.hidden_size(),
