@@ -343,6 +343,7 @@ fn bad_input_is_named() {
 
 #[test]
 fn the_embedding_cache_detects_damage() {
+    let _g = serial(); // draws from libtorch's global RNG
     let d = tempfile::tempdir().unwrap();
     let c = EmbeddingCache {
         dir: d.path().to_path_buf(),
