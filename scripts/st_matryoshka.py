@@ -4,6 +4,7 @@
     python scripts/st_matryoshka.py snli   # MNRL + hard negatives on SNLI triplets -> runs/st-mrl-snli/final
     python scripts/st_matryoshka.py stsb --epochs 4 --lr 5e-5 --name st-mrl-stsb-4ep
     python scripts/st_matryoshka.py stsb --loss 2d --epochs 4 --lr 5e-5 --name st-2d-stsb   # Matryoshka2dLoss
+    python scripts/st_matryoshka.py snli --loss 2d --epochs 1 --lr 5e-5 --skip-embedding-layer 1 --name x   # prior layers from 1..N-1
 
 Same settings as recipes/mrl-stsb.toml and recipes/mrl-snli.toml: all-MiniLM-L6-v2, dims
 16..384 (weights 1), 1 epoch, batch 32, lr 2e-5, weight decay 0.01 (not on bias/LayerNorm),
@@ -50,6 +51,13 @@ def main():
         sampler = BatchSamplers.NO_DUPLICATES
     else:
         raise SystemExit("usage: st_matryoshka.py stsb|snli")
+    if opts.get("--skip-embedding-layer") == "1":
+        # experiment: make AdaptiveLayerLoss sample prior layers from 1..N-1 only (as Nest does),
+        # not from range(N-1) over all_layer_embeddings, whose entry 0 is the embedding output
+        import random as _random
+        import types
+        from sentence_transformers.sentence_transformer.losses import adaptive_layer
+        adaptive_layer.random = types.SimpleNamespace(sample=lambda pop, k: _random.sample([i for i in pop if i > 0], k))
     if opts.get("--loss", "mrl") == "2d":
         # 2DMSE as sentence-transformers has it, with every dim each step (n_dims_per_step=-1,
         # as Nest's 2DMSE recipes): one sampled shallow layer, KL at T=0.3 on the full output
