@@ -119,6 +119,8 @@ impl Phase<'_> {
     }
 
     /// The phase's loss on one batch.
+    // `a = a + b`, not `a += b`: an in-place add would modify tensors autograd still reads
+    #[allow(clippy::assign_op_pattern)]
     pub(crate) fn loss(
         &self,
         x: &Embeddings,

@@ -58,6 +58,7 @@ fn scores(a: &Adaptor, inp: &Inputs, q: &Qrels, dims: &[usize]) -> Result<serde_
 
 /// Trains `method` over `dims` (or fits PCA / the identity) and returns the adaptor.
 /// `init` continues from a saved nested map (a resume), training only the new stages.
+#[allow(clippy::type_complexity)] // one destructuring of the per-method results
 pub fn compress(
     inp: &Inputs,
     method: Method,
