@@ -1,0 +1,145 @@
+//! Unit tests of recipe loading, overrides and validation.
+use super::*;
+
+fn write(s: &str) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("r.toml");
+    std::fs::write(&p, s).unwrap();
+    (d, p)
+}
+
+const BASE: &str = "model = \"m\"\nloss = \"cosent\"\nmatryoshka_dims = [16, 32]\n[[data]]\npath = \"a.tsv\"\nformat = \"scored\"\n";
+
+#[test]
+fn loads_with_flag_overrides() {
+    let (_d, p) = write(BASE);
+    let r = Recipe::load(
+        Some(&p),
+        &[
+            "--lr".into(),
+            "3e-5".into(),
+            "--batch-size=16".into(),
+            "--matryoshka-dims".into(),
+            "[8, 16, 32]".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(r.lr, 3e-5);
+    assert_eq!(r.batch_size, 16);
+    assert_eq!(r.matryoshka_dims, vec![8, 16, 32]);
+    assert_eq!(r.scale, 20.0);
+    let r = Recipe::load(
+        None,
+        &[
+            "--model".into(),
+            "m".into(),
+            "--loss".into(),
+            "mnrl".into(),
+            "--data".into(),
+            "x.tsv:triplets:2".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(r.data[0].format, DataFormat::Triplets);
+    assert_eq!(r.data[0].weight, 2.0);
+}
+
+#[test]
+fn unknown_keys_are_named_with_the_valid_ones() {
+    let (_d, p) = write(&format!("learning_rate = 1\n{BASE}"));
+    let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+    assert!(e.contains("learning_rate") && e.contains("lr"), "{e}");
+    let (_d, p) = write(BASE);
+    let e = Recipe::load(Some(&p), &["--bogus".into(), "1".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bogus") && e.contains("batch_size"), "{e}");
+}
+
+#[test]
+fn bad_values_are_refused() {
+    let (_d, p) = write(BASE);
+    let e = Recipe::load(Some(&p), &["--matryoshka-dims".into(), "[32, 16]".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("increasing"), "{e}");
+    let e = Recipe::load(Some(&p), &["--loss".into(), "mnrl".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot use"), "{e}");
+    let e = Recipe::load(Some(&p), &["--lr".into(), "-1".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lr must be > 0"), "{e}");
+}
+
+#[test]
+fn objective_components_are_parsed_and_checked() {
+    let (_d, p) = write(&format!(
+        "{BASE}[[objective]]\nkind = \"mrl\"\n[[objective]]\nkind = \"2dmse\"\nkl_temperature = 1.0\nweight = 0.5\n[[objective]]\nkind = \"ese\"\n"
+    ));
+    let r = Recipe::load(Some(&p), &[]).unwrap();
+    assert_eq!(r.objective.len(), 3);
+    match &r.objective[1] {
+        ObjectiveSpec::TwoD(c) => {
+            assert_eq!(c.kl_temperature, 1.0);
+            assert_eq!(c.weight, 0.5);
+            assert_eq!(c.layers_per_step, 1);
+            assert!(c.align_prefix && c.detach_teacher);
+        }
+        o => panic!("{o:?}"),
+    }
+    // the saved recipe reads back the same
+    let again: Recipe = toml::from_str(&r.to_toml()).unwrap();
+    assert_eq!(again, r);
+    // unknown keys name the valid ones; unknown kinds name the kinds
+    let (_d, p) = write(&format!(
+        "{BASE}[[objective]]\nkind = \"2dmse\"\nkl_temp = 1\n"
+    ));
+    let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+    assert!(e.contains("kl_temp") && e.contains("kl_temperature"), "{e}");
+    let (_d, p) = write(&format!("{BASE}[[objective]]\nkind = \"3dmse\"\n"));
+    let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("3dmse") && e.contains("2dmse") && e.contains("ese"),
+        "{e}"
+    );
+    // values are checked
+    let e = Recipe::load(
+        Some(&p),
+        &[
+            "--objective".into(),
+            "[{kind = \"2dmse\", dims = [32, 16]}]".into(),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("objective[0] (2dmse)") && e.contains("increasing"),
+        "{e}"
+    );
+    let e = Recipe::load(
+        Some(&p),
+        &[
+            "--objective".into(),
+            "[{kind = \"ese\", weight = 0}]".into(),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("weight must be > 0"), "{e}");
+}
+
+#[test]
+fn differences_skip_resumable_keys() {
+    let (_d, p) = write(BASE);
+    let a = Recipe::load(Some(&p), &[]).unwrap();
+    let b = Recipe::load(
+        Some(&p),
+        &["--epochs".into(), "3".into(), "--lr".into(), "1e-4".into()],
+    )
+    .unwrap();
+    let d = a.differences(&b);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].starts_with("lr:"));
+}
