@@ -137,13 +137,7 @@ impl Method {
             } else {
                 o.alpha
             },
-            scale: o.scale,
-            lr: o.lr,
-            batch_size: o.batch_size,
-            epochs: o.epochs,
-            patience: o.patience,
-            hard_negatives: o.hard_negatives,
-            seed: o.seed,
+            opts: o.clone(),
         }
     }
 }

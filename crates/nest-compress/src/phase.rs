@@ -139,7 +139,7 @@ impl Phase<'_> {
                 &self.apply(&q, levels, t),
                 &self.apply(&d, levels, t),
                 &b.2,
-                self.cfg.scale,
+                self.cfg.opts.scale,
             );
             if self.cfg.alpha > 0.0 {
                 let ci = self.apply(&items, levels, t);
@@ -204,7 +204,7 @@ pub(crate) fn validate(
         let levels = phase.levels(false);
         let idx: Vec<usize> = (0..va.q.len()).collect();
         let (mut sum, mut n) = (0.0, 0.0);
-        for members in idx.chunks(phase.cfg.batch_size) {
+        for members in idx.chunks(phase.cfg.opts.batch_size) {
             let b = batch(va, members);
             let q = queries.x.index_select(0, &Tensor::from_slice(&b.0));
             let d = corpus.x.index_select(0, &Tensor::from_slice(&b.1));
@@ -213,7 +213,7 @@ pub(crate) fn validate(
                     &phase.apply(&q, &levels, t),
                     &phase.apply(&d, &levels, t),
                     &b.2,
-                    phase.cfg.scale,
+                    phase.cfg.opts.scale,
                 );
                 sum += f64::try_from(l).unwrap_or(f64::NAN) * members.len() as f64;
             }

@@ -28,6 +28,7 @@ use tch::{Kind, Tensor};
 use crate::ads::Ads;
 use crate::data::{Embeddings, Qrels};
 use crate::memory::Memory;
+use crate::method::Options;
 use crate::phase::{adam, batch, in_batch_neighbours, prepare, validate, Phase};
 use crate::{Error, Result};
 
@@ -59,16 +60,11 @@ pub struct TrainConfig {
     pub pairwise: bool,
     /// One separate map per dim (Search-Adaptor) instead of one nested map.
     pub per_dim_heads: bool,
+    /// Weight of the unsupervised terms (0 when the method has none; else `opts.alpha`).
     pub alpha: f64,
-    pub scale: f64,
-    pub lr: f64,
-    pub batch_size: usize,
-    /// Parallel schedule: epochs. Sequential: the most epochs per stage.
-    pub epochs: usize,
-    pub patience: usize,
-    /// Hard negatives per query, mined once with the frozen embeddings.
-    pub hard_negatives: usize,
-    pub seed: u64,
+    /// The shared hyper-parameters (scale, lr, batch size, epochs, patience, hard negatives,
+    /// seed; `opts.epochs` is the most epochs per stage for a sequential schedule).
+    pub opts: Options,
 }
 
 /// One epoch of one phase, for the history and the diagnostics.
@@ -116,8 +112,8 @@ pub fn train(
 ) -> Result<Trained> {
     let dim = corpus.dim();
     let d0 = cfg.dims[0];
-    let tr = prepare(train, queries, corpus, cfg.hard_negatives);
-    let va = prepare(val, queries, corpus, cfg.hard_negatives);
+    let tr = prepare(train, queries, corpus, cfg.opts.hard_negatives);
+    let va = prepare(val, queries, corpus, cfg.opts.hard_negatives);
     let eye = Tensor::eye(dim as i64, (Kind::Float, tch::Device::Cpu));
     let n_heads = if cfg.per_dim_heads { cfg.dims.len() } else { 1 };
     let mut heads: Vec<(Tensor, Tensor)> = match init {
@@ -145,7 +141,7 @@ pub fn train(
         Neighbours::Memory { size, .. } => Some(Memory::new(size, dim)),
         _ => None,
     };
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.seed);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.opts.seed);
     let mut step_no: u64 = 0;
     for (pi, chain) in chains.iter().enumerate() {
         let rows = chain[0] as i64;
@@ -183,14 +179,14 @@ pub fn train(
         let mut best: Option<(f64, Vec<Tensor>)> = None;
         let mut since_best = 0;
         let mut adam_step = 0;
-        for epoch in 0..cfg.epochs {
+        for epoch in 0..cfg.opts.epochs {
             let t0 = Instant::now();
             let mut order: Vec<usize> = (0..tr.q.len()).collect();
             order.shuffle(&mut rng);
             let (mut sum, mut n, mut mem_s) = (0.0, 0usize, 0.0);
             let (mut g_lo, mut g_hi, mut g_var) = (0.0, 0.0, 0.0);
-            for members in order.chunks(cfg.batch_size) {
-                tch::manual_seed((cfg.seed + step_no) as i64);
+            for members in order.chunks(cfg.opts.batch_size) {
+                tch::manual_seed((cfg.opts.seed + step_no) as i64);
                 step_no += 1;
                 let b = batch(&tr, members);
                 let levels = phase.levels(true);
@@ -251,7 +247,7 @@ pub fn train(
                     .unwrap_or(0.0);
                 }
                 adam_step += 1;
-                adam(&leaves, &mut m, &mut v, cfg.lr, adam_step);
+                adam(&leaves, &mut m, &mut v, cfg.opts.lr, adam_step);
                 sum += lv;
                 n += 1;
             }
@@ -276,7 +272,7 @@ pub fn train(
                 since_best = 0;
             } else {
                 since_best += 1;
-                if cfg.sequential && since_best >= cfg.patience {
+                if cfg.sequential && since_best >= cfg.opts.patience {
                     break;
                 }
             }
