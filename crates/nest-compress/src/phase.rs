@@ -134,6 +134,9 @@ impl Phase<'_> {
         let d = c.x.index_select(0, &Tensor::from_slice(&b.1));
         let mut total = Tensor::zeros([], (Kind::Float, tch::Device::Cpu));
         let items = Tensor::cat(&[&q, &d], 0);
+        // the frozen side of eq. 7 does not depend on the level: once per batch
+        let frozen_mem = mem.map(|(vecs, it)| cos_rows(&it.unsqueeze(1).expand_as(vecs), vecs));
+        let frozen_nb = inbatch.map(|nb| cos_matrix(&items, &items).gather(1, nb, false));
         for t in 0..levels.len() {
             let mut l = rank_loss(
                 &self.apply(&q, levels, t),
@@ -143,17 +146,15 @@ impl Phase<'_> {
             );
             if self.cfg.alpha > 0.0 {
                 let ci = self.apply(&items, levels, t);
-                if let Some((vecs, idx_items)) = mem {
+                if let (Some((vecs, _)), Some(frozen)) = (mem, &frozen_mem) {
                     // eq. 7 against the items' S-XBM neighbours
-                    let frozen = cos_rows(&idx_items.unsqueeze(1).expand_as(vecs), vecs);
                     let cv = self.apply(vecs, levels, t);
                     let comp = cos_rows(&ci.unsqueeze(1).expand_as(&cv), &cv);
-                    l = l + similarity_gap(&frozen, &comp) * self.cfg.alpha;
+                    l = l + similarity_gap(frozen, &comp) * self.cfg.alpha;
                 }
-                if let Some(nb) = inbatch {
-                    let s0 = cos_matrix(&items, &items).gather(1, nb, false);
+                if let (Some(nb), Some(s0)) = (inbatch, &frozen_nb) {
                     let s1 = cos_matrix(&ci, &ci).gather(1, nb, false);
-                    l = l + similarity_gap(&s0, &s1) * self.cfg.alpha;
+                    l = l + similarity_gap(s0, &s1) * self.cfg.alpha;
                 }
                 if self.cfg.pairwise {
                     l = l + pairwise_gap(&items, &ci) * self.cfg.alpha;
