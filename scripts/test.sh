@@ -3,4 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# the official OpenAI Python client, for the server's integration test
+if ! PYTHONPATH=.deps/pyclient python3 -c "import openai" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check --target .deps/pyclient "openai>=1.40,<3"
+fi
 cargo test --workspace "$@"

@@ -37,6 +37,16 @@ pub enum Command {
     Slim(SlimArgs),
     /// Train an adaptor that compresses a frozen model's embeddings (SMEC and baselines).
     Compress(CompressArgs),
+    /// Build or inspect a search index (several dims and precisions per vector).
+    #[command(subcommand)]
+    Index(crate::args_search::IndexCommand),
+    /// Search an index with a funnel (coarse-to-fine), in Nest or in PostgreSQL + pgvector.
+    Search(crate::args_search::SearchArgs),
+    /// Export an index elsewhere (PostgreSQL + pgvector).
+    #[command(subcommand)]
+    Export(crate::args_search::ExportCommand),
+    /// Serve an OpenAI-compatible embeddings API with per-request dims and layers.
+    Serve(crate::args_search::ServeArgs),
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -250,6 +260,10 @@ pub enum BenchCommand {
     /// One MRL(MNRL) training step and one training epoch, next to plain PyTorch and
     /// sentence-transformers when a Python is given; peak memory; achieved GFLOP/s.
     Train(BenchTrainArgs),
+    /// Load a running embeddings server (Nest's or a peer's) with concurrent clients.
+    Serve(crate::args_search::BenchServeArgs),
+    /// Recall@k (relative to exact search) and QPS of funnels over an index.
+    Search(crate::args_search::BenchSearchArgs),
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ mod error;
 pub mod funnel;
 pub mod kernels;
 pub mod level;
+pub mod pgvector;
 pub mod reader;
 mod topk;
 

@@ -4,8 +4,12 @@ mod bench_train;
 mod compress;
 mod encode;
 mod eval;
+mod index;
 mod info;
 mod inspect;
+mod search;
+mod serve;
+mod bench_serve;
 mod slim;
 mod train;
 
@@ -28,6 +32,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Info(a) => info::run(a),
         Command::Slim(a) => slim::run(a),
         Command::Compress(a) => compress::run(a),
+        Command::Index(c) => index::run(c),
+        Command::Search(a) => search::run(a),
+        Command::Export(c) => search::export(c),
+        Command::Serve(a) => serve::run(a),
+        Command::Bench(BenchCommand::Serve(a)) => bench_serve::serve(a),
+        Command::Bench(BenchCommand::Search(a)) => bench_serve::search(a),
         Command::Bench(BenchCommand::Encode(a)) => bench::run_encode(a),
         Command::Bench(BenchCommand::Train(a)) => bench_train::run(a),
     }

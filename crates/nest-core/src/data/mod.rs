@@ -5,12 +5,14 @@
 //! of the first bad row.
 
 mod beir;
+mod documents;
 mod labelled;
 mod sentences;
 mod sts;
 mod tsv;
 
 pub use beir::Beir;
+pub use documents::{read_documents, Document};
 pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
 pub use sentences::read_sentences;
 pub use sts::{read_sts, StsPair};

@@ -1,0 +1,207 @@
+//! Arguments of the serving and search commands (`index`, `search`, `export`, `serve`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::args::ModelArgs;
+
+#[derive(Debug, Subcommand)]
+pub enum IndexCommand {
+    /// Embed documents (or take precomputed vectors) and write an index holding every
+    /// (dim, precision) level, in one pass.
+    Build(IndexBuildArgs),
+    /// Print an index's manifest (count, levels, source), after verifying its checksums.
+    Info {
+        #[arg(long)]
+        index: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct IndexBuildArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Documents: `.jsonl` (`id`/`_id`, `text`, optional `title`, other fields = payload) or
+    /// plain text, one document per line.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Use these vectors (`.npy` / `.safetensors`, one row per document) instead of a model.
+    #[arg(long)]
+    pub embeddings: Option<PathBuf>,
+    /// Layers to run (early exit; default: all).
+    #[arg(long)]
+    pub layer: Option<usize>,
+    /// Prefix dims to store, e.g. `64,384` (default: the full dim).
+    #[arg(long)]
+    pub dims: Option<String>,
+    /// Precisions to store at every dim: `float32,int8,binary`.
+    #[arg(long, default_value = "float32")]
+    pub precision: String,
+    /// Store each document's other JSON fields beside it (returned by `nest search`).
+    #[arg(long)]
+    pub payload: bool,
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace an existing index at `--out` (only once the new one is complete).
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Engine {
+    /// Nest's own memory-mapped index.
+    Nest,
+    /// PostgreSQL + pgvector, through `--dsn`.
+    Pgvector,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// The index (its manifest names the model and layer that embed the queries).
+    #[arg(long)]
+    pub index: Option<PathBuf>,
+    /// A query text (repeatable).
+    #[arg(long)]
+    pub query: Vec<String>,
+    /// A file of queries, one per line (or `.jsonl` with `text`).
+    #[arg(long)]
+    pub queries: Option<PathBuf>,
+    /// The cascade, e.g. `binary:384>float32:64>float32:384`; `@n` fixes a stage's shortlist.
+    /// Default: exact search at the full dim.
+    #[arg(long)]
+    pub funnel: Option<String>,
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Embed queries with this model instead of the one the index records.
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long, value_enum, default_value_t = Engine::Nest)]
+    pub engine: Engine,
+    /// PostgreSQL connection string (for `--engine pgvector`).
+    #[arg(long, env = "NEST_PG_DSN")]
+    pub dsn: Option<String>,
+    /// The pgvector table (for `--engine pgvector`).
+    #[arg(long, default_value = "nest_vectors")]
+    pub table: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExportCommand {
+    /// Copy an index into PostgreSQL + pgvector: `halfvec` full vectors with expression indexes
+    /// on `subvector(...)` and `binary_quantize(...)::bit(n)`.
+    Pgvector(ExportPgvectorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportPgvectorArgs {
+    #[arg(long)]
+    pub index: PathBuf,
+    #[arg(long, env = "NEST_PG_DSN")]
+    pub dsn: String,
+    #[arg(long, default_value = "nest_vectors")]
+    pub table: String,
+    /// Replace the table if it exists.
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
+    pub model: String,
+    /// Apply this adaptor (from `nest compress`) to every vector.
+    #[arg(long)]
+    pub adaptor: Option<PathBuf>,
+    /// The name clients pass as `model` (default: the model folder's name).
+    #[arg(long)]
+    pub served_name: Option<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Serve any (dims, layers) point, not only those the model was trained for.
+    #[arg(long)]
+    pub allow_any_point: bool,
+    /// Most inputs in one request (413 above).
+    #[arg(long, default_value_t = 32)]
+    pub max_client_batch_size: usize,
+    /// Most tokens in one forward batch; also the most one request may hold (413 above).
+    #[arg(long, default_value_t = 16384)]
+    pub max_batch_tokens: usize,
+    /// Most inputs waiting; requests beyond it get 429.
+    #[arg(long, default_value_t = 1024)]
+    pub max_queued_inputs: usize,
+    /// Worker threads running forward passes (each with its own libtorch intra-op threads).
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Truncate inputs to this many tokens (default: the model's max_seq_length).
+    #[arg(long)]
+    pub max_length: Option<usize>,
+    /// Largest request body in bytes (413 above).
+    #[arg(long, default_value_t = 2 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchServeArgs {
+    /// The server to load (Nest's or a peer's OpenAI-compatible `/v1/embeddings`).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
+    #[arg(long, default_value_t = 60.0)]
+    pub seconds: f64,
+    /// Texts to send (one per line, or `.jsonl` with `text`), cycled through.
+    #[arg(long)]
+    pub texts: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    pub inputs_per_request: usize,
+    #[arg(long)]
+    pub dimensions: Option<usize>,
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// `model` sent in each request.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The server's process id, to report its resident memory before and after.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// A label for the printed JSON line.
+    #[arg(long, default_value = "nest")]
+    pub label: String,
+    /// Per-request timeout in seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchSearchArgs {
+    #[arg(long)]
+    pub index: PathBuf,
+    /// Query texts (embedded with the index's model), one per line or `.jsonl`.
+    #[arg(long)]
+    pub queries: Vec<PathBuf>,
+    /// Funnels to measure, separated by `;` (exact full-dim search is always measured).
+    #[arg(long, default_value = "binary:384>float32:384")]
+    pub funnels: String,
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Use at most this many queries.
+    #[arg(long, default_value_t = 1000)]
+    pub max_queries: usize,
+    /// Also build (once) an index of this many vectors drawn from a Gaussian with the index's
+    /// mean and covariance, at the same levels, into `--synthetic-out`, and measure there.
+    #[arg(long)]
+    pub synthetic: Option<usize>,
+    #[arg(long)]
+    pub synthetic_out: Option<PathBuf>,
+    /// Also run the same funnels through pgvector (table from `nest export pgvector`).
+    #[arg(long, env = "NEST_PG_DSN")]
+    pub dsn: Option<String>,
+    #[arg(long, default_value = "nest_vectors")]
+    pub table: String,
+    /// Time the SIMD kernels against the plain loops over the index's levels.
+    #[arg(long)]
+    pub kernels: bool,
+}

@@ -1,0 +1,98 @@
+use anyhow::{Context, Result};
+use nest_index::{IndexBuilder, Level, Precision};
+use nest_model::EncodeOptions;
+
+use crate::args_search::{IndexBuildArgs, IndexCommand};
+use crate::progress;
+
+pub fn run(c: IndexCommand) -> Result<()> {
+    match c {
+        IndexCommand::Build(a) => build(a),
+        IndexCommand::Info { index } => {
+            let idx = nest_index::Index::open(&index)?;
+            println!("{}", serde_json::to_string_pretty(idx.manifest())?);
+            Ok(())
+        }
+    }
+}
+
+/// Texts embedded per chunk: bounds memory while the builder streams rows to disk.
+const CHUNK: usize = 2048;
+
+fn build(a: IndexBuildArgs) -> Result<()> {
+    let docs = nest_core::data::read_documents(&a.input)?;
+    let precisions = Precision::parse_list(&a.precision)?;
+    let pb = progress::bar(docs.len(), "index");
+    if let Some(path) = &a.embeddings {
+        let m = nest_compress::data::read_matrix(path)?;
+        let (n, d) = (m.size()[0] as usize, m.size()[1] as usize);
+        anyhow::ensure!(
+            n == docs.len(),
+            "{}: {n} rows for the {} documents of {}",
+            path.display(),
+            docs.len(),
+            a.input.display()
+        );
+        let levels = levels(a.dims.as_deref(), &precisions, d)?;
+        let source = serde_json::json!({"embeddings": path.display().to_string()});
+        let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
+        let flat = nest_model::pooling::to_vec_f32(&m);
+        for (i, doc) in docs.iter().enumerate() {
+            b.push(&doc.id, Some(&doc.payload), &flat[i * d..(i + 1) * d])?;
+            pb.set_position(i as u64 + 1);
+        }
+        return finish(b, &a.out);
+    }
+    let model = super::load_model(&a.model)?;
+    let layer = a.layer.unwrap_or(model.num_layers());
+    nest_core::spec::check_layers(&[layer], model.num_layers())?;
+    let d = model.hidden_size();
+    let levels = levels(a.dims.as_deref(), &precisions, d)?;
+    let source = serde_json::json!({
+        "model": a.model.model,
+        "layer": layer,
+        "max_length": model.tokenizer.max_length(),
+    });
+    let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
+    let opts = EncodeOptions {
+        batch_size: a.model.batch_size.max(1),
+    };
+    for (c, chunk) in docs.chunks(CHUNK).enumerate() {
+        let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
+        let base = c * CHUNK;
+        let pooled = model.embed_layers(&texts, &[layer], opts, &mut |done| {
+            pb.set_position((base + done) as u64)
+        })?;
+        let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
+        for (i, doc) in chunk.iter().enumerate() {
+            b.push(&doc.id, Some(&doc.payload), &flat[i * d..(i + 1) * d])?;
+        }
+    }
+    pb.finish_and_clear();
+    finish(b, &a.out)
+}
+
+fn levels(dims: Option<&str>, precisions: &[Precision], full: usize) -> Result<Vec<Level>> {
+    let dims = match dims {
+        Some(s) => nest_core::spec::parse_dims(s)?,
+        None => vec![full],
+    };
+    nest_core::spec::check_dims(&dims, full)?;
+    Ok(dims
+        .iter()
+        .flat_map(|&dim| precisions.iter().map(move |&precision| Level { precision, dim }))
+        .collect())
+}
+
+fn finish(b: IndexBuilder, out: &std::path::Path) -> Result<()> {
+    let m = b.finish().with_context(|| format!("writing {}", out.display()))?;
+    let lv: Vec<String> = m.levels.iter().map(|l| l.level().to_string()).collect();
+    eprintln!(
+        "indexed {} vectors of dim {} at levels {} into {}",
+        m.count,
+        m.full_dim,
+        lv.join(", "),
+        out.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,118 @@
+use anyhow::{Context, Result};
+use nest_index::{Funnel, Index};
+use nest_model::EncodeOptions;
+
+use crate::args_search::{Engine, ExportCommand, SearchArgs};
+
+/// The model and layer that embed queries: `--model` or what the index records.
+fn query_model(a: &SearchArgs, source: &serde_json::Value) -> Result<(nest_model::ElasticEncoder, usize)> {
+    let name = a
+        .model
+        .clone()
+        .or_else(|| source.get("model").and_then(|m| m.as_str()).map(str::to_string))
+        .context("the index records no model (it was built from --embeddings); pass --model")?;
+    let max_len = source.get("max_length").and_then(|m| m.as_u64()).map(|m| m as usize);
+    let model = super::load_model_path(&name, max_len)?;
+    let layer = source
+        .get("layer")
+        .and_then(|l| l.as_u64())
+        .map_or(model.num_layers(), |l| l as usize);
+    Ok((model, layer))
+}
+
+fn read_queries(a: &SearchArgs) -> Result<Vec<String>> {
+    let mut q = a.query.clone();
+    if let Some(p) = &a.queries {
+        q.extend(nest_core::data::read_sentences(p)?);
+    }
+    anyhow::ensure!(!q.is_empty(), "no query: pass --query TEXT or --queries FILE");
+    Ok(q)
+}
+
+fn embed(model: &nest_model::ElasticEncoder, layer: usize, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let pooled = model.embed_layers(&refs, &[layer], EncodeOptions::default(), &mut |_| {})?;
+    let d = model.hidden_size();
+    let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
+    Ok(flat.chunks(d).map(<[f32]>::to_vec).collect())
+}
+
+pub fn run(a: SearchArgs) -> Result<()> {
+    let texts = read_queries(&a)?;
+    match a.engine {
+        Engine::Nest => {
+            let path = a.index.as_ref().context("--index is required with --engine nest")?;
+            let idx = Index::open(path)?;
+            let funnel = match &a.funnel {
+                Some(f) => Funnel::parse(f)?,
+                None => Funnel::exact(idx.full_dim()),
+            };
+            idx.check_funnel(&funnel, a.k)?;
+            let (model, layer) = query_model(&a, &idx.manifest().source)?;
+            anyhow::ensure!(
+                model.hidden_size() == idx.full_dim(),
+                "the query model gives {} dims, the index holds {}",
+                model.hidden_size(),
+                idx.full_dim()
+            );
+            let q = embed(&model, layer, &texts)?;
+            let hits = idx.search(&q, &funnel, a.k)?;
+            for (t, h) in texts.iter().zip(hits) {
+                let hits: Vec<serde_json::Value> = h
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, h)| {
+                        let mut v = serde_json::json!({"rank": rank + 1, "id": idx.id(h.row as usize), "score": h.score});
+                        if let Some(p) = idx.payload(h.row as usize).filter(|p| !p.is_null()) {
+                            v["payload"] = p;
+                        }
+                        v
+                    })
+                    .collect();
+                println!("{}", serde_json::json!({"query": t, "funnel": funnel.to_string(), "hits": hits}));
+            }
+        }
+        Engine::Pgvector => {
+            let dsn = a.dsn.as_deref().context("--dsn (or NEST_PG_DSN) is required with --engine pgvector")?;
+            let source = match &a.index {
+                Some(p) => Index::open(p)?.manifest().source.clone(),
+                None => serde_json::Value::Null,
+            };
+            let (model, layer) = query_model(&a, &source)?;
+            let funnel = match &a.funnel {
+                Some(f) => Funnel::parse(f)?,
+                None => Funnel::exact(model.hidden_size()),
+            };
+            let q = embed(&model, layer, &texts)?;
+            let mut client = nest_index::pgvector::connect(dsn)?;
+            let hits = nest_index::pgvector::search(&mut client, &a.table, &q, &funnel, a.k)?;
+            for (t, h) in texts.iter().zip(hits) {
+                let hits: Vec<serde_json::Value> = h
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, h)| serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score}))
+                    .collect();
+                println!("{}", serde_json::json!({"query": t, "funnel": funnel.to_string(), "engine": "pgvector", "hits": hits}));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn export(c: ExportCommand) -> Result<()> {
+    match c {
+        ExportCommand::Pgvector(a) => {
+            let idx = Index::open(&a.index)?;
+            let r = nest_index::pgvector::export(&idx, &a.dsn, &a.table, a.overwrite)
+                .with_context(|| format!("exporting {} to table {}", a.index.display(), a.table))?;
+            eprintln!(
+                "exported {} rows to {} in {:.1} s; HNSW indexes: {}",
+                r.rows,
+                a.table,
+                r.seconds,
+                if r.indexes.is_empty() { "none".to_string() } else { r.indexes.join(", ") }
+            );
+            Ok(())
+        }
+    }
+}

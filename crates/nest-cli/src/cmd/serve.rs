@@ -1,0 +1,42 @@
+use anyhow::{Context, Result};
+
+use crate::args_search::ServeArgs;
+
+pub fn run(a: ServeArgs) -> Result<()> {
+    anyhow::ensure!(a.workers >= 1, "--workers must be at least 1");
+    anyhow::ensure!(a.max_client_batch_size >= 1, "--max-client-batch-size must be at least 1");
+    anyhow::ensure!(a.max_batch_tokens >= 1, "--max-batch-tokens must be at least 1");
+    let dir = nest_model::hub::resolve(&a.model)?;
+    let served_name = a.served_name.clone().unwrap_or_else(|| {
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| a.model.clone())
+    });
+    let config = nest_serve::EngineConfig {
+        model: dir,
+        adaptor: a.adaptor.clone(),
+        served_name,
+        allow_any_point: a.allow_any_point,
+        max_length: a.max_length,
+        max_batch_tokens: a.max_batch_tokens,
+        max_queued_inputs: a.max_queued_inputs,
+        workers: a.workers,
+    };
+    let limits = nest_serve::Limits {
+        max_inputs: a.max_client_batch_size,
+        max_tokens: a.max_batch_tokens,
+        max_body_bytes: a.max_body_bytes,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let addr = format!("{}:{}", a.host, a.port);
+    rt.block_on(nest_serve::serve(config, limits, &addr, |bound| {
+        eprintln!("nest serve: listening on http://{bound} (model loading in the background; /health is 200 once ready)");
+    }))
+    .with_context(|| format!("serving on {addr}"))?;
+    eprintln!("nest serve: stopped");
+    Ok(())
+}

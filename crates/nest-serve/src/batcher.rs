@@ -1,0 +1,182 @@
+//! Dynamic batching: requests put their inputs on one bounded queue; worker threads (off the
+//! async runtime) take token-bounded batches of inputs that exit at the same layer, run one
+//! forward pass per batch and answer each input on its own channel. A request's inputs may span
+//! several batches, and a batch may hold inputs of several requests.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+
+use tokio::sync::oneshot;
+
+use crate::metrics::METRICS;
+use crate::{Error, Result};
+
+/// One input waiting for its vector.
+#[derive(Debug)]
+pub struct Item {
+    /// Complete input ids (special tokens included), already truncated.
+    pub ids: Vec<i64>,
+    /// Layers to run (early exit).
+    pub layer: usize,
+    /// Dims of the answer (prefix, or the adaptor's head).
+    pub dim: usize,
+    pub reply: oneshot::Sender<std::result::Result<Vec<f32>, String>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    items: VecDeque<Item>,
+    closed: bool,
+}
+
+/// The bounded queue between the HTTP handlers and the workers.
+#[derive(Debug)]
+pub struct Queue {
+    state: Mutex<State>,
+    ready: Condvar,
+    limit: usize,
+}
+
+impl Queue {
+    /// A queue holding at most `limit` inputs.
+    pub fn new(limit: usize) -> Self {
+        Queue {
+            state: Mutex::new(State::default()),
+            ready: Condvar::new(),
+            limit: limit.max(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Enqueues all of a request's inputs, or none of them (`Overloaded` when they do not fit).
+    pub fn push_all(&self, items: Vec<Item>) -> Result<()> {
+        let mut s = self.lock();
+        if s.closed {
+            return Err(Error::Unavailable("the server is shutting down".into()));
+        }
+        if s.items.len() + items.len() > self.limit {
+            return Err(Error::Overloaded {
+                queued: s.items.len(),
+                limit: self.limit,
+            });
+        }
+        s.items.extend(items);
+        METRICS.queue_depth.set(s.items.len() as i64);
+        drop(s);
+        self.ready.notify_all();
+        Ok(())
+    }
+
+    /// Number of inputs waiting.
+    pub fn depth(&self) -> usize {
+        self.lock().items.len()
+    }
+
+    /// Blocks until inputs are waiting, then takes a batch: the oldest input's layer, and every
+    /// following input of that layer, in arrival order, while the padded batch
+    /// (`longest * count`) stays within `max_tokens` (one input always fits). `None` once the
+    /// queue is closed and empty.
+    pub fn take_batch(&self, max_tokens: usize) -> Option<Vec<Item>> {
+        let mut s = self.lock();
+        while s.items.is_empty() {
+            if s.closed {
+                return None;
+            }
+            s = self.ready.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        let layer = s.items[0].layer;
+        let mut take = Vec::new();
+        let mut longest = 0;
+        for (i, it) in s.items.iter().enumerate() {
+            if it.layer != layer {
+                continue;
+            }
+            let l = longest.max(it.ids.len());
+            if !take.is_empty() && l * (take.len() + 1) > max_tokens {
+                break;
+            }
+            longest = l;
+            take.push(i);
+        }
+        let mut batch = Vec::with_capacity(take.len());
+        let mut rest = VecDeque::with_capacity(s.items.len() - take.len());
+        let mut next = take.iter().peekable();
+        for (i, it) in std::mem::take(&mut s.items).into_iter().enumerate() {
+            if next.peek() == Some(&&i) {
+                next.next();
+                batch.push(it);
+            } else {
+                rest.push_back(it);
+            }
+        }
+        s.items = rest;
+        METRICS.queue_depth.set(s.items.len() as i64);
+        Some(batch)
+    }
+
+    /// Refuses new inputs; workers finish what is queued, then stop.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(len: usize, layer: usize) -> (Item, oneshot::Receiver<std::result::Result<Vec<f32>, String>>) {
+        let (tx, rx) = oneshot::channel();
+        (
+            Item {
+                ids: vec![1; len],
+                layer,
+                dim: 4,
+                reply: tx,
+            },
+            rx,
+        )
+    }
+
+    #[test]
+    fn batches_are_per_layer_token_bounded_and_fifo() {
+        let q = Queue::new(10);
+        let mut rxs = Vec::new();
+        let mut items = Vec::new();
+        for (len, layer) in [(10, 6), (5, 3), (20, 6), (10, 6), (8, 3)] {
+            let (it, rx) = item(len, layer);
+            items.push(it);
+            rxs.push(rx);
+        }
+        q.push_all(items).unwrap();
+        // layer 6 first: 10, then 20 (padded 2 * 20 = 40 <= 60), then 10 (3 * 20 = 60)
+        let b = q.take_batch(60).unwrap();
+        assert_eq!(b.iter().map(|i| (i.ids.len(), i.layer)).collect::<Vec<_>>(), vec![(10, 6), (20, 6), (10, 6)]);
+        let b = q.take_batch(60).unwrap();
+        assert_eq!(b.iter().map(|i| i.ids.len()).collect::<Vec<_>>(), vec![5, 8]);
+        // an input longer than the budget still goes, alone
+        let (big, _r) = item(100, 6);
+        let (small, _s) = item(1, 6);
+        q.push_all(vec![big, small]).unwrap();
+        assert_eq!(q.take_batch(60).unwrap().len(), 1);
+        assert_eq!(q.take_batch(60).unwrap().len(), 1);
+        assert_eq!(q.depth(), 0);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_whole_requests_and_close_drains() {
+        let q = Queue::new(3);
+        let two = || (0..2).map(|_| item(3, 6).0).collect::<Vec<_>>();
+        q.push_all(two()).unwrap();
+        let e = q.push_all(two()).unwrap_err();
+        assert_eq!(e.status().as_u16(), 429);
+        assert_eq!(q.depth(), 2);
+        q.close();
+        assert!(q.push_all(vec![item(1, 6).0]).is_err());
+        assert_eq!(q.take_batch(100).unwrap().len(), 2);
+        assert!(q.take_batch(100).is_none());
+    }
+}

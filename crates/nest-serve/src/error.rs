@@ -1,0 +1,111 @@
+//! Errors, and the one place they become HTTP statuses and OpenAI-shaped bodies
+//! (`{"error": {"message", "type", "param", "code"}}`).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+/// Errors of `nest-serve`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed or asks for something the model does not offer.
+    #[error("{message}")]
+    BadRequest {
+        message: String,
+        param: Option<&'static str>,
+    },
+    /// Too many inputs, tokens or bytes in one request.
+    #[error("{message}")]
+    TooLarge {
+        message: String,
+        param: Option<&'static str>,
+    },
+    /// The queue is full.
+    #[error("the server is at capacity ({queued} inputs queued, limit {limit}); retry later")]
+    Overloaded { queued: usize, limit: usize },
+    /// The model is still loading (or failed to load).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else (a failed forward pass, a dropped worker).
+    #[error("{0}")]
+    Internal(String),
+    #[error(transparent)]
+    Model(#[from] nest_model::Error),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// A failed HTTP call of the load generator.
+    #[error("http: {0}")]
+    Http(String),
+}
+
+impl Error {
+    pub fn bad(param: Option<&'static str>, message: impl Into<String>) -> Self {
+        Error::BadRequest {
+            message: message.into(),
+            param,
+        }
+    }
+    pub fn too_large(param: Option<&'static str>, message: impl Into<String>) -> Self {
+        Error::TooLarge {
+            message: message.into(),
+            param,
+        }
+    }
+
+    /// Status, OpenAI error `type`, `param` and `code`.
+    fn parts(&self) -> (StatusCode, &'static str, Option<&'static str>, &'static str) {
+        match self {
+            Error::BadRequest { param, .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                *param,
+                "invalid_value",
+            ),
+            Error::TooLarge { param, .. } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                *param,
+                "too_large",
+            ),
+            Error::Overloaded { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                None,
+                "queue_full",
+            ),
+            Error::Unavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                None,
+                "model_loading",
+            ),
+            Error::Internal(_) | Error::Model(_) | Error::Io(_) | Error::Http(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                None,
+                "internal_error",
+            ),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let (status, kind, param, code) = self.parts();
+        let body = serde_json::json!({
+            "error": {
+                "message": self.to_string(),
+                "type": kind,
+                "param": param,
+                "code": code,
+            }
+        });
+        crate::metrics::METRICS.errors(status.as_u16());
+        (status, axum::Json(body)).into_response()
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,66 @@
+//! Nest serving: an OpenAI-compatible embeddings server where each request picks its point on
+//! the elastic grid (`dimensions`, and Nest's `layers` extension).
+//!
+//! - [`request`]: parsing and validation of request bodies;
+//! - [`batcher`]: the bounded queue and token-bounded, per-layer dynamic batches;
+//! - [`engine`]: model loading in the background, trained-point checks, worker threads;
+//! - [`routes`]: the HTTP API; [`error`]: the one place errors become statuses;
+//! - [`metrics`]: Prometheus metrics; [`load`]: the load generator of `nest bench serve`.
+
+pub mod batcher;
+pub mod engine;
+mod error;
+pub mod load;
+pub mod metrics;
+pub mod request;
+pub mod routes;
+
+use std::sync::Arc;
+
+pub use engine::{Engine, EngineConfig};
+pub use error::{Error, Result};
+pub use routes::Limits;
+
+/// Serves until SIGTERM or Ctrl-C, then stops accepting connections, lets in-flight requests
+/// finish, drains the queue and returns. `on_listen` is called with the bound address (port 0
+/// picks a free one).
+pub async fn serve(
+    config: EngineConfig,
+    limits: Limits,
+    addr: &str,
+    on_listen: impl FnOnce(std::net::SocketAddr),
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    on_listen(listener.local_addr()?);
+    let engine = Engine::start(config);
+    let app = routes::router(routes::AppState {
+        engine: Arc::clone(&engine),
+        limits,
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    engine.queue.close();
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

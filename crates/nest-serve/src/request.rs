@@ -1,0 +1,216 @@
+//! Parsing of `POST /v1/embeddings` bodies (OpenAI's embeddings API plus Nest's `layers`).
+//!
+//! The body is read as untyped JSON first so that every problem gets a message naming the
+//! field and what was expected, as OpenAI's API does, instead of serde's generic text.
+
+use serde_json::Value;
+
+use crate::{Error, Result};
+
+/// What to embed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inputs {
+    Texts(Vec<String>),
+    /// Token-id arrays, taken as the model's complete input ids (special tokens included).
+    Tokens(Vec<Vec<i64>>),
+}
+
+impl Inputs {
+    pub fn len(&self) -> usize {
+        match self {
+            Inputs::Texts(t) => t.len(),
+            Inputs::Tokens(t) => t.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `encoding_format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Float,
+    /// Little-endian float32 bytes, base64 (what the official Python client asks for by default).
+    Base64,
+}
+
+/// A parsed request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingRequest {
+    pub inputs: Inputs,
+    pub model: Option<String>,
+    pub dimensions: Option<usize>,
+    pub layers: Option<usize>,
+    pub encoding: Encoding,
+}
+
+fn positive(v: &Value, param: &'static str) -> Result<Option<usize>> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Number(n) => match n.as_u64() {
+            Some(k) if k >= 1 => Ok(Some(k as usize)),
+            _ => Err(Error::bad(Some(param), format!("'{param}' must be a positive integer, got {n}"))),
+        },
+        other => Err(Error::bad(
+            Some(param),
+            format!("'{param}' must be a positive integer, got {}", kind(other)),
+        )),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn token(v: &Value) -> Option<i64> {
+    v.as_u64().and_then(|t| i64::try_from(t).ok())
+}
+
+fn parse_input(v: &Value) -> Result<Inputs> {
+    const WANT: &str = "'input' must be a string, an array of strings, an array of token ids or an array of token-id arrays";
+    let bad = |m: String| Error::bad(Some("input"), m);
+    match v {
+        Value::String(s) => Ok(Inputs::Texts(vec![s.clone()])),
+        Value::Array(items) if items.is_empty() => Err(bad("'input' is an empty array".into())),
+        Value::Array(items) => match &items[0] {
+            Value::String(_) => items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    x.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| bad(format!("input[{i}] is {}, expected a string", kind(x))))
+                })
+                .collect::<Result<_>>()
+                .map(Inputs::Texts),
+            Value::Number(_) => items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    token(x).ok_or_else(|| bad(format!("input[{i}] is not a token id (a non-negative integer)")))
+                })
+                .collect::<Result<_>>()
+                .map(|t| Inputs::Tokens(vec![t])),
+            Value::Array(_) => items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    let arr = x
+                        .as_array()
+                        .ok_or_else(|| bad(format!("input[{i}] is {}, expected an array of token ids", kind(x))))?;
+                    if arr.is_empty() {
+                        return Err(bad(format!("input[{i}] is an empty token array")));
+                    }
+                    arr.iter()
+                        .enumerate()
+                        .map(|(j, t)| {
+                            token(t).ok_or_else(|| bad(format!("input[{i}][{j}] is not a token id (a non-negative integer)")))
+                        })
+                        .collect()
+                })
+                .collect::<Result<_>>()
+                .map(Inputs::Tokens),
+            other => Err(bad(format!("{WANT}; input[0] is {}", kind(other)))),
+        },
+        Value::Null => Err(bad("'input' is required".into())),
+        other => Err(bad(format!("{WANT}; got {}", kind(other)))),
+    }
+}
+
+/// Parses a request body.
+pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| Error::bad(None, format!("the body is not valid JSON: {e}")))?;
+    let Value::Object(obj) = v else {
+        return Err(Error::bad(None, format!("the body must be a JSON object, got {}", kind(&v))));
+    };
+    let get = |k: &str| obj.get(k).unwrap_or(&Value::Null);
+    let inputs = parse_input(get("input"))?;
+    let model = match get("model") {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => return Err(Error::bad(Some("model"), format!("'model' must be a string, got {}", kind(other)))),
+    };
+    let encoding = match get("encoding_format") {
+        Value::Null => Encoding::Float,
+        Value::String(s) if s == "float" => Encoding::Float,
+        Value::String(s) if s == "base64" => Encoding::Base64,
+        other => {
+            return Err(Error::bad(
+                Some("encoding_format"),
+                format!("'encoding_format' must be \"float\" or \"base64\", got {other}"),
+            ))
+        }
+    };
+    if !matches!(get("user"), Value::Null | Value::String(_)) {
+        return Err(Error::bad(Some("user"), "'user' must be a string"));
+    }
+    Ok(EmbeddingRequest {
+        inputs,
+        model,
+        dimensions: positive(get("dimensions"), "dimensions")?,
+        layers: positive(get("layers"), "layers")?,
+        encoding,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn every_input_form() {
+        let r = parse(br#"{"input":"hi","model":"m","dimensions":64,"encoding_format":"base64","user":"u"}"#).unwrap();
+        assert_eq!(r.inputs, Inputs::Texts(vec!["hi".into()]));
+        assert_eq!((r.dimensions, r.encoding), (Some(64), Encoding::Base64));
+        assert_eq!(parse(br#"{"input":["a","b"]}"#).unwrap().inputs.len(), 2);
+        assert_eq!(parse(br#"{"input":[101,7,102]}"#).unwrap().inputs, Inputs::Tokens(vec![vec![101, 7, 102]]));
+        assert_eq!(parse(br#"{"input":[[1,2],[3]],"layers":3}"#).unwrap().layers, Some(3));
+    }
+
+    #[test]
+    fn bad_bodies_name_the_field() {
+        for (body, needle) in [
+            (&b"{"[..], "not valid JSON"),
+            (b"[1]", "JSON object"),
+            (b"{}", "'input' is required"),
+            (br#"{"input":[]}"#, "empty array"),
+            (br#"{"input":["a",1]}"#, "input[1]"),
+            (br#"{"input":[1,-2]}"#, "input[1]"),
+            (br#"{"input":[[1],[]]}"#, "input[1]"),
+            (br#"{"input":{"a":1}}"#, "an object"),
+            (br#"{"input":"a","dimensions":0}"#, "dimensions"),
+            (br#"{"input":"a","dimensions":"64"}"#, "dimensions"),
+            (br#"{"input":"a","layers":2.5}"#, "layers"),
+            (br#"{"input":"a","encoding_format":"int8"}"#, "encoding_format"),
+            (br#"{"input":"a","model":5}"#, "model"),
+            (br#"{"input":"a","user":5}"#, "user"),
+        ] {
+            let e = parse(body).unwrap_err();
+            assert!(matches!(e, Error::BadRequest { .. }), "{body:?}");
+            assert!(e.to_string().contains(needle), "{:?}: {e}", String::from_utf8_lossy(body));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = parse(&b);
+        }
+
+        #[test]
+        fn arbitrary_json_never_panics(s in r#"\{("(input|dimensions|layers|model|encoding_format|user)":(\[|\]|[0-9-]{1,3}|"[a-z]{0,3}"|null|true|,|\{\}){1,6},?){0,4}\}"#) {
+            let _ = parse(s.as_bytes());
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! HTTP routes: `POST /v1/embeddings` (and `/embeddings`), `GET /health`, `GET /v1/models`,
+//! `GET /metrics`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine as _;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use crate::batcher::Item;
+use crate::engine::Engine;
+use crate::metrics::METRICS;
+use crate::request::{self, Encoding, Inputs};
+use crate::{Error, Result};
+
+/// Per-request limits (`413` beyond them).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_inputs: usize,
+    pub max_tokens: usize,
+    pub max_body_bytes: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub engine: Arc<Engine>,
+    pub limits: Limits,
+}
+
+/// The router, with the body limit applied (axum's own limit answers 413 before parsing).
+pub fn router(state: AppState) -> Router {
+    let limit = state.limits.max_body_bytes;
+    Router::new()
+        .route("/v1/embeddings", post(embeddings))
+        .route("/embeddings", post(embeddings))
+        .route("/health", get(health))
+        .route("/v1/models", get(models))
+        .route("/models", get(models))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+async fn health(State(s): State<AppState>) -> Response {
+    match s.engine.info() {
+        Ok(_) => (StatusCode::OK, Json(json!({"status": "ok"}))).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn models(State(s): State<AppState>) -> Result<Json<serde_json::Value>> {
+    let info = s.engine.info()?;
+    Ok(Json(json!({
+        "object": "list",
+        "data": [{
+            "id": s.engine.config.served_name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "nest",
+            "dimensions": info.dims,
+            "layers": info.layers,
+            "max_dimensions": info.hidden,
+            "max_layers": info.num_layers,
+            "allow_any_point": s.engine.config.allow_any_point,
+        }]
+    })))
+}
+
+async fn metrics(State(s): State<AppState>) -> Response {
+    METRICS.queue_depth.set(s.engine.queue.depth() as i64);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        METRICS.render(),
+    )
+        .into_response()
+}
+
+async fn embeddings(State(s): State<AppState>, body: std::result::Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response {
+    let t0 = Instant::now();
+    let resp = match body {
+        Ok(b) => match embed(&s, &b).await {
+            Ok(r) => {
+                METRICS.errors(200);
+                r.into_response()
+            }
+            Err(e) => e.into_response(),
+        },
+        Err(rej) => {
+            let status = rej.status();
+            if status == StatusCode::PAYLOAD_TOO_LARGE {
+                Error::too_large(None, format!("the body is over the {}-byte limit", s.limits.max_body_bytes)).into_response()
+            } else {
+                Error::bad(None, rej.body_text()).into_response()
+            }
+        }
+    };
+    METRICS.latency.observe(t0.elapsed().as_secs_f64());
+    resp
+}
+
+async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
+    let info = s.engine.info()?;
+    let req = request::parse(body)?;
+    s.engine.check_model_name(req.model.as_deref())?;
+    let n = req.inputs.len();
+    if n > s.limits.max_inputs {
+        return Err(Error::too_large(
+            Some("input"),
+            format!("{n} inputs in one request; the limit is {} (--max-client-batch-size)", s.limits.max_inputs),
+        ));
+    }
+    let (dim, layer) = info.point(req.dimensions, req.layers, s.engine.config.allow_any_point)?;
+    let max_len = info.tokenizer.max_length();
+    let ids: Vec<Vec<i64>> = match req.inputs {
+        Inputs::Texts(texts) => {
+            if let Some(i) = texts.iter().position(|t| t.is_empty()) {
+                return Err(Error::bad(Some("input"), format!("input[{i}] is an empty string")));
+            }
+            let tok = info.tokenizer.clone();
+            tokio::task::spawn_blocking(move || {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                tok.encode(&refs)
+            })
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??
+        }
+        Inputs::Tokens(mut seqs) => {
+            for (i, sq) in seqs.iter_mut().enumerate() {
+                if let Some(j) = sq.iter().position(|&t| t as usize >= info.vocab_size) {
+                    return Err(Error::bad(
+                        Some("input"),
+                        format!("input[{i}][{j}] = {} is outside the vocabulary (0..{})", sq[j], info.vocab_size),
+                    ));
+                }
+                sq.truncate(max_len);
+            }
+            seqs
+        }
+    };
+    let tokens: usize = ids.iter().map(Vec::len).sum();
+    if tokens > s.limits.max_tokens {
+        return Err(Error::too_large(
+            Some("input"),
+            format!("{tokens} tokens in one request; the limit is {} (--max-batch-tokens)", s.limits.max_tokens),
+        ));
+    }
+    let mut rxs = Vec::with_capacity(n);
+    let items: Vec<Item> = ids
+        .into_iter()
+        .map(|ids| {
+            let (tx, rx) = oneshot::channel();
+            rxs.push(rx);
+            Item { ids, layer, dim, reply: tx }
+        })
+        .collect();
+    s.engine.queue.push_all(items)?;
+    let mut data = Vec::with_capacity(n);
+    for (index, rx) in rxs.into_iter().enumerate() {
+        let v = rx
+            .await
+            .map_err(|_| Error::Internal("the worker stopped".into()))?
+            .map_err(Error::Internal)?;
+        let embedding = match req.encoding {
+            Encoding::Float => json!(v),
+            Encoding::Base64 => {
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+        };
+        data.push(json!({"object": "embedding", "index": index, "embedding": embedding}));
+    }
+    Ok(Json(json!({
+        "object": "list",
+        "data": data,
+        "model": s.engine.config.served_name,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    })))
+}
