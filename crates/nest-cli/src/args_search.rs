@@ -129,6 +129,9 @@ pub struct ServeArgs {
     /// Most tokens in one forward batch; also the most one request may hold (413 above).
     #[arg(long, default_value_t = 16384)]
     pub max_batch_tokens: usize,
+    /// Most inputs in one forward batch (text-embeddings-inference's --max-batch-requests).
+    #[arg(long, default_value_t = 128)]
+    pub max_batch_inputs: usize,
     /// Most inputs waiting; requests beyond it get 429.
     #[arg(long, default_value_t = 1024)]
     pub max_queued_inputs: usize,

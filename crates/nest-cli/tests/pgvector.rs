@@ -28,10 +28,14 @@ impl Drop for Pg {
 
 fn as_pg(cmd: &str, args: &[&str]) -> Command {
     // initdb and postgres refuse to run as root: run them as the `postgres` user there
-    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"));
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
     if root {
         let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--", &format!("{BIN}/{cmd}")]).args(args);
+        c.args(["-u", "postgres", "--", &format!("{BIN}/{cmd}")])
+            .args(args);
         c
     } else {
         let mut c = Command::new(format!("{BIN}/{cmd}"));
@@ -41,14 +45,19 @@ fn as_pg(cmd: &str, args: &[&str]) -> Command {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn start_pg() -> Option<Pg> {
     let have = Path::new(BIN).join("initdb").exists()
         && Path::new("/usr/share/postgresql/15/extension/vector.control").exists();
     if !have {
-        let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1") || std::env::var("CI").is_ok_and(|v| v == "true");
+        let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1")
+            || std::env::var("CI").is_ok_and(|v| v == "true");
         assert!(!required, "PostgreSQL 15 + pgvector are missing and CI requires them: run scripts/setup_pgvector.sh");
         eprintln!("skipping: PostgreSQL 15 + pgvector not installed (scripts/setup_pgvector.sh installs them)");
         return None;
@@ -56,23 +65,61 @@ fn start_pg() -> Option<Pg> {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
-    let _ = Command::new("chmod").args(["777", &dir.path().display().to_string()]).status();
-    let _ = Command::new("chown").args(["postgres", &data.display().to_string()]).status();
-    let o = as_pg("initdb", &["-D", &data.display().to_string(), "-U", "postgres", "-A", "trust"]).output().unwrap();
-    assert!(o.status.success(), "initdb: {}", String::from_utf8_lossy(&o.stderr));
+    let _ = Command::new("chmod")
+        .args(["777", &dir.path().display().to_string()])
+        .status();
+    let _ = Command::new("chown")
+        .args(["postgres", &data.display().to_string()])
+        .status();
+    let o = as_pg(
+        "initdb",
+        &[
+            "-D",
+            &data.display().to_string(),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        o.status.success(),
+        "initdb: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let port = free_port();
     let child = as_pg(
         "postgres",
-        &["-D", &data.display().to_string(), "-p", &port.to_string(), "-h", "127.0.0.1", "-k", &dir.path().display().to_string(), "-c", "fsync=off"],
+        &[
+            "-D",
+            &data.display().to_string(),
+            "-p",
+            &port.to_string(),
+            "-h",
+            "127.0.0.1",
+            "-k",
+            &dir.path().display().to_string(),
+            "-c",
+            "fsync=off",
+        ],
     )
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::null())
     .spawn()
     .unwrap();
-    let pg = Pg { child, port, _dir: dir };
+    let pg = Pg {
+        child,
+        port,
+        _dir: dir,
+    };
     let t = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(30), "postgres did not start");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "postgres did not start"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -80,18 +127,30 @@ fn start_pg() -> Option<Pg> {
 }
 
 fn nest(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nest")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_nest"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn ok(args: &[&str]) -> String {
     let o = nest(args);
-    assert!(o.status.success(), "nest {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "nest {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn ids(line: &str) -> Vec<String> {
     let v: Value = serde_json::from_str(line).unwrap();
-    v["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap().to_string()).collect()
+    v["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -100,37 +159,105 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
     let d = tempfile::tempdir().unwrap();
     let model: PathBuf = d.path().join("tiny");
     write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
-    let words = ["cat", "dog", "music", "guitar", "mat", "sun", "rain", "tree", "car", "road", "bird", "sea"];
+    let words = [
+        "cat", "dog", "music", "guitar", "mat", "sun", "rain", "tree", "car", "road", "bird", "sea",
+    ];
     let mut corpus = String::new();
     for i in 0..120 {
-        let text = format!("{} {} {} {}", words[i % 12], words[(i / 12) % 12], words[(i * 7) % 12], i);
-        corpus.push_str(&serde_json::json!({"_id": format!("d{i}"), "text": text, "tag\tx": "a\\b"}).to_string());
+        let text = format!(
+            "{} {} {} {}",
+            words[i % 12],
+            words[(i / 12) % 12],
+            words[(i * 7) % 12],
+            i
+        );
+        corpus.push_str(
+            &serde_json::json!({"_id": format!("d{i}"), "text": text, "tag\tx": "a\\b"})
+                .to_string(),
+        );
         corpus.push('\n');
     }
     std::fs::write(d.path().join("c.jsonl"), corpus).unwrap();
     let idx = d.path().join("idx").display().to_string();
     let m = model.display().to_string();
-    ok(&["index", "build", "--model", &m, "--input", &d.path().join("c.jsonl").display().to_string(), "--dims", "8,32", "--precision", "float32,binary", "--payload", "--out", &idx]);
-    let dsn = format!("host=127.0.0.1 port={} user=postgres dbname=postgres", pg.port);
-    ok(&["export", "pgvector", "--index", &idx, "--dsn", &dsn, "--table", "docs"]);
+    ok(&[
+        "index",
+        "build",
+        "--model",
+        &m,
+        "--input",
+        &d.path().join("c.jsonl").display().to_string(),
+        "--dims",
+        "8,32",
+        "--precision",
+        "float32,binary",
+        "--payload",
+        "--out",
+        &idx,
+    ]);
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=postgres dbname=postgres",
+        pg.port
+    );
+    ok(&[
+        "export", "pgvector", "--index", &idx, "--dsn", &dsn, "--table", "docs",
+    ]);
     // no silent replacement; a bad table name is refused before anything is sent
-    let o = nest(&["export", "pgvector", "--index", &idx, "--dsn", &dsn, "--table", "docs"]);
+    let o = nest(&[
+        "export", "pgvector", "--index", &idx, "--dsn", &dsn, "--table", "docs",
+    ]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--overwrite"));
-    let o = nest(&["export", "pgvector", "--index", &idx, "--dsn", &dsn, "--table", "docs;drop"]);
+    let o = nest(&[
+        "export",
+        "pgvector",
+        "--index",
+        &idx,
+        "--dsn",
+        &dsn,
+        "--table",
+        "docs;drop",
+    ]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("table"));
-    ok(&["export", "pgvector", "--index", &idx, "--dsn", &dsn, "--table", "docs", "--overwrite"]);
-    for funnel in ["float32:32", "binary:32@60>float32:8@20>float32:32", "float32:8@40>float32:32"] {
+    ok(&[
+        "export",
+        "pgvector",
+        "--index",
+        &idx,
+        "--dsn",
+        &dsn,
+        "--table",
+        "docs",
+        "--overwrite",
+    ]);
+    for funnel in [
+        "float32:32",
+        "binary:32@60>float32:8@20>float32:32",
+        "float32:8@40>float32:32",
+    ] {
         for q in ["cat dog music", "rain on the road", "a bird over the sea"] {
-            let ours = ids(ok(&["search", "--index", &idx, "--query", q, "--funnel", funnel, "--k", "5"]).trim());
-            let theirs = ids(ok(&["search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index", &idx, "--query", q, "--funnel", funnel, "--k", "5"]).trim());
+            let ours = ids(ok(&[
+                "search", "--index", &idx, "--query", q, "--funnel", funnel, "--k", "5",
+            ])
+            .trim());
+            let theirs = ids(ok(&[
+                "search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index",
+                &idx, "--query", q, "--funnel", funnel, "--k", "5",
+            ])
+            .trim());
             assert_eq!(theirs.len(), 5, "{funnel} {q}");
             // pgvector stores halfvec (11-bit mantissa): near-ties may swap, so at least 4 of 5
             // shared and the same best hit
             let shared = theirs.iter().filter(|i| ours.contains(i)).count();
-            assert!(shared >= 4 && ours[0] == theirs[0], "{funnel} {q}: nest {ours:?} vs pgvector {theirs:?}");
+            assert!(
+                shared >= 4 && ours[0] == theirs[0],
+                "{funnel} {q}: nest {ours:?} vs pgvector {theirs:?}"
+            );
         }
     }
     // int8 has no pgvector type: a clear error
-    let o = nest(&["search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index", &idx, "--query", "x", "--funnel", "int8:32"]);
+    let o = nest(&[
+        "search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index", &idx,
+        "--query", "x", "--funnel", "int8:32",
+    ]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("int8"));
 }

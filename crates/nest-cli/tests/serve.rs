@@ -26,8 +26,21 @@ impl Drop for Server {
 
 fn start(model: &Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
-        .args(["serve", "--model", &model.display().to_string(), "--port", "0"])
-        .args(["--max-client-batch-size", "4", "--max-batch-tokens", "64", "--max-body-bytes", "4096"])
+        .args([
+            "serve",
+            "--model",
+            &model.display().to_string(),
+            "--port",
+            "0",
+        ])
+        .args([
+            "--max-client-batch-size",
+            "4",
+            "--max-batch-tokens",
+            "64",
+            "--max-body-bytes",
+            "4096",
+        ])
         .args(extra)
         .stderr(Stdio::piped())
         .spawn()
@@ -44,7 +57,10 @@ fn start(model: &Path, extra: &[&str]) -> Server {
     let s = Server { child, addr };
     let t = Instant::now();
     while http(&s.addr, "GET", "/health", b"").0 != 200 {
-        assert!(t.elapsed() < Duration::from_secs(60), "the server never became healthy");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the server never became healthy"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     s
@@ -52,22 +68,37 @@ fn start(model: &Path, extra: &[&str]) -> Server {
 
 /// One HTTP/1.1 request on a fresh connection; (status, body).
 fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    let Ok(mut s) = TcpStream::connect(addr) else { return (0, Vec::new()) };
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return (0, Vec::new());
+    };
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    if s.write_all(head.as_bytes()).and_then(|_| s.write_all(body)).is_err() {
+    if s.write_all(head.as_bytes())
+        .and_then(|_| s.write_all(body))
+        .is_err()
+    {
         return (0, Vec::new());
     }
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     let text = String::from_utf8_lossy(&out);
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let split = out.windows(4).position(|w| w == b"\r\n\r\n").map_or(out.len(), |p| p + 4);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(out.len(), |p| p + 4);
     let mut body = out[split..].to_vec();
-    if text.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if text
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         body = dechunk(&body);
     }
     (status, body)
@@ -77,7 +108,8 @@ fn dechunk(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut i = 0;
     while let Some(p) = b[i..].windows(2).position(|w| w == b"\r\n") {
-        let n = usize::from_str_radix(std::str::from_utf8(&b[i..i + p]).unwrap_or("0").trim(), 16).unwrap_or(0);
+        let n = usize::from_str_radix(std::str::from_utf8(&b[i..i + p]).unwrap_or("0").trim(), 16)
+            .unwrap_or(0);
         if n == 0 {
             break;
         }
@@ -97,14 +129,25 @@ fn vectors(v: &Value) -> Vec<Vec<f32>> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|d| d["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect())
+        .map(|d| {
+            d["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect()
+        })
         .collect()
 }
 
 fn tiny(dir: &Path) -> std::path::PathBuf {
     let m = dir.join("tiny");
     write_tiny_model(&m, &TinySpec::new(Architecture::Bert)).unwrap();
-    std::fs::write(m.join("nest.json"), r#"{"matryoshka_dims":[8,16,32],"trained_layers":[1,2]}"#).unwrap();
+    std::fs::write(
+        m.join("nest.json"),
+        r#"{"matryoshka_dims":[8,16,32],"trained_layers":[1,2]}"#,
+    )
+    .unwrap();
     m
 }
 
@@ -113,9 +156,15 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
     let d = tempfile::tempdir().unwrap();
     let s = start(&tiny(d.path()), &[]);
     let a = s.addr.as_str();
-    let (st, r) = post(a, &json!({"input": ["the cat sat", "dog"], "model": "tiny", "user": "u"}));
+    let (st, r) = post(
+        a,
+        &json!({"input": ["the cat sat", "dog"], "model": "tiny", "user": "u"}),
+    );
     assert_eq!(st, 200, "{r}");
-    assert_eq!((r["object"].as_str(), r["model"].as_str()), (Some("list"), Some("tiny")));
+    assert_eq!(
+        (r["object"].as_str(), r["model"].as_str()),
+        (Some("list"), Some("tiny"))
+    );
     let full = vectors(&r);
     assert_eq!((full.len(), full[0].len()), (2, 32));
     assert_eq!(r["data"][1]["index"], 1);
@@ -124,7 +173,12 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
         assert!((v.iter().map(|x| x * x).sum::<f32>().sqrt() - 1.0).abs() < 1e-5);
     }
     // a prefix, renormalised; and /embeddings is the same route
-    let (st, r) = http(a, "POST", "/embeddings", br#"{"input":"the cat sat","dimensions":8}"#);
+    let (st, r) = http(
+        a,
+        "POST",
+        "/embeddings",
+        br#"{"input":"the cat sat","dimensions":8}"#,
+    );
     assert_eq!(st, 200);
     let v8 = vectors(&serde_json::from_slice(&r).unwrap()).remove(0);
     let n: f32 = full[0][..8].iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -132,14 +186,21 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
         assert!((x - y / n).abs() < 1e-5);
     }
     // base64 = little-endian float32
-    let (_, r) = post(a, &json!({"input": "the cat sat", "encoding_format": "base64"}));
+    let (_, r) = post(
+        a,
+        &json!({"input": "the cat sat", "encoding_format": "base64"}),
+    );
     let b64 = r["data"][0]["embedding"].as_str().unwrap();
     let bytes = base64_decode(b64);
-    let dec: Vec<f32> = bytes.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let dec: Vec<f32> = bytes
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     // (a batch of one vs. of two: the padding changes float sums in the last bits)
     assert!(dec.iter().zip(&full[0]).all(|(x, y)| (x - y).abs() < 1e-5));
     // token ids = the same text
-    let tok = nest_model::tokenize::TextTokenizer::load(&d.path().join("tiny/tokenizer.json"), 512).unwrap();
+    let tok = nest_model::tokenize::TextTokenizer::load(&d.path().join("tiny/tokenizer.json"), 512)
+        .unwrap();
     let ids = tok.encode(&["the cat sat"]).unwrap().remove(0);
     let (st, r) = post(a, &json!({"input": [ids]}));
     assert_eq!(st, 200, "{r}");
@@ -153,14 +214,40 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
     std::fs::write(d.path().join("in.txt"), "the cat sat\n").unwrap();
     let out = d.path().join("l1.jsonl");
     let o = Command::new(env!("CARGO_BIN_EXE_nest"))
-        .args(["encode", "--model", &d.path().join("tiny").display().to_string(), "--layer", "1"])
-        .args(["--input", &d.path().join("in.txt").display().to_string(), "--output", &out.display().to_string()])
+        .args([
+            "encode",
+            "--model",
+            &d.path().join("tiny").display().to_string(),
+            "--layer",
+            "1",
+        ])
+        .args([
+            "--input",
+            &d.path().join("in.txt").display().to_string(),
+            "--output",
+            &out.display().to_string(),
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let line: Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap();
-    let enc: Vec<f32> = line["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
-    assert!(v1.iter().zip(&enc).all(|(x, y)| (x - y).abs() < 1e-5), "serve layers=1 differs from encode --layer 1");
+    let line: Value = serde_json::from_str(
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let enc: Vec<f32> = line["embedding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect();
+    assert!(
+        v1.iter().zip(&enc).all(|(x, y)| (x - y).abs() < 1e-5),
+        "serve layers=1 differs from encode --layer 1"
+    );
 
     // every bad case: status, OpenAI's error shape, a message naming the problem
     let big = vec![b'x'; 5000];
@@ -169,13 +256,29 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
         (br#"{"input":""}"#.to_vec(), 400, "empty string"),
         (br#"{"input":42}"#.to_vec(), 400, "input"),
         (br#"{"input":["a",{}]}"#.to_vec(), 400, "input[1]"),
-        (br#"{"input":"a","dimensions":12}"#.to_vec(), 400, "8, 16, 32"),
-        (br#"{"input":"a","dimensions":64}"#.to_vec(), 400, "at most 32"),
+        (
+            br#"{"input":"a","dimensions":12}"#.to_vec(),
+            400,
+            "8, 16, 32",
+        ),
+        (
+            br#"{"input":"a","dimensions":64}"#.to_vec(),
+            400,
+            "at most 32",
+        ),
         (br#"{"input":"a","layers":3}"#.to_vec(), 400, "2 layers"),
         (br#"{"input":"a","model":"gpt"}"#.to_vec(), 400, "gpt"),
         (br#"{"input":[[1,2,999999]]}"#.to_vec(), 400, "vocabulary"),
-        (br#"{"input":["a","b","c","d","e"]}"#.to_vec(), 413, "5 inputs"),
-        (format!(r#"{{"input":["{w}","{w}","{w}"]}}"#, w = "word ".repeat(30)).into_bytes(), 413, "tokens"),
+        (
+            br#"{"input":["a","b","c","d","e"]}"#.to_vec(),
+            413,
+            "5 inputs",
+        ),
+        (
+            format!(r#"{{"input":["{w}","{w}","{w}"]}}"#, w = "word ".repeat(30)).into_bytes(),
+            413,
+            "tokens",
+        ),
         (br#"{"input": "a""#.to_vec(), 400, "JSON"),
         (big, 413, "limit"),
     ];
@@ -185,8 +288,14 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
         let shown = String::from_utf8_lossy(&body[..body.len().min(60)]).into_owned();
         assert_eq!(st, want, "{shown}: {v}");
         let e = &v["error"];
-        assert!(e["message"].as_str().unwrap_or("").contains(needle), "{shown}: {v}");
-        assert!(e["type"].is_string() && e.get("param").is_some() && e["code"].is_string(), "{v}");
+        assert!(
+            e["message"].as_str().unwrap_or("").contains(needle),
+            "{shown}: {v}"
+        );
+        assert!(
+            e["type"].is_string() && e.get("param").is_some() && e["code"].is_string(),
+            "{v}"
+        );
     }
     // models and metrics
     let (st, b) = http(a, "GET", "/v1/models", b"");
@@ -196,7 +305,13 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
     assert_eq!(m["data"][0]["layers"], json!([1, 2]));
     let (_, b) = http(a, "GET", "/metrics", b"");
     let text = String::from_utf8_lossy(&b);
-    for k in ["nest_requests_total{status=\"200\"}", "nest_requests_total{status=\"413\"}", "nest_request_duration_seconds_bucket", "nest_batch_inputs", "nest_queue_depth"] {
+    for k in [
+        "nest_requests_total{status=\"200\"}",
+        "nest_requests_total{status=\"413\"}",
+        "nest_request_duration_seconds_bucket",
+        "nest_batch_inputs",
+        "nest_queue_depth",
+    ] {
         assert!(text.contains(k), "metrics lack {k}");
     }
 }
@@ -221,16 +336,33 @@ fn base64_decode(s: &str) -> Vec<u8> {
 fn concurrent_requests_are_batched_without_changing_vectors_and_sigterm_drains() {
     let d = tempfile::tempdir().unwrap();
     let s = start(&tiny(d.path()), &["--allow-any-point"]);
-    let texts = ["a", "the cat sat on the mat", "music", "a man is playing a guitar loudly", "dog", "x y z"];
+    let texts = [
+        "a",
+        "the cat sat on the mat",
+        "music",
+        "a man is playing a guitar loudly",
+        "dog",
+        "x y z",
+    ];
     let alone: Vec<Vec<f32>> = texts
         .iter()
-        .map(|t| vectors(&post(&s.addr, &json!({"input": t, "dimensions": 20, "layers": 1})).1).remove(0))
+        .map(|t| {
+            vectors(&post(&s.addr, &json!({"input": t, "dimensions": 20, "layers": 1})).1).remove(0)
+        })
         .collect();
     let handles: Vec<_> = (0..24)
         .map(|i| {
             let addr = s.addr.clone();
             let t = texts[i % texts.len()];
-            std::thread::spawn(move || (i, post(&addr, &json!({"input": [t, t], "dimensions": 20, "layers": 1}))))
+            std::thread::spawn(move || {
+                (
+                    i,
+                    post(
+                        &addr,
+                        &json!({"input": [t, t], "dimensions": 20, "layers": 1}),
+                    ),
+                )
+            })
         })
         .collect();
     for h in handles {
@@ -238,23 +370,41 @@ fn concurrent_requests_are_batched_without_changing_vectors_and_sigterm_drains()
         assert_eq!(st, 200, "{r}");
         for v in vectors(&r) {
             let want = &alone[i % texts.len()];
-            assert!(v.iter().zip(want).all(|(x, y)| (x - y).abs() < 1e-5), "batched result differs for input {i}");
+            assert!(
+                v.iter().zip(want).all(|(x, y)| (x - y).abs() < 1e-5),
+                "batched result differs for input {i}"
+            );
         }
     }
     // batches really merged requests
     let (_, b) = http(&s.addr, "GET", "/metrics", b"");
     let text = String::from_utf8_lossy(&b).into_owned();
     let count = |name: &str| -> f64 {
-        text.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().last()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
     };
-    let (sum, n) = (count("nest_batch_inputs_sum"), count("nest_batch_inputs_count"));
-    assert!(sum > n, "every batch held one input ({sum} inputs in {n} batches)");
+    let (sum, n) = (
+        count("nest_batch_inputs_sum"),
+        count("nest_batch_inputs_count"),
+    );
+    assert!(
+        sum > n,
+        "every batch held one input ({sum} inputs in {n} batches)"
+    );
     // SIGTERM with a request in flight: it finishes, the process exits 0
     let addr = s.addr.clone();
-    let inflight = std::thread::spawn(move || post(&addr, &json!({"input": ["a", "b", "c", "d"]})).0);
+    let inflight =
+        std::thread::spawn(move || post(&addr, &json!({"input": ["a", "b", "c", "d"]})).0);
     std::thread::sleep(Duration::from_millis(5));
     let pid = s.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
     assert_eq!(inflight.join().unwrap(), 200);
     let mut s = s;
     let t = Instant::now();
@@ -263,7 +413,10 @@ fn concurrent_requests_are_batched_without_changing_vectors_and_sigterm_drains()
             assert!(st.success(), "exit status {st}");
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(20), "the server did not stop after SIGTERM");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the server did not stop after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -281,9 +434,12 @@ fn the_official_openai_python_client_works() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has {
-        let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1") || std::env::var("CI").is_ok_and(|v| v == "true");
+        let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1")
+            || std::env::var("CI").is_ok_and(|v| v == "true");
         assert!(!required, "the openai package is missing and CI requires it: run scripts/test.sh (it installs it into .deps/pyclient)");
-        eprintln!("skipping: {py} cannot import openai (scripts/test.sh installs it into .deps/pyclient)");
+        eprintln!(
+            "skipping: {py} cannot import openai (scripts/test.sh installs it into .deps/pyclient)"
+        );
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -294,5 +450,10 @@ fn the_official_openai_python_client_works() {
         .env("PYTHONPATH", &pypath)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -14,6 +14,11 @@ use crate::reader::{Index, Rows};
 use crate::topk::TopK;
 use crate::{kernels, Error, Result};
 
+/// Queries scored together in one pass over the rows (batched search).
+pub const QUERY_BLOCK: usize = 8;
+/// Rows per cache block of a batched first stage.
+pub const ROW_BLOCK: usize = 2048;
+
 /// Shortlist growth per remaining stage when a stage gives no `@n`.
 pub const DEFAULT_WIDEN: usize = 10;
 
@@ -130,6 +135,61 @@ fn score(rows: Rows<'_>, q: &Prepared, dim: usize, row: usize) -> f32 {
     }
 }
 
+/// The `keep` rows of a block with the smallest Hamming distances, best first, ties by lower
+/// row (as [`TopK`] orders them), by a counting pass over the distances instead of a heap.
+fn select_binary(dist: &[u16], base: usize, keep: usize, dim: usize) -> Vec<(f32, u32)> {
+    let mut hist = vec![0usize; dim + 2];
+    for &d in dist {
+        hist[(d as usize).min(dim + 1)] += 1;
+    }
+    // the largest distance that is still taken, and how many rows at it
+    let (mut cut, mut below) = (dim + 1, 0usize);
+    for (d, &c) in hist.iter().enumerate() {
+        if below + c >= keep {
+            cut = d;
+            break;
+        }
+        below += c;
+    }
+    let mut at_cut = keep.saturating_sub(below);
+    let mut out: Vec<(u16, u32)> = Vec::with_capacity(keep.min(dist.len()));
+    for (i, &d) in dist.iter().enumerate() {
+        let d_us = d as usize;
+        if d_us < cut {
+            out.push((d, (base + i) as u32));
+        } else if d_us == cut && at_cut > 0 {
+            at_cut -= 1;
+            out.push((d, (base + i) as u32));
+        }
+    }
+    out.sort_unstable();
+    out.into_iter()
+        .map(|(d, r)| (1.0 - 2.0 * d as f32 / dim as f32, r))
+        .collect()
+}
+
+/// First stage over rows `lo..hi`: the `keep` best, best first.
+fn scan(
+    rows: Rows<'_>,
+    q: &Prepared,
+    dim: usize,
+    keep: usize,
+    lo: usize,
+    hi: usize,
+) -> Vec<(f32, u32)> {
+    if let (Rows::Binary(v), Prepared::Binary(qb)) = (rows, q) {
+        let w = qb.len();
+        let mut dist = vec![0u16; hi - lo];
+        kernels::hamming_many(qb, &v[lo * w..hi * w], &mut dist);
+        return select_binary(&dist, lo, keep, dim);
+    }
+    let mut t = TopK::new(keep);
+    for r in lo..hi {
+        t.push(score(rows, q, dim, r), r as u32);
+    }
+    t.into_sorted()
+}
+
 impl Index {
     /// Checks a funnel against this index: every stage's level stored, `k` positive.
     pub fn check_funnel(&self, funnel: &Funnel, k: usize) -> Result<()> {
@@ -164,56 +224,121 @@ impl Index {
                 ),
             ));
         }
-        let split = queries.len() < rayon::current_num_threads();
+        if queries.len() < rayon::current_num_threads() {
+            return Ok(queries
+                .par_iter()
+                .map(|q| {
+                    let first = self.first_stage_split(q, funnel, k);
+                    self.rerank(q, funnel, k, first)
+                })
+                .collect());
+        }
         Ok(queries
-            .par_iter()
-            .map(|q| self.search_one(q, funnel, k, split))
+            .par_chunks(QUERY_BLOCK)
+            .flat_map_iter(|block| {
+                self.first_stage_block(block, funnel, k)
+                    .into_iter()
+                    .zip(block)
+                    .map(|(first, q)| self.rerank(q, funnel, k, first))
+            })
             .collect())
     }
 
-    fn search_one(&self, query: &[f32], funnel: &Funnel, k: usize, split: bool) -> Vec<Hit> {
-        let keeps = funnel.keeps(k);
+    /// The first stage of one query, its scan split across threads.
+    fn first_stage_split(&self, query: &[f32], funnel: &Funnel, k: usize) -> Vec<(f32, u32)> {
+        let level = funnel.stages[0].level;
+        let keep = funnel.keeps(k)[0];
+        let q = Prepared::new(query, level);
+        let Ok(rows) = self.rows(level) else {
+            return Vec::new();
+        };
         let n = self.len();
-        let mut cands: Vec<(f32, u32)> = Vec::new();
-        for (i, (stage, &keep)) in funnel.stages.iter().zip(&keeps).enumerate() {
+        let chunk = n.div_ceil(rayon::current_num_threads()).max(4096);
+        let parts: Vec<Vec<(f32, u32)>> = (0..n.div_ceil(chunk))
+            .into_par_iter()
+            .map(|c| {
+                scan(
+                    rows,
+                    &q,
+                    level.dim,
+                    keep,
+                    c * chunk,
+                    ((c + 1) * chunk).min(n),
+                )
+            })
+            .collect();
+        let mut t = TopK::new(keep);
+        for (s, r) in parts.into_iter().flatten() {
+            t.push(s, r);
+        }
+        t.into_sorted()
+    }
+
+    /// The first stage of a block of queries, in one pass over the rows: each block of
+    /// `ROW_BLOCK` rows is scored against every query of the block while it is in cache, so the
+    /// rows cross the memory bus once per query block instead of once per query.
+    fn first_stage_block(
+        &self,
+        queries: &[Vec<f32>],
+        funnel: &Funnel,
+        k: usize,
+    ) -> Vec<Vec<(f32, u32)>> {
+        let level = funnel.stages[0].level;
+        let keep = funnel.keeps(k)[0];
+        let dim = level.dim;
+        let Ok(rows) = self.rows(level) else {
+            return vec![Vec::new(); queries.len()];
+        };
+        let prepared: Vec<Prepared> = queries.iter().map(|q| Prepared::new(q, level)).collect();
+        let n = self.len();
+        if let Rows::Binary(v) = rows {
+            let w = dim.div_ceil(8);
+            let mut dist = vec![vec![0u16; n]; queries.len()];
+            for lo in (0..n).step_by(ROW_BLOCK) {
+                let hi = (lo + ROW_BLOCK).min(n);
+                for (p, d) in prepared.iter().zip(dist.iter_mut()) {
+                    if let Prepared::Binary(qb) = p {
+                        kernels::hamming_many(qb, &v[lo * w..hi * w], &mut d[lo..hi]);
+                    }
+                }
+            }
+            return dist
+                .iter()
+                .map(|d| select_binary(d, 0, keep, dim))
+                .collect();
+        }
+        let mut tops: Vec<TopK> = queries.iter().map(|_| TopK::new(keep)).collect();
+        for lo in (0..n).step_by(ROW_BLOCK) {
+            let hi = (lo + ROW_BLOCK).min(n);
+            for (p, t) in prepared.iter().zip(tops.iter_mut()) {
+                for r in lo..hi {
+                    t.push(score(rows, p, dim, r), r as u32);
+                }
+            }
+        }
+        tops.into_iter().map(TopK::into_sorted).collect()
+    }
+
+    /// The later stages of one query: each rescores the previous shortlist with its level.
+    fn rerank(
+        &self,
+        query: &[f32],
+        funnel: &Funnel,
+        k: usize,
+        mut cands: Vec<(f32, u32)>,
+    ) -> Vec<Hit> {
+        let keeps = funnel.keeps(k);
+        for (stage, &keep) in funnel.stages.iter().zip(&keeps).skip(1) {
             let level = stage.level;
             let q = Prepared::new(query, level);
             let Ok(rows) = self.rows(level) else {
                 return Vec::new();
             };
-            let dim = level.dim;
-            cands = if i == 0 {
-                if split {
-                    let chunk = n.div_ceil(rayon::current_num_threads()).max(4096);
-                    let parts: Vec<Vec<(f32, u32)>> = (0..n.div_ceil(chunk))
-                        .into_par_iter()
-                        .map(|c| {
-                            let mut t = TopK::new(keep);
-                            for r in c * chunk..((c + 1) * chunk).min(n) {
-                                t.push(score(rows, &q, dim, r), r as u32);
-                            }
-                            t.into_sorted()
-                        })
-                        .collect();
-                    let mut t = TopK::new(keep);
-                    for (s, r) in parts.into_iter().flatten() {
-                        t.push(s, r);
-                    }
-                    t.into_sorted()
-                } else {
-                    let mut t = TopK::new(keep);
-                    for r in 0..n {
-                        t.push(score(rows, &q, dim, r), r as u32);
-                    }
-                    t.into_sorted()
-                }
-            } else {
-                let mut t = TopK::new(keep);
-                for &(_, r) in &cands {
-                    t.push(score(rows, &q, dim, r as usize), r);
-                }
-                t.into_sorted()
-            };
+            let mut t = TopK::new(keep);
+            for &(_, r) in &cands {
+                t.push(score(rows, &q, level.dim, r as usize), r);
+            }
+            cands = t.into_sorted();
         }
         cands
             .into_iter()

@@ -82,7 +82,9 @@ fn index_expr(level: Level, full: usize) -> Option<String> {
         format!("subvector(embedding, 1, {d})::halfvec({d})")
     };
     match level.precision {
-        Precision::Binary => Some(format!("((binary_quantize({cut})::bit({d})) bit_hamming_ops)")),
+        Precision::Binary => Some(format!(
+            "((binary_quantize({cut})::bit({d})) bit_hamming_ops)"
+        )),
         Precision::Float32 if d < full => Some(format!("(({cut}) halfvec_cosine_ops)")),
         _ => None,
     }
@@ -99,7 +101,10 @@ pub fn funnel_sql(table: &str, funnel: &Funnel, full: usize, k: usize) -> Result
     let mut sql = String::new();
     for (i, (s, keep)) in funnel.stages.iter().zip(&keeps).enumerate() {
         if s.level.dim > full {
-            return Err(Error::invalid("funnel", format!("{} is wider than the {full}-dim vectors", s.level)));
+            return Err(Error::invalid(
+                "funnel",
+                format!("{} is wider than the {full}-dim vectors", s.level),
+            ));
         }
         let dist = distance(s.level, full, "embedding", &q)?;
         let from = if i == 0 {
@@ -107,15 +112,24 @@ pub fn funnel_sql(table: &str, funnel: &Funnel, full: usize, k: usize) -> Result
         } else {
             format!("({sql}) AS s{i}")
         };
-        sql = format!("SELECT id, embedding, {dist} AS dist FROM {from} ORDER BY {dist} LIMIT {keep}");
+        sql = format!(
+            "SELECT id, embedding, {dist} AS dist FROM {from} ORDER BY {dist} LIMIT {keep}"
+        );
     }
-    let last = funnel.stages.last().map(|s| s.level).ok_or_else(|| Error::invalid("funnel", "empty"))?;
+    let last = funnel
+        .stages
+        .last()
+        .map(|s| s.level)
+        .ok_or_else(|| Error::invalid("funnel", "empty"))?;
     let score = match last.precision {
         Precision::Binary => format!("1 - 2 * dist / {}", last.dim),
         _ => "1 - dist".to_string(),
     };
     let mut out = String::new();
-    let _ = write!(out, "SELECT id, ({score})::float4 AS score FROM ({sql}) AS f ORDER BY dist, id");
+    let _ = write!(
+        out,
+        "SELECT id, ({score})::float4 AS score FROM ({sql}) AS f ORDER BY dist, id"
+    );
     Ok(out)
 }
 
@@ -145,19 +159,26 @@ pub fn export(index: &Index, dsn: &str, table: &str, overwrite: bool) -> Result<
     check_table(table)?;
     let t0 = std::time::Instant::now();
     let full = index.full_dim();
-    let full_level = Level { precision: Precision::Float32, dim: full };
+    let full_level = Level {
+        precision: Precision::Float32,
+        dim: full,
+    };
     index.rows(full_level).map_err(|_| {
         Error::invalid("index", format!("the export needs the full float32 level ({full_level}); rebuild with float32 at dim {full}"))
     })?;
     let mut client = connect(dsn)?;
     let mut tx = client.transaction().map_err(pg)?;
-    tx.batch_execute("CREATE EXTENSION IF NOT EXISTS vector").map_err(pg)?;
+    tx.batch_execute("CREATE EXTENSION IF NOT EXISTS vector")
+        .map_err(pg)?;
     let exists: bool = tx
         .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
         .map_err(pg)?
         .get(0);
     if exists && !overwrite {
-        return Err(Error::invalid("table", format!("'{table}' exists; pass --overwrite to replace it")));
+        return Err(Error::invalid(
+            "table",
+            format!("'{table}' exists; pass --overwrite to replace it"),
+        ));
     }
     tx.batch_execute(&format!(
         "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id text PRIMARY KEY, row_no integer NOT NULL, embedding halfvec({full}) NOT NULL, payload jsonb)"
@@ -165,14 +186,21 @@ pub fn export(index: &Index, dsn: &str, table: &str, overwrite: bool) -> Result<
     .map_err(pg)?;
     {
         let mut w = tx
-            .copy_in(&format!("COPY {table} (id, row_no, embedding, payload) FROM STDIN"))
+            .copy_in(&format!(
+                "COPY {table} (id, row_no, embedding, payload) FROM STDIN"
+            ))
             .map_err(pg)?;
         let mut line = String::new();
         for r in 0..index.len() {
             line.clear();
             copy_escape(index.id(r), &mut line);
             let _ = write!(line, "\t{r}\t[");
-            for (j, x) in index.vector(full_level, r).unwrap_or(&[]).iter().enumerate() {
+            for (j, x) in index
+                .vector(full_level, r)
+                .unwrap_or(&[])
+                .iter()
+                .enumerate()
+            {
                 if j > 0 {
                     line.push(',');
                 }
@@ -184,7 +212,8 @@ pub fn export(index: &Index, dsn: &str, table: &str, overwrite: bool) -> Result<
                 _ => line.push_str("\\N"),
             }
             line.push('\n');
-            w.write_all(line.as_bytes()).map_err(|e| Error::Postgres(e.to_string()))?;
+            w.write_all(line.as_bytes())
+                .map_err(|e| Error::Postgres(e.to_string()))?;
         }
         w.finish().map_err(pg)?;
     }
@@ -192,13 +221,18 @@ pub fn export(index: &Index, dsn: &str, table: &str, overwrite: bool) -> Result<
     for level in index.levels() {
         if let Some(expr) = index_expr(level, full) {
             let name = format!("{table}_{}_{}", level.precision.name(), level.dim);
-            tx.batch_execute(&format!("CREATE INDEX {name} ON {table} USING hnsw {expr}")).map_err(pg)?;
+            tx.batch_execute(&format!("CREATE INDEX {name} ON {table} USING hnsw {expr}"))
+                .map_err(pg)?;
             indexes.push(name);
         }
     }
     tx.batch_execute(&format!("ANALYZE {table}")).map_err(pg)?;
     tx.commit().map_err(pg)?;
-    Ok(ExportReport { rows: index.len(), indexes, seconds: t0.elapsed().as_secs_f64() })
+    Ok(ExportReport {
+        rows: index.len(),
+        indexes,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
 }
 
 /// A pgvector hit: the document id and the last stage's score.
@@ -209,7 +243,13 @@ pub struct PgHit {
 }
 
 /// Runs `funnel` in SQL for each query (full-length vectors).
-pub fn search(client: &mut Client, table: &str, queries: &[Vec<f32>], funnel: &Funnel, k: usize) -> Result<Vec<Vec<PgHit>>> {
+pub fn search(
+    client: &mut Client,
+    table: &str,
+    queries: &[Vec<f32>],
+    funnel: &Funnel,
+    k: usize,
+) -> Result<Vec<Vec<PgHit>>> {
     let full = queries.first().map_or(0, Vec::len);
     let sql = funnel_sql(table, funnel, full, k)?;
     let first = funnel.keeps(k)[0];
@@ -233,7 +273,10 @@ pub fn search(client: &mut Client, table: &str, queries: &[Vec<f32>], funnel: &F
                 .query(&stmt, &[&lit])
                 .map_err(pg)?
                 .iter()
-                .map(|r| PgHit { id: r.get(0), score: r.get(1) })
+                .map(|r| PgHit {
+                    id: r.get(0),
+                    score: r.get(1),
+                })
                 .collect())
         })
         .collect()
@@ -248,8 +291,14 @@ mod tests {
         let f = Funnel::parse("binary:384@1000>float32:64@100>float32:384").unwrap();
         let s = funnel_sql("docs", &f, 384, 10).unwrap();
         assert!(s.contains("binary_quantize(embedding)::bit(384) <~> binary_quantize(($1::text::halfvec(384)))::bit(384)"), "{s}");
-        assert!(s.contains("subvector(embedding, 1, 64)::halfvec(64) <=>"), "{s}");
-        assert!(s.contains("LIMIT 1000") && s.contains("LIMIT 100") && s.contains("LIMIT 10"), "{s}");
+        assert!(
+            s.contains("subvector(embedding, 1, 64)::halfvec(64) <=>"),
+            "{s}"
+        );
+        assert!(
+            s.contains("LIMIT 1000") && s.contains("LIMIT 100") && s.contains("LIMIT 10"),
+            "{s}"
+        );
         assert!(funnel_sql("docs; drop", &f, 384, 10).is_err());
         assert!(funnel_sql("docs", &Funnel::parse("int8:64").unwrap(), 384, 10).is_err());
         assert_eq!(

@@ -201,6 +201,25 @@ fn kernels_match_the_plain_loops() {
     }
 }
 
+#[test]
+fn hamming_many_matches_the_plain_loop() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    for w in [1usize, 6, 8, 48, 50] {
+        let q: Vec<u8> = (0..w).map(|_| rng.random()).collect();
+        let rows: Vec<u8> = (0..w * 37).map(|_| rng.random()).collect();
+        let mut out = vec![0u16; 37];
+        kernels::hamming_many(&q, &rows, &mut out);
+        for (r, d) in out.iter().enumerate() {
+            assert_eq!(
+                *d as u32,
+                kernels::plain::hamming(&q, &rows[r * w..(r + 1) * w]),
+                "w={w} row {r}"
+            );
+        }
+    }
+}
+
 fn small(dir: &Path) -> PathBuf {
     let x: Vec<Vec<f32>> = (0..50)
         .map(|i| {

@@ -77,9 +77,9 @@ impl Queue {
 
     /// Blocks until inputs are waiting, then takes a batch: the oldest input's layer, and every
     /// following input of that layer, in arrival order, while the padded batch
-    /// (`longest * count`) stays within `max_tokens` (one input always fits). `None` once the
-    /// queue is closed and empty.
-    pub fn take_batch(&self, max_tokens: usize) -> Option<Vec<Item>> {
+    /// (`longest * count`) stays within `max_tokens` and the count within `max_inputs` (one
+    /// input always fits). `None` once the queue is closed and empty.
+    pub fn take_batch(&self, max_tokens: usize, max_inputs: usize) -> Option<Vec<Item>> {
         let mut s = self.lock();
         while s.items.is_empty() {
             if s.closed {
@@ -95,7 +95,7 @@ impl Queue {
                 continue;
             }
             let l = longest.max(it.ids.len());
-            if !take.is_empty() && l * (take.len() + 1) > max_tokens {
+            if !take.is_empty() && (l * (take.len() + 1) > max_tokens || take.len() >= max_inputs) {
                 break;
             }
             longest = l;
@@ -128,7 +128,13 @@ impl Queue {
 mod tests {
     use super::*;
 
-    fn item(len: usize, layer: usize) -> (Item, oneshot::Receiver<std::result::Result<Vec<f32>, String>>) {
+    fn item(
+        len: usize,
+        layer: usize,
+    ) -> (
+        Item,
+        oneshot::Receiver<std::result::Result<Vec<f32>, String>>,
+    ) {
         let (tx, rx) = oneshot::channel();
         (
             Item {
@@ -153,17 +159,27 @@ mod tests {
         }
         q.push_all(items).unwrap();
         // layer 6 first: 10, then 20 (padded 2 * 20 = 40 <= 60), then 10 (3 * 20 = 60)
-        let b = q.take_batch(60).unwrap();
-        assert_eq!(b.iter().map(|i| (i.ids.len(), i.layer)).collect::<Vec<_>>(), vec![(10, 6), (20, 6), (10, 6)]);
-        let b = q.take_batch(60).unwrap();
-        assert_eq!(b.iter().map(|i| i.ids.len()).collect::<Vec<_>>(), vec![5, 8]);
+        let b = q.take_batch(60, 100).unwrap();
+        assert_eq!(
+            b.iter().map(|i| (i.ids.len(), i.layer)).collect::<Vec<_>>(),
+            vec![(10, 6), (20, 6), (10, 6)]
+        );
+        let b = q.take_batch(60, 100).unwrap();
+        assert_eq!(
+            b.iter().map(|i| i.ids.len()).collect::<Vec<_>>(),
+            vec![5, 8]
+        );
         // an input longer than the budget still goes, alone
         let (big, _r) = item(100, 6);
         let (small, _s) = item(1, 6);
         q.push_all(vec![big, small]).unwrap();
-        assert_eq!(q.take_batch(60).unwrap().len(), 1);
-        assert_eq!(q.take_batch(60).unwrap().len(), 1);
+        assert_eq!(q.take_batch(60, 100).unwrap().len(), 1);
+        assert_eq!(q.take_batch(60, 100).unwrap().len(), 1);
         assert_eq!(q.depth(), 0);
+        // the input cap
+        q.push_all((0..5).map(|_| item(2, 6).0).collect()).unwrap();
+        assert_eq!(q.take_batch(1000, 3).unwrap().len(), 3);
+        assert_eq!(q.take_batch(1000, 3).unwrap().len(), 2);
     }
 
     #[test]
@@ -176,7 +192,7 @@ mod tests {
         assert_eq!(q.depth(), 2);
         q.close();
         assert!(q.push_all(vec![item(1, 6).0]).is_err());
-        assert_eq!(q.take_batch(100).unwrap().len(), 2);
-        assert!(q.take_batch(100).is_none());
+        assert_eq!(q.take_batch(100, 100).unwrap().len(), 2);
+        assert!(q.take_batch(100, 100).is_none());
     }
 }

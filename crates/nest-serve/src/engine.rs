@@ -22,6 +22,8 @@ pub struct EngineConfig {
     pub allow_any_point: bool,
     pub max_length: Option<usize>,
     pub max_batch_tokens: usize,
+    /// Most inputs in one forward batch.
+    pub max_batch_inputs: usize,
     pub max_queued_inputs: usize,
     pub workers: usize,
 }
@@ -93,7 +95,12 @@ impl ModelInfo {
     ) -> Result<(usize, usize)> {
         let dim = dims.unwrap_or(self.default_dim);
         let layer = layers.unwrap_or(self.num_layers);
-        let list = |v: &[usize]| v.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ");
+        let list = |v: &[usize]| {
+            v.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         if layer > self.num_layers {
             return Err(Error::bad(
                 Some("layers"),
@@ -117,8 +124,15 @@ impl ModelInfo {
         if !fits {
             return Err(Error::bad(
                 Some("dimensions"),
-                format!("dimensions={dim}: this model serves at most {} dims{}", self.hidden,
-                    if self.adaptor { format!(" (its adaptor serves {})", list(&self.dims)) } else { String::new() }),
+                format!(
+                    "dimensions={dim}: this model serves at most {} dims{}",
+                    self.hidden,
+                    if self.adaptor {
+                        format!(" (its adaptor serves {})", list(&self.dims))
+                    } else {
+                        String::new()
+                    }
+                ),
             ));
         }
         if !any && !self.dims.contains(&dim) {
@@ -192,7 +206,10 @@ impl Engine {
         };
         let _ = self.info.set(Ok(ModelInfo::new(&enc, adaptor.as_ref())));
         let _guard = tch::no_grad_guard();
-        while let Some(batch) = self.queue.take_batch(self.config.max_batch_tokens) {
+        while let Some(batch) = self
+            .queue
+            .take_batch(self.config.max_batch_tokens, self.config.max_batch_inputs)
+        {
             // a failing batch answers its inputs with an error; the worker lives on
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 embed_batch(&enc, adaptor.as_ref(), &batch)
@@ -227,7 +244,10 @@ impl Engine {
             Some(n) if n == self.config.served_name || n.is_empty() => Ok(()),
             Some(n) => Err(Error::bad(
                 Some("model"),
-                format!("model '{n}' is not served here; this server serves '{}'", self.config.served_name),
+                format!(
+                    "model '{n}' is not served here; this server serves '{}'",
+                    self.config.served_name
+                ),
             )),
         }
     }
@@ -266,7 +286,10 @@ fn embed_batch(
             dims.sort_unstable();
             dims.dedup();
             for d in dims {
-                let rows: Vec<i64> = (0..batch.len()).filter(|&k| batch[k].dim == d).map(|k| k as i64).collect();
+                let rows: Vec<i64> = (0..batch.len())
+                    .filter(|&k| batch[k].dim == d)
+                    .map(|k| k as i64)
+                    .collect();
                 let x = pooled.index_select(0, &Tensor::from_slice(&rows));
                 let y = a.apply(&x, d).map_err(|e| e.to_string())?;
                 let flat = nest_model::pooling::to_vec_f32(&y);

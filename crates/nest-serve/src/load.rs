@@ -49,7 +49,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Runs the load and reports.
 pub async fn run(cfg: LoadConfig) -> Result<LoadReport> {
     if cfg.texts.is_empty() || cfg.clients == 0 || cfg.inputs_per_request == 0 {
-        return Err(Error::bad(None, "the load needs texts, clients and inputs per request"));
+        return Err(Error::bad(
+            None,
+            "the load needs texts, clients and inputs per request",
+        ));
     }
     let client = reqwest::Client::builder()
         .timeout(cfg.timeout)

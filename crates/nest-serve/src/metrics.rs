@@ -79,7 +79,9 @@ impl Metrics {
 
     /// Counts a finished request by status.
     pub fn errors(&self, status: u16) {
-        self.requests.with_label_values(&[&status.to_string()]).inc();
+        self.requests
+            .with_label_values(&[&status.to_string()])
+            .inc();
     }
 
     /// The text exposition of every metric.

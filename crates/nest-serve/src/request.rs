@@ -51,7 +51,10 @@ fn positive(v: &Value, param: &'static str) -> Result<Option<usize>> {
         Value::Null => Ok(None),
         Value::Number(n) => match n.as_u64() {
             Some(k) if k >= 1 => Ok(Some(k as usize)),
-            _ => Err(Error::bad(Some(param), format!("'{param}' must be a positive integer, got {n}"))),
+            _ => Err(Error::bad(
+                Some(param),
+                format!("'{param}' must be a positive integer, got {n}"),
+            )),
         },
         other => Err(Error::bad(
             Some(param),
@@ -96,7 +99,11 @@ fn parse_input(v: &Value) -> Result<Inputs> {
                 .iter()
                 .enumerate()
                 .map(|(i, x)| {
-                    token(x).ok_or_else(|| bad(format!("input[{i}] is not a token id (a non-negative integer)")))
+                    token(x).ok_or_else(|| {
+                        bad(format!(
+                            "input[{i}] is not a token id (a non-negative integer)"
+                        ))
+                    })
                 })
                 .collect::<Result<_>>()
                 .map(|t| Inputs::Tokens(vec![t])),
@@ -104,16 +111,23 @@ fn parse_input(v: &Value) -> Result<Inputs> {
                 .iter()
                 .enumerate()
                 .map(|(i, x)| {
-                    let arr = x
-                        .as_array()
-                        .ok_or_else(|| bad(format!("input[{i}] is {}, expected an array of token ids", kind(x))))?;
+                    let arr = x.as_array().ok_or_else(|| {
+                        bad(format!(
+                            "input[{i}] is {}, expected an array of token ids",
+                            kind(x)
+                        ))
+                    })?;
                     if arr.is_empty() {
                         return Err(bad(format!("input[{i}] is an empty token array")));
                     }
                     arr.iter()
                         .enumerate()
                         .map(|(j, t)| {
-                            token(t).ok_or_else(|| bad(format!("input[{i}][{j}] is not a token id (a non-negative integer)")))
+                            token(t).ok_or_else(|| {
+                                bad(format!(
+                                    "input[{i}][{j}] is not a token id (a non-negative integer)"
+                                ))
+                            })
                         })
                         .collect()
                 })
@@ -131,14 +145,22 @@ pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| Error::bad(None, format!("the body is not valid JSON: {e}")))?;
     let Value::Object(obj) = v else {
-        return Err(Error::bad(None, format!("the body must be a JSON object, got {}", kind(&v))));
+        return Err(Error::bad(
+            None,
+            format!("the body must be a JSON object, got {}", kind(&v)),
+        ));
     };
     let get = |k: &str| obj.get(k).unwrap_or(&Value::Null);
     let inputs = parse_input(get("input"))?;
     let model = match get("model") {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),
-        other => return Err(Error::bad(Some("model"), format!("'model' must be a string, got {}", kind(other)))),
+        other => {
+            return Err(Error::bad(
+                Some("model"),
+                format!("'model' must be a string, got {}", kind(other)),
+            ))
+        }
     };
     let encoding = match get("encoding_format") {
         Value::Null => Encoding::Float,
@@ -170,12 +192,23 @@ mod tests {
 
     #[test]
     fn every_input_form() {
-        let r = parse(br#"{"input":"hi","model":"m","dimensions":64,"encoding_format":"base64","user":"u"}"#).unwrap();
+        let r = parse(
+            br#"{"input":"hi","model":"m","dimensions":64,"encoding_format":"base64","user":"u"}"#,
+        )
+        .unwrap();
         assert_eq!(r.inputs, Inputs::Texts(vec!["hi".into()]));
         assert_eq!((r.dimensions, r.encoding), (Some(64), Encoding::Base64));
         assert_eq!(parse(br#"{"input":["a","b"]}"#).unwrap().inputs.len(), 2);
-        assert_eq!(parse(br#"{"input":[101,7,102]}"#).unwrap().inputs, Inputs::Tokens(vec![vec![101, 7, 102]]));
-        assert_eq!(parse(br#"{"input":[[1,2],[3]],"layers":3}"#).unwrap().layers, Some(3));
+        assert_eq!(
+            parse(br#"{"input":[101,7,102]}"#).unwrap().inputs,
+            Inputs::Tokens(vec![vec![101, 7, 102]])
+        );
+        assert_eq!(
+            parse(br#"{"input":[[1,2],[3]],"layers":3}"#)
+                .unwrap()
+                .layers,
+            Some(3)
+        );
     }
 
     #[test]
@@ -192,13 +225,20 @@ mod tests {
             (br#"{"input":"a","dimensions":0}"#, "dimensions"),
             (br#"{"input":"a","dimensions":"64"}"#, "dimensions"),
             (br#"{"input":"a","layers":2.5}"#, "layers"),
-            (br#"{"input":"a","encoding_format":"int8"}"#, "encoding_format"),
+            (
+                br#"{"input":"a","encoding_format":"int8"}"#,
+                "encoding_format",
+            ),
             (br#"{"input":"a","model":5}"#, "model"),
             (br#"{"input":"a","user":5}"#, "user"),
         ] {
             let e = parse(body).unwrap_err();
             assert!(matches!(e, Error::BadRequest { .. }), "{body:?}");
-            assert!(e.to_string().contains(needle), "{:?}: {e}", String::from_utf8_lossy(body));
+            assert!(
+                e.to_string().contains(needle),
+                "{:?}: {e}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 

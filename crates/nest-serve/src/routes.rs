@@ -82,7 +82,10 @@ async fn metrics(State(s): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn embeddings(State(s): State<AppState>, body: std::result::Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response {
+async fn embeddings(
+    State(s): State<AppState>,
+    body: std::result::Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
     let t0 = Instant::now();
     let resp = match body {
         Ok(b) => match embed(&s, &b).await {
@@ -95,7 +98,14 @@ async fn embeddings(State(s): State<AppState>, body: std::result::Result<Bytes, 
         Err(rej) => {
             let status = rej.status();
             if status == StatusCode::PAYLOAD_TOO_LARGE {
-                Error::too_large(None, format!("the body is over the {}-byte limit", s.limits.max_body_bytes)).into_response()
+                Error::too_large(
+                    None,
+                    format!(
+                        "the body is over the {}-byte limit",
+                        s.limits.max_body_bytes
+                    ),
+                )
+                .into_response()
             } else {
                 Error::bad(None, rej.body_text()).into_response()
             }
@@ -113,7 +123,10 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
     if n > s.limits.max_inputs {
         return Err(Error::too_large(
             Some("input"),
-            format!("{n} inputs in one request; the limit is {} (--max-client-batch-size)", s.limits.max_inputs),
+            format!(
+                "{n} inputs in one request; the limit is {} (--max-client-batch-size)",
+                s.limits.max_inputs
+            ),
         ));
     }
     let (dim, layer) = info.point(req.dimensions, req.layers, s.engine.config.allow_any_point)?;
@@ -121,7 +134,10 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
     let ids: Vec<Vec<i64>> = match req.inputs {
         Inputs::Texts(texts) => {
             if let Some(i) = texts.iter().position(|t| t.is_empty()) {
-                return Err(Error::bad(Some("input"), format!("input[{i}] is an empty string")));
+                return Err(Error::bad(
+                    Some("input"),
+                    format!("input[{i}] is an empty string"),
+                ));
             }
             let tok = info.tokenizer.clone();
             tokio::task::spawn_blocking(move || {
@@ -136,7 +152,10 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
                 if let Some(j) = sq.iter().position(|&t| t as usize >= info.vocab_size) {
                     return Err(Error::bad(
                         Some("input"),
-                        format!("input[{i}][{j}] = {} is outside the vocabulary (0..{})", sq[j], info.vocab_size),
+                        format!(
+                            "input[{i}][{j}] = {} is outside the vocabulary (0..{})",
+                            sq[j], info.vocab_size
+                        ),
                     ));
                 }
                 sq.truncate(max_len);
@@ -148,7 +167,10 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
     if tokens > s.limits.max_tokens {
         return Err(Error::too_large(
             Some("input"),
-            format!("{tokens} tokens in one request; the limit is {} (--max-batch-tokens)", s.limits.max_tokens),
+            format!(
+                "{tokens} tokens in one request; the limit is {} (--max-batch-tokens)",
+                s.limits.max_tokens
+            ),
         ));
     }
     let mut rxs = Vec::with_capacity(n);
@@ -157,7 +179,12 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
         .map(|ids| {
             let (tx, rx) = oneshot::channel();
             rxs.push(rx);
-            Item { ids, layer, dim, reply: tx }
+            Item {
+                ids,
+                layer,
+                dim,
+                reply: tx,
+            }
         })
         .collect();
     s.engine.queue.push_all(items)?;

@@ -80,12 +80,18 @@ fn levels(dims: Option<&str>, precisions: &[Precision], full: usize) -> Result<V
     nest_core::spec::check_dims(&dims, full)?;
     Ok(dims
         .iter()
-        .flat_map(|&dim| precisions.iter().map(move |&precision| Level { precision, dim }))
+        .flat_map(|&dim| {
+            precisions
+                .iter()
+                .map(move |&precision| Level { precision, dim })
+        })
         .collect())
 }
 
 fn finish(b: IndexBuilder, out: &std::path::Path) -> Result<()> {
-    let m = b.finish().with_context(|| format!("writing {}", out.display()))?;
+    let m = b
+        .finish()
+        .with_context(|| format!("writing {}", out.display()))?;
     let lv: Vec<String> = m.levels.iter().map(|l| l.level().to_string()).collect();
     eprintln!(
         "indexed {} vectors of dim {} at levels {} into {}",

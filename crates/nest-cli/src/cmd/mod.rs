@@ -1,5 +1,6 @@
 mod advise;
 mod bench;
+mod bench_serve;
 mod bench_train;
 mod compress;
 mod encode;
@@ -9,7 +10,6 @@ mod info;
 mod inspect;
 mod search;
 mod serve;
-mod bench_serve;
 mod slim;
 mod train;
 

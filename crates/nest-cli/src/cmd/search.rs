@@ -5,13 +5,24 @@ use nest_model::EncodeOptions;
 use crate::args_search::{Engine, ExportCommand, SearchArgs};
 
 /// The model and layer that embed queries: `--model` or what the index records.
-fn query_model(a: &SearchArgs, source: &serde_json::Value) -> Result<(nest_model::ElasticEncoder, usize)> {
+fn query_model(
+    a: &SearchArgs,
+    source: &serde_json::Value,
+) -> Result<(nest_model::ElasticEncoder, usize)> {
     let name = a
         .model
         .clone()
-        .or_else(|| source.get("model").and_then(|m| m.as_str()).map(str::to_string))
+        .or_else(|| {
+            source
+                .get("model")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
         .context("the index records no model (it was built from --embeddings); pass --model")?;
-    let max_len = source.get("max_length").and_then(|m| m.as_u64()).map(|m| m as usize);
+    let max_len = source
+        .get("max_length")
+        .and_then(|m| m.as_u64())
+        .map(|m| m as usize);
     let model = super::load_model_path(&name, max_len)?;
     let layer = source
         .get("layer")
@@ -25,11 +36,18 @@ fn read_queries(a: &SearchArgs) -> Result<Vec<String>> {
     if let Some(p) = &a.queries {
         q.extend(nest_core::data::read_sentences(p)?);
     }
-    anyhow::ensure!(!q.is_empty(), "no query: pass --query TEXT or --queries FILE");
+    anyhow::ensure!(
+        !q.is_empty(),
+        "no query: pass --query TEXT or --queries FILE"
+    );
     Ok(q)
 }
 
-fn embed(model: &nest_model::ElasticEncoder, layer: usize, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+fn embed(
+    model: &nest_model::ElasticEncoder,
+    layer: usize,
+    texts: &[String],
+) -> Result<Vec<Vec<f32>>> {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pooled = model.embed_layers(&refs, &[layer], EncodeOptions::default(), &mut |_| {})?;
     let d = model.hidden_size();
@@ -41,7 +59,10 @@ pub fn run(a: SearchArgs) -> Result<()> {
     let texts = read_queries(&a)?;
     match a.engine {
         Engine::Nest => {
-            let path = a.index.as_ref().context("--index is required with --engine nest")?;
+            let path = a
+                .index
+                .as_ref()
+                .context("--index is required with --engine nest")?;
             let idx = Index::open(path)?;
             let funnel = match &a.funnel {
                 Some(f) => Funnel::parse(f)?,
@@ -69,11 +90,17 @@ pub fn run(a: SearchArgs) -> Result<()> {
                         v
                     })
                     .collect();
-                println!("{}", serde_json::json!({"query": t, "funnel": funnel.to_string(), "hits": hits}));
+                println!(
+                    "{}",
+                    serde_json::json!({"query": t, "funnel": funnel.to_string(), "hits": hits})
+                );
             }
         }
         Engine::Pgvector => {
-            let dsn = a.dsn.as_deref().context("--dsn (or NEST_PG_DSN) is required with --engine pgvector")?;
+            let dsn = a
+                .dsn
+                .as_deref()
+                .context("--dsn (or NEST_PG_DSN) is required with --engine pgvector")?;
             let source = match &a.index {
                 Some(p) => Index::open(p)?.manifest().source.clone(),
                 None => serde_json::Value::Null,
@@ -92,7 +119,10 @@ pub fn run(a: SearchArgs) -> Result<()> {
                     .enumerate()
                     .map(|(rank, h)| serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score}))
                     .collect();
-                println!("{}", serde_json::json!({"query": t, "funnel": funnel.to_string(), "engine": "pgvector", "hits": hits}));
+                println!(
+                    "{}",
+                    serde_json::json!({"query": t, "funnel": funnel.to_string(), "engine": "pgvector", "hits": hits})
+                );
             }
         }
     }
@@ -110,7 +140,11 @@ pub fn export(c: ExportCommand) -> Result<()> {
                 r.rows,
                 a.table,
                 r.seconds,
-                if r.indexes.is_empty() { "none".to_string() } else { r.indexes.join(", ") }
+                if r.indexes.is_empty() {
+                    "none".to_string()
+                } else {
+                    r.indexes.join(", ")
+                }
             );
             Ok(())
         }

@@ -4,8 +4,14 @@ use crate::args_search::ServeArgs;
 
 pub fn run(a: ServeArgs) -> Result<()> {
     anyhow::ensure!(a.workers >= 1, "--workers must be at least 1");
-    anyhow::ensure!(a.max_client_batch_size >= 1, "--max-client-batch-size must be at least 1");
-    anyhow::ensure!(a.max_batch_tokens >= 1, "--max-batch-tokens must be at least 1");
+    anyhow::ensure!(
+        a.max_client_batch_size >= 1,
+        "--max-client-batch-size must be at least 1"
+    );
+    anyhow::ensure!(
+        a.max_batch_tokens >= 1,
+        "--max-batch-tokens must be at least 1"
+    );
     let dir = nest_model::hub::resolve(&a.model)?;
     let served_name = a.served_name.clone().unwrap_or_else(|| {
         dir.file_name()
@@ -19,6 +25,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         allow_any_point: a.allow_any_point,
         max_length: a.max_length,
         max_batch_tokens: a.max_batch_tokens,
+        max_batch_inputs: a.max_batch_inputs.max(1),
         max_queued_inputs: a.max_queued_inputs,
         workers: a.workers,
     };

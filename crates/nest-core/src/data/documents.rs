@@ -69,7 +69,10 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
             }
         };
         if doc.id.is_empty() || doc.id.contains(['\n', '\r']) {
-            return Err(row(i, format!("id {:?} must be non-empty with no line break", doc.id)));
+            return Err(row(
+                i,
+                format!("id {:?} must be non-empty with no line break", doc.id),
+            ));
         }
         if !seen.insert(doc.id.clone()) {
             return Err(row(i, format!("duplicate id '{}'", doc.id)));
@@ -101,7 +104,11 @@ mod tests {
         assert_eq!(d[0].payload["url"], "u");
         assert_eq!(d[1].id, "7");
         assert_eq!(d[2].id, "3");
-        std::fs::write(&p, "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"a\",\"text\":\"y\"}\n").unwrap();
+        std::fs::write(
+            &p,
+            "{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"a\",\"text\":\"y\"}\n",
+        )
+        .unwrap();
         let e = read_documents(&p).unwrap_err().to_string();
         assert!(e.contains("line 2") && e.contains("duplicate"), "{e}");
         std::fs::write(&p, "{\"id\":\"a\",\"txt\":\"x\"}\n").unwrap();
