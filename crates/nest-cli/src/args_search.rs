@@ -101,6 +101,10 @@ pub struct ExportPgvectorArgs {
     pub dsn: String,
     #[arg(long, default_value = "nest_vectors")]
     pub table: String,
+    /// First-stage levels to build HNSW indexes for, e.g. `binary:384,float32:64` (default:
+    /// every binary level and every float32 level below the full dim).
+    #[arg(long)]
+    pub hnsw: Option<String>,
     /// Replace the table if it exists.
     #[arg(long)]
     pub overwrite: bool,

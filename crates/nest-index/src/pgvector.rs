@@ -155,7 +155,16 @@ fn copy_escape(s: &str, out: &mut String) {
 
 /// Copies `index` into `table` (see the module doc). Refuses an existing table unless
 /// `overwrite`; the table is created and filled in one transaction.
-pub fn export(index: &Index, dsn: &str, table: &str, overwrite: bool) -> Result<ExportReport> {
+///
+/// `hnsw`: the levels to build HNSW indexes for (`None`: every binary level and every float32
+/// level narrower than the vectors).
+pub fn export(
+    index: &Index,
+    dsn: &str,
+    table: &str,
+    overwrite: bool,
+    hnsw: Option<&[Level]>,
+) -> Result<ExportReport> {
     check_table(table)?;
     let t0 = std::time::Instant::now();
     let full = index.full_dim();
@@ -218,7 +227,11 @@ pub fn export(index: &Index, dsn: &str, table: &str, overwrite: bool) -> Result<
         w.finish().map_err(pg)?;
     }
     let mut indexes = Vec::new();
-    for level in index.levels() {
+    let levels = match hnsw {
+        Some(l) => l.to_vec(),
+        None => index.levels(),
+    };
+    for level in levels {
         if let Some(expr) = index_expr(level, full) {
             let name = format!("{table}_{}_{}", level.precision.name(), level.dim);
             tx.batch_execute(&format!("CREATE INDEX {name} ON {table} USING hnsw {expr}"))

@@ -124,8 +124,35 @@ impl Queue {
     }
 }
 
+/// Splits a batch sorted by increasing length into runs whose padding stays small: a new run
+/// starts when an input is more than 25% (+ 4 tokens) longer than the run's first. On CPU the
+/// cost of a forward pass is proportional to padded tokens, so a batch of short and long inputs
+/// costs less as two passes than as one padded to the longest.
+pub fn length_runs(sorted_lens: &[usize]) -> Vec<std::ops::Range<usize>> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for (i, &l) in sorted_lens.iter().enumerate() {
+        let first = sorted_lens[start];
+        if i > start && l * 4 > first * 5 + 16 {
+            runs.push(start..i);
+            start = i;
+        }
+    }
+    if start < sorted_lens.len() {
+        runs.push(start..sorted_lens.len());
+    }
+    runs
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn length_runs_bound_padding() {
+        assert_eq!(super::length_runs(&[]), vec![]);
+        assert_eq!(super::length_runs(&[10, 12, 14, 20, 24, 60]), vec![0..3, 3..5, 5..6]);
+        assert_eq!(super::length_runs(&[5; 4]), vec![0..4]);
+    }
+
     use super::*;
 
     fn item(

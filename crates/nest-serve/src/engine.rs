@@ -31,7 +31,8 @@ pub struct EngineConfig {
 /// What the handlers need to know about the loaded model.
 #[derive(Debug, Clone)]
 pub struct ModelInfo {
-    pub tokenizer: TextTokenizer,
+    /// Shared, never cloned per request (a `tokenizers::Tokenizer` clone copies the vocabulary).
+    pub tokenizer: Arc<TextTokenizer>,
     pub hidden: usize,
     pub num_layers: usize,
     pub vocab_size: usize,
@@ -75,7 +76,7 @@ impl ModelInfo {
             None => meta.default_dim.unwrap_or(hidden),
         };
         ModelInfo {
-            tokenizer: enc.tokenizer.clone(),
+            tokenizer: Arc::new(enc.tokenizer.clone()),
             hidden,
             num_layers,
             vocab_size: enc.config.vocab_size,
@@ -206,32 +207,44 @@ impl Engine {
         };
         let _ = self.info.set(Ok(ModelInfo::new(&enc, adaptor.as_ref())));
         let _guard = tch::no_grad_guard();
-        while let Some(batch) = self
+        while let Some(mut batch) = self
             .queue
             .take_batch(self.config.max_batch_tokens, self.config.max_batch_inputs)
         {
-            // a failing batch answers its inputs with an error; the worker lives on
-            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                embed_batch(&enc, adaptor.as_ref(), &batch)
-            }));
-            let result = match run {
-                Ok(r) => r,
-                Err(p) => Err(p
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "the forward pass failed".into())),
-            };
-            match result {
-                Ok(vectors) => {
-                    for (it, v) in batch.into_iter().zip(vectors) {
-                        let _ = it.reply.send(Ok(v));
-                    }
+            METRICS.batch_inputs.observe(batch.len() as f64);
+            batch.sort_by_key(|i| i.ids.len());
+            let lens: Vec<usize> = batch.iter().map(|i| i.ids.len()).collect();
+            let mut rest = batch.into_iter();
+            for run in crate::batcher::length_runs(&lens) {
+                let part: Vec<Item> = rest.by_ref().take(run.len()).collect();
+                self.run_part(&enc, adaptor.as_ref(), part);
+            }
+        }
+    }
+
+    /// One forward pass; answers each input (an error for all when the pass fails; the worker
+    /// lives on).
+    fn run_part(&self, enc: &ElasticEncoder, adaptor: Option<&Adaptor>, part: Vec<Item>) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            embed_batch(enc, adaptor, &part)
+        }));
+        let result = match run {
+            Ok(r) => r,
+            Err(p) => Err(p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the forward pass failed".into())),
+        };
+        match result {
+            Ok(vectors) => {
+                for (it, v) in part.into_iter().zip(vectors) {
+                    let _ = it.reply.send(Ok(v));
                 }
-                Err(e) => {
-                    for it in batch {
-                        let _ = it.reply.send(Err(e.clone()));
-                    }
+            }
+            Err(e) => {
+                for it in part {
+                    let _ = it.reply.send(Err(e.clone()));
                 }
             }
         }
@@ -262,7 +275,6 @@ fn embed_batch(
     let layer = batch[0].layer;
     let seqs: Vec<&[i64]> = batch.iter().map(|i| i.ids.as_slice()).collect();
     let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
-    METRICS.batch_inputs.observe(batch.len() as f64);
     METRICS.batch_tokens.observe((longest * batch.len()) as f64);
     let input = enc.make_input(&seqs);
     let out = enc.forward(&input, layer, false);

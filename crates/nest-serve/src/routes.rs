@@ -20,6 +20,10 @@ use crate::metrics::METRICS;
 use crate::request::{self, Encoding, Inputs};
 use crate::{Error, Result};
 
+/// Requests with at most this many bytes of text are tokenised on the async thread; larger
+/// ones on the blocking pool.
+const INLINE_TOKENIZE_BYTES: usize = 8192;
+
 /// Per-request limits (`413` beyond them).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -134,18 +138,22 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
     let ids: Vec<Vec<i64>> = match req.inputs {
         Inputs::Texts(texts) => {
             if let Some(i) = texts.iter().position(|t| t.is_empty()) {
-                return Err(Error::bad(
-                    Some("input"),
-                    format!("input[{i}] is an empty string"),
-                ));
+                return Err(Error::bad(Some("input"), format!("input[{i}] is an empty string")));
             }
-            let tok = info.tokenizer.clone();
-            tokio::task::spawn_blocking(move || {
+            let bytes: usize = texts.iter().map(String::len).sum();
+            if bytes <= INLINE_TOKENIZE_BYTES {
+                // short inputs: tokenising takes microseconds, less than a thread hand-off
                 let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                tok.encode(&refs)
-            })
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??
+                info.tokenizer.encode(&refs)?
+            } else {
+                let tok = Arc::clone(&info.tokenizer);
+                tokio::task::spawn_blocking(move || {
+                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    tok.encode(&refs)
+                })
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))??
+            }
         }
         Inputs::Tokens(mut seqs) => {
             for (i, sq) in seqs.iter_mut().enumerate() {

@@ -133,7 +133,12 @@ pub fn export(c: ExportCommand) -> Result<()> {
     match c {
         ExportCommand::Pgvector(a) => {
             let idx = Index::open(&a.index)?;
-            let r = nest_index::pgvector::export(&idx, &a.dsn, &a.table, a.overwrite)
+            let hnsw = a
+                .hnsw
+                .as_deref()
+                .map(|s| s.split(',').map(nest_index::Level::parse).collect::<Result<Vec<_>, _>>())
+                .transpose()?;
+            let r = nest_index::pgvector::export(&idx, &a.dsn, &a.table, a.overwrite, hnsw.as_deref())
                 .with_context(|| format!("exporting {} to table {}", a.index.display(), a.table))?;
             eprintln!(
                 "exported {} rows to {} in {:.1} s; HNSW indexes: {}",
