@@ -457,3 +457,36 @@ fn the_official_openai_python_client_works() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn a_model_that_fails_to_load_gives_503_in_openai_shape() {
+    let d = tempfile::tempdir().unwrap();
+    let m = tiny(d.path());
+    // valid JSON, but weights that do not match it: loading fails in the worker
+    std::fs::write(m.join("model.safetensors"), b"not safetensors").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .args(["serve", "--model", &m.display().to_string(), "--port", "0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    let addr = line.split("http://").nth(1).and_then(|s| s.split_whitespace().next()).unwrap().to_string();
+    std::thread::spawn(move || for _ in lines {});
+    let s = Server { child, addr };
+    let t = Instant::now();
+    loop {
+        let (st, b) = http(&s.addr, "GET", "/health", b"");
+        let v: Value = serde_json::from_slice(&b).unwrap_or(Value::Null);
+        assert!(st == 503 || st == 0, "a broken model must not be healthy: {st}");
+        if v["error"]["message"].as_str().is_some_and(|m| m.contains("failed to load")) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no load failure reported: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (st, v) = post(&s.addr, &json!({"input": "x"}));
+    assert_eq!(st, 503);
+    assert_eq!(v["error"]["code"], "model_loading");
+    assert!(v["error"]["message"].as_str().unwrap().contains("model.safetensors"), "{v}");
+}
