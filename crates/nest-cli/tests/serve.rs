@@ -471,22 +471,42 @@ fn a_model_that_fails_to_load_gives_503_in_openai_shape() {
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let line = lines.next().unwrap().unwrap();
-    let addr = line.split("http://").nth(1).and_then(|s| s.split_whitespace().next()).unwrap().to_string();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_string();
     std::thread::spawn(move || for _ in lines {});
     let s = Server { child, addr };
     let t = Instant::now();
     loop {
         let (st, b) = http(&s.addr, "GET", "/health", b"");
         let v: Value = serde_json::from_slice(&b).unwrap_or(Value::Null);
-        assert!(st == 503 || st == 0, "a broken model must not be healthy: {st}");
-        if v["error"]["message"].as_str().is_some_and(|m| m.contains("failed to load")) {
+        assert!(
+            st == 503 || st == 0,
+            "a broken model must not be healthy: {st}"
+        );
+        if v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("failed to load"))
+        {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(30), "no load failure reported: {v}");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no load failure reported: {v}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let (st, v) = post(&s.addr, &json!({"input": "x"}));
     assert_eq!(st, 503);
     assert_eq!(v["error"]["code"], "model_loading");
-    assert!(v["error"]["message"].as_str().unwrap().contains("model.safetensors"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("model.safetensors"),
+        "{v}"
+    );
 }

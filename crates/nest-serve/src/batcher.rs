@@ -149,7 +149,10 @@ mod tests {
     #[test]
     fn length_runs_bound_padding() {
         assert!(super::length_runs(&[]).is_empty());
-        assert_eq!(super::length_runs(&[10, 12, 14, 20, 24, 60]), vec![0..3, 3..5, 5..6]);
+        assert_eq!(
+            super::length_runs(&[10, 12, 14, 20, 24, 60]),
+            vec![0..3, 3..5, 5..6]
+        );
         assert_eq!(super::length_runs(&[5; 4]), vec![0..4]);
     }
 

@@ -177,8 +177,12 @@ impl Engine {
     }
 
     fn load(&self) -> std::result::Result<(ElasticEncoder, Option<Adaptor>), String> {
-        let enc = ElasticEncoder::load(&self.config.model, Device::Cpu, self.config.max_length)
-            .map_err(|e| e.to_string())?;
+        let enc = ElasticEncoder::load(
+            &self.config.model,
+            nest_model::default_device(),
+            self.config.max_length,
+        )
+        .map_err(|e| e.to_string())?;
         let adaptor = match &self.config.adaptor {
             Some(p) => {
                 let a = Adaptor::load(p).map_err(|e| e.to_string())?;

@@ -138,7 +138,10 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
     let ids: Vec<Vec<i64>> = match req.inputs {
         Inputs::Texts(texts) => {
             if let Some(i) = texts.iter().position(|t| t.is_empty()) {
-                return Err(Error::bad(Some("input"), format!("input[{i}] is an empty string")));
+                return Err(Error::bad(
+                    Some("input"),
+                    format!("input[{i}] is an empty string"),
+                ));
             }
             let bytes: usize = texts.iter().map(String::len).sum();
             if bytes <= INLINE_TOKENIZE_BYTES {

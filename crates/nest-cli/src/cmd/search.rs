@@ -136,10 +136,17 @@ pub fn export(c: ExportCommand) -> Result<()> {
             let hnsw = a
                 .hnsw
                 .as_deref()
-                .map(|s| s.split(',').map(nest_index::Level::parse).collect::<Result<Vec<_>, _>>())
+                .map(|s| {
+                    s.split(',')
+                        .map(nest_index::Level::parse)
+                        .collect::<Result<Vec<_>, _>>()
+                })
                 .transpose()?;
-            let r = nest_index::pgvector::export(&idx, &a.dsn, &a.table, a.overwrite, hnsw.as_deref())
-                .with_context(|| format!("exporting {} to table {}", a.index.display(), a.table))?;
+            let r =
+                nest_index::pgvector::export(&idx, &a.dsn, &a.table, a.overwrite, hnsw.as_deref())
+                    .with_context(|| {
+                        format!("exporting {} to table {}", a.index.display(), a.table)
+                    })?;
             eprintln!(
                 "exported {} rows to {} in {:.1} s; HNSW indexes: {}",
                 r.rows,
