@@ -30,7 +30,7 @@ pub struct GridSpec {
     pub logreg: LogRegConfig,
     /// An adaptor applied to every pooled vector (`nest eval --adaptor`); `dims` must be dims
     /// it serves.
-    pub adaptor: Option<std::sync::Arc<nest_model::Adaptor>>,
+    pub adaptor: Option<std::rc::Rc<nest_model::Adaptor>>,
 }
 
 /// The L2-normalised `dim`-vectors of the given rows: the prefix, or the adaptor's output.

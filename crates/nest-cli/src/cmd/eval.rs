@@ -58,7 +58,7 @@ fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
         }
     }
     let adaptor = match &g.adaptor {
-        Some(p) => Some(std::sync::Arc::new(nest_model::Adaptor::load(p)?)),
+        Some(p) => Some(std::rc::Rc::new(nest_model::Adaptor::load(p)?)),
         None => None,
     };
     let model = super::load_model(m)?;
