@@ -3,6 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# PostgreSQL 15 + pgvector for the pgvector integration test (needs root or sudo and apt; where
+# it cannot install, that test skips with a reason, except under CI, where it fails)
+scripts/setup_pgvector.sh || echo "warning: PostgreSQL + pgvector not installed; the pgvector test will skip" >&2
 # the official OpenAI Python client, for the server's integration test
 if ! PYTHONPATH=.deps/pyclient python3 -c "import openai" 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check --target .deps/pyclient "openai>=1.40,<3"

@@ -24,24 +24,11 @@ impl Drop for Server {
     }
 }
 
-fn start(model: &Path, extra: &[&str]) -> Server {
+/// Spawns `nest serve --port 0 ARGS` and reads the bound address from its first stderr line.
+fn spawn(args: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
-        .args([
-            "serve",
-            "--model",
-            &model.display().to_string(),
-            "--port",
-            "0",
-        ])
-        .args([
-            "--max-client-batch-size",
-            "4",
-            "--max-batch-tokens",
-            "64",
-            "--max-body-bytes",
-            "4096",
-        ])
-        .args(extra)
+        .args(["serve", "--port", "0"])
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -54,7 +41,23 @@ fn start(model: &Path, extra: &[&str]) -> Server {
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
     std::thread::spawn(move || for _ in lines {});
-    let s = Server { child, addr };
+    Server { child, addr }
+}
+
+fn start(model: &Path, extra: &[&str]) -> Server {
+    let m = model.display().to_string();
+    let mut args = vec![
+        "--model",
+        m.as_str(),
+        "--max-client-batch-size",
+        "4",
+        "--max-batch-tokens",
+        "64",
+        "--max-body-bytes",
+        "4096",
+    ];
+    args.extend_from_slice(extra);
+    let s = spawn(&args);
     let t = Instant::now();
     while http(&s.addr, "GET", "/health", b"").0 != 200 {
         assert!(
@@ -464,21 +467,7 @@ fn a_model_that_fails_to_load_gives_503_in_openai_shape() {
     let m = tiny(d.path());
     // valid JSON, but weights that do not match it: loading fails in the worker
     std::fs::write(m.join("model.safetensors"), b"not safetensors").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
-        .args(["serve", "--model", &m.display().to_string(), "--port", "0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.next().unwrap().unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .to_string();
-    std::thread::spawn(move || for _ in lines {});
-    let s = Server { child, addr };
+    let s = spawn(&["--model", &m.display().to_string()]);
     let t = Instant::now();
     loop {
         let (st, b) = http(&s.addr, "GET", "/health", b"");
