@@ -283,7 +283,8 @@ pub struct BenchTrainArgs {
     #[arg(long, default_value_t = 20)]
     pub steps: usize,
     /// Objectives whose step times are compared with MRL's in the same run, interleaved on the
-    /// same batches (`mrl`, `2dmse`, `ese`; the first is the reference).
+    /// same batches (`mrl`, `2dmse`, `ese`, and the compositions `mipic`, `mic`, `mipic+mic`; the
+    /// first is the reference).
     #[arg(long, default_value = "mrl,2dmse,ese")]
     pub objectives: String,
     /// Pairs in the one-epoch end-to-end comparison.

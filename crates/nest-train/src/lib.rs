@@ -5,10 +5,12 @@
 //! objective ([`objective`]: one file per method, named loss terms; pure loss functions in
 //! [`losses`]) -> backward -> [`optim::AdamW`] + [`schedule`] -> checkpoint ([`checkpoint`],
 //! atomic, exact resume) -> periodic grid evaluation -> final model in sentence-transformers
-//! layout ([`export`]; [`export::slim`] drops layers). The loop is [`trainer::train`].
+//! layout ([`export`]; [`export::slim`] drops layers). The loop is [`trainer::train`];
+//! [`distill`] runs IBKD's two stages through it with a cached teacher.
 
 pub mod checkpoint;
 pub mod data;
+pub mod distill;
 pub mod error;
 pub mod export;
 pub mod losses;

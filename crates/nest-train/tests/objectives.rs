@@ -118,6 +118,7 @@ fn fixed_output(f: &HashMap<String, Tensor>) -> BatchOutput {
         scores: Some(f["ese_gold"].shallow_clone()),
         layers: 4,
         normalize: true,
+        texts: Vec::new(),
     }
 }
 

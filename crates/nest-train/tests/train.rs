@@ -273,7 +273,7 @@ fn with_projector(
     enc: &ElasticEncoder,
     p: &tch::nn::Path,
 ) -> nest_train::Result<Box<dyn nest_train::objective::Objective>> {
-    let base = nest_train::objective::build(r, enc.hidden_size(), p)?;
+    let base = nest_train::objective::build(r, enc.hidden_size(), enc.num_layers(), p)?;
     let proj = tch::nn::linear(p / "proj", 8, enc.hidden_size() as i64, Default::default());
     Ok(Box::new(nest_train::objective::Composite {
         parts: vec![
@@ -370,6 +370,60 @@ fn resume_is_exact_with_sampling_and_objective_parameters() {
     let enc = ElasticEncoder::load(&full.join("final"), tch::Device::Cpu, None).unwrap();
     assert_eq!(enc.meta.trained_layers, vec![1, 2, 3, 4]);
     assert_eq!(enc.meta.matryoshka_dims, vec![8, 16, 32]);
+}
+
+/// MIPIC + MIC from a recipe: their projectors (`P_i`, `phi_i`) are trained, checkpointed and
+/// resumed exactly, and never reach the exported model.
+#[test]
+fn mipic_and_mic_resume_exactly_and_their_projectors_stay_out_of_the_model() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let r = recipe(
+        &model,
+        &data,
+        &[
+            "--eval-every",
+            "0",
+            "--objective",
+            r#"[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6, min_k = 2}, {kind = "mic", weight = 0.6, layers = [1, 2]}]"#,
+        ],
+    );
+    let full = d.path().join("full");
+    nest_train::trainer::train(&r, &opts(&full), &mut |_| {}).unwrap();
+    let cut = d.path().join("cut");
+    let mut o = opts(&cut);
+    o.stop_after_steps = Some(4);
+    nest_train::trainer::train(&r, &o, &mut |_| {}).unwrap();
+    let mut o = opts(&cut);
+    o.resume = true;
+    nest_train::trainer::train(&r, &o, &mut |_| {}).unwrap();
+    let (a, b) = (losses(&full), losses(&cut));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.1.to_bits(), y.1.to_bits(), "step {}: {} vs {}", x.0, x.1, y.1);
+    }
+    let log = std::fs::read_to_string(full.join("metrics.jsonl")).unwrap();
+    for t in ["mipic/sia/attention", "mipic/sia/cka", "mipic/pic", "mic/scr", "mic/sir"] {
+        assert!(log.contains(t), "{t} is not logged");
+    }
+    let last = |run: &Path| nest_train::checkpoint::list(run).pop().unwrap().1;
+    let (pa, pb) = (last(&full), last(&cut));
+    for f in ["model.safetensors", "objective.safetensors", "optimizer.safetensors"] {
+        let (x, y) = (std::fs::read(pa.join(f)).unwrap(), std::fs::read(pb.join(f)).unwrap());
+        assert!(x == y, "{f} differs between the full and the resumed run");
+    }
+    // P_8 started at [I | 0] and moved; phi's weights are there
+    let obj = tensors(&pa.join("objective.safetensors"));
+    let p8 = &obj["objective.c1_mipic.sia_p8"];
+    let eye = tch::Tensor::eye_m(8, 32, (tch::Kind::Float, tch::Device::Cpu));
+    assert!((p8 - eye).abs().max().double_value(&[]) > 0.0, "P_8 was not updated");
+    assert!(obj.contains_key("objective.c1_mipic.pic_phi8.0.weight"));
+    let exported = tensors(&full.join("final/model.safetensors"));
+    assert!(
+        exported.keys().all(|k| !k.contains("sia_p") && !k.contains("pic_phi")),
+        "{:?}",
+        exported.keys().collect::<Vec<_>>()
+    );
 }
 
 #[test]

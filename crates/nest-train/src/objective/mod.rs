@@ -4,9 +4,15 @@
 //! (registered at build time in a store the trainer optimises and checkpoints, never exported).
 //! It returns **named loss terms**; composing methods is summing their terms ([`Composite`]).
 //!
-//! One file per method: [`mrl`] (Matryoshka), [`two_d`] (2DMSE), [`ese`] (ESE / Espresso).
+//! One file per method: [`mrl`] (Matryoshka), [`two_d`] (2DMSE), [`ese`] (ESE / Espresso),
+//! [`mipic`] (MIPIC's SIA and PIC), [`mic`] (MIC's SCR and SIR), [`distill`] and [`hsic`]
+//! (IBKD's teacher matching and information bottleneck).
 
+pub mod distill;
 pub mod ese;
+pub mod hsic;
+pub mod mic;
+pub mod mipic;
 pub mod mrl;
 pub mod two_d;
 
@@ -20,6 +26,8 @@ use crate::recipe::{LossKind, ObjectiveSpec, Recipe};
 use crate::{Error, Result};
 
 pub use ese::{Ese, EseConfig};
+pub use mic::{Mic, MicConfig};
+pub use mipic::{Mipic, MipicConfig};
 pub use mrl::{Matryoshka, MrlConfig};
 pub use two_d::{TwoDConfig, TwoDMse};
 
@@ -53,6 +61,8 @@ pub struct BatchOutput {
     pub layers: usize,
     /// Whether the model's pipeline ends with `Normalize` (what its users receive).
     pub normalize: bool,
+    /// The first column's texts (e.g. for looking up a teacher's vectors).
+    pub texts: Vec<String>,
 }
 
 impl BatchOutput {
@@ -138,6 +148,7 @@ impl TaskLoss {
                 losses::mnrl_symmetric(&cols[0], &cols[1], cols.get(2), self.scale)
             }
             LossKind::Simcse => losses::simcse(&cols[0], &cols[1], self.scale),
+            LossKind::None => unreachable!("build refuses task-loss components without a loss"),
             LossKind::Cosent => {
                 let gold = scores.expect("scored pairs carry scores");
                 let mut l = losses::cosent(&cols[0], &cols[1], gold, self.scale);
@@ -169,6 +180,7 @@ impl TaskLoss {
             LossKind::Simcse => "simcse",
             LossKind::Cosent if self.angle_weight > 0.0 => "cosent+angle",
             LossKind::Cosent => "cosent",
+            LossKind::None => "none",
         }
     }
 }
@@ -310,6 +322,42 @@ impl ObjectiveSpec {
                 }
                 c.weight
             }
+            ObjectiveSpec::Mipic(c) => {
+                if !c.dims.is_empty() {
+                    increasing(&c.dims, &[])?;
+                }
+                if !c.sia && !c.pic {
+                    return Err("sia and pic are both off: the component would do nothing".into());
+                }
+                if !(c.attention_temperature > 0.0 && c.pic_temperature > 0.0) {
+                    return Err("attention_temperature and pic_temperature must be > 0".into());
+                }
+                c.weight
+            }
+            ObjectiveSpec::Mic(c) => {
+                if !c.dims.is_empty() {
+                    increasing(&c.dims, &[])?;
+                }
+                if !(0.0..=1.0).contains(&c.tau_corr) || c.lambda_var < 0.0 || c.uniformity_t <= 0.0 {
+                    return Err("tau_corr must be in [0, 1], lambda_var >= 0, uniformity_t > 0".into());
+                }
+                c.weight
+            }
+            ObjectiveSpec::Distill(c) => {
+                if !c.dims.is_empty() {
+                    increasing(&c.dims, &[])?;
+                }
+                if !(c.temperature > 0.0) {
+                    return Err("temperature must be > 0".into());
+                }
+                c.weight
+            }
+            ObjectiveSpec::Hsic(c) => {
+                if !(c.gamma > 0.0) {
+                    return Err("gamma must be > 0".into());
+                }
+                c.weight
+            }
         };
         if !(w > 0.0 && w.is_finite()) {
             return Err(format!("weight must be > 0, got {w}"));
@@ -321,8 +369,24 @@ impl ObjectiveSpec {
 /// Builds the recipe's objective for a model with `hidden` dims: its `[[objective]]`
 /// components, or MRL over `matryoshka_dims` when there are none. `params` is where components
 /// with trainable parameters register them (the trainer optimises and checkpoints that store;
-/// the exported model never holds it).
-pub fn build(r: &Recipe, hidden: usize, _params: &tch::nn::Path) -> Result<Composite> {
+/// the exported model never holds it), each under its own `c{i}_{kind}` prefix.
+pub fn build(
+    r: &Recipe,
+    hidden: usize,
+    num_layers: usize,
+    params: &tch::nn::Path,
+) -> Result<Composite> {
+    build_with(r, hidden, num_layers, params, None)
+}
+
+/// [`build`] with a teacher's vectors of the training texts, which `distill` components need.
+pub fn build_with(
+    r: &Recipe,
+    hidden: usize,
+    num_layers: usize,
+    params: &tch::nn::Path,
+    teacher: Option<std::rc::Rc<distill::TeacherTable>>,
+) -> Result<Composite> {
     let task = TaskLoss {
         kind: r.loss,
         scale: r.scale,
@@ -357,6 +421,10 @@ pub fn build(r: &Recipe, hidden: usize, _params: &tch::nn::Path) -> Result<Compo
         } else {
             format!("objective[{i}] ({})", spec.kind())
         };
+        let task_loss = matches!(spec, ObjectiveSpec::Mrl(_) | ObjectiveSpec::TwoD(_) | ObjectiveSpec::Ese(_));
+        if task_loss && r.loss == LossKind::None {
+            return Err(bad(&key, "needs a task loss, but the recipe's loss is \"none\"".into()));
+        }
         let (weight, part): (f64, Box<dyn Objective>) = match spec {
             ObjectiveSpec::Mrl(c) => {
                 let (dims, w) = resolve(&c.dims, &c.dim_weights);
@@ -395,6 +463,35 @@ pub fn build(r: &Recipe, hidden: usize, _params: &tch::nn::Path) -> Result<Compo
                         hidden,
                     }),
                 )
+            }
+            ObjectiveSpec::Mipic(c) => {
+                let (dims, _) = resolve(&c.dims, &[]);
+                check_dims(&key, &dims, hidden).map_err(|m| bad(&key, m))?;
+                let path = params / format!("c{i}_mipic");
+                let m = Mipic::new(c.clone(), dims, hidden, num_layers, &path)
+                    .map_err(|m| bad(&key, m))?;
+                (c.weight, Box::new(m))
+            }
+            ObjectiveSpec::Mic(c) => {
+                let (dims, _) = resolve(&c.dims, &[]);
+                check_dims(&key, &dims, hidden).map_err(|m| bad(&key, m))?;
+                let m = Mic::new(c.clone(), dims, hidden, num_layers).map_err(|m| bad(&key, m))?;
+                (c.weight, Box::new(m))
+            }
+            ObjectiveSpec::Distill(c) => {
+                let table = teacher.clone().ok_or_else(|| {
+                    bad(&key, "needs a teacher's vectors: run it with `nest distill`".into())
+                })?;
+                let dims = if c.dims.is_empty() { vec![hidden] } else { c.dims.clone() };
+                check_dims(&key, &dims, hidden).map_err(|m| bad(&key, m))?;
+                let path = params / format!("c{i}_distill");
+                (c.weight, Box::new(distill::Distill::new(c.clone(), dims, table, &path)))
+            }
+            ObjectiveSpec::Hsic(c) => {
+                if c.input_layer > num_layers {
+                    return Err(bad(&key, format!("input_layer {} is above the model's {num_layers} layers", c.input_layer)));
+                }
+                (c.weight, Box::new(hsic::Hsic { config: c.clone() }))
             }
         };
         parts.push((spec.kind().to_string(), weight, part));

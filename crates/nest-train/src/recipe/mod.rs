@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::objective::distill::DistillConfig;
 use crate::objective::ese::EseConfig;
+use crate::objective::hsic::HsicConfig;
+use crate::objective::mic::MicConfig;
+use crate::objective::mipic::MipicConfig;
 use crate::objective::mrl::MrlConfig;
 use crate::objective::two_d::TwoDConfig;
 use crate::{Error, Result};
@@ -27,6 +31,18 @@ pub enum ObjectiveSpec {
     /// ESE ([`crate::objective::Ese`]).
     #[serde(rename = "ese")]
     Ese(EseConfig),
+    /// MIPIC's SIA and PIC ([`crate::objective::Mipic`]).
+    #[serde(rename = "mipic")]
+    Mipic(MipicConfig),
+    /// MIC's SCR and SIR ([`crate::objective::Mic`]).
+    #[serde(rename = "mic")]
+    Mic(MicConfig),
+    /// IBKD's teacher matching ([`crate::objective::distill::Distill`]; `nest distill` only).
+    #[serde(rename = "distill")]
+    Distill(DistillConfig),
+    /// IBKD's `beta * HSIC(X, S)` ([`crate::objective::hsic::Hsic`]).
+    #[serde(rename = "hsic")]
+    Hsic(HsicConfig),
 }
 
 impl ObjectiveSpec {
@@ -35,6 +51,10 @@ impl ObjectiveSpec {
             ObjectiveSpec::Mrl(_) => "mrl",
             ObjectiveSpec::TwoD(_) => "2dmse",
             ObjectiveSpec::Ese(_) => "ese",
+            ObjectiveSpec::Mipic(_) => "mipic",
+            ObjectiveSpec::Mic(_) => "mic",
+            ObjectiveSpec::Distill(_) => "distill",
+            ObjectiveSpec::Hsic(_) => "hsic",
         }
     }
 }
@@ -77,6 +97,9 @@ pub enum LossKind {
     Cosent,
     /// Unsupervised SimCSE: each sentence twice with different dropout masks, MNRL between them.
     Simcse,
+    /// No task loss: the components score the batch themselves (e.g. `distill` + `hsic` on
+    /// unlabeled texts, one forward pass per column).
+    None,
 }
 
 /// Learning-rate decay after warm-up.
@@ -228,7 +251,7 @@ impl Recipe {
         let source_name = path
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "(flags)".into());
-        let mut table: toml::Table = match path {
+        let table: toml::Table = match path {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(|e| nest_core::Error::io(p, e))?;
                 text.parse().map_err(|e: toml::de::Error| Error::Recipe {
@@ -238,6 +261,13 @@ impl Recipe {
             }
             None => toml::Table::new(),
         };
+        Self::from_table(table, &source_name, overrides)
+    }
+
+    /// A recipe from a TOML table (e.g. a `[stage1]` of `nest distill`) and `--key value`
+    /// overrides; `source_name` names it in errors.
+    pub fn from_table(mut table: toml::Table, source_name: &str, overrides: &[String]) -> Result<Self> {
+        let source_name = source_name.to_string();
         let mut i = 0;
         while i < overrides.len() {
             let flag = &overrides[i];
@@ -310,6 +340,7 @@ impl Recipe {
                 }
                 LossKind::Cosent => d.format == DataFormat::Scored,
                 LossKind::Simcse => d.format == DataFormat::Single,
+                LossKind::None => true,
             };
             if !ok {
                 return Err(format!(

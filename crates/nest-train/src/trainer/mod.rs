@@ -46,6 +46,7 @@ pub fn recipe_objective(
     Ok(Box::new(crate::objective::build(
         r,
         enc.hidden_size(),
+        enc.num_layers(),
         params,
     )?))
 }

@@ -63,6 +63,7 @@ pub fn batch_output(
         scores,
         layers: enc.num_layers(),
         normalize: enc.normalize,
+        texts: b.examples.iter().map(|&i| src.texts[i][0].clone()).collect(),
     }
 }
 

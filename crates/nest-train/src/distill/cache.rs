@@ -1,0 +1,234 @@
+//! The teacher-embedding cache: a teacher encodes each text once, ever. Stages, restarts and
+//! reruns read the vectors back instead of re-encoding.
+//!
+//! One file per (teacher weights, max length): `<dir>/<key>.ntc`, where `key` is a hash of the
+//! teacher's weights file and the max length. Entries are keyed by the sha256 of the text.
+//! The layout, little-endian:
+//!
+//! | bytes | content |
+//! |---|---|
+//! | 8 | magic `NESTTC01` |
+//! | 8 | `count` (u64), then `dim` (u64) in the next 8 |
+//! | 32 x count | the texts' sha256, sorted, so a lookup is a binary search |
+//! | 4 x dim x count | the vectors (f32), row `i` for key `i` |
+//! | 32 | sha256 of everything above |
+//!
+//! The file is memory-mapped. Its length and trailing checksum are verified before any read,
+//! so a truncated or altered file is detected and rebuilt, never read as garbage. New entries are
+//! merged into a new file that atomically replaces the old one, so an interrupted write leaves
+//! the old cache whole.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use tch::{Kind, Tensor};
+
+use crate::Result;
+
+const MAGIC: &[u8; 8] = b"NESTTC01";
+const HEAD: usize = 24;
+
+/// sha256 of a text: the cache key of its vector.
+pub fn text_key(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+/// What a lookup did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Texts found in the cache.
+    pub hits: usize,
+    /// Texts the teacher encoded now.
+    pub misses: usize,
+    /// Entries the file holds after the lookup.
+    pub entries: usize,
+    /// Why an existing file was discarded (truncated, checksum mismatch, ...), if it was.
+    pub discarded: Option<String>,
+}
+
+/// A teacher's cache file.
+#[derive(Debug, Clone)]
+pub struct TeacherCache {
+    pub path: PathBuf,
+}
+
+/// A verified, memory-mapped cache file.
+struct Mapped {
+    map: memmap2::Mmap,
+    count: usize,
+    dim: usize,
+}
+
+impl Mapped {
+    fn key(&self, i: usize) -> &[u8] {
+        &self.map[HEAD + 32 * i..HEAD + 32 * (i + 1)]
+    }
+
+    fn find(&self, key: &[u8; 32]) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.key(mid).cmp(key.as_slice()) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+
+    fn row(&self, i: usize) -> &[u8] {
+        let start = HEAD + 32 * self.count + 4 * self.dim * i;
+        &self.map[start..start + 4 * self.dim]
+    }
+}
+
+fn open(path: &Path) -> std::result::Result<Option<Mapped>, String> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot open: {e}")),
+    };
+    // SAFETY: the file is only read, and only after its length and checksum are verified; Nest
+    // replaces cache files by rename, never in place, so the mapped bytes do not change under us.
+    #[allow(unsafe_code)]
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("cannot map: {e}"))?;
+    if map.len() < HEAD + 32 || &map[..8] != MAGIC {
+        return Err(format!("{} bytes, not a Nest teacher cache", map.len()));
+    }
+    let word = |at: usize| u64::from_le_bytes(map[at..at + 8].try_into().expect("8 bytes"));
+    let (count, dim) = (word(8) as usize, word(16) as usize);
+    let body = count
+        .checked_mul(32 + 4 * dim)
+        .and_then(|b| b.checked_add(HEAD));
+    if body.and_then(|b| b.checked_add(32)) != Some(map.len()) {
+        return Err(format!(
+            "{} bytes for {count} vectors of {dim} dims (truncated or extended)",
+            map.len()
+        ));
+    }
+    let body = body.expect("checked above");
+    if Sha256::digest(&map[..body]).as_slice() != &map[body..] {
+        return Err("checksum mismatch (the file was altered)".into());
+    }
+    Ok(Some(Mapped { map, count, dim }))
+}
+
+impl TeacherCache {
+    /// The cache of the teacher in `teacher_dir` at `max_length`, under `dir`: the key hashes
+    /// the teacher's weights file, so a changed teacher never reads another's vectors.
+    pub fn for_teacher(dir: &Path, teacher_dir: &Path, max_length: usize) -> Result<Self> {
+        let weights = ["model.safetensors", "pytorch_model.bin"]
+            .iter()
+            .map(|f| teacher_dir.join(f))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| teacher_dir.join("model.safetensors"));
+        let mut h = Sha256::new();
+        h.update(nest_core::fsutil::sha256_file(&weights)?.as_bytes());
+        h.update(format!(";max_length={max_length}").as_bytes());
+        let key = format!("{:x}", h.finalize());
+        Ok(TeacherCache {
+            path: dir.join(format!("{}.ntc", &key[..24])),
+        })
+    }
+
+    /// The teacher's vectors of `texts`, in order: `[texts.len(), dim]` float32. Texts not in
+    /// the cache are encoded by `encode` (in chunks of `batch`) and stored. A damaged file is
+    /// reported in the stats and rebuilt from what `encode` gives.
+    pub fn embed(
+        &self,
+        texts: &[String],
+        batch: usize,
+        encode: &mut dyn FnMut(&[&str]) -> Result<Tensor>,
+    ) -> Result<(Tensor, CacheStats)> {
+        let mut stats = CacheStats::default();
+        let mapped = match open(&self.path) {
+            Ok(m) => m,
+            Err(reason) => {
+                stats.discarded = Some(format!("{}: {reason}", self.path.display()));
+                None
+            }
+        };
+        // unique texts the cache lacks
+        let mut missing: Vec<&str> = Vec::new();
+        let mut seen: HashMap<[u8; 32], ()> = HashMap::new();
+        for t in texts {
+            let k = text_key(t);
+            let cached = mapped.as_ref().and_then(|m| m.find(&k)).is_some();
+            if cached {
+                stats.hits += 1;
+            } else if seen.insert(k, ()).is_none() {
+                missing.push(t);
+            }
+        }
+        stats.misses = missing.len();
+        let mut fresh: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
+        let mut dim = mapped.as_ref().map(|m| m.dim);
+        for chunk in missing.chunks(batch.max(1)) {
+            let v = encode(chunk)?.to_kind(Kind::Float).contiguous();
+            let d = v.size()[1] as usize;
+            if dim.is_some_and(|x| x != d) {
+                return Err(crate::Error::Run {
+                    path: self.path.clone(),
+                    message: format!("the teacher gives {d} dims, the cache holds {}", dim.unwrap_or(0)),
+                });
+            }
+            dim = Some(d);
+            let flat = Vec::<f32>::try_from(v.view([-1]))?;
+            for (t, row) in chunk.iter().zip(flat.chunks(d)) {
+                fresh.insert(text_key(t), row.to_vec());
+            }
+        }
+        let dim = dim.unwrap_or(0);
+        // the rows asked for, in order
+        let mut out = Vec::with_capacity(texts.len() * dim);
+        for t in texts {
+            let k = text_key(t);
+            match fresh.get(&k) {
+                Some(v) => out.extend_from_slice(v),
+                None => {
+                    let m = mapped.as_ref().expect("a hit has a file");
+                    let row = m.row(m.find(&k).expect("a hit"));
+                    out.extend(row.chunks(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))));
+                }
+            }
+        }
+        stats.entries = mapped.as_ref().map_or(0, |m| m.count) + fresh.len();
+        if !fresh.is_empty() || stats.discarded.is_some() {
+            self.write(mapped.as_ref(), &fresh, dim)?;
+        }
+        let x = Tensor::from_slice(&out).view([texts.len() as i64, dim as i64]);
+        Ok((x, stats))
+    }
+
+    /// The old entries and `fresh` merged into a new file, atomically.
+    fn write(&self, old: Option<&Mapped>, fresh: &HashMap<[u8; 32], Vec<f32>>, dim: usize) -> Result<()> {
+        let mut keys: Vec<([u8; 32], Option<usize>)> = fresh.keys().map(|k| (*k, None)).collect();
+        if let Some(m) = old {
+            keys.extend((0..m.count).map(|i| (m.key(i).try_into().expect("32 bytes"), Some(i))));
+        }
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut bytes = Vec::with_capacity(HEAD + keys.len() * (32 + 4 * dim) + 32);
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&(keys.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&(dim as u64).to_le_bytes());
+        for (k, _) in &keys {
+            bytes.extend_from_slice(k);
+        }
+        for (k, i) in &keys {
+            match (i, old) {
+                (Some(i), Some(m)) => bytes.extend_from_slice(m.row(*i)),
+                _ => {
+                    for x in &fresh[k] {
+                        bytes.extend_from_slice(&x.to_le_bytes());
+                    }
+                }
+            }
+        }
+        let sum = Sha256::digest(&bytes);
+        bytes.extend_from_slice(&sum);
+        nest_core::fsutil::write_atomic(&self.path, &bytes)?;
+        Ok(())
+    }
+}

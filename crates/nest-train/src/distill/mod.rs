@@ -1,0 +1,226 @@
+//! `nest distill`: IBKD's two stages (`IBKD.md` section 3.3) as one resumable run.
+//!
+//! 1. Distillation: the student learns the teacher's vectors of unlabeled texts (a `distill`
+//!    component, InfoNCE through `W`, plus `beta1 * HSIC(X, S)`). The teacher's vectors come
+//!    from the [`cache::TeacherCache`], so the teacher encodes each text once, ever.
+//! 2. Fine-tuning: the stage-1 student on labeled triplets (supervised InfoNCE with hard
+//!    negatives plus `beta2 * HSIC(X, S)`, eq. 9-10), or the student as given when stage 1 is
+//!    skipped (the "no teacher" baseline).
+//!
+//! Each stage is an ordinary trainer run in `RUN/stage1` and `RUN/stage2`, with the trainer's
+//! exact resume. A finished stage (its `final/`) is never rerun, so a run cut anywhere
+//! continues where it stopped, across the stage boundary too.
+
+pub mod cache;
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use nest_model::ElasticEncoder;
+use serde::Deserialize;
+
+use crate::objective::distill::TeacherTable;
+use crate::recipe::Recipe;
+use crate::trainer::{self, Event, Summary, TrainOptions};
+use crate::{Error, Result};
+
+fn d_teacher_len() -> usize {
+    128
+}
+fn d_cache() -> PathBuf {
+    PathBuf::from(".nest-cache/teacher")
+}
+fn d_batch() -> usize {
+    64
+}
+
+/// A distillation recipe: the two models, the teacher cache, and each stage's trainer recipe
+/// (`[stage1]`, `[stage2]`: every key of `nest train`'s recipes except `model`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DistillRecipe {
+    pub teacher: String,
+    pub student: String,
+    /// Max tokens per text when the teacher encodes.
+    #[serde(default = "d_teacher_len")]
+    pub teacher_max_length: usize,
+    /// Texts per teacher forward pass when the cache is filled.
+    #[serde(default = "d_batch")]
+    pub teacher_batch_size: usize,
+    #[serde(default = "d_cache")]
+    pub cache_dir: PathBuf,
+    #[serde(default)]
+    pub stage1: Option<toml::Table>,
+    #[serde(default)]
+    pub stage2: Option<toml::Table>,
+}
+
+impl DistillRecipe {
+    /// Reads `path`; `overrides` are `--teacher X`, `--student X`, `--stage1.KEY V`,
+    /// `--stage2.KEY V` (a stage key as `nest train` takes it).
+    pub fn load(path: &Path, overrides: &[String]) -> Result<(Self, Vec<String>, Vec<String>)> {
+        let name = path.display().to_string();
+        let bad = |message: String| Error::Recipe { source_name: name.clone(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| nest_core::Error::io(path, e))?;
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| bad(e.to_string()))?;
+        let (mut s1, mut s2) = (Vec::new(), Vec::new());
+        let mut it = overrides.iter();
+        while let Some(flag) = it.next() {
+            let (key, value) = match flag.split_once('=') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                None => {
+                    let v = it.next().ok_or_else(|| bad(format!("flag {flag} needs a value")))?;
+                    (flag.clone(), v.clone())
+                }
+            };
+            let key = key.strip_prefix("--").ok_or_else(|| bad(format!("expected a --key flag, got '{key}'")))?;
+            if let Some(k) = key.strip_prefix("stage1.") {
+                s1.extend([format!("--{k}"), value]);
+            } else if let Some(k) = key.strip_prefix("stage2.") {
+                s2.extend([format!("--{k}"), value]);
+            } else {
+                table.insert(key.replace('-', "_"), toml::Value::String(value));
+            }
+        }
+        let r: DistillRecipe = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| bad(e.message().to_string()))?;
+        if r.stage1.is_none() && r.stage2.is_none() {
+            return Err(bad("neither [stage1] nor [stage2]: nothing to run".into()));
+        }
+        Ok((r, s1, s2))
+    }
+
+    /// A stage's trainer recipe, starting from `model`.
+    pub fn stage(&self, which: usize, model: &Path, overrides: &[String]) -> Result<Recipe> {
+        let table = if which == 1 { &self.stage1 } else { &self.stage2 };
+        let mut table = table.clone().ok_or_else(|| Error::Recipe {
+            source_name: format!("[stage{which}]"),
+            message: "the recipe has no such stage".into(),
+        })?;
+        if table.contains_key("model") {
+            return Err(Error::Recipe {
+                source_name: format!("[stage{which}]"),
+                message: "`model` is set by nest distill (the student, or stage 1's result)".into(),
+            });
+        }
+        table.insert("model".into(), toml::Value::String(model.display().to_string()));
+        Recipe::from_table(table, &format!("[stage{which}]"), overrides)
+    }
+}
+
+/// Which stages to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stages {
+    Both,
+    First,
+    Second,
+}
+
+/// What a distillation run produced.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub stages: Vec<Summary>,
+    /// The student to use: the last stage's `final/`.
+    pub final_dir: PathBuf,
+    pub cache: Option<cache::CacheStats>,
+}
+
+/// The teacher's vectors of every first-column text of `r`'s data, through the cache.
+pub fn teacher_table(d: &DistillRecipe, r: &Recipe, events: &mut dyn FnMut(Event)) -> Result<(TeacherTable, cache::CacheStats)> {
+    let mut texts: Vec<String> = Vec::new();
+    for spec in &r.data {
+        let (rows, _) = crate::data::read_source(spec)?;
+        texts.extend(rows.into_iter().flat_map(|row| row.into_iter().take(1)));
+    }
+    texts.sort_unstable();
+    texts.dedup();
+    let dir = nest_model::hub::resolve(&d.teacher)?;
+    let c = cache::TeacherCache::for_teacher(&d.cache_dir, &dir, d.teacher_max_length)?;
+    let mut teacher: Option<ElasticEncoder> = None;
+    let mut encode = |chunk: &[&str]| -> Result<tch::Tensor> {
+        if teacher.is_none() {
+            let device = nest_model::default_device();
+            teacher = Some(ElasticEncoder::load(&dir, device, Some(d.teacher_max_length))?);
+        }
+        let t = teacher.as_ref().expect("loaded");
+        let _g = tch::no_grad_guard();
+        let layers = t.num_layers();
+        let opts = nest_model::EncodeOptions { batch_size: chunk.len() };
+        let mut v = t.embed_layers(chunk, &[layers], opts, &mut |_| {})?;
+        Ok(v.remove(0))
+    };
+    let (vectors, stats) = c.embed(&texts, d.teacher_batch_size, &mut encode)?;
+    if let Some(why) = &stats.discarded {
+        events(Event::Message(format!("teacher cache discarded and rebuilt: {why}")));
+    }
+    events(Event::Message(format!(
+        "teacher cache {}: {} texts, {} cached, {} encoded now ({} entries)",
+        c.path.display(),
+        texts.len(),
+        stats.hits,
+        stats.misses,
+        stats.entries
+    )));
+    Ok((TeacherTable::new(&texts, vectors), stats))
+}
+
+/// Runs the stages under `run_dir` (`stage1/`, `stage2/`), resuming a cut stage when `resume`.
+pub fn run(
+    d: &DistillRecipe,
+    overrides: (&[String], &[String]),
+    run_dir: &Path,
+    stages: Stages,
+    base: &TrainOptions,
+    events: &mut dyn FnMut(Event),
+) -> Result<Outcome> {
+    let mut out = Outcome { stages: Vec::new(), final_dir: PathBuf::new(), cache: None };
+    let student = nest_model::hub::resolve(&d.student)?;
+    let mut model = student.clone();
+    if stages != Stages::Second && d.stage1.is_some() {
+        let dir = run_dir.join("stage1");
+        let r = d.stage(1, &student, overrides.0)?;
+        if dir.join("final/nest.json").exists() {
+            events(Event::Message(format!("stage 1 is done ({}): skipped", dir.display())));
+        } else {
+            let (table, stats) = teacher_table(d, &r, events)?;
+            out.cache = Some(stats);
+            let table = Rc::new(table);
+            let build = |r: &Recipe, enc: &ElasticEncoder, p: &tch::nn::Path| -> Result<Box<dyn crate::objective::Objective>> {
+                Ok(Box::new(crate::objective::build_with(r, enc.hidden_size(), enc.num_layers(), p, Some(table.clone()))?))
+            };
+            events(Event::Message("stage 1: distillation".into()));
+            out.stages.push(trainer::train_with(&r, &stage_opts(base, &dir), &build, events)?);
+        }
+        model = dir.join("final");
+        out.final_dir = model.clone();
+    }
+    if stages != Stages::First && d.stage2.is_some() {
+        let dir = run_dir.join("stage2");
+        let r = d.stage(2, &model, overrides.1)?;
+        if dir.join("final/nest.json").exists() {
+            events(Event::Message(format!("stage 2 is done ({}): skipped", dir.display())));
+        } else {
+            events(Event::Message("stage 2: fine-tuning".into()));
+            out.stages.push(trainer::train(&r, &stage_opts(base, &dir), events)?);
+        }
+        out.final_dir = dir.join("final");
+    }
+    Ok(out)
+}
+
+/// A stage's options: its own folder; under `--resume`, a stage with a checkpoint resumes and
+/// one without starts afresh in its folder.
+fn stage_opts(base: &TrainOptions, dir: &Path) -> TrainOptions {
+    let started = nest_train_checkpointed(dir);
+    TrainOptions {
+        run_dir: dir.to_path_buf(),
+        resume: base.resume && started,
+        overwrite: if base.resume { !started } else { base.overwrite },
+        ..base.clone()
+    }
+}
+
+fn nest_train_checkpointed(dir: &Path) -> bool {
+    !crate::checkpoint::list(dir).is_empty()
+}

@@ -1,0 +1,165 @@
+//! Teacher -> student distillation on cached teacher vectors (`IBKD.md` section 3.1 and
+//! stage 1 of section 3.3; the baselines of section 4.2).
+//!
+//! - `loss = "infonce"`: eq. 3-5, InfoNCE between the student mapped into the teacher's space
+//!   by a learnable `W` and the teacher, other texts of the batch as negatives. As the authors'
+//!   code (`Alibaba-NLP/IBKD`, `simcse/models_unsup.py`) does, `W` is a linear layer (with bias)
+//!   from the student's to the teacher's dims and the similarity is the cosine over `tau`
+//!   (Table 1: 0.1). With `beta = 0` (no `hsic` component) this is the CRD-style contrastive
+//!   baseline.
+//! - `loss = "mse"`: the MSE baseline (Kim and Rush 2016), `||W s - t||^2`.
+//!
+//! With several `dims`, each prefix `s[:d]` gets its own `W_d` and the losses are summed: a
+//! Matryoshka student (beyond the paper). The `W`s live in the objective's parameter store:
+//! optimised, checkpointed and resumed, never exported.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use super::{BatchOutput, Objective, StepContext, Term};
+use crate::losses;
+
+fn one() -> f64 {
+    1.0
+}
+fn tenth() -> f64 {
+    0.1
+}
+
+/// How the student is matched to the teacher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DistillLoss {
+    Infonce,
+    Mse,
+}
+
+fn infonce() -> DistillLoss {
+    DistillLoss::Infonce
+}
+
+/// The keys of a `[[objective]]` table with `kind = "distill"` (only `nest distill`, which
+/// supplies the teacher's vectors, can build it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DistillConfig {
+    #[serde(default = "one")]
+    pub weight: f64,
+    #[serde(default = "infonce")]
+    pub loss: DistillLoss,
+    /// `tau` of the InfoNCE (Table 1, stage 1: 0.1).
+    #[serde(default = "tenth")]
+    pub temperature: f64,
+    /// Student prefix dims matched to the teacher; empty = the student's full dim.
+    #[serde(default)]
+    pub dims: Vec<usize>,
+}
+
+/// The teacher's vectors of the training texts, found by text.
+#[derive(Debug)]
+pub struct TeacherTable {
+    /// `[n, teacher dim]`.
+    pub vectors: Tensor,
+    pub rows: HashMap<String, i64>,
+}
+
+impl TeacherTable {
+    /// The table of `texts` (row `i` of `vectors` is `texts[i]`).
+    pub fn new(texts: &[String], vectors: Tensor) -> Self {
+        let rows = texts.iter().enumerate().map(|(i, t)| (t.clone(), i as i64)).collect();
+        TeacherTable { vectors, rows }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.vectors.size()[1] as usize
+    }
+
+    /// The rows of `texts`, or the first text the table lacks.
+    ///
+    /// # Shapes
+    /// - returns `[texts.len(), teacher dim]`
+    pub fn lookup(&self, texts: &[String]) -> std::result::Result<Tensor, String> {
+        let idx: Vec<i64> = texts
+            .iter()
+            .map(|t| self.rows.get(t).copied().ok_or_else(|| t.clone()))
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(self.vectors.index_select(0, &Tensor::from_slice(&idx)))
+    }
+}
+
+/// InfoNCE through `W` (eq. 5 with the authors' cosine): `CE(cos(W s_i, t_j) / tau, i)`.
+///
+/// # Shapes
+/// - `mapped`: `[B, teacher dim]` = `W s`; `teacher`: `[B, teacher dim]`; returns a scalar
+pub fn infonce_to_teacher(mapped: &Tensor, teacher: &Tensor, tau: f64) -> Tensor {
+    losses::mnrl(mapped, teacher, None, 1.0 / tau)
+}
+
+/// The distillation component.
+#[derive(Debug)]
+pub struct Distill {
+    pub config: DistillConfig,
+    pub dims: Vec<usize>,
+    maps: Vec<nn::Linear>,
+    teacher: std::rc::Rc<TeacherTable>,
+}
+
+impl Distill {
+    /// Registers one `W_d` (`d -> teacher dim`, PyTorch's default start) per dim under
+    /// `params`.
+    pub fn new(config: DistillConfig, dims: Vec<usize>, teacher: std::rc::Rc<TeacherTable>, params: &nn::Path) -> Self {
+        let t = teacher.dim() as i64;
+        let maps = dims
+            .iter()
+            .map(|&d| nn::linear(params / format!("w{d}"), d as i64, t, Default::default()))
+            .collect();
+        Distill { config, dims, maps, teacher }
+    }
+}
+
+impl Objective for Distill {
+    fn describe(&self) -> String {
+        format!(
+            "distill({:?}{}) student dims {:?} -> teacher {}",
+            self.config.loss,
+            if self.config.loss == DistillLoss::Infonce { format!(", tau {}", self.config.temperature) } else { String::new() },
+            self.dims,
+            self.teacher.dim()
+        )
+    }
+
+    fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {
+        let s = out.columns[0].pooled(out.layers);
+        // a text outside the table is a bug in the caller (nest distill embeds every training
+        // text first), not bad input
+        let t = self
+            .teacher
+            .lookup(&out.texts)
+            .unwrap_or_else(|t| panic!("the teacher table lacks the training text {t:?}"))
+            .to_device(s.device())
+            .to_kind(s.kind());
+        self.dims
+            .iter()
+            .zip(&self.maps)
+            .map(|(&d, w)| {
+                let mapped = w.forward(&s.narrow(1, 0, d as i64));
+                let value = match self.config.loss {
+                    DistillLoss::Infonce => infonce_to_teacher(&mapped, &t, self.config.temperature),
+                    DistillLoss::Mse => (mapped - &t).square().mean(None::<Kind>),
+                };
+                Term { name: format!("{:?}@{d}", self.config.loss).to_lowercase(), value }
+            })
+            .collect()
+    }
+
+    fn trained_dims(&self) -> Vec<usize> {
+        self.dims.clone()
+    }
+
+    fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
+        vec![num_layers]
+    }
+}

@@ -1,0 +1,384 @@
+//! MIPIC: Matryoshka learning via Self-Distilled Intra-Relational Alignment (SIA) and
+//! Progressive Information Chaining (PIC) (`MIPIC.md`, section 3, Appendix A.5).
+//!
+//! The component returns the SIA and PIC terms; eq. 18's `alpha * L_MRL + (1 - alpha) * (L_SIA
+//! + L_PIC)` is a recipe with an `mrl` component of weight `alpha` next to this one with
+//! weight `1 - alpha` (`recipes/mipic.toml`, alpha = 0.4 as Table 7). Every term comes from the
+//! one forward pass the trainer already ran (the first column: with SimCSE, the first dropout
+//! view); the projectors `P_i` and `phi_i` live in the objective's parameter store, which the
+//! trainer optimises and checkpoints and the exported model never holds.
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use super::{BatchOutput, Objective, StepContext, Term};
+use crate::losses;
+
+fn one() -> f64 {
+    1.0
+}
+fn yes() -> bool {
+    true
+}
+fn eight() -> usize {
+    8
+}
+fn simcse_tau() -> f64 {
+    0.05
+}
+
+/// Masked-out scores: finite, so that `0 * (log p - log q)` stays 0 at padding.
+const MASKED: f64 = -1e9;
+
+/// The keys of a `[[objective]]` table with `kind = "mipic"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MipicConfig {
+    /// Weight of the component: `1 - alpha` of eq. 18.
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// Nested dims `d_1 < ... < d_n = D`; empty = the recipe's `matryoshka_dims`.
+    #[serde(default)]
+    pub dims: Vec<usize>,
+    /// The SIA terms (eq. 4-14); `false` = the "MIPIC w/o SIA" ablation (Table 3).
+    #[serde(default = "yes")]
+    pub sia: bool,
+    /// The PIC terms (eq. 15-17); `false` = "MIPIC w/o PIC".
+    #[serde(default = "yes")]
+    pub pic: bool,
+    /// Layers where SIA applies (the set `L` of eq. 14); empty = the checkpoint layers.
+    #[serde(default)]
+    pub sia_layers: Vec<usize>,
+    /// Layer `l_i` of each checkpoint `(l_i, d_i)`; empty = [`checkpoint_layers`]'s rule.
+    #[serde(default)]
+    pub checkpoint_layers: Vec<usize>,
+    /// `gamma_i` of `k_i = max(min_k, ceil(gamma_i * m))` for each prefix dim below `D`;
+    /// empty = 0.2, 0.3, ... (Appendix A.5).
+    #[serde(default)]
+    pub top_k_ratios: Vec<f64>,
+    /// The floor of `k_i` (Appendix A.5: 8).
+    #[serde(default = "eight")]
+    pub min_k: usize,
+    /// `tau` of the [CLS]-attention softmax (eq. 4-5). The paper gives no value for it (Table
+    /// 7's 0.05 is SimCSE's); 1 keeps the `1/sqrt(D)`-scaled scores as they are.
+    #[serde(default = "one")]
+    pub attention_temperature: f64,
+    /// `tau` of the chain's InfoNCE (eq. 16): Table 7's 0.05.
+    #[serde(default = "simcse_tau")]
+    pub pic_temperature: f64,
+    /// Detach each link's deeper checkpoint `z_{i+1}`, so that PIC only moves the earlier one
+    /// ("propagates task-relevant cues from deeper layers to earlier ones", section 3.3), as
+    /// SIA's full-dimensional side is a fixed teacher. `false` = eq. 16 with gradient to both.
+    #[serde(default)]
+    pub pic_detach_target: bool,
+}
+
+impl Default for MipicConfig {
+    fn default() -> Self {
+        toml::Value::Table(Default::default())
+            .try_into()
+            .expect("every key has a default")
+    }
+}
+
+/// Checkpoint layers for `n` checkpoints in an `num_layers`-layer model: `l_i = ceil(i * N /
+/// n)`, i = 1..n. For Appendix A.5's TinyBERT-6L (and all-MiniLM-L6-v2) with six dims this is
+/// 1, 2, 3, 4, 5, 6, the paper's; for BERT-base with seven dims it gives 2, 4, 6, 7, 9, 11, 12
+/// where the paper hand-picked 2, 4, 6, 8, 9, 10, 12. The last checkpoint is always the last
+/// layer; with more dims than layers, neighbouring checkpoints share a layer.
+pub fn checkpoint_layers(n: usize, num_layers: usize) -> Vec<usize> {
+    (1..=n).map(|i| (i * num_layers).div_ceil(n).max(1)).collect()
+}
+
+/// `k_i` for a sequence of `m` candidate tokens: `max(min_k, ceil(gamma * m))`, at most `m`
+/// (Appendix A.5; a sequence shorter than `min_k` aligns all its tokens).
+pub fn top_k(gamma: f64, m: usize, min_k: usize) -> usize {
+    ((gamma * m as f64).ceil() as usize).max(min_k).min(m)
+}
+
+/// The [CLS]-query scores of eq. 4 and 5 and the tokens they range over.
+///
+/// # Shapes
+/// - `h`: `[B, m, D]` one layer's token states; `mask`: `[B, m]` (1 = token)
+/// - returns the candidate mask `[B, m]` (real tokens other than [CLS] itself, bool) and the
+///   teacher scores `s^(D) = h_CLS . h_j / sqrt(D)` `[B, m]` (computed on detached states)
+pub fn teacher_scores(h: &Tensor, mask: &Tensor) -> (Tensor, Tensor) {
+    let dd = h.size()[2] as f64;
+    let t = h.detach();
+    let cls = t.select(1, 0);
+    let s = t.matmul(&cls.unsqueeze(-1)).squeeze_dim(-1) / dd.sqrt();
+    let cand = mask.to_kind(Kind::Bool).copy();
+    let _ = cand.narrow(1, 0, 1).fill_(0);
+    (cand, s)
+}
+
+/// Attention distribution matching (eq. 4-6): `KL(a_i || a_D)` as eq. 6 writes it (the
+/// student's distribution first), batch mean. The student scores `h_CLS . P_i^T h_j[:d_i] /
+/// sqrt(D)` use the detached full-dimensional `h_CLS` ("a fixed semantic reference", section
+/// 3.2.1), computed as `h_j[:d_i] . (P_i h_CLS)` so that no `[B, m, D]` product is formed.
+///
+/// # Shapes
+/// - `h`: `[B, m, D]`; `cand`, `s_teacher`: from [`teacher_scores`]; `p`: `[d_i, D]`
+/// - returns a scalar
+pub fn attention_kl(h: &Tensor, cand: &Tensor, s_teacher: &Tensor, p: &Tensor, tau: f64) -> Tensor {
+    let (dd, d) = (h.size()[2], p.size()[0]);
+    let cls = h.detach().select(1, 0);
+    let q = cls.matmul(&p.transpose(0, 1)); // [B, d]
+    let s = h.narrow(2, 0, d).matmul(&q.unsqueeze(-1)).squeeze_dim(-1) / (dd as f64).sqrt();
+    let off = cand.logical_not();
+    let log_s = (s / tau).masked_fill(&off, MASKED).log_softmax(-1, None::<Kind>);
+    let log_t = (s_teacher / tau)
+        .masked_fill(&off, MASKED)
+        .log_softmax(-1, None::<Kind>);
+    (log_s.exp() * (&log_s - log_t))
+        .sum_dim_intlist(-1, false, None::<Kind>)
+        .mean(None::<Kind>)
+}
+
+/// Linear CKA between two row sets with rows masked out (eq. 8-11), per sequence.
+///
+/// # Shapes
+/// - `x`: `[B, k, d]`, `y`: `[B, k, D]`, `sel`: `[B, k]` float (1 = selected row)
+/// - returns `[B]`
+pub fn masked_linear_cka(x: &Tensor, y: &Tensor, sel: &Tensor) -> Tensor {
+    let center = |t: &Tensor| {
+        let w = sel.unsqueeze(-1);
+        let n = sel.sum_dim_intlist(1, true, None::<Kind>).clamp_min(1.0).unsqueeze(-1);
+        let mu = (t * &w).sum_dim_intlist(1, true, None::<Kind>) / n;
+        (t - mu) * w
+    };
+    let (xc, yc) = (center(x), center(y));
+    // token-space Gram matrices: ||X^T Y||_F^2 = <X X^T, Y Y^T>_F, cheaper for k < d
+    let k = xc.matmul(&xc.transpose(1, 2));
+    let l = yc.matmul(&yc.transpose(1, 2));
+    let dot = |a: &Tensor, b: &Tensor| (a * b).sum_dim_intlist([1i64, 2].as_slice(), false, None::<Kind>);
+    let (kl, kk, ll) = (dot(&k, &l), dot(&k, &k), dot(&l, &l));
+    // clamped before the root: a sequence with one selected row has kk = ll = 0, and the
+    // root's gradient at 0 would turn the (masked-out) term into NaN gradients
+    kl / (kk * ll).clamp_min(1e-30).sqrt()
+}
+
+/// Top-k hidden-state alignment (eq. 7-12) at every prefix dim: the teacher's top `k_i`
+/// tokens by `s^(D)` (one ranking, so the sets are nested, Appendix A.5), `1 - CKA(h[:, :d_i],
+/// H)` on them, mean over the sequences with at least two selected tokens. The full-dimensional side is detached: it is the teacher, and the
+/// prefix should move towards its structure, not the reverse. Only the `max k_i` top tokens are
+/// gathered; each dim masks its own count.
+///
+/// # Shapes
+/// - `h`: `[B, m, D]`; `cand`, `s_teacher`: from [`teacher_scores`]
+/// - returns one scalar per `(dim, gamma)` pair
+pub fn topk_cka(
+    h: &Tensor,
+    cand: &Tensor,
+    s_teacher: &Tensor,
+    dims: &[usize],
+    gammas: &[f64],
+    min_k: usize,
+) -> Vec<Tensor> {
+    let (b, _, dd) = h.size3().expect("[B, m, D]");
+    let counts: Vec<i64> = Vec::try_from(cand.sum_dim_intlist(1, false, Kind::Int64)).expect("counts");
+    let ks: Vec<Vec<i64>> = gammas
+        .iter()
+        .map(|&g| counts.iter().map(|&m| top_k(g, m as usize, min_k) as i64).collect())
+        .collect();
+    let kmax = ks.iter().flatten().copied().max().unwrap_or(0).max(1);
+    let order = s_teacher
+        .masked_fill(&cand.logical_not(), MASKED)
+        .argsort(-1, true)
+        .narrow(1, 0, kmax);
+    let rows = h.gather(1, &order.unsqueeze(-1).expand([b, kmax, dd], false), false);
+    let teacher = rows.detach();
+    let rank = Tensor::arange(kmax, (Kind::Int64, h.device())).unsqueeze(0);
+    dims.iter()
+        .zip(&ks)
+        .map(|(&d, k)| {
+            // CKA needs two rows to centre: sequences with fewer selected tokens sit out
+            let valid: Vec<f64> = k.iter().map(|&k| f64::from(u8::from(k >= 2))).collect();
+            let valid = Tensor::from_slice(&valid).to_device(h.device()).to_kind(h.kind());
+            let k = Tensor::from_slice(k).to_device(h.device()).unsqueeze(1);
+            let sel = rank.lt_tensor(&k).to_kind(h.kind());
+            let cka = masked_linear_cka(&rows.narrow(2, 0, d as i64), &teacher, &sel);
+            let loss: Tensor = (1.0 - cka) * &valid;
+            loss.sum(None::<Kind>) / valid.sum(None::<Kind>).clamp_min(1.0)
+        })
+        .collect()
+}
+
+/// One link of the chain (eq. 16): InfoNCE between `phi_i(z_i)` and `z_{i+1}` with in-batch
+/// negatives and cosine similarity over `tau`. Gradient reaches both checkpoints: eq. 15 bounds
+/// their mutual information, which neither side is fixed in.
+///
+/// # Shapes
+/// - `projected`: `[B, d_{i+1}]` = `phi_i(z_i)`; `next`: `[B, d_{i+1}]`; returns a scalar
+pub fn chain_link(projected: &Tensor, next: &Tensor, tau: f64) -> Tensor {
+    losses::mnrl(projected, next, None, 1.0 / tau)
+}
+
+/// MIPIC's SIA and PIC terms with their trainable projectors.
+#[derive(Debug)]
+pub struct Mipic {
+    pub config: MipicConfig,
+    pub hidden: usize,
+    /// `d_1 < ... < d_n = D`.
+    pub dims: Vec<usize>,
+    /// SIA's prefix dims (those below `D`) and their `gamma_i`.
+    sia_dims: Vec<usize>,
+    gammas: Vec<f64>,
+    /// `P_i`: `[d_i, D]` per SIA dim.
+    projections: Vec<Tensor>,
+    /// `phi_i`: `d_i -> d_{i+1}`, Linear-GELU-Linear, per link.
+    projectors: Vec<(nn::Linear, nn::Linear)>,
+    /// `l_i` per checkpoint and SIA's layers.
+    checkpoints: Vec<usize>,
+    sia_layers: Vec<usize>,
+}
+
+impl Mipic {
+    /// Registers `P_i` (initialised to `[I | 0]`, so that the student's scores start as the
+    /// prefix's own [CLS] scores; the paper leaves the start open) and `phi_i` (PyTorch's
+    /// default `Linear` start) under `params`. `dims` must be increasing and end at `hidden`.
+    pub fn new(
+        config: MipicConfig,
+        dims: Vec<usize>,
+        hidden: usize,
+        num_layers: usize,
+        params: &nn::Path,
+    ) -> std::result::Result<Self, String> {
+        if dims.last() != Some(&hidden) {
+            return Err(format!("dims {dims:?} must end at the model's hidden size {hidden}"));
+        }
+        let checkpoints = if config.checkpoint_layers.is_empty() {
+            checkpoint_layers(dims.len(), num_layers)
+        } else {
+            config.checkpoint_layers.clone()
+        };
+        if checkpoints.len() != dims.len() {
+            return Err(format!("{} checkpoint_layers for {} dims", checkpoints.len(), dims.len()));
+        }
+        if checkpoints.windows(2).any(|w| w[0] > w[1]) || checkpoints.iter().any(|&l| l == 0 || l > num_layers) {
+            return Err(format!("checkpoint_layers {checkpoints:?} must be non-decreasing within 1..={num_layers}"));
+        }
+        let sia_layers = if config.sia_layers.is_empty() {
+            let mut l = checkpoints.clone();
+            l.dedup();
+            l
+        } else {
+            config.sia_layers.clone()
+        };
+        if let Some(l) = sia_layers.iter().find(|&&l| l == 0 || l > num_layers) {
+            return Err(format!("sia layer {l} is outside 1..={num_layers}"));
+        }
+        let sia_dims: Vec<usize> = dims.iter().copied().filter(|&d| d < hidden).collect();
+        let gammas = if config.top_k_ratios.is_empty() {
+            (0..sia_dims.len()).map(|i| ((2 + i) as f64 / 10.0).min(1.0)).collect()
+        } else {
+            config.top_k_ratios.clone()
+        };
+        if gammas.len() != sia_dims.len() || gammas.iter().any(|g| !(*g > 0.0 && *g <= 1.0)) {
+            return Err(format!("top_k_ratios {gammas:?}: one ratio in (0, 1] per prefix dim {sia_dims:?}"));
+        }
+        let dev = params.device();
+        let projections = if config.sia {
+            sia_dims
+                .iter()
+                .map(|&d| {
+                    let init = Tensor::eye_m(d as i64, hidden as i64, (Kind::Float, dev));
+                    params.var_copy(&format!("sia_p{d}"), &init)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let projectors = if config.pic {
+            dims.windows(2)
+                .map(|w| {
+                    let (a, b) = (w[0] as i64, w[1] as i64);
+                    let p = params / format!("pic_phi{}", w[0]);
+                    (
+                        nn::linear(&p / "0", a, b, Default::default()),
+                        nn::linear(&p / "1", b, b, Default::default()),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Mipic { config, hidden, dims, sia_dims, gammas, projections, projectors, checkpoints, sia_layers })
+    }
+
+    /// `L_SIA` (eq. 13-14): at every SIA layer, the attention KL and the top-k CKA at every
+    /// prefix dim, summed.
+    fn sia(&self, out: &BatchOutput) -> (Tensor, Tensor) {
+        let col = &out.columns[0];
+        let (mut att, mut cka) = (Vec::new(), Vec::new());
+        for &l in &self.sia_layers {
+            let h = &col.hidden[l];
+            let (cand, s) = teacher_scores(h, &col.mask);
+            for p in &self.projections {
+                att.push(attention_kl(h, &cand, &s, p, self.config.attention_temperature));
+            }
+            cka.extend(topk_cka(h, &cand, &s, &self.sia_dims, &self.gammas, self.config.min_k));
+        }
+        (Tensor::stack(&att, 0).sum(None::<Kind>), Tensor::stack(&cka, 0).sum(None::<Kind>))
+    }
+
+    /// `L_PIC` (eq. 17): the chain over consecutive checkpoints, on the model's own pooling
+    /// (the paper pools [CLS]; all-MiniLM-L6-v2 was trained with mean pooling).
+    fn pic(&self, out: &BatchOutput) -> Tensor {
+        let col = &out.columns[0];
+        let z: Vec<Tensor> = self
+            .checkpoints
+            .iter()
+            .zip(&self.dims)
+            .map(|(&l, &d)| col.pooled(l).narrow(1, 0, d as i64))
+            .collect();
+        let links: Vec<Tensor> = self
+            .projectors
+            .iter()
+            .enumerate()
+            .map(|(i, (a, b))| {
+                let projected = b.forward(&a.forward(&z[i]).gelu("none"));
+                let target = if self.config.pic_detach_target { z[i + 1].detach() } else { z[i + 1].shallow_clone() };
+                chain_link(&projected, &target, self.config.pic_temperature)
+            })
+            .collect();
+        Tensor::stack(&links, 0).sum(None::<Kind>)
+    }
+}
+
+impl Objective for Mipic {
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.config.sia {
+            parts.push(format!("SIA layers {:?} dims {:?} k-ratios {:?}", self.sia_layers, self.sia_dims, self.gammas));
+        }
+        if self.config.pic {
+            let c: Vec<String> = self.checkpoints.iter().zip(&self.dims).map(|(l, d)| format!("({d},{l})")).collect();
+            let detach = if self.config.pic_detach_target { ", deeper side detached" } else { "" };
+            parts.push(format!("PIC {} tau {}{detach}", c.join(" "), self.config.pic_temperature));
+        }
+        format!("mipic[{}]", parts.join("; "))
+    }
+
+    fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {
+        let mut terms = Vec::new();
+        if self.config.sia && !self.sia_dims.is_empty() {
+            let (att, cka) = self.sia(out);
+            terms.push(Term { name: "sia/attention".into(), value: att });
+            terms.push(Term { name: "sia/cka".into(), value: cka });
+        }
+        if self.config.pic && self.dims.len() > 1 {
+            terms.push(Term { name: "pic".into(), value: self.pic(out) });
+        }
+        terms
+    }
+
+    fn trained_dims(&self) -> Vec<usize> {
+        self.dims.clone()
+    }
+
+    fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
+        vec![num_layers]
+    }
+}
