@@ -20,7 +20,7 @@ declare -A OBJ=(
   [mrl]='[{kind = "mrl"}]'
   [ese]='[{kind = "mrl"}, {kind = "ese"}]'
   [mipic]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6}]'
-  [mipic-detached]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6, pic_detach_target = true}]'
+  [mipic-attached]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6, pic_detach_target = false}]'
   [mic]='[{kind = "mrl"}, {kind = "mic", weight = 0.6}]'
   [mipic-mic]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6}, {kind = "mic", weight = 0.6}]'
   [mipic-no-sia]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6, sia = false}]'
@@ -28,7 +28,7 @@ declare -A OBJ=(
   [mic-scr-only]='[{kind = "mrl"}, {kind = "mic", weight = 0.6, sir = false}]'
   [mic-sir-only]='[{kind = "mrl"}, {kind = "mic", weight = 0.6, scr = false}]'
 )
-ORDER="mrl mipic mic mipic-detached simcse ese mipic-no-sia mipic-no-pic mic-scr-only mic-sir-only mipic-mic"
+ORDER="mrl mipic-attached mic mipic simcse ese mipic-no-sia mipic-no-pic mic-scr-only mic-sir-only mipic-mic"
 evaluate() { # model out
   [ -f "$2/report.json" ] || /usr/bin/time -f "eval $2: %e s wall" \
     $N eval --tasks sts,cls,pair --layers 6 --dims 16,32,64,128,256,384 --latency-texts 0 --model "$1" --out "$2"

@@ -194,6 +194,10 @@ pub fn run(
         }
         model = dir.join("final");
         out.final_dir = model.clone();
+        if !model.join("nest.json").exists() {
+            // stopped early (a step limit): stage 2 waits for a finished stage 1
+            return Ok(out);
+        }
     }
     if stages != Stages::First && d.stage2.is_some() {
         let dir = run_dir.join("stage2");

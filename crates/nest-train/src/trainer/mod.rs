@@ -131,7 +131,7 @@ pub fn train_with(
     let sources = load_sources(&r.data, &|t: &[&str]| Ok(enc.tokenizer.encode(t)?))?;
     let no_dup = matches!(
         r.loss,
-        LossKind::Mnrl | LossKind::MnrlSymmetric | LossKind::Simcse
+        LossKind::Mnrl | LossKind::MnrlSymmetric | LossKind::Simcse | LossKind::None
     );
     // every epoch's plan is known in advance, so the schedule knows its length exactly
     let plans: Vec<Vec<Batch>> = (0..r.epochs as u64)

@@ -1,0 +1,222 @@
+//! IBKD: HSIC (each kernel) and InfoNCE through `W` against PyTorch; the teacher cache's hit,
+//! miss, changed teacher, truncated file and flipped byte; the two stages' resume across the
+//! stage boundary.
+//!
+//! Fixture: `tests/reference/ibkd.py` (PyTorch 2.13, float64) wrote
+//! `tests/fixtures/objectives/ibkd.safetensors`. Tolerance: `1e-9 * max(|torch|, 1)`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use nest_model::tiny::{write_tiny_model, TinySpec};
+use nest_model::Architecture;
+use nest_train::distill::cache::TeacherCache;
+use nest_train::distill::{self, DistillRecipe, Stages};
+use nest_train::objective::distill::infonce_to_teacher;
+use nest_train::objective::hsic::{gram, hsic, Kernel};
+use nest_train::trainer::TrainOptions;
+use tch::{Kind, Tensor};
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture() -> HashMap<String, Tensor> {
+    let p = root().join("tests/fixtures/objectives/ibkd.safetensors");
+    Tensor::read_safetensors(p).unwrap().into_iter().collect()
+}
+
+fn close(got: &Tensor, want: &Tensor, what: &str) {
+    let (g, w) = (got.double_value(&[]), want.double_value(&[0]));
+    eprintln!("{what}: nest {g:.12} torch {w:.12}");
+    assert!((g - w).abs() <= 1e-9 * w.abs().max(1.0), "{what}: {g} vs {w}");
+}
+
+#[test]
+fn hsic_and_infonce_through_w_match_pytorch() {
+    let f = fixture();
+    for (k, name) in [(Kernel::Rbf, "rbf"), (Kernel::Imq, "imq"), (Kernel::Linear, "linear")] {
+        let kx = gram(&f["x"], k, 0.5);
+        let err = (&kx - &f[&format!("gram_{name}")]).abs().max().double_value(&[]);
+        assert!(err < 1e-12, "{name} Gram: {err}");
+        let ks = gram(&f["s"], k, 0.5);
+        close(&hsic(&kx, &ks), &f[&format!("hsic_{name}")], &format!("HSIC {name}"));
+    }
+    let mapped = f["s"].linear(&f["w"], Some(&f["b"]));
+    close(&infonce_to_teacher(&mapped, &f["teacher"], 0.1), &f["infonce"], "InfoNCE through W");
+    close(&(mapped - &f["teacher"]).square().mean(Kind::Double), &f["mse"], "MSE through W");
+}
+
+/// A fake teacher: a text's vector is a function of its bytes; counts what it encodes.
+fn fake(calls: &mut usize, scale: f32) -> impl FnMut(&[&str]) -> nest_train::Result<Tensor> + '_ {
+    move |texts: &[&str]| {
+        *calls += texts.len();
+        let v: Vec<f32> = texts
+            .iter()
+            .flat_map(|t| (0..4).map(move |i| scale * (t.len() as f32 + i as f32)))
+            .collect();
+        Ok(Tensor::from_slice(&v).view([texts.len() as i64, 4]))
+    }
+}
+
+#[test]
+fn the_teacher_cache_hits_misses_and_rebuilds_what_is_damaged() {
+    let d = tempfile::tempdir().unwrap();
+    let teacher = d.path().join("teacher");
+    std::fs::create_dir_all(&teacher).unwrap();
+    std::fs::write(teacher.join("model.safetensors"), b"weights v1").unwrap();
+    let cache = TeacherCache::for_teacher(d.path(), &teacher, 128).unwrap();
+    let texts: Vec<String> = ["a", "bb", "ccc", "a"].iter().map(|s| s.to_string()).collect();
+    let mut calls = 0;
+    // miss: the three distinct texts are encoded, duplicates answered once
+    let (x, st) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
+    assert_eq!((calls, st.misses, st.hits, st.entries), (3, 3, 0, 3));
+    assert_eq!(x.size(), [4, 4]);
+    assert_eq!(x.double_value(&[1, 0]), 2.0);
+    assert_eq!(x.double_value(&[3, 3]), 4.0);
+    // hit: nothing is encoded, the same vectors come back; a new text is added
+    let more: Vec<String> = ["ccc", "dddd", "a"].iter().map(|s| s.to_string()).collect();
+    let mut calls = 0;
+    let (y, st) = cache.embed(&more, 2, &mut fake(&mut calls, 1.0)).unwrap();
+    assert_eq!((calls, st.hits, st.misses, st.entries), (1, 2, 1, 4));
+    assert_eq!(y.double_value(&[1, 0]), 4.0);
+    let mut calls = 0;
+    let (z, _) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
+    assert_eq!(calls, 0);
+    assert!(z.equal(&x));
+    // a changed teacher keys another file: everything is encoded again
+    std::fs::write(teacher.join("model.safetensors"), b"weights v2").unwrap();
+    let other = TeacherCache::for_teacher(d.path(), &teacher, 128).unwrap();
+    assert_ne!(other.path, cache.path);
+    let mut calls = 0;
+    let _ = other.embed(&texts, 8, &mut fake(&mut calls, 2.0)).unwrap();
+    assert_eq!(calls, 3);
+    // so does another max length
+    assert_ne!(TeacherCache::for_teacher(d.path(), &teacher, 64).unwrap().path, other.path);
+    // a flipped byte and a truncated file are detected, reported and rebuilt
+    let good = std::fs::read(&cache.path).unwrap();
+    let mut bad = good.clone();
+    let at = bad.len() - 40;
+    bad[at] ^= 0x10;
+    for (damaged, why) in [(bad, "checksum"), (good[..good.len() - 7].to_vec(), "truncated")] {
+        std::fs::write(&cache.path, damaged).unwrap();
+        let mut calls = 0;
+        let (v, st) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
+        let reason = st.discarded.expect("the damage is reported");
+        assert!(reason.contains(why), "{reason}");
+        assert_eq!(calls, 3, "rebuilt from the teacher, not read as garbage");
+        assert!(v.equal(&x));
+        let mut calls = 0;
+        let (_, st) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
+        assert_eq!((calls, st.discarded), (0, None), "the rebuilt file is whole");
+    }
+}
+
+fn write_texts(dir: &Path) -> (PathBuf, PathBuf) {
+    let words = ["the", "a", "cat", "dog", "sat", "on", "mat", "man", "plays", "music", "red", "blue"];
+    let mut x: u64 = 7;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % 12) as usize
+    };
+    let mut single = String::from("text\n");
+    let mut triplets = String::from("anchor\tpositive\tnegative\n");
+    for i in 0..64 {
+        let s: Vec<&str> = (0..5).map(|_| words[next()]).collect();
+        single.push_str(&format!("{} {i}\n", s.join(" ")));
+        triplets.push_str(&format!("{} {i}\t{} {i}\t{} x\n", s.join(" "), s[..3].join(" "), words[next()]));
+    }
+    let (a, b) = (dir.join("texts.tsv"), dir.join("triplets.tsv"));
+    std::fs::write(&a, single).unwrap();
+    std::fs::write(&b, triplets).unwrap();
+    (a, b)
+}
+
+fn stage_losses(run: &Path) -> Vec<u64> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["loss"].as_f64().map(f64::to_bits))
+        .collect()
+}
+
+#[test]
+fn two_stages_resume_exactly_across_the_boundary() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let (teacher, student) = (d.path().join("teacher"), d.path().join("student"));
+    write_tiny_model(&teacher, &TinySpec::new(Architecture::Mpnet)).unwrap();
+    write_tiny_model(&student, &TinySpec::new(Architecture::Bert)).unwrap();
+    let (texts, triplets) = write_texts(d.path());
+    let recipe = d.path().join("ibkd.toml");
+    let common = "batch_size = 16\nepochs = 2\nsave_every = 2\nkeep_last = 10\neval_every = 0\nseed = 3\n";
+    std::fs::write(
+        &recipe,
+        format!(
+            "teacher = \"{}\"\nstudent = \"{}\"\ncache_dir = \"{}\"\nteacher_max_length = 32\n\n[stage1]\nloss = \"none\"\nlr = 1e-3\n{common}\
+             data = [{{ path = \"{}\", format = \"single\" }}]\n\
+             objective = [{{ kind = \"distill\", temperature = 0.1 }}, {{ kind = \"hsic\", weight = 1.0 }}]\n\n\
+             [stage2]\nloss = \"mnrl\"\nlr = 3e-4\nmatryoshka_dims = [8, 16, 32]\n{common}\
+             data = [{{ path = \"{}\", format = \"triplets\" }}]\n\
+             objective = [{{ kind = \"mrl\" }}, {{ kind = \"hsic\", weight = 0.5 }}]\n",
+            teacher.display(),
+            student.display(),
+            d.path().join("cache").display(),
+            texts.display(),
+            triplets.display()
+        ),
+    )
+    .unwrap();
+    let (r, o1, o2) = DistillRecipe::load(&recipe, &[]).unwrap();
+    let opts = |stop: Option<u64>, resume: bool| TrainOptions {
+        run_dir: PathBuf::new(),
+        resume,
+        overwrite: false,
+        device: tch::Device::Cpu,
+        stop_after_steps: stop,
+    };
+    let mut log = Vec::new();
+    let full = d.path().join("full");
+    let out = distill::run(&r, (&o1, &o2), &full, Stages::Both, &opts(None, false), &mut |e| log.push(format!("{e:?}"))).unwrap();
+    assert_eq!(out.stages.len(), 2);
+    assert_eq!(out.cache.as_ref().unwrap().misses, 64);
+    assert!(out.final_dir.join("nest.json").exists());
+    // the cut run: stage 1 stops early, then resumes; stage 2 stops early, then resumes
+    let cut = d.path().join("cut");
+    let o = distill::run(&r, (&o1, &o2), &cut, Stages::Both, &opts(Some(3), false), &mut |_| {}).unwrap();
+    assert_eq!(o.cache.unwrap().hits, 64, "the second run reads the teacher from the cache");
+    assert!(!cut.join("stage2").exists(), "stage 2 waits for a finished stage 1");
+    distill::run(&r, (&o1, &o2), &cut, Stages::First, &opts(None, true), &mut |_| {}).unwrap();
+    distill::run(&r, (&o1, &o2), &cut, Stages::Both, &opts(Some(3), true), &mut |_| {}).unwrap();
+    assert!(!cut.join("stage2/final").exists());
+    distill::run(&r, (&o1, &o2), &cut, Stages::Both, &opts(None, true), &mut |_| {}).unwrap();
+    for stage in ["stage1", "stage2"] {
+        assert_eq!(stage_losses(&full.join(stage)), stage_losses(&cut.join(stage)), "{stage} losses differ");
+    }
+    let read = |p: &Path| std::fs::read(p.join("stage2/final/model.safetensors")).unwrap();
+    assert!(read(&full) == read(&cut), "the final students differ");
+    // W and the HSIC term were in stage 1 and logged; W never reaches the model
+    let m = std::fs::read_to_string(full.join("stage1/metrics.jsonl")).unwrap();
+    assert!(m.contains("distill/infonce@32") && m.contains("hsic/hsic"), "{m:.400}");
+    let exported: Vec<String> = Tensor::read_safetensors(full.join("stage1/final/model.safetensors"))
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert!(exported.iter().all(|k| !k.contains("distill")), "{exported:?}");
+    // a distill component outside nest distill is refused with the reason
+    let e = nest_train::Recipe::load(None, &[
+        "--model".into(), student.display().to_string(),
+        "--data".into(), format!("{}:single", texts.display()),
+        "--loss".into(), "none".into(),
+        "--objective".into(), r#"[{kind = "distill"}]"#.into(),
+    ])
+    .unwrap();
+    let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    let err = nest_train::objective::build(&e, 32, 2, &vs.root()).unwrap_err().to_string();
+    assert!(err.contains("nest distill"), "{err}");
+}
