@@ -31,6 +31,8 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Train (fine-tune) an elastic model from a recipe; any recipe key is also a `--key value` flag.
     Train(TrainArgs),
+    /// Distil a teacher into an elastic student (IBKD: distillation, then fine-tuning), resumable.
+    Distill(DistillArgs),
     /// Print a model's architecture, elastic axes and what it was trained for.
     Info(InfoArgs),
     /// Write a smaller model with only the first n layers (and optionally a default dim).
@@ -225,6 +227,34 @@ pub struct TrainArgs {
     pub overwrite: bool,
     /// Recipe keys as flags: `--lr 3e-5 --matryoshka-dims "[16, 32]" --data file.tsv:scored`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "--KEY VALUE")]
+    pub overrides: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DistillArgs {
+    /// Distillation recipe (TOML: teacher, student, [stage1], [stage2]); see recipes/ibkd.toml.
+    #[arg(long)]
+    pub recipe: PathBuf,
+    /// The teacher model (overrides the recipe's).
+    #[arg(long)]
+    pub teacher: Option<String>,
+    /// The student model to start from (overrides the recipe's).
+    #[arg(long)]
+    pub student: Option<String>,
+    /// Run directory: stage1/ and stage2/ inside (default: runs/<recipe name>).
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// Which stages: 1, 2 or all. A finished stage is never rerun.
+    #[arg(long, default_value = "all")]
+    pub stage: String,
+    /// Continue a cut stage from its last checkpoint.
+    #[arg(long)]
+    pub resume: bool,
+    /// Replace a stage's unfinished run.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Stage keys as flags: `--stage1.lr 1e-4 --stage2.epochs 1`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "--stageN.KEY VALUE")]
     pub overrides: Vec<String>,
 }
 

@@ -3,6 +3,7 @@ mod bench;
 mod bench_serve;
 mod bench_train;
 mod compress;
+mod distill;
 mod encode;
 mod eval;
 mod index;
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Advise(a) => advise::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Train(a) => train::run(a),
+        Command::Distill(a) => distill::run(a),
         Command::Info(a) => info::run(a),
         Command::Slim(a) => slim::run(a),
         Command::Compress(a) => compress::run(a),

@@ -63,6 +63,22 @@ pub fn run(a: TrainArgs) -> Result<()> {
         device: nest_model::default_device(),
         stop_after_steps: None,
     };
+    let pb = bar();
+    let summary = train(&recipe, &opts, &mut |e| on_event(&pb, e))?;
+    pb.finish_and_clear();
+    eprintln!(
+        "trained {} steps in {:.1} s (last loss {:.4}); model: {}; log: {}",
+        summary.steps,
+        summary.seconds,
+        summary.last_loss,
+        summary.final_dir.display(),
+        run_dir.join("metrics.jsonl").display()
+    );
+    Ok(())
+}
+
+/// The training progress bar (hidden when stderr is not a terminal).
+pub fn bar() -> ProgressBar {
     let pb = ProgressBar::new(0);
     pb.set_style(
         ProgressStyle::with_template(
@@ -71,7 +87,12 @@ pub fn run(a: TrainArgs) -> Result<()> {
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
-    let summary = train(&recipe, &opts, &mut |e| match e {
+    pb
+}
+
+/// A trainer event on the bar: position, loss, evaluations, checkpoints, messages.
+pub fn on_event(pb: &ProgressBar, e: Event) {
+    match e {
         Event::Start {
             total_steps,
             resumed_from,
@@ -83,22 +104,12 @@ pub fn run(a: TrainArgs) -> Result<()> {
             pb.set_position(step);
             pb.set_message(format!("loss {loss:.4} lr {lr:.2e}"));
         }
-        Event::Eval { step, summary } => say(&pb, format!("step {step}: {summary}")),
+        Event::Eval { step, summary } => say(pb, format!("step {step}: {summary}")),
         Event::Checkpoint { step, path } => {
-            say(&pb, format!("step {step}: checkpoint {}", path.display()))
+            say(pb, format!("step {step}: checkpoint {}", path.display()))
         }
-        Event::Message(m) => say(&pb, m),
-    })?;
-    pb.finish_and_clear();
-    eprintln!(
-        "trained {} steps in {:.1} s (last loss {:.4}); model: {}; log: {}",
-        summary.steps,
-        summary.seconds,
-        summary.last_loss,
-        summary.final_dir.display(),
-        run_dir.join("metrics.jsonl").display()
-    );
-    Ok(())
+        Event::Message(m) => say(pb, m),
+    }
 }
 
 /// A line above the bar, or on stderr when the bar is hidden (not a terminal).

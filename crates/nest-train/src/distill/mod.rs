@@ -79,7 +79,13 @@ impl DistillRecipe {
             } else if let Some(k) = key.strip_prefix("stage2.") {
                 s2.extend([format!("--{k}"), value]);
             } else {
-                table.insert(key.replace('-', "_"), toml::Value::String(value));
+                // a TOML value where it parses as one (numbers), else a string (paths, ids)
+                let v = format!("v = {value}")
+                    .parse::<toml::Table>()
+                    .ok()
+                    .and_then(|mut t| t.remove("v"))
+                    .unwrap_or(toml::Value::String(value));
+                table.insert(key.replace('-', "_"), v);
             }
         }
         let r: DistillRecipe = toml::Value::Table(table)

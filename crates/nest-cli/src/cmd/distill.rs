@@ -1,0 +1,46 @@
+//! `nest distill`: IBKD's two stages (distillation on unlabeled texts with a cached teacher,
+//! then fine-tuning on labeled triplets) as one resumable run; see `nest_train::distill`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use nest_train::distill::{self, DistillRecipe, Stages};
+use nest_train::trainer::TrainOptions;
+
+use super::train::{bar, on_event};
+use crate::args::DistillArgs;
+
+pub fn run(a: DistillArgs) -> Result<()> {
+    let mut overrides = a.overrides.clone();
+    for (flag, value) in [("--teacher", &a.teacher), ("--student", &a.student)] {
+        if let Some(v) = value {
+            overrides.extend([flag.to_string(), v.clone()]);
+        }
+    }
+    let (recipe, s1, s2) = DistillRecipe::load(&a.recipe, &overrides)?;
+    let stages = match a.stage.as_str() {
+        "all" => Stages::Both,
+        "1" => Stages::First,
+        "2" => Stages::Second,
+        s => bail!("--stage {s}: expected 1, 2 or all"),
+    };
+    let run_dir = a.run_dir.clone().unwrap_or_else(|| {
+        let stem = a.recipe.file_stem().map(|s| s.to_string_lossy().into_owned());
+        PathBuf::from("runs").join(stem.unwrap_or_else(|| "distill".into()))
+    });
+    let opts = TrainOptions {
+        run_dir: run_dir.clone(),
+        resume: a.resume,
+        overwrite: a.overwrite,
+        device: nest_model::default_device(),
+        stop_after_steps: None,
+    };
+    let pb = bar();
+    let out = distill::run(&recipe, (&s1, &s2), &run_dir, stages, &opts, &mut |e| on_event(&pb, e))?;
+    pb.finish_and_clear();
+    for s in &out.stages {
+        eprintln!("{} steps in {:.1} s (last loss {:.4}) -> {}", s.steps, s.seconds, s.last_loss, s.final_dir.display());
+    }
+    eprintln!("student: {}", out.final_dir.display());
+    Ok(())
+}
