@@ -51,8 +51,29 @@ def table(reports, cols, task, dims):
     return "\n".join(lines)
 
 
+def dev_table(runs="runs"):
+    """STS-B dev at the end of each run (the trainer's final grid in metrics.jsonl): the split used for choices."""
+    print("| run | d=16 | d=32 | d=128 | d=384 |\n|---|---:|---:|---:|---:|")
+    for name, label in [(n, l) for n, l in MAIN + ABLATIONS if n != "untrained"]:
+        p = os.path.join(runs, f"structure-{name}", "metrics.jsonl")
+        if not os.path.exists(p) or label in dev_table.seen:
+            continue
+        dev_table.seen.add(label)
+        ev = [json.loads(l)["eval"] for l in open(p) if '"eval"' in l]
+        if ev:
+            c = ev[-1]["cells"]
+            print(f"| {label} | " + " | ".join(f"{c[f'L6/d{d}']:.2f}" if f"L6/d{d}" in c else "-" for d in (16, 32, 128, 384)) + " |")
+    print()
+
+
+dev_table.seen = set()
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "reports/structure"
+    if root == "--dev":
+        dev_table()
+        return
     names = {n for n, _ in MAIN + ABLATIONS}
     reports = {n: load(root, n) for n in names}
     dims = sorted({d for r in reports.values() for (_, d) in r})
