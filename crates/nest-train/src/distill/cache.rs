@@ -208,7 +208,7 @@ impl TeacherCache {
         if let Some(m) = old {
             keys.extend((0..m.count).map(|i| (m.key(i).try_into().expect("32 bytes"), Some(i))));
         }
-        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        keys.sort_unstable_by_key(|k| k.0);
         let mut bytes = Vec::with_capacity(HEAD + keys.len() * (32 + 4 * dim) + 32);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&(keys.len() as u64).to_le_bytes());

@@ -1,11 +1,11 @@
 //! MIPIC: Matryoshka learning via Self-Distilled Intra-Relational Alignment (SIA) and
 //! Progressive Information Chaining (PIC) (`MIPIC.md`, section 3, Appendix A.5).
 //!
-//! The component returns the SIA and PIC terms; eq. 18's `alpha * L_MRL + (1 - alpha) * (L_SIA
-//! + L_PIC)` is a recipe with an `mrl` component of weight `alpha` next to this one with
+//! The component returns the SIA and PIC terms; eq. 18's
+//! `alpha * L_MRL + (1 - alpha) * (L_SIA + L_PIC)` is a recipe with an `mrl` component of weight `alpha` next to this one with
 //! weight `1 - alpha` (`recipes/mipic.toml`, alpha = 0.4 as Table 7). Every term comes from the
 //! one forward pass the trainer already ran (the first column: with SimCSE, the first dropout
-//! view); the projectors `P_i` and `phi_i` live in the objective's parameter store, which the
+//! view). The projectors `P_i` and `phi_i` live in the objective's parameter store, which the
 //! trainer optimises and checkpoints and the exported model never holds.
 
 use serde::{Deserialize, Serialize};

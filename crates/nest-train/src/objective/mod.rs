@@ -347,13 +347,13 @@ impl ObjectiveSpec {
                 if !c.dims.is_empty() {
                     increasing(&c.dims, &[])?;
                 }
-                if !(c.temperature > 0.0) {
+                if c.temperature.is_nan() || c.temperature <= 0.0 {
                     return Err("temperature must be > 0".into());
                 }
                 c.weight
             }
             ObjectiveSpec::Hsic(c) => {
-                if !(c.gamma > 0.0) {
+                if c.gamma.is_nan() || c.gamma <= 0.0 {
                     return Err("gamma must be > 0".into());
                 }
                 c.weight
