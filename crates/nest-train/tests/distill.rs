@@ -31,22 +31,44 @@ fn fixture() -> HashMap<String, Tensor> {
 fn close(got: &Tensor, want: &Tensor, what: &str) {
     let (g, w) = (got.double_value(&[]), want.double_value(&[0]));
     eprintln!("{what}: nest {g:.12} torch {w:.12}");
-    assert!((g - w).abs() <= 1e-9 * w.abs().max(1.0), "{what}: {g} vs {w}");
+    assert!(
+        (g - w).abs() <= 1e-9 * w.abs().max(1.0),
+        "{what}: {g} vs {w}"
+    );
 }
 
 #[test]
 fn hsic_and_infonce_through_w_match_pytorch() {
     let f = fixture();
-    for (k, name) in [(Kernel::Rbf, "rbf"), (Kernel::Imq, "imq"), (Kernel::Linear, "linear")] {
+    for (k, name) in [
+        (Kernel::Rbf, "rbf"),
+        (Kernel::Imq, "imq"),
+        (Kernel::Linear, "linear"),
+    ] {
         let kx = gram(&f["x"], k, 0.5);
-        let err = (&kx - &f[&format!("gram_{name}")]).abs().max().double_value(&[]);
+        let err = (&kx - &f[&format!("gram_{name}")])
+            .abs()
+            .max()
+            .double_value(&[]);
         assert!(err < 1e-12, "{name} Gram: {err}");
         let ks = gram(&f["s"], k, 0.5);
-        close(&hsic(&kx, &ks), &f[&format!("hsic_{name}")], &format!("HSIC {name}"));
+        close(
+            &hsic(&kx, &ks),
+            &f[&format!("hsic_{name}")],
+            &format!("HSIC {name}"),
+        );
     }
     let mapped = f["s"].linear(&f["w"], Some(&f["b"]));
-    close(&infonce_to_teacher(&mapped, &f["teacher"], 0.1), &f["infonce"], "InfoNCE through W");
-    close(&(mapped - &f["teacher"]).square().mean(Kind::Double), &f["mse"], "MSE through W");
+    close(
+        &infonce_to_teacher(&mapped, &f["teacher"], 0.1),
+        &f["infonce"],
+        "InfoNCE through W",
+    );
+    close(
+        &(mapped - &f["teacher"]).square().mean(Kind::Double),
+        &f["mse"],
+        "MSE through W",
+    );
 }
 
 /// A fake teacher: a text's vector is a function of its bytes; counts what it encodes.
@@ -68,7 +90,10 @@ fn the_teacher_cache_hits_misses_and_rebuilds_what_is_damaged() {
     std::fs::create_dir_all(&teacher).unwrap();
     std::fs::write(teacher.join("model.safetensors"), b"weights v1").unwrap();
     let cache = TeacherCache::for_teacher(d.path(), &teacher, 128).unwrap();
-    let texts: Vec<String> = ["a", "bb", "ccc", "a"].iter().map(|s| s.to_string()).collect();
+    let texts: Vec<String> = ["a", "bb", "ccc", "a"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let mut calls = 0;
     // miss: the three distinct texts are encoded, duplicates answered once
     let (x, st) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
@@ -94,13 +119,21 @@ fn the_teacher_cache_hits_misses_and_rebuilds_what_is_damaged() {
     let _ = other.embed(&texts, 8, &mut fake(&mut calls, 2.0)).unwrap();
     assert_eq!(calls, 3);
     // so does another max length
-    assert_ne!(TeacherCache::for_teacher(d.path(), &teacher, 64).unwrap().path, other.path);
+    assert_ne!(
+        TeacherCache::for_teacher(d.path(), &teacher, 64)
+            .unwrap()
+            .path,
+        other.path
+    );
     // a flipped byte and a truncated file are detected, reported and rebuilt
     let good = std::fs::read(&cache.path).unwrap();
     let mut bad = good.clone();
     let at = bad.len() - 40;
     bad[at] ^= 0x10;
-    for (damaged, why) in [(bad, "checksum"), (good[..good.len() - 7].to_vec(), "truncated")] {
+    for (damaged, why) in [
+        (bad, "checksum"),
+        (good[..good.len() - 7].to_vec(), "truncated"),
+    ] {
         std::fs::write(&cache.path, damaged).unwrap();
         let mut calls = 0;
         let (v, st) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
@@ -110,12 +143,18 @@ fn the_teacher_cache_hits_misses_and_rebuilds_what_is_damaged() {
         assert!(v.equal(&x));
         let mut calls = 0;
         let (_, st) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
-        assert_eq!((calls, st.discarded), (0, None), "the rebuilt file is whole");
+        assert_eq!(
+            (calls, st.discarded),
+            (0, None),
+            "the rebuilt file is whole"
+        );
     }
 }
 
 fn write_texts(dir: &Path) -> (PathBuf, PathBuf) {
-    let words = ["the", "a", "cat", "dog", "sat", "on", "mat", "man", "plays", "music", "red", "blue"];
+    let words = [
+        "the", "a", "cat", "dog", "sat", "on", "mat", "man", "plays", "music", "red", "blue",
+    ];
     let mut x: u64 = 7;
     let mut next = || {
         x ^= x << 13;
@@ -128,7 +167,12 @@ fn write_texts(dir: &Path) -> (PathBuf, PathBuf) {
     for i in 0..64 {
         let s: Vec<&str> = (0..5).map(|_| words[next()]).collect();
         single.push_str(&format!("{} {i}\n", s.join(" ")));
-        triplets.push_str(&format!("{} {i}\t{} {i}\t{} x\n", s.join(" "), s[..3].join(" "), words[next()]));
+        triplets.push_str(&format!(
+            "{} {i}\t{} {i}\t{} x\n",
+            s.join(" "),
+            s[..3].join(" "),
+            words[next()]
+        ));
     }
     let (a, b) = (dir.join("texts.tsv"), dir.join("triplets.tsv"));
     std::fs::write(&a, single).unwrap();
@@ -140,7 +184,11 @@ fn stage_losses(run: &Path) -> Vec<u64> {
     std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["loss"].as_f64().map(f64::to_bits))
+        .filter_map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).ok()?["loss"]
+                .as_f64()
+                .map(f64::to_bits)
+        })
         .collect()
 }
 
@@ -153,7 +201,8 @@ fn two_stages_resume_exactly_across_the_boundary() {
     write_tiny_model(&student, &TinySpec::new(Architecture::Bert)).unwrap();
     let (texts, triplets) = write_texts(d.path());
     let recipe = d.path().join("ibkd.toml");
-    let common = "batch_size = 16\nepochs = 2\nsave_every = 2\nkeep_last = 10\neval_every = 0\nseed = 3\n";
+    let common =
+        "batch_size = 16\nepochs = 2\nsave_every = 2\nkeep_last = 10\neval_every = 0\nseed = 3\n";
     std::fs::write(
         &recipe,
         format!(
@@ -181,42 +230,109 @@ fn two_stages_resume_exactly_across_the_boundary() {
     };
     let mut log = Vec::new();
     let full = d.path().join("full");
-    let out = distill::run(&r, (&o1, &o2), &full, Stages::Both, &opts(None, false), &mut |e| log.push(format!("{e:?}"))).unwrap();
+    let out = distill::run(
+        &r,
+        (&o1, &o2),
+        &full,
+        Stages::Both,
+        &opts(None, false),
+        &mut |e| log.push(format!("{e:?}")),
+    )
+    .unwrap();
     assert_eq!(out.stages.len(), 2);
     assert_eq!(out.cache.as_ref().unwrap().misses, 64);
     assert!(out.final_dir.join("nest.json").exists());
     // the cut run: stage 1 stops early, then resumes; stage 2 stops early, then resumes
     let cut = d.path().join("cut");
-    let o = distill::run(&r, (&o1, &o2), &cut, Stages::Both, &opts(Some(3), false), &mut |_| {}).unwrap();
-    assert_eq!(o.cache.unwrap().hits, 64, "the second run reads the teacher from the cache");
-    assert!(!cut.join("stage2").exists(), "stage 2 waits for a finished stage 1");
-    distill::run(&r, (&o1, &o2), &cut, Stages::First, &opts(None, true), &mut |_| {}).unwrap();
-    distill::run(&r, (&o1, &o2), &cut, Stages::Both, &opts(Some(3), true), &mut |_| {}).unwrap();
+    let o = distill::run(
+        &r,
+        (&o1, &o2),
+        &cut,
+        Stages::Both,
+        &opts(Some(3), false),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(
+        o.cache.unwrap().hits,
+        64,
+        "the second run reads the teacher from the cache"
+    );
+    assert!(
+        !cut.join("stage2").exists(),
+        "stage 2 waits for a finished stage 1"
+    );
+    distill::run(
+        &r,
+        (&o1, &o2),
+        &cut,
+        Stages::First,
+        &opts(None, true),
+        &mut |_| {},
+    )
+    .unwrap();
+    distill::run(
+        &r,
+        (&o1, &o2),
+        &cut,
+        Stages::Both,
+        &opts(Some(3), true),
+        &mut |_| {},
+    )
+    .unwrap();
     assert!(!cut.join("stage2/final").exists());
-    distill::run(&r, (&o1, &o2), &cut, Stages::Both, &opts(None, true), &mut |_| {}).unwrap();
+    distill::run(
+        &r,
+        (&o1, &o2),
+        &cut,
+        Stages::Both,
+        &opts(None, true),
+        &mut |_| {},
+    )
+    .unwrap();
     for stage in ["stage1", "stage2"] {
-        assert_eq!(stage_losses(&full.join(stage)), stage_losses(&cut.join(stage)), "{stage} losses differ");
+        assert_eq!(
+            stage_losses(&full.join(stage)),
+            stage_losses(&cut.join(stage)),
+            "{stage} losses differ"
+        );
     }
     let read = |p: &Path| std::fs::read(p.join("stage2/final/model.safetensors")).unwrap();
     assert!(read(&full) == read(&cut), "the final students differ");
     // W and the HSIC term were in stage 1 and logged; W never reaches the model
     let m = std::fs::read_to_string(full.join("stage1/metrics.jsonl")).unwrap();
-    assert!(m.contains("distill/infonce@32") && m.contains("hsic/hsic"), "{m:.400}");
-    let exported: Vec<String> = Tensor::read_safetensors(full.join("stage1/final/model.safetensors"))
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
-    assert!(exported.iter().all(|k| !k.contains("distill")), "{exported:?}");
+    assert!(
+        m.contains("distill/infonce@32") && m.contains("hsic/hsic"),
+        "{m:.400}"
+    );
+    let exported: Vec<String> =
+        Tensor::read_safetensors(full.join("stage1/final/model.safetensors"))
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+    assert!(
+        exported.iter().all(|k| !k.contains("distill")),
+        "{exported:?}"
+    );
     // a distill component outside nest distill is refused with the reason
-    let e = nest_train::Recipe::load(None, &[
-        "--model".into(), student.display().to_string(),
-        "--data".into(), format!("{}:single", texts.display()),
-        "--loss".into(), "none".into(),
-        "--objective".into(), r#"[{kind = "distill"}]"#.into(),
-    ])
+    let e = nest_train::Recipe::load(
+        None,
+        &[
+            "--model".into(),
+            student.display().to_string(),
+            "--data".into(),
+            format!("{}:single", texts.display()),
+            "--loss".into(),
+            "none".into(),
+            "--objective".into(),
+            r#"[{kind = "distill"}]"#.into(),
+        ],
+    )
     .unwrap();
     let vs = tch::nn::VarStore::new(tch::Device::Cpu);
-    let err = nest_train::objective::build(&e, 32, 2, &vs.root()).unwrap_err().to_string();
+    let err = nest_train::objective::build(&e, 32, 2, &vs.root())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("nest distill"), "{err}");
 }

@@ -400,27 +400,52 @@ fn mipic_and_mic_resume_exactly_and_their_projectors_stay_out_of_the_model() {
     let (a, b) = (losses(&full), losses(&cut));
     assert_eq!(a.len(), b.len());
     for (x, y) in a.iter().zip(&b) {
-        assert_eq!(x.1.to_bits(), y.1.to_bits(), "step {}: {} vs {}", x.0, x.1, y.1);
+        assert_eq!(
+            x.1.to_bits(),
+            y.1.to_bits(),
+            "step {}: {} vs {}",
+            x.0,
+            x.1,
+            y.1
+        );
     }
     let log = std::fs::read_to_string(full.join("metrics.jsonl")).unwrap();
-    for t in ["mipic/sia/attention", "mipic/sia/cka", "mipic/pic", "mic/scr", "mic/sir"] {
+    for t in [
+        "mipic/sia/attention",
+        "mipic/sia/cka",
+        "mipic/pic",
+        "mic/scr",
+        "mic/sir",
+    ] {
         assert!(log.contains(t), "{t} is not logged");
     }
     let last = |run: &Path| nest_train::checkpoint::list(run).pop().unwrap().1;
     let (pa, pb) = (last(&full), last(&cut));
-    for f in ["model.safetensors", "objective.safetensors", "optimizer.safetensors"] {
-        let (x, y) = (std::fs::read(pa.join(f)).unwrap(), std::fs::read(pb.join(f)).unwrap());
+    for f in [
+        "model.safetensors",
+        "objective.safetensors",
+        "optimizer.safetensors",
+    ] {
+        let (x, y) = (
+            std::fs::read(pa.join(f)).unwrap(),
+            std::fs::read(pb.join(f)).unwrap(),
+        );
         assert!(x == y, "{f} differs between the full and the resumed run");
     }
     // P_8 started at [I | 0] and moved; phi's weights are there
     let obj = tensors(&pa.join("objective.safetensors"));
     let p8 = &obj["objective.c1_mipic.sia_p8"];
     let eye = tch::Tensor::eye_m(8, 32, (tch::Kind::Float, tch::Device::Cpu));
-    assert!((p8 - eye).abs().max().double_value(&[]) > 0.0, "P_8 was not updated");
+    assert!(
+        (p8 - eye).abs().max().double_value(&[]) > 0.0,
+        "P_8 was not updated"
+    );
     assert!(obj.contains_key("objective.c1_mipic.pic_phi8.0.weight"));
     let exported = tensors(&full.join("final/model.safetensors"));
     assert!(
-        exported.keys().all(|k| !k.contains("sia_p") && !k.contains("pic_phi")),
+        exported
+            .keys()
+            .all(|k| !k.contains("sia_p") && !k.contains("pic_phi")),
         "{:?}",
         exported.keys().collect::<Vec<_>>()
     );

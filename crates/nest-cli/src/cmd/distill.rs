@@ -25,7 +25,10 @@ pub fn run(a: DistillArgs) -> Result<()> {
         s => bail!("--stage {s}: expected 1, 2 or all"),
     };
     let run_dir = a.run_dir.clone().unwrap_or_else(|| {
-        let stem = a.recipe.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let stem = a
+            .recipe
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned());
         PathBuf::from("runs").join(stem.unwrap_or_else(|| "distill".into()))
     });
     let opts = TrainOptions {
@@ -36,10 +39,18 @@ pub fn run(a: DistillArgs) -> Result<()> {
         stop_after_steps: None,
     };
     let pb = bar();
-    let out = distill::run(&recipe, (&s1, &s2), &run_dir, stages, &opts, &mut |e| on_event(&pb, e))?;
+    let out = distill::run(&recipe, (&s1, &s2), &run_dir, stages, &opts, &mut |e| {
+        on_event(&pb, e)
+    })?;
     pb.finish_and_clear();
     for s in &out.stages {
-        eprintln!("{} steps in {:.1} s (last loss {:.4}) -> {}", s.steps, s.seconds, s.last_loss, s.final_dir.display());
+        eprintln!(
+            "{} steps in {:.1} s (last loss {:.4}) -> {}",
+            s.steps,
+            s.seconds,
+            s.last_loss,
+            s.final_dir.display()
+        );
     }
     eprintln!("student: {}", out.final_dir.display());
     Ok(())

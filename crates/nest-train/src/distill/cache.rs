@@ -171,7 +171,10 @@ impl TeacherCache {
             if dim.is_some_and(|x| x != d) {
                 return Err(crate::Error::Run {
                     path: self.path.clone(),
-                    message: format!("the teacher gives {d} dims, the cache holds {}", dim.unwrap_or(0)),
+                    message: format!(
+                        "the teacher gives {d} dims, the cache holds {}",
+                        dim.unwrap_or(0)
+                    ),
                 });
             }
             dim = Some(d);
@@ -190,7 +193,10 @@ impl TeacherCache {
                 None => {
                     let m = mapped.as_ref().expect("a hit has a file");
                     let row = m.row(m.find(&k).expect("a hit"));
-                    out.extend(row.chunks(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))));
+                    out.extend(
+                        row.chunks(4)
+                            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))),
+                    );
                 }
             }
         }
@@ -203,7 +209,12 @@ impl TeacherCache {
     }
 
     /// The old entries and `fresh` merged into a new file, atomically.
-    fn write(&self, old: Option<&Mapped>, fresh: &HashMap<[u8; 32], Vec<f32>>, dim: usize) -> Result<()> {
+    fn write(
+        &self,
+        old: Option<&Mapped>,
+        fresh: &HashMap<[u8; 32], Vec<f32>>,
+        dim: usize,
+    ) -> Result<()> {
         let mut keys: Vec<([u8; 32], Option<usize>)> = fresh.keys().map(|k| (*k, None)).collect();
         if let Some(m) = old {
             keys.extend((0..m.count).map(|i| (m.key(i).try_into().expect("32 bytes"), Some(i))));

@@ -60,20 +60,29 @@ impl DistillRecipe {
     /// `--stage2.KEY V` (a stage key as `nest train` takes it).
     pub fn load(path: &Path, overrides: &[String]) -> Result<(Self, Vec<String>, Vec<String>)> {
         let name = path.display().to_string();
-        let bad = |message: String| Error::Recipe { source_name: name.clone(), message };
+        let bad = |message: String| Error::Recipe {
+            source_name: name.clone(),
+            message,
+        };
         let text = std::fs::read_to_string(path).map_err(|e| nest_core::Error::io(path, e))?;
-        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| bad(e.to_string()))?;
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| bad(e.to_string()))?;
         let (mut s1, mut s2) = (Vec::new(), Vec::new());
         let mut it = overrides.iter();
         while let Some(flag) = it.next() {
             let (key, value) = match flag.split_once('=') {
                 Some((k, v)) => (k.to_string(), v.to_string()),
                 None => {
-                    let v = it.next().ok_or_else(|| bad(format!("flag {flag} needs a value")))?;
+                    let v = it
+                        .next()
+                        .ok_or_else(|| bad(format!("flag {flag} needs a value")))?;
                     (flag.clone(), v.clone())
                 }
             };
-            let key = key.strip_prefix("--").ok_or_else(|| bad(format!("expected a --key flag, got '{key}'")))?;
+            let key = key
+                .strip_prefix("--")
+                .ok_or_else(|| bad(format!("expected a --key flag, got '{key}'")))?;
             if let Some(k) = key.strip_prefix("stage1.") {
                 s1.extend([format!("--{k}"), value]);
             } else if let Some(k) = key.strip_prefix("stage2.") {
@@ -99,7 +108,11 @@ impl DistillRecipe {
 
     /// A stage's trainer recipe, starting from `model`.
     pub fn stage(&self, which: usize, model: &Path, overrides: &[String]) -> Result<Recipe> {
-        let table = if which == 1 { &self.stage1 } else { &self.stage2 };
+        let table = if which == 1 {
+            &self.stage1
+        } else {
+            &self.stage2
+        };
         let mut table = table.clone().ok_or_else(|| Error::Recipe {
             source_name: format!("[stage{which}]"),
             message: "the recipe has no such stage".into(),
@@ -110,7 +123,10 @@ impl DistillRecipe {
                 message: "`model` is set by nest distill (the student, or stage 1's result)".into(),
             });
         }
-        table.insert("model".into(), toml::Value::String(model.display().to_string()));
+        table.insert(
+            "model".into(),
+            toml::Value::String(model.display().to_string()),
+        );
         Recipe::from_table(table, &format!("[stage{which}]"), overrides)
     }
 }
@@ -133,7 +149,11 @@ pub struct Outcome {
 }
 
 /// The teacher's vectors of every first-column text of `r`'s data, through the cache.
-pub fn teacher_table(d: &DistillRecipe, r: &Recipe, events: &mut dyn FnMut(Event)) -> Result<(TeacherTable, cache::CacheStats)> {
+pub fn teacher_table(
+    d: &DistillRecipe,
+    r: &Recipe,
+    events: &mut dyn FnMut(Event),
+) -> Result<(TeacherTable, cache::CacheStats)> {
     let mut texts: Vec<String> = Vec::new();
     for spec in &r.data {
         let (rows, _) = crate::data::read_source(spec)?;
@@ -147,18 +167,26 @@ pub fn teacher_table(d: &DistillRecipe, r: &Recipe, events: &mut dyn FnMut(Event
     let mut encode = |chunk: &[&str]| -> Result<tch::Tensor> {
         if teacher.is_none() {
             let device = nest_model::default_device();
-            teacher = Some(ElasticEncoder::load(&dir, device, Some(d.teacher_max_length))?);
+            teacher = Some(ElasticEncoder::load(
+                &dir,
+                device,
+                Some(d.teacher_max_length),
+            )?);
         }
         let t = teacher.as_ref().expect("loaded");
         let _g = tch::no_grad_guard();
         let layers = t.num_layers();
-        let opts = nest_model::EncodeOptions { batch_size: chunk.len() };
+        let opts = nest_model::EncodeOptions {
+            batch_size: chunk.len(),
+        };
         let mut v = t.embed_layers(chunk, &[layers], opts, &mut |_| {})?;
         Ok(v.remove(0))
     };
     let (vectors, stats) = c.embed(&texts, d.teacher_batch_size, &mut encode)?;
     if let Some(why) = &stats.discarded {
-        events(Event::Message(format!("teacher cache discarded and rebuilt: {why}")));
+        events(Event::Message(format!(
+            "teacher cache discarded and rebuilt: {why}"
+        )));
     }
     events(Event::Message(format!(
         "teacher cache {}: {} texts, {} cached, {} encoded now ({} entries)",
@@ -180,23 +208,44 @@ pub fn run(
     base: &TrainOptions,
     events: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
-    let mut out = Outcome { stages: Vec::new(), final_dir: PathBuf::new(), cache: None };
+    let mut out = Outcome {
+        stages: Vec::new(),
+        final_dir: PathBuf::new(),
+        cache: None,
+    };
     let student = nest_model::hub::resolve(&d.student)?;
     let mut model = student.clone();
     if stages != Stages::Second && d.stage1.is_some() {
         let dir = run_dir.join("stage1");
         let r = d.stage(1, &student, overrides.0)?;
         if dir.join("final/nest.json").exists() {
-            events(Event::Message(format!("stage 1 is done ({}): skipped", dir.display())));
+            events(Event::Message(format!(
+                "stage 1 is done ({}): skipped",
+                dir.display()
+            )));
         } else {
             let (table, stats) = teacher_table(d, &r, events)?;
             out.cache = Some(stats);
             let table = Rc::new(table);
-            let build = |r: &Recipe, enc: &ElasticEncoder, p: &tch::nn::Path| -> Result<Box<dyn crate::objective::Objective>> {
-                Ok(Box::new(crate::objective::build_with(r, enc.hidden_size(), enc.num_layers(), p, Some(table.clone()))?))
+            let build = |r: &Recipe,
+                         enc: &ElasticEncoder,
+                         p: &tch::nn::Path|
+             -> Result<Box<dyn crate::objective::Objective>> {
+                Ok(Box::new(crate::objective::build_with(
+                    r,
+                    enc.hidden_size(),
+                    enc.num_layers(),
+                    p,
+                    Some(table.clone()),
+                )?))
             };
             events(Event::Message("stage 1: distillation".into()));
-            out.stages.push(trainer::train_with(&r, &stage_opts(base, &dir), &build, events)?);
+            out.stages.push(trainer::train_with(
+                &r,
+                &stage_opts(base, &dir),
+                &build,
+                events,
+            )?);
         }
         model = dir.join("final");
         out.final_dir = model.clone();
@@ -209,10 +258,14 @@ pub fn run(
         let dir = run_dir.join("stage2");
         let r = d.stage(2, &model, overrides.1)?;
         if dir.join("final/nest.json").exists() {
-            events(Event::Message(format!("stage 2 is done ({}): skipped", dir.display())));
+            events(Event::Message(format!(
+                "stage 2 is done ({}): skipped",
+                dir.display()
+            )));
         } else {
             events(Event::Message("stage 2: fine-tuning".into()));
-            out.stages.push(trainer::train(&r, &stage_opts(base, &dir), events)?);
+            out.stages
+                .push(trainer::train(&r, &stage_opts(base, &dir), events)?);
         }
         out.final_dir = dir.join("final");
     }
@@ -226,7 +279,11 @@ fn stage_opts(base: &TrainOptions, dir: &Path) -> TrainOptions {
     TrainOptions {
         run_dir: dir.to_path_buf(),
         resume: base.resume && started,
-        overwrite: if base.resume { !started } else { base.overwrite },
+        overwrite: if base.resume {
+            !started
+        } else {
+            base.overwrite
+        },
         ..base.clone()
     }
 }

@@ -69,7 +69,11 @@ pub struct TeacherTable {
 impl TeacherTable {
     /// The table of `texts` (row `i` of `vectors` is `texts[i]`).
     pub fn new(texts: &[String], vectors: Tensor) -> Self {
-        let rows = texts.iter().enumerate().map(|(i, t)| (t.clone(), i as i64)).collect();
+        let rows = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as i64))
+            .collect();
         TeacherTable { vectors, rows }
     }
 
@@ -110,13 +114,23 @@ pub struct Distill {
 impl Distill {
     /// Registers one `W_d` (`d -> teacher dim`, PyTorch's default start) per dim under
     /// `params`.
-    pub fn new(config: DistillConfig, dims: Vec<usize>, teacher: std::rc::Rc<TeacherTable>, params: &nn::Path) -> Self {
+    pub fn new(
+        config: DistillConfig,
+        dims: Vec<usize>,
+        teacher: std::rc::Rc<TeacherTable>,
+        params: &nn::Path,
+    ) -> Self {
         let t = teacher.dim() as i64;
         let maps = dims
             .iter()
             .map(|&d| nn::linear(params / format!("w{d}"), d as i64, t, Default::default()))
             .collect();
-        Distill { config, dims, maps, teacher }
+        Distill {
+            config,
+            dims,
+            maps,
+            teacher,
+        }
     }
 }
 
@@ -125,7 +139,11 @@ impl Objective for Distill {
         format!(
             "distill({:?}{}) student dims {:?} -> teacher {}",
             self.config.loss,
-            if self.config.loss == DistillLoss::Infonce { format!(", tau {}", self.config.temperature) } else { String::new() },
+            if self.config.loss == DistillLoss::Infonce {
+                format!(", tau {}", self.config.temperature)
+            } else {
+                String::new()
+            },
             self.dims,
             self.teacher.dim()
         )
@@ -147,10 +165,15 @@ impl Objective for Distill {
             .map(|(&d, w)| {
                 let mapped = w.forward(&s.narrow(1, 0, d as i64));
                 let value = match self.config.loss {
-                    DistillLoss::Infonce => infonce_to_teacher(&mapped, &t, self.config.temperature),
+                    DistillLoss::Infonce => {
+                        infonce_to_teacher(&mapped, &t, self.config.temperature)
+                    }
                     DistillLoss::Mse => (mapped - &t).square().mean(None::<Kind>),
                 };
-                Term { name: format!("{:?}@{d}", self.config.loss).to_lowercase(), value }
+                Term {
+                    name: format!("{:?}@{d}", self.config.loss).to_lowercase(),
+                    value,
+                }
             })
             .collect()
     }

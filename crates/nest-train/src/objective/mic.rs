@@ -124,7 +124,10 @@ pub fn scr(c: &Tensor, sigma: &Tensor, d: usize, tau_corr: f64, lambda_var: f64)
     let dd = c.size()[0];
     let d = d as i64;
     let block = c.narrow(0, 0, d).narrow(1, d, dd - d);
-    let corr = (block.abs() - tau_corr).clamp_min(0.0).square().mean(None::<Kind>);
+    let corr = (block.abs() - tau_corr)
+        .clamp_min(0.0)
+        .square()
+        .mean(None::<Kind>);
     let pre = sigma.narrow(1, 0, d).mean(None::<Kind>);
     let res = sigma.narrow(1, d, dd - d).mean(None::<Kind>);
     let (pre, res): (Tensor, Tensor) = (1.0 - pre, 1.0 - res);
@@ -143,7 +146,11 @@ pub fn sir(z: &Tensor, t: f64) -> Tensor {
     let mu = z.mean_dim(0, true, None::<Kind>);
     let v = (z - mu).square().mean_dim(0, false, None::<Kind>);
     let vbar = v.mean(None::<Kind>);
-    let spread = (&v - &vbar).square().mean(None::<Kind>).clamp_min(1e-30).sqrt();
+    let spread = (&v - &vbar)
+        .square()
+        .mean(None::<Kind>)
+        .clamp_min(1e-30)
+        .sqrt();
     let cv = spread / (vbar + EPS);
     if b < 2 {
         return cv / 2.0;
@@ -165,15 +172,29 @@ pub struct Mic {
 
 impl Mic {
     /// `config.layers` resolved for a `num_layers`-layer model; `dims` increasing, `<= hidden`.
-    pub fn new(config: MicConfig, dims: Vec<usize>, hidden: usize, num_layers: usize) -> std::result::Result<Self, String> {
-        let layers = if config.layers.is_empty() { default_layers(num_layers) } else { config.layers.clone() };
+    pub fn new(
+        config: MicConfig,
+        dims: Vec<usize>,
+        hidden: usize,
+        num_layers: usize,
+    ) -> std::result::Result<Self, String> {
+        let layers = if config.layers.is_empty() {
+            default_layers(num_layers)
+        } else {
+            config.layers.clone()
+        };
         if let Some(l) = layers.iter().find(|&&l| l == 0 || l > num_layers) {
             return Err(format!("layer {l} is outside 1..={num_layers}"));
         }
         if !config.scr && !config.sir {
             return Err("scr and sir are both off: the component would do nothing".into());
         }
-        Ok(Mic { config, hidden, dims, layers })
+        Ok(Mic {
+            config,
+            hidden,
+            dims,
+            layers,
+        })
     }
 }
 
@@ -186,7 +207,12 @@ impl Objective for Mic {
             .collect();
         format!(
             "mic[{}] layers {:?} dims {:?} tau_corr {} lambda_var {} t {}",
-            what.join("+"), self.layers, self.dims, self.config.tau_corr, self.config.lambda_var, self.config.uniformity_t
+            what.join("+"),
+            self.layers,
+            self.dims,
+            self.config.tau_corr,
+            self.config.lambda_var,
+            self.config.uniformity_t
         )
     }
 
@@ -201,7 +227,13 @@ impl Objective for Mic {
                 let (x, sigma) = standardize(&col.hidden[l], &col.mask);
                 let c = correlation(&x, &col.mask);
                 for &d in self.dims.iter().filter(|&&d| d < self.hidden) {
-                    scr_all.push(scr(&c, &sigma, d, self.config.tau_corr, self.config.lambda_var));
+                    scr_all.push(scr(
+                        &c,
+                        &sigma,
+                        d,
+                        self.config.tau_corr,
+                        self.config.lambda_var,
+                    ));
                 }
             }
             if self.config.sir {
@@ -214,7 +246,10 @@ impl Objective for Mic {
         let mut terms = Vec::new();
         for (name, v) in [("scr", scr_all), ("sir", sir_all)] {
             if !v.is_empty() {
-                terms.push(Term { name: name.into(), value: Tensor::stack(&v, 0).sum(None::<Kind>) / count });
+                terms.push(Term {
+                    name: name.into(),
+                    value: Tensor::stack(&v, 0).sum(None::<Kind>) / count,
+                });
             }
         }
         terms

@@ -89,7 +89,9 @@ impl Default for MipicConfig {
 /// where the paper hand-picked 2, 4, 6, 8, 9, 10, 12. The last checkpoint is always the last
 /// layer; with more dims than layers, neighbouring checkpoints share a layer.
 pub fn checkpoint_layers(n: usize, num_layers: usize) -> Vec<usize> {
-    (1..=n).map(|i| (i * num_layers).div_ceil(n).max(1)).collect()
+    (1..=n)
+        .map(|i| (i * num_layers).div_ceil(n).max(1))
+        .collect()
 }
 
 /// `k_i` for a sequence of `m` candidate tokens: `max(min_k, ceil(gamma * m))`, at most `m`
@@ -128,7 +130,9 @@ pub fn attention_kl(h: &Tensor, cand: &Tensor, s_teacher: &Tensor, p: &Tensor, t
     let q = cls.matmul(&p.transpose(0, 1)); // [B, d]
     let s = h.narrow(2, 0, d).matmul(&q.unsqueeze(-1)).squeeze_dim(-1) / (dd as f64).sqrt();
     let off = cand.logical_not();
-    let log_s = (s / tau).masked_fill(&off, MASKED).log_softmax(-1, None::<Kind>);
+    let log_s = (s / tau)
+        .masked_fill(&off, MASKED)
+        .log_softmax(-1, None::<Kind>);
     let log_t = (s_teacher / tau)
         .masked_fill(&off, MASKED)
         .log_softmax(-1, None::<Kind>);
@@ -145,7 +149,10 @@ pub fn attention_kl(h: &Tensor, cand: &Tensor, s_teacher: &Tensor, p: &Tensor, t
 pub fn masked_linear_cka(x: &Tensor, y: &Tensor, sel: &Tensor) -> Tensor {
     let center = |t: &Tensor| {
         let w = sel.unsqueeze(-1);
-        let n = sel.sum_dim_intlist(1, true, None::<Kind>).clamp_min(1.0).unsqueeze(-1);
+        let n = sel
+            .sum_dim_intlist(1, true, None::<Kind>)
+            .clamp_min(1.0)
+            .unsqueeze(-1);
         let mu = (t * &w).sum_dim_intlist(1, true, None::<Kind>) / n;
         (t - mu) * w
     };
@@ -153,7 +160,8 @@ pub fn masked_linear_cka(x: &Tensor, y: &Tensor, sel: &Tensor) -> Tensor {
     // token-space Gram matrices: ||X^T Y||_F^2 = <X X^T, Y Y^T>_F, cheaper for k < d
     let k = xc.matmul(&xc.transpose(1, 2));
     let l = yc.matmul(&yc.transpose(1, 2));
-    let dot = |a: &Tensor, b: &Tensor| (a * b).sum_dim_intlist([1i64, 2].as_slice(), false, None::<Kind>);
+    let dot =
+        |a: &Tensor, b: &Tensor| (a * b).sum_dim_intlist([1i64, 2].as_slice(), false, None::<Kind>);
     let (kl, kk, ll) = (dot(&k, &l), dot(&k, &k), dot(&l, &l));
     // clamped before the root: a sequence with one selected row has kk = ll = 0, and the
     // root's gradient at 0 would turn the (masked-out) term into NaN gradients
@@ -178,10 +186,16 @@ pub fn topk_cka(
     min_k: usize,
 ) -> Vec<Tensor> {
     let (b, _, dd) = h.size3().expect("[B, m, D]");
-    let counts: Vec<i64> = Vec::try_from(cand.sum_dim_intlist(1, false, Kind::Int64)).expect("counts");
+    let counts: Vec<i64> =
+        Vec::try_from(cand.sum_dim_intlist(1, false, Kind::Int64)).expect("counts");
     let ks: Vec<Vec<i64>> = gammas
         .iter()
-        .map(|&g| counts.iter().map(|&m| top_k(g, m as usize, min_k) as i64).collect())
+        .map(|&g| {
+            counts
+                .iter()
+                .map(|&m| top_k(g, m as usize, min_k) as i64)
+                .collect()
+        })
         .collect();
     let kmax = ks.iter().flatten().copied().max().unwrap_or(0).max(1);
     let order = s_teacher
@@ -196,7 +210,9 @@ pub fn topk_cka(
         .map(|(&d, k)| {
             // CKA needs two rows to centre: sequences with fewer selected tokens sit out
             let valid: Vec<f64> = k.iter().map(|&k| f64::from(u8::from(k >= 2))).collect();
-            let valid = Tensor::from_slice(&valid).to_device(h.device()).to_kind(h.kind());
+            let valid = Tensor::from_slice(&valid)
+                .to_device(h.device())
+                .to_kind(h.kind());
             let k = Tensor::from_slice(k).to_device(h.device()).unsqueeze(1);
             let sel = rank.lt_tensor(&k).to_kind(h.kind());
             let cka = masked_linear_cka(&rows.narrow(2, 0, d as i64), &teacher, &sel);
@@ -247,7 +263,9 @@ impl Mipic {
         params: &nn::Path,
     ) -> std::result::Result<Self, String> {
         if dims.last() != Some(&hidden) {
-            return Err(format!("dims {dims:?} must end at the model's hidden size {hidden}"));
+            return Err(format!(
+                "dims {dims:?} must end at the model's hidden size {hidden}"
+            ));
         }
         let checkpoints = if config.checkpoint_layers.is_empty() {
             checkpoint_layers(dims.len(), num_layers)
@@ -255,10 +273,18 @@ impl Mipic {
             config.checkpoint_layers.clone()
         };
         if checkpoints.len() != dims.len() {
-            return Err(format!("{} checkpoint_layers for {} dims", checkpoints.len(), dims.len()));
+            return Err(format!(
+                "{} checkpoint_layers for {} dims",
+                checkpoints.len(),
+                dims.len()
+            ));
         }
-        if checkpoints.windows(2).any(|w| w[0] > w[1]) || checkpoints.iter().any(|&l| l == 0 || l > num_layers) {
-            return Err(format!("checkpoint_layers {checkpoints:?} must be non-decreasing within 1..={num_layers}"));
+        if checkpoints.windows(2).any(|w| w[0] > w[1])
+            || checkpoints.iter().any(|&l| l == 0 || l > num_layers)
+        {
+            return Err(format!(
+                "checkpoint_layers {checkpoints:?} must be non-decreasing within 1..={num_layers}"
+            ));
         }
         let sia_layers = if config.sia_layers.is_empty() {
             let mut l = checkpoints.clone();
@@ -272,12 +298,16 @@ impl Mipic {
         }
         let sia_dims: Vec<usize> = dims.iter().copied().filter(|&d| d < hidden).collect();
         let gammas = if config.top_k_ratios.is_empty() {
-            (0..sia_dims.len()).map(|i| ((2 + i) as f64 / 10.0).min(1.0)).collect()
+            (0..sia_dims.len())
+                .map(|i| ((2 + i) as f64 / 10.0).min(1.0))
+                .collect()
         } else {
             config.top_k_ratios.clone()
         };
         if gammas.len() != sia_dims.len() || gammas.iter().any(|g| !(*g > 0.0 && *g <= 1.0)) {
-            return Err(format!("top_k_ratios {gammas:?}: one ratio in (0, 1] per prefix dim {sia_dims:?}"));
+            return Err(format!(
+                "top_k_ratios {gammas:?}: one ratio in (0, 1] per prefix dim {sia_dims:?}"
+            ));
         }
         let dev = params.device();
         let projections = if config.sia {
@@ -305,7 +335,17 @@ impl Mipic {
         } else {
             Vec::new()
         };
-        Ok(Mipic { config, hidden, dims, sia_dims, gammas, projections, projectors, checkpoints, sia_layers })
+        Ok(Mipic {
+            config,
+            hidden,
+            dims,
+            sia_dims,
+            gammas,
+            projections,
+            projectors,
+            checkpoints,
+            sia_layers,
+        })
     }
 
     /// `L_SIA` (eq. 13-14): at every SIA layer, the attention KL and the top-k CKA at every
@@ -317,11 +357,27 @@ impl Mipic {
             let h = &col.hidden[l];
             let (cand, s) = teacher_scores(h, &col.mask);
             for p in &self.projections {
-                att.push(attention_kl(h, &cand, &s, p, self.config.attention_temperature));
+                att.push(attention_kl(
+                    h,
+                    &cand,
+                    &s,
+                    p,
+                    self.config.attention_temperature,
+                ));
             }
-            cka.extend(topk_cka(h, &cand, &s, &self.sia_dims, &self.gammas, self.config.min_k));
+            cka.extend(topk_cka(
+                h,
+                &cand,
+                &s,
+                &self.sia_dims,
+                &self.gammas,
+                self.config.min_k,
+            ));
         }
-        (Tensor::stack(&att, 0).sum(None::<Kind>), Tensor::stack(&cka, 0).sum(None::<Kind>))
+        (
+            Tensor::stack(&att, 0).sum(None::<Kind>),
+            Tensor::stack(&cka, 0).sum(None::<Kind>),
+        )
     }
 
     /// `L_PIC` (eq. 17): the chain over consecutive checkpoints, on the model's own pooling
@@ -340,7 +396,11 @@ impl Mipic {
             .enumerate()
             .map(|(i, (a, b))| {
                 let projected = b.forward(&a.forward(&z[i]).gelu("none"));
-                let target = if self.config.pic_detach_target { z[i + 1].detach() } else { z[i + 1].shallow_clone() };
+                let target = if self.config.pic_detach_target {
+                    z[i + 1].detach()
+                } else {
+                    z[i + 1].shallow_clone()
+                };
                 chain_link(&projected, &target, self.config.pic_temperature)
             })
             .collect();
@@ -352,12 +412,28 @@ impl Objective for Mipic {
     fn describe(&self) -> String {
         let mut parts = Vec::new();
         if self.config.sia {
-            parts.push(format!("SIA layers {:?} dims {:?} k-ratios {:?}", self.sia_layers, self.sia_dims, self.gammas));
+            parts.push(format!(
+                "SIA layers {:?} dims {:?} k-ratios {:?}",
+                self.sia_layers, self.sia_dims, self.gammas
+            ));
         }
         if self.config.pic {
-            let c: Vec<String> = self.checkpoints.iter().zip(&self.dims).map(|(l, d)| format!("({d},{l})")).collect();
-            let detach = if self.config.pic_detach_target { ", deeper side detached" } else { "" };
-            parts.push(format!("PIC {} tau {}{detach}", c.join(" "), self.config.pic_temperature));
+            let c: Vec<String> = self
+                .checkpoints
+                .iter()
+                .zip(&self.dims)
+                .map(|(l, d)| format!("({d},{l})"))
+                .collect();
+            let detach = if self.config.pic_detach_target {
+                ", deeper side detached"
+            } else {
+                ""
+            };
+            parts.push(format!(
+                "PIC {} tau {}{detach}",
+                c.join(" "),
+                self.config.pic_temperature
+            ));
         }
         format!("mipic[{}]", parts.join("; "))
     }
@@ -366,11 +442,20 @@ impl Objective for Mipic {
         let mut terms = Vec::new();
         if self.config.sia && !self.sia_dims.is_empty() {
             let (att, cka) = self.sia(out);
-            terms.push(Term { name: "sia/attention".into(), value: att });
-            terms.push(Term { name: "sia/cka".into(), value: cka });
+            terms.push(Term {
+                name: "sia/attention".into(),
+                value: att,
+            });
+            terms.push(Term {
+                name: "sia/cka".into(),
+                value: cka,
+            });
         }
         if self.config.pic && self.dims.len() > 1 {
-            terms.push(Term { name: "pic".into(), value: self.pic(out) });
+            terms.push(Term {
+                name: "pic".into(),
+                value: self.pic(out),
+            });
         }
         terms
     }

@@ -266,7 +266,11 @@ impl Recipe {
 
     /// A recipe from a TOML table (e.g. a `[stage1]` of `nest distill`) and `--key value`
     /// overrides; `source_name` names it in errors.
-    pub fn from_table(mut table: toml::Table, source_name: &str, overrides: &[String]) -> Result<Self> {
+    pub fn from_table(
+        mut table: toml::Table,
+        source_name: &str,
+        overrides: &[String],
+    ) -> Result<Self> {
         let source_name = source_name.to_string();
         let mut i = 0;
         while i < overrides.len() {

@@ -63,7 +63,11 @@ pub fn batch_output(
         scores,
         layers: enc.num_layers(),
         normalize: enc.normalize,
-        texts: b.examples.iter().map(|&i| src.texts[i][0].clone()).collect(),
+        texts: b
+            .examples
+            .iter()
+            .map(|&i| src.texts[i][0].clone())
+            .collect(),
     }
 }
 
