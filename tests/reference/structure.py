@@ -13,7 +13,7 @@ length-3 row asks for more tokens than it has), hidden size D = 32, 3 layers (+ 
 4, 8, 16, 32 (32 = D), top-k ratios 0.2, 0.3, 0.4, 0.5, attention temperature 0.7, PIC temperature
 0.05, random P_i and phi_i; and a batch of one.
 
-Conventions (as documented in crates/nest-train/src/objective/{mipic,mic}.rs):
+Conventions (as documented in crates/nest-train/src/objective/mipic/ and mic.rs):
 - SIA's candidate tokens are the real tokens after [CLS]; k_i = min(m, max(min_k, ceil(gamma_i m)))
   with m their count; KL(a_i || a_D) as eq. 6 writes it; a sequence with < 2 selected tokens sits out
   of the CKA mean.
