@@ -262,34 +262,21 @@ fn two_stages_resume_exactly_across_the_boundary() {
         !cut.join("stage2").exists(),
         "stage 2 waits for a finished stage 1"
     );
-    distill::run(
-        &r,
-        (&o1, &o2),
-        &cut,
-        Stages::First,
-        &opts(None, true),
-        &mut |_| {},
-    )
-    .unwrap();
-    distill::run(
-        &r,
-        (&o1, &o2),
-        &cut,
-        Stages::Both,
-        &opts(Some(3), true),
-        &mut |_| {},
-    )
-    .unwrap();
+    let cut_run = |stages, stop, resume| {
+        distill::run(
+            &r,
+            (&o1, &o2),
+            &cut,
+            stages,
+            &opts(stop, resume),
+            &mut |_| {},
+        )
+        .unwrap();
+    };
+    cut_run(Stages::First, None, true);
+    cut_run(Stages::Both, Some(3), true);
     assert!(!cut.join("stage2/final").exists());
-    distill::run(
-        &r,
-        (&o1, &o2),
-        &cut,
-        Stages::Both,
-        &opts(None, true),
-        &mut |_| {},
-    )
-    .unwrap();
+    cut_run(Stages::Both, None, true);
     for stage in ["stage1", "stage2"] {
         assert_eq!(
             stage_losses(&full.join(stage)),

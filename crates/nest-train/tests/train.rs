@@ -283,6 +283,25 @@ fn with_projector(
     }))
 }
 
+/// The last checkpoints of `full` and `cut` (weights, objective parameters, optimizer state) are
+/// byte for byte the same; returns the full run's.
+fn assert_same_checkpoints(full: &Path, cut: &Path) -> PathBuf {
+    let last = |run: &Path| nest_train::checkpoint::list(run).pop().unwrap().1;
+    let (pa, pb) = (last(full), last(cut));
+    for f in [
+        "model.safetensors",
+        "objective.safetensors",
+        "optimizer.safetensors",
+    ] {
+        let (x, y) = (
+            std::fs::read(pa.join(f)).unwrap(),
+            std::fs::read(pb.join(f)).unwrap(),
+        );
+        assert!(x == y, "{f} differs between the full and the resumed run");
+    }
+    pa
+}
+
 fn tensors(p: &Path) -> std::collections::HashMap<String, tch::Tensor> {
     tch::Tensor::read_safetensors(p)
         .unwrap()
@@ -337,19 +356,7 @@ fn resume_is_exact_with_sampling_and_objective_parameters() {
     let log = std::fs::read_to_string(full.join("metrics.jsonl")).unwrap();
     assert!(log.contains("2dmse/kl@full") && log.contains("ese/last/compress"));
     assert!(log.contains("proj/reconstruct"));
-    let last = |run: &Path| nest_train::checkpoint::list(run).pop().unwrap().1;
-    let (pa, pb) = (last(&full), last(&cut));
-    for f in [
-        "model.safetensors",
-        "objective.safetensors",
-        "optimizer.safetensors",
-    ] {
-        let (x, y) = (
-            std::fs::read(pa.join(f)).unwrap(),
-            std::fs::read(pb.join(f)).unwrap(),
-        );
-        assert!(x == y, "{f} differs between the full and the resumed run");
-    }
+    let pa = assert_same_checkpoints(&full, &cut);
     // the projector was trained (it moved from its seeded start) ...
     let obj = tensors(&pa.join("objective.safetensors"));
     let w = &obj["objective.proj.weight"];
@@ -419,19 +426,7 @@ fn mipic_and_mic_resume_exactly_and_their_projectors_stay_out_of_the_model() {
     ] {
         assert!(log.contains(t), "{t} is not logged");
     }
-    let last = |run: &Path| nest_train::checkpoint::list(run).pop().unwrap().1;
-    let (pa, pb) = (last(&full), last(&cut));
-    for f in [
-        "model.safetensors",
-        "objective.safetensors",
-        "optimizer.safetensors",
-    ] {
-        let (x, y) = (
-            std::fs::read(pa.join(f)).unwrap(),
-            std::fs::read(pb.join(f)).unwrap(),
-        );
-        assert!(x == y, "{f} differs between the full and the resumed run");
-    }
+    let pa = assert_same_checkpoints(&full, &cut);
     // P_8 started at [I | 0] and moved; phi's weights are there
     let obj = tensors(&pa.join("objective.safetensors"));
     let p8 = &obj["objective.c1_mipic.sia_p8"];

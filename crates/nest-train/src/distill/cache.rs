@@ -18,7 +18,7 @@
 //! merged into a new file that atomically replaces the old one, so an interrupted write leaves
 //! the old cache whole.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -151,14 +151,13 @@ impl TeacherCache {
             }
         };
         // unique texts the cache lacks
+        let keys: Vec<[u8; 32]> = texts.iter().map(|t| text_key(t)).collect();
         let mut missing: Vec<&str> = Vec::new();
-        let mut seen: HashMap<[u8; 32], ()> = HashMap::new();
-        for t in texts {
-            let k = text_key(t);
-            let cached = mapped.as_ref().and_then(|m| m.find(&k)).is_some();
-            if cached {
+        let mut seen: HashSet<[u8; 32]> = HashSet::new();
+        for (t, k) in texts.iter().zip(&keys) {
+            if mapped.as_ref().and_then(|m| m.find(k)).is_some() {
                 stats.hits += 1;
-            } else if seen.insert(k, ()).is_none() {
+            } else if seen.insert(*k) {
                 missing.push(t);
             }
         }
@@ -186,13 +185,12 @@ impl TeacherCache {
         let dim = dim.unwrap_or(0);
         // the rows asked for, in order
         let mut out = Vec::with_capacity(texts.len() * dim);
-        for t in texts {
-            let k = text_key(t);
-            match fresh.get(&k) {
+        for k in &keys {
+            match fresh.get(k) {
                 Some(v) => out.extend_from_slice(v),
                 None => {
                     let m = mapped.as_ref().expect("a hit has a file");
-                    let row = m.row(m.find(&k).expect("a hit"));
+                    let row = m.row(m.find(k).expect("a hit"));
                     out.extend(
                         row.chunks(4)
                             .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))),

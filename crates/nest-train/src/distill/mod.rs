@@ -275,7 +275,7 @@ pub fn run(
 /// A stage's options: its own folder; under `--resume`, a stage with a checkpoint resumes and
 /// one without starts afresh in its folder.
 fn stage_opts(base: &TrainOptions, dir: &Path) -> TrainOptions {
-    let started = nest_train_checkpointed(dir);
+    let started = !crate::checkpoint::list(dir).is_empty();
     TrainOptions {
         run_dir: dir.to_path_buf(),
         resume: base.resume && started,
@@ -286,8 +286,4 @@ fn stage_opts(base: &TrainOptions, dir: &Path) -> TrainOptions {
         },
         ..base.clone()
     }
-}
-
-fn nest_train_checkpointed(dir: &Path) -> bool {
-    !crate::checkpoint::list(dir).is_empty()
 }
