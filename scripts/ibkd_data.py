@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """IBKD's stage-1 texts (issue 9): every unlabeled text of the shared datasets' train splits, deduplicated.
 
-    python3 scripts/ibkd_data.py [--root ../shared/datasets] [--out runs/ibkd/stage1.tsv]
+    python3 scripts/ibkd_data.py [--root ../shared/datasets] [--out runs/ibkd/stage1.tsv] [--sample N]
 
 STS-B, SICK (sick-r; sick-e holds the same sentences), MRPC and WiC train pairs (both sentences),
 Banking77 and TweetEval-emotion train texts, the SciFact corpus (title and text) and the SciFact
 queries that appear in its train qrels. Never a test split. Writes one `text` column (tabs and
-newlines inside a text become spaces) and prints the counts.
+newlines inside a text become spaces) and prints the counts. `--sample N` keeps a uniform random
+sample of N of the distinct texts (seed 42), for a budget that fits a small machine.
 """
 import argparse
 import json
 import os
+import random
 
 
 def tsv(path, cols):
@@ -27,6 +29,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
     ap.add_argument("--out", default="runs/ibkd/stage1.tsv")
+    ap.add_argument("--sample", type=int, default=0)
     a = ap.parse_args()
     r = a.root
     parts = [
@@ -61,12 +64,16 @@ def main():
                 seen.add(t)
                 out.append(t)
         print(f"{name}: {n} texts")
+    print(f"{len(out)} distinct texts")
+    if a.sample and a.sample < len(out):
+        out = random.Random(42).sample(out, a.sample)
+        print(f"sampled {len(out)} (seed 42)")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out + ".partial", "w", encoding="utf-8") as f:
         f.write("text\n")
         f.writelines(t + "\n" for t in out)
     os.replace(a.out + ".partial", a.out)
-    print(f"{len(out)} distinct texts -> {a.out}")
+    print(f"{len(out)} texts -> {a.out}")
 
 
 if __name__ == "__main__":

@@ -312,9 +312,12 @@ pub struct BenchTrainArgs {
     /// Timed steps (after 3 warm-up steps); the median is reported.
     #[arg(long, default_value_t = 20)]
     pub steps: usize,
+    /// The teacher of the `ibkd` and `distill` objectives (its vectors come through the cache).
+    #[arg(long, default_value = "models/all-mpnet-base-v2")]
+    pub teacher: String,
     /// Objectives whose step times are compared with MRL's in the same run, interleaved on the
-    /// same batches (`mrl`, `2dmse`, `ese`, and the compositions `mipic`, `mic`, `mipic+mic`; the
-    /// first is the reference).
+    /// same batches (`mrl`, `2dmse`, `ese`, `distill`, and the compositions `mipic`, `mic`,
+    /// `mipic+mic`, `ibkd` (MNRL + cached-teacher InfoNCE + HSIC); the first is the reference).
     #[arg(long, default_value = "mrl,2dmse,ese")]
     pub objectives: String,
     /// Pairs in the one-epoch end-to-end comparison.

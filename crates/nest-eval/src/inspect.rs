@@ -90,7 +90,7 @@ pub fn inspect(
 ) -> Result<(Inspection, Tensor)> {
     let (layer, cross_dim, boundaries) = (spec.layer, spec.cross_dim, spec.boundaries.as_slice());
     encoder.check(&[layer], &[cross_dim])?;
-    let hidden = encoder.hidden_size();
+    let hidden = encoder.output_dim();
     if cross_dim >= hidden {
         return Err(Error::Core(nest_core::Error::value(
             "--dim",

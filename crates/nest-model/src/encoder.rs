@@ -12,6 +12,7 @@ use crate::bert::Bert;
 use crate::config::{
     read_json, Architecture, ModelConfig, ModelFiles, NestMeta, PoolingConfig, SbertConfig,
 };
+use crate::dense::{Dense, DenseConfig, VAR_PREFIX};
 use crate::mpnet::Mpnet;
 use crate::pooling::{to_vec_f32, truncate_normalize, Pooling};
 use crate::tokenize::TextTokenizer;
@@ -80,6 +81,8 @@ pub struct ElasticEncoder {
     pub files: ModelFiles,
     /// Whether the sentence-transformers pipeline ends with `Normalize`.
     pub normalize: bool,
+    /// A `Dense` module after pooling (IBKD's projection, section 3.4), if the pipeline has one.
+    pub dense: Option<Dense>,
     /// Forward passes run so far (tests count them).
     forwards: std::sync::atomic::AtomicUsize,
     /// What a Nest training run recorded (trained dims and layers), if anything.
@@ -100,16 +103,38 @@ impl ElasticEncoder {
             Some(p) => read_json::<PoolingConfig>(p)?.pooling(p)?,
             None => Pooling::Mean,
         };
-        let normalize = match &files.modules {
-            Some(p) => {
-                let mods: Vec<serde_json::Value> = read_json(p)?;
-                mods.iter().any(|m| {
+        let mods: Vec<serde_json::Value> = match &files.modules {
+            Some(p) => read_json(p)?,
+            None => Vec::new(),
+        };
+        let of_type = |suffix: &str| -> Vec<&serde_json::Value> {
+            mods.iter()
+                .filter(|m| {
                     m.get("type")
                         .and_then(|t| t.as_str())
-                        .is_some_and(|t| t.ends_with("Normalize"))
+                        .is_some_and(|t| t.ends_with(suffix))
+                })
+                .collect()
+        };
+        let normalize = files.modules.is_none() || !of_type("Normalize").is_empty();
+        let dense_folder = match of_type("Dense").as_slice() {
+            [] => None,
+            [m] => Some(
+                m.get("path")
+                    .and_then(|p| p.as_str())
+                    .ok_or_else(|| Error::Config {
+                        path: files.dir.join("modules.json"),
+                        message: "the Dense module has no \"path\"".into(),
+                    })?
+                    .to_string(),
+            ),
+            _ => {
+                return Err(Error::Config {
+                    path: files.dir.join("modules.json"),
+                    message: "several Dense modules; Nest supports at most one after pooling"
+                        .into(),
                 })
             }
-            None => true,
         };
         let meta: NestMeta = files
             .nest_meta
@@ -146,7 +171,32 @@ impl ElasticEncoder {
             Architecture::Bert => Net::Bert(Bert::new(vs.root(), &config)),
             Architecture::Mpnet => Net::Mpnet(Mpnet::new(vs.root(), &config)),
         };
-        weights::load(&mut vs, &files.weights)?;
+        let dense = match &dense_folder {
+            Some(folder) => {
+                let (cfg, p) = Dense::read_config(&files.dir, folder)?;
+                if cfg.in_features != config.hidden_size {
+                    return Err(Error::Config {
+                        path: p,
+                        message: format!(
+                            "in_features {} differs from the model's hidden_size {}",
+                            cfg.in_features, config.hidden_size
+                        ),
+                    });
+                }
+                Some(Dense::new(&(vs.root() / "dense"), cfg, folder, &p)?)
+            }
+            None => None,
+        };
+        let is_head = |n: &str| n.starts_with(VAR_PREFIX);
+        weights::load_part(&mut vs, &files.weights, &|n| {
+            (!is_head(n)).then(|| n.to_string())
+        })?;
+        if let Some(folder) = &dense_folder {
+            let p = Dense::weights_file(&files.dir, folder)?;
+            weights::load_part(&mut vs, &p, &|n| {
+                n.strip_prefix(VAR_PREFIX).map(str::to_string)
+            })?;
+        }
         Ok(ElasticEncoder {
             vs,
             net,
@@ -155,6 +205,7 @@ impl ElasticEncoder {
             config,
             files,
             normalize,
+            dense,
             meta,
             forwards: Default::default(),
         })
@@ -180,8 +231,57 @@ impl ElasticEncoder {
         }
     }
 
+    /// The transformer's width (token states, pooled vectors before any Dense head).
     pub fn hidden_size(&self) -> usize {
         self.config.hidden_size
+    }
+
+    /// The embedding's width: the Dense head's `out_features`, else `hidden_size`.
+    pub fn output_dim(&self) -> usize {
+        self.dense
+            .as_ref()
+            .map_or(self.config.hidden_size, |d| d.config.out_features)
+    }
+
+    /// Adds IBKD's projection head (section 3.4, eq. 11: linear, no bias, `[I | 0]` start) with
+    /// `out` outputs, registered in [`Self::vs`] so that training optimises and checkpoints it
+    /// and export writes it as `2_Dense`. Refused when the model already has a head.
+    pub fn add_projection(&mut self, out: usize) -> Result<()> {
+        let path = self.files.dir.join("modules.json");
+        if let Some(d) = &self.dense {
+            return Err(Error::Config {
+                path,
+                message: format!(
+                    "the model already has a Dense head ({} -> {})",
+                    d.config.in_features, d.config.out_features
+                ),
+            });
+        }
+        if out == 0 || out > self.hidden_size() {
+            return Err(Error::Config {
+                path,
+                message: format!(
+                    "projection to {out} dims: expected 1..={}",
+                    self.hidden_size()
+                ),
+            });
+        }
+        let cfg: DenseConfig = Dense::projection(self.hidden_size(), out);
+        self.dense = Some(Dense::new(
+            &(self.vs.root() / "dense"),
+            cfg,
+            "2_Dense",
+            &path,
+        )?);
+        Ok(())
+    }
+
+    /// Applies the Dense head, if any, to pooled vectors: `[batch, hidden]` -> `[batch, output_dim]`.
+    pub fn head(&self, pooled: Tensor) -> Tensor {
+        match &self.dense {
+            Some(d) => d.forward(&pooled),
+            None => pooled,
+        }
     }
 
     pub fn device(&self) -> Device {
@@ -191,7 +291,7 @@ impl ElasticEncoder {
     /// Checks an operating point against this model.
     pub fn check(&self, layers: &[usize], dims: &[usize]) -> Result<()> {
         check_layers(layers, self.num_layers())?;
-        check_dims(dims, self.hidden_size())?;
+        check_dims(dims, self.output_dim())?;
         Ok(())
     }
 
@@ -243,19 +343,26 @@ impl ElasticEncoder {
         self.forwards.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Pools one layer's token states (`[batch, seq, hidden]` -> `[batch, hidden]`).
+    /// Pools one layer's token states (`[batch, seq, hidden]` -> `[batch, hidden]`), without the
+    /// Dense head ([`Self::embed_pooled`] applies it).
     pub fn pool(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
         self.pooling.pool(hidden, mask)
     }
 
-    /// Tokenises `texts` and returns, for each requested layer, the pooled (not normalised)
-    /// vectors of every text in input order. The forward pass runs once per batch, to the deepest
+    /// The sentence vector of one layer's token states: pooled, then the Dense head if any, not
+    /// normalised (`[batch, seq, hidden]` -> `[batch, output_dim]`).
+    pub fn embed_pooled(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
+        self.head(self.pool(hidden, mask))
+    }
+
+    /// Tokenises `texts` and returns, for each requested layer, the pooled (through the Dense
+    /// head if any, not normalised) vectors of every text in input order. The forward pass runs once per batch, to the deepest
     /// requested layer; batches are formed from length-sorted texts to cut padding.
     ///
     /// `progress` is called with the number of texts done after each batch.
     ///
     /// # Shapes
-    /// - returns `layers.len()` CPU float tensors `[texts.len(), hidden]`
+    /// - returns `layers.len()` CPU float tensors `[texts.len(), output_dim]`
     pub fn embed_layers(
         &self,
         texts: &[&str],
@@ -283,7 +390,7 @@ impl ElasticEncoder {
             let input = self.make_input(&seqs);
             let out = self.forward(&input, deepest, false);
             for (k, &l) in layers.iter().enumerate() {
-                let pooled = self.pool(&out.hidden_states[l], &input.mask);
+                let pooled = self.embed_pooled(&out.hidden_states[l], &input.mask);
                 per_layer[k].push(pooled.to_device(Device::Cpu).to_kind(Kind::Float));
             }
             done += chunk.len();

@@ -12,6 +12,7 @@
 pub mod adaptor;
 pub mod bert;
 pub mod config;
+pub mod dense;
 pub mod encoder;
 pub mod error;
 pub mod hub;
@@ -24,6 +25,7 @@ mod weights;
 
 pub use adaptor::Adaptor;
 pub use config::{Architecture, ModelConfig, ModelFiles, NestMeta};
+pub use dense::{Dense, DenseConfig};
 pub use encoder::{ClsAttention, ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput};
 pub use error::{Error, Result};
 pub use pooling::Pooling;

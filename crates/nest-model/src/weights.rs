@@ -13,6 +13,17 @@ const PREFIXES: [&str; 4] = ["bert.", "mpnet.", "model.", "roberta."];
 /// Copies each variable of `vs` from the file, naming the first missing or mis-shaped tensor.
 /// Extra tensors in the file (e.g. `embeddings.position_ids`, `pooler.*`, MLM heads) are ignored.
 pub(crate) fn load(vs: &mut VarStore, path: &Path) -> Result<()> {
+    load_part(vs, path, &|name| Some(name.to_string()))
+}
+
+/// Copies the variables of `vs` that `key` maps to a name in the file (the others are left
+/// alone), e.g. the encoder's from `model.safetensors` and a Dense head's from
+/// `2_Dense/model.safetensors`.
+pub(crate) fn load_part(
+    vs: &mut VarStore,
+    path: &Path,
+    key: &dyn Fn(&str) -> Option<String>,
+) -> Result<()> {
     let named = Tensor::read_safetensors(path).map_err(|e| Error::Weights {
         path: path.to_path_buf(),
         message: format!("cannot read safetensors: {e}"),
@@ -28,23 +39,21 @@ pub(crate) fn load(vs: &mut VarStore, path: &Path) -> Result<()> {
     }
     let device = vs.device();
     let vars = vs.variables();
-    let mut names: Vec<&String> = vars.keys().collect();
+    let mut names: Vec<(&String, String)> =
+        vars.keys().filter_map(|n| key(n).map(|k| (n, k))).collect();
     names.sort();
     tch::no_grad(|| -> Result<()> {
-        for name in names {
+        for (name, k) in names {
             let var = &vars[name];
-            let src = file.get(name.as_str()).ok_or_else(|| Error::Weights {
+            let src = file.get(k.as_str()).ok_or_else(|| Error::Weights {
                 path: path.to_path_buf(),
-                message: format!(
-                    "tensor '{name}' not found (expected shape {:?})",
-                    var.size()
-                ),
+                message: format!("tensor '{k}' not found (expected shape {:?})", var.size()),
             })?;
             if src.size() != var.size() {
                 return Err(Error::Weights {
                     path: path.to_path_buf(),
                     message: format!(
-                        "tensor '{name}' has shape {:?}, the config implies {:?}",
+                        "tensor '{k}' has shape {:?}, the config implies {:?}",
                         src.size(),
                         var.size()
                     ),

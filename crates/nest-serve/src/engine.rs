@@ -54,7 +54,7 @@ pub struct Engine {
 
 impl ModelInfo {
     fn new(enc: &ElasticEncoder, adaptor: Option<&Adaptor>) -> Self {
-        let hidden = enc.hidden_size();
+        let hidden = enc.output_dim();
         let num_layers = enc.num_layers();
         let meta = &enc.meta;
         let mut dims = match adaptor {
@@ -186,12 +186,12 @@ impl Engine {
         let adaptor = match &self.config.adaptor {
             Some(p) => {
                 let a = Adaptor::load(p).map_err(|e| e.to_string())?;
-                if a.meta.input_dim != enc.hidden_size() {
+                if a.meta.input_dim != enc.output_dim() {
                     return Err(format!(
                         "{}: the adaptor takes {} dims, the model gives {}",
                         p.display(),
                         a.meta.input_dim,
-                        enc.hidden_size()
+                        enc.output_dim()
                     ));
                 }
                 Some(a)
@@ -283,14 +283,14 @@ fn embed_batch(
     let input = enc.make_input(&seqs);
     let out = enc.forward(&input, layer, false);
     let pooled = enc
-        .pool(&out.hidden_states[layer], &input.mask)
+        .embed_pooled(&out.hidden_states[layer], &input.mask)
         .to_device(Device::Cpu)
         .to_kind(Kind::Float);
     let mut result = vec![Vec::new(); batch.len()];
     match adaptor {
         None => {
             let flat = nest_model::pooling::to_vec_f32(&pooled);
-            let h = enc.hidden_size();
+            let h = enc.output_dim();
             for (k, it) in batch.iter().enumerate() {
                 let row = &flat[k * h..k * h + it.dim];
                 let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);

@@ -1,7 +1,7 @@
 //! The final model in Hugging Face / sentence-transformers layout, loadable by
 //! `SentenceTransformer(path)` and by `nest`: `config.json`, `model.safetensors` (names as in
 //! `BertModel` / `MPNetModel`), the tokenizer files, `modules.json`, `sentence_bert_config.json`,
-//! `1_Pooling/config.json`, and `nest.json` (the trained dims and layers). [`slim`] writes the
+//! `1_Pooling/config.json`, `2_Dense/` when the model has a projection head, and `nest.json` (the trained dims and layers). [`slim`] writes the
 //! same layout with only the first n layers.
 
 use std::path::Path;
@@ -93,6 +93,10 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
     if let Some(k) = keep {
         named.retain(|(n, _)| !dropped(n, k));
     }
+    // the Dense head goes to its own folder, as sentence-transformers keeps it
+    let (mut head, mut named): (Vec<_>, Vec<_>) = named
+        .into_iter()
+        .partition(|(n, _)| n.starts_with(nest_model::dense::VAR_PREFIX));
     named.sort_by(|a, b| a.0.cmp(&b.0));
     tch::Tensor::write_safetensors(&named, tmp.join("model.safetensors"))?;
     let write_json = |rel: &str, v: serde_json::Value| -> Result<()> {
@@ -122,8 +126,27 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
         json!({"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}),
         json!({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}),
     ];
+    if let Some(d) = &enc.dense {
+        let folder = format!("{}_Dense", modules.len());
+        std::fs::create_dir_all(tmp.join(&folder)).map_err(|e| io(&tmp, e))?;
+        for (n, _) in head.iter_mut() {
+            *n = n[nest_model::dense::VAR_PREFIX.len()..].to_string();
+        }
+        head.sort_by(|a, b| a.0.cmp(&b.0));
+        tch::Tensor::write_safetensors(&head, tmp.join(&folder).join("model.safetensors"))?;
+        write_json(
+            &format!("{folder}/config.json"),
+            serde_json::to_value(&d.config).map_err(|e| Error::Run {
+                path: tmp.join(&folder),
+                message: e.to_string(),
+            })?,
+        )?;
+        let i = modules.len();
+        modules.push(json!({"idx": i, "name": i.to_string(), "path": folder, "type": "sentence_transformers.models.Dense"}));
+    }
     if enc.normalize {
-        modules.push(json!({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}));
+        let i = modules.len();
+        modules.push(json!({"idx": i, "name": i.to_string(), "path": format!("{i}_Normalize"), "type": "sentence_transformers.models.Normalize"}));
     }
     write_json("modules.json", json!(modules))?;
     let p = enc.pooling;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use nest_model::tiny::{write_tiny_model, TinySpec};
-use nest_model::Architecture;
+use nest_model::{Architecture, ElasticEncoder};
 use nest_train::distill::cache::TeacherCache;
 use nest_train::distill::{self, DistillRecipe, Stages};
 use nest_train::objective::distill::infonce_to_teacher;
@@ -209,7 +209,7 @@ fn two_stages_resume_exactly_across_the_boundary() {
             "teacher = \"{}\"\nstudent = \"{}\"\ncache_dir = \"{}\"\nteacher_max_length = 32\n\n[stage1]\nloss = \"none\"\nlr = 1e-3\n{common}\
              data = [{{ path = \"{}\", format = \"single\" }}]\n\
              objective = [{{ kind = \"distill\", temperature = 0.1 }}, {{ kind = \"hsic\", weight = 1.0 }}]\n\n\
-             [stage2]\nloss = \"mnrl\"\nlr = 3e-4\nmatryoshka_dims = [8, 16, 32]\n{common}\
+             [stage2]\nloss = \"mnrl\"\nlr = 3e-4\nprojection = 16\nmatryoshka_dims = [8, 16]\n{common}\
              data = [{{ path = \"{}\", format = \"triplets\" }}]\n\
              objective = [{{ kind = \"mrl\" }}, {{ kind = \"hsic\", weight = 0.5 }}]\n",
             teacher.display(),
@@ -284,8 +284,37 @@ fn two_stages_resume_exactly_across_the_boundary() {
             "{stage} losses differ"
         );
     }
-    let read = |p: &Path| std::fs::read(p.join("stage2/final/model.safetensors")).unwrap();
-    assert!(read(&full) == read(&cut), "the final students differ");
+    let read = |p: &Path, f: &str| std::fs::read(p.join("stage2/final").join(f)).unwrap();
+    for f in ["model.safetensors", "2_Dense/model.safetensors"] {
+        assert!(
+            read(&full, f) == read(&cut, f),
+            "the final students' {f} differ"
+        );
+    }
+    // stage 2's projection head (section 3.4) was trained, exported as a Dense module, and the
+    // exported student gives what the trained one gave
+    let student2 = ElasticEncoder::load(&out.final_dir, tch::Device::Cpu, None).unwrap();
+    assert_eq!(student2.output_dim(), 16);
+    let dense = student2.dense.as_ref().unwrap();
+    let start = Tensor::eye_m(16, 32, (tch::Kind::Float, tch::Device::Cpu));
+    assert!(
+        (&dense.weight - start).abs().max().double_value(&[]) > 1e-4,
+        "the projection did not move from [I | 0]"
+    );
+    let modules = std::fs::read_to_string(out.final_dir.join("modules.json")).unwrap();
+    assert!(
+        modules.contains("\"2_Dense\"") && modules.contains("3_Normalize"),
+        "{modules}"
+    );
+    let v = student2
+        .embed(
+            &["the cat sat"],
+            nest_core::ElasticSpec { layer: 2, dim: 8 },
+            Default::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!(v.dim, 8);
     // W and the HSIC term were in stage 1 and logged; W never reaches the model
     let m = std::fs::read_to_string(full.join("stage1/metrics.jsonl")).unwrap();
     assert!(

@@ -131,6 +131,7 @@ fn output(f: &HashMap<String, Tensor>) -> BatchOutput {
                 .collect(),
             mask: f["mask"].shallow_clone(),
             pooling: Pooling::Mean,
+            head: None,
             cls_attention: Vec::new(),
         }],
         scores: None,

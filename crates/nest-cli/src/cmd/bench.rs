@@ -45,7 +45,7 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
             let d = ad.dims()[0];
             let spec = ElasticSpec {
                 layer,
-                dim: model.hidden_size(),
+                dim: model.output_dim(),
             };
             let (mut plain, mut adapted, mut apply) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
             for _ in 0..=a.repeats {
@@ -68,7 +68,7 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
         }
         let spec = ElasticSpec {
             layer,
-            dim: model.hidden_size(),
+            dim: model.output_dim(),
         };
         model.embed(&texts, spec, opts, &mut |_| {})?; // warm-up
         let mut best = f64::INFINITY;

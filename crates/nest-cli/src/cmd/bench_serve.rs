@@ -156,7 +156,7 @@ pub fn search(a: BenchSearchArgs) -> Result<()> {
         nest_model::EncodeOptions::default(),
         &mut |_| {},
     )?;
-    let d = model.hidden_size();
+    let d = model.output_dim();
     let q: Vec<Vec<f32>> = nest_model::pooling::to_vec_f32(&pooled[0])
         .chunks(d)
         .map(<[f32]>::to_vec)

@@ -20,20 +20,20 @@ pub fn run(a: EncodeArgs) -> Result<()> {
             .dim
             .or(adaptor.as_ref().and_then(|ad| ad.dims().last().copied()))
             .or(model.meta.default_dim)
-            .unwrap_or(model.hidden_size()),
+            .unwrap_or(model.output_dim()),
     };
     match &adaptor {
         Some(ad) => {
             nest_core::spec::check_layers(&[spec.layer], model.num_layers())?;
             anyhow::ensure!(
-                ad.meta.input_dim == model.hidden_size(),
+                ad.meta.input_dim == model.output_dim(),
                 "the adaptor takes {} dims, the model gives {}",
                 ad.meta.input_dim,
-                model.hidden_size()
+                model.output_dim()
             );
             ad.head_for(spec.dim)?;
         }
-        None => spec.validate(model.num_layers(), model.hidden_size())?,
+        None => spec.validate(model.num_layers(), model.output_dim())?,
     }
     let texts = nest_core::data::read_sentences(&a.input)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();

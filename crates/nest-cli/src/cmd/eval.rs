@@ -69,16 +69,16 @@ fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
     let dims = match (&g.dims, &adaptor) {
         (Some(s), _) => parse_dims(s)?,
         (None, Some(a)) => a.dims(),
-        (None, None) => default_dims(model.hidden_size()),
+        (None, None) => default_dims(model.output_dim()),
     };
     match &adaptor {
         Some(a) => {
             model.check(&layers, &[])?;
             anyhow::ensure!(
-                a.meta.input_dim == model.hidden_size(),
+                a.meta.input_dim == model.output_dim(),
                 "the adaptor takes {} dims, the model gives {}",
                 a.meta.input_dim,
-                model.hidden_size()
+                model.output_dim()
             );
             for &d in &dims {
                 a.head_for(d)?;

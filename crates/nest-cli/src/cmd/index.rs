@@ -46,7 +46,7 @@ fn build(a: IndexBuildArgs) -> Result<()> {
     let model = super::load_model(&a.model)?;
     let layer = a.layer.unwrap_or(model.num_layers());
     nest_core::spec::check_layers(&[layer], model.num_layers())?;
-    let d = model.hidden_size();
+    let d = model.output_dim();
     let levels = levels(a.dims.as_deref(), &precisions, d)?;
     let source = serde_json::json!({
         "model": a.model.model,

@@ -26,6 +26,7 @@ pub fn run(a: InfoArgs) -> Result<()> {
         "architecture": c.model_type,
         "layers": m.num_layers(),
         "hidden_size": m.hidden_size(),
+        "output_dim": m.output_dim(),
         "attention_heads": c.num_attention_heads,
         "intermediate_size": c.intermediate_size,
         "vocab_size": c.vocab_size,
@@ -35,7 +36,7 @@ pub fn run(a: InfoArgs) -> Result<()> {
         "max_seq_length": m.tokenizer.max_length(),
         "elastic": {
             "exit_layers": format!("1..={}", m.num_layers()),
-            "dims": format!("1..={}", m.hidden_size()),
+            "dims": format!("1..={}", m.output_dim()),
             "trained_dims": trained_dims,
             "trained_layers": trained_layers,
             "objective": m.meta.objective,
@@ -51,7 +52,7 @@ pub fn run(a: InfoArgs) -> Result<()> {
         "architecture   {} ({} layers x {} hidden, {} heads, ffn {})",
         c.model_type,
         m.num_layers(),
-        m.hidden_size(),
+        m.output_dim(),
         c.num_attention_heads,
         c.intermediate_size
     );
@@ -68,13 +69,13 @@ pub fn run(a: InfoArgs) -> Result<()> {
     );
     println!(
         "prefix dims    1..={} (any; truncate then re-normalise)",
-        m.hidden_size()
+        m.output_dim()
     );
     match (&m.meta.matryoshka_dims, &m.meta.trained_layers) {
         (d, l) if d.is_empty() && l.is_empty() => println!(
             "trained for    not recorded (no nest.json): only the full point (layer {}, dim {}) is known to be trained",
             m.num_layers(),
-            m.hidden_size()
+            m.output_dim()
         ),
         (d, l) => {
             println!("trained dims   {d:?}");

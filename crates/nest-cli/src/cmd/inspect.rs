@@ -33,7 +33,7 @@ pub fn run(a: InspectArgs) -> Result<()> {
     };
     let model = super::load_model(&a.model)?;
     let layer = a.layer.unwrap_or(model.num_layers());
-    let hidden = model.hidden_size();
+    let hidden = model.output_dim();
     let dim = a.dim.unwrap_or(hidden / 4);
     let boundaries = match &a.boundaries {
         Some(s) => parse_dims(s)?,

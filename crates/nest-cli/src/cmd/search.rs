@@ -50,7 +50,7 @@ fn embed(
 ) -> Result<Vec<Vec<f32>>> {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pooled = model.embed_layers(&refs, &[layer], EncodeOptions::default(), &mut |_| {})?;
-    let d = model.hidden_size();
+    let d = model.output_dim();
     let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
     Ok(flat.chunks(d).map(<[f32]>::to_vec).collect())
 }
@@ -71,9 +71,9 @@ pub fn run(a: SearchArgs) -> Result<()> {
             idx.check_funnel(&funnel, a.k)?;
             let (model, layer) = query_model(&a, &idx.manifest().source)?;
             anyhow::ensure!(
-                model.hidden_size() == idx.full_dim(),
+                model.output_dim() == idx.full_dim(),
                 "the query model gives {} dims, the index holds {}",
-                model.hidden_size(),
+                model.output_dim(),
                 idx.full_dim()
             );
             let q = embed(&model, layer, &texts)?;
@@ -108,7 +108,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
             let (model, layer) = query_model(&a, &source)?;
             let funnel = match &a.funnel {
                 Some(f) => Funnel::parse(f)?,
-                None => Funnel::exact(model.hidden_size()),
+                None => Funnel::exact(model.output_dim()),
             };
             let q = embed(&model, layer, &texts)?;
             let mut client = nest_index::pgvector::connect(dsn)?;

@@ -12,9 +12,9 @@ pub fn run(a: SlimArgs) -> Result<()> {
     );
     if let Some(d) = a.dim {
         anyhow::ensure!(
-            d >= 1 && d <= m.hidden_size(),
+            d >= 1 && d <= m.output_dim(),
             "--dim {d} is outside 1..={} (the model's hidden size)",
-            m.hidden_size()
+            m.output_dim()
         );
     }
     nest_train::export::slim(&m, &a.out, a.layers, a.dim)

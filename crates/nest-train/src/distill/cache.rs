@@ -162,6 +162,9 @@ impl TeacherCache {
             }
         }
         stats.misses = missing.len();
+        // similar lengths in one teacher batch: a chunk is padded to its longest text, and a few
+        // long texts (SciFact abstracts) spread over every chunk would pad nearly all to max_length
+        missing.sort_by_key(|t| t.len());
         let mut fresh: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
         let mut dim = mapped.as_ref().map(|m| m.dim);
         for chunk in missing.chunks(batch.max(1)) {

@@ -159,19 +159,41 @@ pub fn teacher_table(
         let (rows, _) = crate::data::read_source(spec)?;
         texts.extend(rows.into_iter().flat_map(|row| row.into_iter().take(1)));
     }
+    let teacher = TeacherSpec {
+        model: &d.teacher,
+        cache_dir: &d.cache_dir,
+        max_length: d.teacher_max_length,
+        batch_size: d.teacher_batch_size,
+    };
+    teacher_vectors(&teacher, texts, events)
+}
+
+/// Which teacher encodes, and where its cache lives.
+#[derive(Debug, Clone, Copy)]
+pub struct TeacherSpec<'a> {
+    /// Model directory or hub id.
+    pub model: &'a str,
+    pub cache_dir: &'a Path,
+    pub max_length: usize,
+    pub batch_size: usize,
+}
+
+/// The teacher's vectors of `texts` (deduplicated), through its cache: the teacher is loaded
+/// only when some text is missing.
+pub fn teacher_vectors(
+    t: &TeacherSpec,
+    mut texts: Vec<String>,
+    events: &mut dyn FnMut(Event),
+) -> Result<(TeacherTable, cache::CacheStats)> {
     texts.sort_unstable();
     texts.dedup();
-    let dir = nest_model::hub::resolve(&d.teacher)?;
-    let c = cache::TeacherCache::for_teacher(&d.cache_dir, &dir, d.teacher_max_length)?;
+    let dir = nest_model::hub::resolve(t.model)?;
+    let c = cache::TeacherCache::for_teacher(t.cache_dir, &dir, t.max_length)?;
     let mut teacher: Option<ElasticEncoder> = None;
     let mut encode = |chunk: &[&str]| -> Result<tch::Tensor> {
         if teacher.is_none() {
             let device = nest_model::default_device();
-            teacher = Some(ElasticEncoder::load(
-                &dir,
-                device,
-                Some(d.teacher_max_length),
-            )?);
+            teacher = Some(ElasticEncoder::load(&dir, device, Some(t.max_length))?);
         }
         let t = teacher.as_ref().expect("loaded");
         let _g = tch::no_grad_guard();
@@ -182,7 +204,7 @@ pub fn teacher_table(
         let mut v = t.embed_layers(chunk, &[layers], opts, &mut |_| {})?;
         Ok(v.remove(0))
     };
-    let (vectors, stats) = c.embed(&texts, d.teacher_batch_size, &mut encode)?;
+    let (vectors, stats) = c.embed(&texts, t.batch_size, &mut encode)?;
     if let Some(why) = &stats.discarded {
         events(Event::Message(format!(
             "teacher cache discarded and rebuilt: {why}"
@@ -233,7 +255,7 @@ pub fn run(
              -> Result<Box<dyn crate::objective::Objective>> {
                 Ok(Box::new(crate::objective::build_with(
                     r,
-                    enc.hidden_size(),
+                    enc.output_dim(),
                     enc.num_layers(),
                     p,
                     Some(table.clone()),

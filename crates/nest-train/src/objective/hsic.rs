@@ -116,7 +116,7 @@ impl Objective for Hsic {
 
     fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {
         let col = &out.columns[0];
-        let x = col.pooled(self.config.input_layer);
+        let x = col.pooled_raw(self.config.input_layer);
         let s = col.pooled(out.layers);
         let (kx, ks) = (
             gram(&x, self.config.kernel, self.config.gamma),

@@ -17,7 +17,7 @@ pub mod mipic;
 pub mod mrl;
 pub mod two_d;
 
-use nest_model::{ClsAttention, Pooling};
+use nest_model::{ClsAttention, Dense, Pooling};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tch::Tensor;
@@ -40,14 +40,26 @@ pub struct Column {
     /// `[B, seq]`, 1 = token.
     pub mask: Tensor,
     pub pooling: Pooling,
+    /// The model's Dense head (IBKD's projection, section 3.4), applied after pooling.
+    pub head: Option<Dense>,
     /// Index `l - 1` = layer `l`'s [CLS]-row attention probabilities, when the objective asked
     /// for them ([`Objective::attention`]); empty otherwise.
     pub cls_attention: Vec<Tensor>,
 }
 
 impl Column {
-    /// Pooled sentence vectors at `layer` (not normalised): `[B, hidden]`.
+    /// Sentence vectors at `layer`: pooled, through the Dense head if the model has one, not
+    /// normalised: `[B, output_dim]`.
     pub fn pooled(&self, layer: usize) -> Tensor {
+        let p = self.pooled_raw(layer);
+        match &self.head {
+            Some(d) => d.forward(&p),
+            None => p,
+        }
+    }
+
+    /// Pooled token states at `layer`, without the Dense head: `[B, hidden]`.
+    pub fn pooled_raw(&self, layer: usize) -> Tensor {
         self.pooling.pool(&self.hidden[layer], &self.mask)
     }
 }

@@ -183,6 +183,10 @@ pub struct Recipe {
     /// Checkpoints kept.
     #[serde(default = "d_keep")]
     pub keep_last: usize,
+    /// Add IBKD's projection head (section 3.4, eq. 11) to this many dims, trained with the
+    /// encoder and exported as a sentence-transformers `Dense` module (0 = none).
+    #[serde(default)]
+    pub projection: usize,
 }
 
 fn d_scale() -> f64 {

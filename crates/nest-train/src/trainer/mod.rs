@@ -45,7 +45,7 @@ pub fn recipe_objective(
 ) -> Result<Box<dyn Objective>> {
     Ok(Box::new(crate::objective::build(
         r,
-        enc.hidden_size(),
+        enc.output_dim(),
         enc.num_layers(),
         params,
     )?))
@@ -119,6 +119,13 @@ pub fn train_with(
     let model_dir = nest_model::hub::resolve(&r.model)?;
     let max_len = (r.max_length > 0).then_some(r.max_length);
     let mut enc = ElasticEncoder::load(&model_dir, o.device, max_len)?;
+    if r.projection > 0 {
+        match &enc.dense {
+            // a resumed or continued run whose model already has its head
+            Some(d) if d.config.out_features == r.projection => {}
+            _ => enc.add_projection(r.projection)?,
+        }
+    }
     let mut obj_vs = VarStore::new(o.device);
     // the objective's parameters start from the recipe's seed (a resume then overwrites them)
     tch::manual_seed(r.seed as i64);

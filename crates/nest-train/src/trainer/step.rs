@@ -30,6 +30,7 @@ fn encode_column(
         hidden: out.hidden_states,
         mask: input.mask,
         pooling: enc.pooling,
+        head: enc.dense.as_ref().map(nest_model::Dense::shallow_clone),
         cls_attention: out.cls_attention,
     }
 }
