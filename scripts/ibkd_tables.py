@@ -11,8 +11,8 @@ import sys
 
 MODELS = [("teacher", "teacher (MPNet, 768)"), ("student", "student before"), ("sup", "fine-tuned, no teacher"),
           ("mse", "MSE (stage 1)"), ("crd", "CRD, beta = 0 (stage 1)"), ("ibkd-s1", "IBKD stage 1"),
-          ("ibkd-s2", "IBKD stage 2"), ("lr1e5-s2", "IBKD stage 2, stage-1 lr 1e-5 (dev)"), ("ibkd128", "IBKD-128 (projection)"), ("mrl-s1", "IBKD + Matryoshka, stage 1"),
-          ("mrl-s2", "IBKD + Matryoshka, stage 2")]
+          ("ibkd-s2", "IBKD stage 2"), ("lr1e5-s2", "IBKD stage 2, stage-1 lr 1e-5 (dev)"), ("ibkd128", "IBKD-128 (projection)"),
+          ("mrl-s1", "IBKD + Matryoshka, stage 1"), ("mrl-s2", "IBKD + Matryoshka, stage 2")]
 TASKS = [("stsb/test", "STS-B test (Spearman x 100)", "spearman"), ("sick-r/test", "SICK-R test (Spearman x 100)", "spearman"),
          ("scifact", "SciFact test (nDCG@10 x 100)", "ndcg_at_10")]
 DIMS = [32, 64, 128, 256, 384]
@@ -47,6 +47,8 @@ def main():
         print("|---|" + "---:|" * len(DIMS))
         for n, label in MODELS:
             cells = [reports[n].get((prefix, d)) for d in DIMS]
+            if all(v is None for v in cells) and n != "teacher":
+                continue  # not evaluated
             print(f"| {label} | " + " | ".join("-" if v is None else f"{v:.2f}" for v in cells) + " |")
         t768 = reports["teacher"].get((prefix, 768))
         if t768 is not None:
