@@ -52,14 +52,18 @@ pub fn run(a: InfoArgs) -> Result<()> {
         "architecture   {} ({} layers x {} hidden, {} heads, ffn {})",
         c.model_type,
         m.num_layers(),
-        m.output_dim(),
+        m.hidden_size(),
         c.num_attention_heads,
         c.intermediate_size
     );
     println!("parameters     {:.1} M", params as f64 / 1e6);
     println!(
-        "pooling        {:?}{}",
+        "pooling        {:?}{}{}",
         m.pooling,
+        m.dense.as_ref().map_or(String::new(), |d| format!(
+            " + Dense {} -> {} ({})",
+            d.config.in_features, d.config.out_features, d.folder
+        )),
         if m.normalize { " + L2 normalise" } else { "" }
     );
     println!("max tokens     {}", m.tokenizer.max_length());
