@@ -20,6 +20,7 @@ use nest_train::recipe::{DataFormat, DataSource, LossKind};
 use nest_train::trainer::{apply_update, micro_step, train, TrainOptions};
 use nest_train::Recipe;
 
+use super::bench_objectives::{bench_teacher, objective_toml};
 use crate::args::BenchTrainArgs;
 
 /// Peak resident memory of this process (VmHWM), in MiB.
@@ -77,54 +78,6 @@ fn column_flops(enc: &ElasticEncoder, b: usize, s: usize) -> f64 {
     let t = (b * s) as f64;
     let fwd = l * (2.0 * t * (4.0 * h * h + 2.0 * h * i) + 4.0 * b as f64 * (s * s) as f64 * h);
     3.0 * fwd
-}
-
-/// The `[[objective]]` list a name in `--objectives` stands for: the papers' compositions for
-/// `mipic` (eq. 18: 0.4 MRL + 0.6 (SIA + PIC)), `mic` (MRL + 0.6 L_align) and `mipic+mic`; any
-/// other name is that one component.
-fn objective_toml(kind: &str) -> String {
-    match kind {
-        "mipic" => r#"[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6}]"#.into(),
-        "mic" => r#"[{kind = "mrl"}, {kind = "mic", weight = 0.6}]"#.into(),
-        "mipic+mic" => r#"[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6}, {kind = "mic", weight = 0.6}]"#.into(),
-        // IBKD's stage 2 with the teacher kept in (eq. 8-10): MNRL + InfoNCE(W s, t) + HSIC
-        "ibkd" => r#"[{kind = "mrl"}, {kind = "distill", temperature = 0.1}, {kind = "hsic", weight = 0.5}]"#.into(),
-        k => format!("[{{kind = \"{k}\"}}]"),
-    }
-}
-
-/// The teacher's vectors of the benchmark's anchors through the teacher cache, printing what
-/// building the cache cost (seconds and bytes per 1,000 texts).
-fn bench_teacher(
-    a: &BenchTrainArgs,
-    pairs: &[(String, String)],
-) -> Result<nest_train::objective::distill::TeacherTable> {
-    let cache_dir = std::path::PathBuf::from(".nest-cache/teacher");
-    let spec = nest_train::distill::TeacherSpec {
-        model: &a.teacher,
-        cache_dir: &cache_dir,
-        max_length: a.max_length,
-        batch_size: 64,
-    };
-    let texts: Vec<String> = pairs.iter().map(|p| p.0.clone()).collect();
-    let start = Instant::now();
-    let (table, stats) = nest_train::distill::teacher_vectors(&spec, texts, &mut |_| {})?;
-    let secs = start.elapsed().as_secs_f64();
-    let dir = nest_model::hub::resolve(&a.teacher)?;
-    let file =
-        nest_train::distill::cache::TeacherCache::for_teacher(&cache_dir, &dir, a.max_length)?.path;
-    let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
-    eprintln!(
-        "teacher cache {}: {} encoded now in {secs:.1} s ({:.1} s per 1,000 texts), {} cached; \
-         {} entries, {bytes} bytes ({:.0} bytes per 1,000 texts)",
-        a.teacher,
-        stats.misses,
-        1000.0 * secs / stats.misses.max(1) as f64,
-        stats.hits,
-        stats.entries,
-        1000.0 * bytes as f64 / stats.entries.max(1) as f64
-    );
-    Ok(table)
 }
 
 pub fn run(a: BenchTrainArgs) -> Result<()> {

@@ -1,5 +1,6 @@
 mod advise;
 mod bench;
+mod bench_objectives;
 mod bench_serve;
 mod bench_train;
 mod compress;
