@@ -2,7 +2,12 @@
 # The 2D side-by-side of docs/TRAINING.md: MRL, 2DMSE and ESE (Nest) and sentence-transformers'
 # Matryoshka2dLoss, same data, hyper-parameters and seed (batch 32, lr 5e-5, EPOCHS epochs,
 # default 4), on STS-B train (CoSENT) and SNLI triplets (MNRL + hard negatives); then the STS
-# grid of each result. Resumable: a finished run (runs/NAME/final) or report is skipped.
+# grid of each result (test sets, and STS-B dev for choices). Resumable: a finished run
+# (runs/NAME/final) or report is skipped.
+#
+# The side-by-side with sentence-transformers is like for like: both sample the shallow layer
+# from 1..N-1 (ST's `--skip-embedding-layer 1`, see docs/TRAINING.md) with weight 1 per layer,
+# and "2dmse-*-stlike" is Nest with ST's random batches and no prefix KL.
 #
 #   scripts/evidence_2d.sh [stsb|snli ...]      PYTHON=/path/to/venv/bin/python for the ST runs
 #   EPOCHS=1 scripts/evidence_2d.sh snli        a smaller budget, the same for every method
@@ -25,6 +30,8 @@ train() { # name recipe [flags...]
 }
 grid() { # name
   [ -f "reports/$1/report.json" ] || $N eval --tasks sts --model "runs/$1/final" --out "reports/$1"
+  [ -f "reports/$1-dev/report.json" ] || $N eval sts --data ../shared/datasets/stsb/dev.tsv,../shared/datasets/sick-r/dev.tsv \
+    --model "runs/$1/final" --latency-texts 0 --out "reports/$1-dev"
 }
 [ -f reports/untrained-sts/report.json ] || $N eval --tasks sts --model models/all-MiniLM-L6-v2 --out reports/untrained-sts
 for s in $sets; do
@@ -33,7 +40,10 @@ for s in $sets; do
   train "ese-$s$sfx" "recipes/ese-$s.toml"
   if [ ! -f "runs/st-2d-$s$sfx/final/config.json" ]; then
     /usr/bin/time -f "st-2d-$s$sfx: %e s wall, %M KiB peak" \
-      "$PY" scripts/st_matryoshka.py "$s" --loss 2d --epochs "$E" --lr 5e-5 --name "st-2d-$s$sfx"
+      "$PY" scripts/st_matryoshka.py "$s" --loss 2d --epochs "$E" --lr 5e-5 --layer-weighting uniform \
+      --skip-embedding-layer 1 --name "st-2d-$s$sfx"
   fi
-  for r in "mrl-$s-${E}ep" "2dmse-$s$sfx" "ese-$s$sfx" "st-2d-$s$sfx"; do grid "$r"; done
+  train "2dmse-$s$sfx-stlike" "recipes/2dmse-$s.toml" --length-batching false --objective \
+    '[{kind = "2dmse", layers_per_step = 1, dims_per_step = 0, kl_temperature = 0.3, layer_weighting = "uniform", align_prefix = false}]'
+  for r in "mrl-$s-${E}ep" "2dmse-$s$sfx" "ese-$s$sfx" "st-2d-$s$sfx" "2dmse-$s$sfx-stlike"; do grid "$r"; done
 done

@@ -5,6 +5,7 @@
     python scripts/st_matryoshka.py stsb --epochs 4 --lr 5e-5 --name st-mrl-stsb-4ep
     python scripts/st_matryoshka.py stsb --loss 2d --epochs 4 --lr 5e-5 --name st-2d-stsb   # Matryoshka2dLoss
     python scripts/st_matryoshka.py snli --loss 2d --epochs 1 --lr 5e-5 --skip-embedding-layer 1 --name x   # prior layers from 1..N-1
+    python scripts/st_matryoshka.py stsb --loss 2d --epochs 4 --lr 5e-5 --layer-weighting uniform --seed 7 --name y
 
 Same settings as recipes/mrl-stsb.toml and recipes/mrl-snli.toml: all-MiniLM-L6-v2, dims
 16..384 (weights 1), 1 epoch, batch 32, lr 2e-5, weight decay 0.01 (not on bias/LayerNorm),
@@ -38,6 +39,10 @@ def main():
     opts = dict(zip(sys.argv[2::2], sys.argv[3::2]))
     epochs = int(opts.get("--epochs", 1))
     lr = float(opts.get("--lr", 2e-5))
+    seed = int(opts.get("--seed", 42))
+    weighting = opts.get("--layer-weighting", "inverse")
+    if weighting not in ("inverse", "uniform"):
+        raise SystemExit(f"--layer-weighting: expected inverse or uniform, got {weighting!r}")
     model = SentenceTransformer(os.path.join(ROOT, "models", "all-MiniLM-L6-v2"), device="cpu")
     if which == "stsb":
         _, rows = tsv(os.path.join(DATA, "stsb", "train.tsv"))
@@ -64,15 +69,21 @@ def main():
         # embedding with the last layer detached (version 6). Version 6 samples the layer index
         # i from range(N) over hidden_states[i], whose entry 0 is the embedding output; the
         # weighting below gives layer l the weight 1/l that Nest's default (1/(1+i) over layers
-        # 1..N-1, sentence-transformers <= 5) gives it, and the embedding output weight 0.
+        # 1..N-1, sentence-transformers <= 5) gives it, and the embedding output weight 0;
+        # `--layer-weighting uniform` gives every layer weight 1 (Nest's `layer_weighting =
+        # "uniform"`), the embedding output still 0.
+        if weighting == "uniform":
+            weigh = lambda i: 0.0 if i == 0 else 1.0
+        else:
+            weigh = lambda i: 0.0 if i == 0 else 1.0 / i
         loss = Matryoshka2dLoss(model, inner, DIMS, n_layers_per_step=1, n_dims_per_step=-1, kl_temperature=0.3,
-                                layer_weighting=lambda i: 0.0 if i == 0 else 1.0 / i)
+                                layer_weighting=weigh)
     else:
         loss = MatryoshkaLoss(model, inner, matryoshka_dims=DIMS)
     out = os.path.join(ROOT, "runs", opts.get("--name", f"st-mrl-{which}"))
     args = SentenceTransformerTrainingArguments(
         output_dir=out, num_train_epochs=epochs, per_device_train_batch_size=32, learning_rate=lr,
-        warmup_ratio=0.1, weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, seed=42,
+        warmup_ratio=0.1, weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, seed=seed,
         batch_sampler=sampler, save_strategy="no", report_to=[], logging_steps=20, use_cpu=True,
         dataloader_num_workers=0, disable_tqdm=True,
     )
