@@ -11,6 +11,7 @@
 #
 #   scripts/evidence_2d.sh [stsb|snli ...]      PYTHON=/path/to/venv/bin/python for the ST runs
 #   EPOCHS=1 scripts/evidence_2d.sh snli        a smaller budget, the same for every method
+#   STLIKE=0 scripts/evidence_2d.sh snli        without the ST-like Nest run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${NEST:-target/release/nest}
@@ -43,7 +44,11 @@ for s in $sets; do
       "$PY" scripts/st_matryoshka.py "$s" --loss 2d --epochs "$E" --lr 5e-5 --layer-weighting uniform \
       --skip-embedding-layer 1 --name "st-2d-$s$sfx"
   fi
-  train "2dmse-$s$sfx-stlike" "recipes/2dmse-$s.toml" --length-batching false --objective \
-    '[{kind = "2dmse", layers_per_step = 1, dims_per_step = 0, kl_temperature = 0.3, layer_weighting = "uniform", align_prefix = false}]'
-  for r in "mrl-$s-${E}ep" "2dmse-$s$sfx" "ese-$s$sfx" "st-2d-$s$sfx" "2dmse-$s$sfx-stlike"; do grid "$r"; done
+  runs=("mrl-$s-${E}ep" "2dmse-$s$sfx" "ese-$s$sfx" "st-2d-$s$sfx")
+  if [ "${STLIKE:-1}" = 1 ]; then
+    train "2dmse-$s$sfx-stlike" "recipes/2dmse-$s.toml" --length-batching false --objective \
+      '[{kind = "2dmse", layers_per_step = 1, dims_per_step = 0, kl_temperature = 0.3, layer_weighting = "uniform", align_prefix = false}]'
+    runs+=("2dmse-$s$sfx-stlike")
+  fi
+  for r in "${runs[@]}"; do grid "$r"; done
 done

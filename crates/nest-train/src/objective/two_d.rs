@@ -93,13 +93,16 @@ impl Default for TwoDConfig {
 /// does; prefixes re-normalised), T = 0.3, batch-mean KL times T ([`losses::kl_align`]), one KL
 /// per sampled layer; shallow layer `i` (0-based) weighted `1 / (1 + i)` (sentence-transformers
 /// <= 5's fixed weighting, `layer_weighting="linear"` in version 6, whose default became uniform)
-/// and divided by the number of sampled layers. **The last layer receives no gradient through
-/// the KL by default** (`detach_teacher`): sentence-transformers 6 detaches the teacher (its
-/// issue #3757), the peer this project compares with; sentence-transformers <= 5 and AnglE do
-/// not, which `detach_teacher = false` reproduces. Unlike `Matryoshka2dLoss` (which
-/// samples one dim at each layer independently and may skip D), D is always trained, per eq.
-/// 2-3; with `dims_per_step = 0` (the default) every dim is trained, which equals
-/// `Matryoshka2dLoss(n_dims_per_step=-1)` when `align_prefix = false`.
+/// and divided by the number of sampled layers (the shipped recipes `recipes/2dmse-*.toml` set
+/// `layer_weighting = "uniform"`, sentence-transformers 6's default, chosen on STS-B dev: it
+/// lifts the shallow layers by about 3 points at the same full point; docs/TRAINING.md).
+/// **The last layer receives no gradient through the KL by default** (`detach_teacher`):
+/// sentence-transformers 6 detaches the teacher (its issue #3757), the peer this project
+/// compares with; sentence-transformers <= 5 and AnglE do not, which `detach_teacher = false`
+/// reproduces. Unlike `Matryoshka2dLoss` (which samples one dim at each layer independently
+/// and may skip D), D is always trained, per eq. 2-3; with `dims_per_step = 0` (the default)
+/// every dim is trained, which equals `Matryoshka2dLoss(n_dims_per_step=-1)` when
+/// `align_prefix = false`.
 #[derive(Debug, Clone)]
 pub struct TwoDMse {
     pub task: TaskLoss,
