@@ -1,5 +1,6 @@
 //! Unit tests of recipe loading, overrides and validation.
 use super::*;
+use std::path::Path;
 
 fn write(s: &str) -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().unwrap();
@@ -142,4 +143,31 @@ fn differences_skip_resumable_keys() {
     let d = a.differences(&b);
     assert_eq!(d.len(), 1, "{d:?}");
     assert!(d[0].starts_with("lr:"));
+}
+
+#[test]
+fn every_shipped_recipe_loads_and_validates() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let what = path.display();
+        if text.contains("[stage1]") {
+            let (recipe, _, _) = crate::distill::DistillRecipe::load(&path, &[])
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            for stage in [1, 2] {
+                recipe
+                    .stage(stage, Path::new("models/student"), &[])
+                    .unwrap_or_else(|e| panic!("{what} stage {stage}: {e}"));
+            }
+        } else {
+            Recipe::load(Some(&path), &[]).unwrap_or_else(|e| panic!("{what}: {e}"));
+        }
+        n += 1;
+    }
+    assert!(n >= 10, "expected the shipped recipes in {}, found {n}", dir.display());
 }
