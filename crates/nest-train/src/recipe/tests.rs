@@ -169,5 +169,9 @@ fn every_shipped_recipe_loads_and_validates() {
         }
         n += 1;
     }
-    assert!(n >= 10, "expected the shipped recipes in {}, found {n}", dir.display());
+    assert!(
+        n >= 10,
+        "expected the shipped recipes in {}, found {n}",
+        dir.display()
+    );
 }
