@@ -7,6 +7,7 @@
     python scripts/st_matryoshka.py snli --loss 2d --epochs 1 --lr 5e-5 --skip-embedding-layer 1 --name x   # prior layers from 1..N-1
     python scripts/st_matryoshka.py stsb --loss 2d --epochs 4 --lr 5e-5 --layer-weighting uniform --seed 7 --name y
 
+Needs `pip install torch==2.13.0 sentence-transformers datasets accelerate`.
 Same settings as recipes/mrl-stsb.toml and recipes/mrl-snli.toml: all-MiniLM-L6-v2, dims
 16..384 (weights 1), 1 epoch, batch 32, lr 2e-5, weight decay 0.01 (not on bias/LayerNorm),
 10% linear warm-up then linear decay, grad-norm clip 1.0, seed 42, scale 20; MNRL batches
