@@ -38,16 +38,21 @@ pub(super) fn bench_teacher(
     let start = Instant::now();
     let (table, stats) = nest_train::distill::teacher_vectors(&spec, texts, &mut |_| {})?;
     let secs = start.elapsed().as_secs_f64();
-    let dir = nest_model::hub::resolve(&a.teacher)?;
-    let file =
-        nest_train::distill::cache::TeacherCache::for_teacher(&cache_dir, &dir, a.max_length)?.path;
-    let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    let bytes = stats.file_bytes;
+    // the build rate only means something when the teacher encoded texts in this call
+    let rate = if stats.misses > 0 {
+        format!(
+            " ({:.1} s per 1,000 texts)",
+            1000.0 * secs / stats.misses as f64
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "teacher cache {}: {} encoded now in {secs:.1} s ({:.1} s per 1,000 texts), {} cached; \
+        "teacher cache {}: {} encoded now in {secs:.1} s{rate}, {} cached; \
          {} entries, {bytes} bytes ({:.0} bytes per 1,000 texts)",
         a.teacher,
         stats.misses,
-        1000.0 * secs / stats.misses.max(1) as f64,
         stats.hits,
         stats.entries,
         1000.0 * bytes as f64 / stats.entries.max(1) as f64

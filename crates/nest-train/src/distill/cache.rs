@@ -45,6 +45,8 @@ pub struct CacheStats {
     pub entries: usize,
     /// Why an existing file was discarded (truncated, checksum mismatch, ...), if it was.
     pub discarded: Option<String>,
+    /// Size of the cache file after the lookup, in bytes.
+    pub file_bytes: u64,
 }
 
 /// A teacher's cache file.
@@ -205,6 +207,7 @@ impl TeacherCache {
         if !fresh.is_empty() || stats.discarded.is_some() {
             self.write(mapped.as_ref(), &fresh, dim)?;
         }
+        stats.file_bytes = std::fs::metadata(&self.path).map_or(0, |m| m.len());
         let x = Tensor::from_slice(&out).view([texts.len() as i64, dim as i64]);
         Ok((x, stats))
     }
