@@ -66,6 +66,11 @@ pub struct ModelArgs {
     /// Sentences per forward pass.
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
+    /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
+    /// float32, bf16 or int8 (dynamic quantisation). `nest eval` and `nest bench encode` take a
+    /// list and score / time each. Not how vectors are stored: that is `--precision`.
+    #[arg(long, value_delimiter = ',', default_value = "auto", env = "NEST_DTYPE")]
+    pub dtype: Vec<nest_model::DtypeChoice>,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use nest_core::fsutil::sha256_hex;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use sha2::{Digest, Sha256};
@@ -199,10 +200,6 @@ pub fn split(q: &Qrels, val_fraction: f64, seed: u64) -> (Qrels, Qrels) {
             .collect::<Qrels>()
     };
     (pick(train), pick(val))
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
 }
 
 /// Where a model's embeddings of a BEIR folder are cached: `dir/<key>.safetensors` + `.json`.

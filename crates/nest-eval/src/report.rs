@@ -75,6 +75,14 @@ pub struct ModelInfo {
     pub hidden_size: usize,
     pub pooling: String,
     pub max_seq_length: usize,
+    /// The arithmetic the model ran in (`--dtype`); reports written before it existed were
+    /// float32.
+    #[serde(default = "float32")]
+    pub dtype: String,
+}
+
+fn float32() -> String {
+    "float32".into()
 }
 
 /// What each point costs: encode latency per layer, bytes per vector per (dim, precision).

@@ -13,6 +13,7 @@ use crate::config::{
     read_json, Architecture, ModelConfig, ModelFiles, NestMeta, PoolingConfig, SbertConfig,
 };
 use crate::dense::{Dense, DenseConfig, VAR_PREFIX};
+use crate::dtype::Dtype;
 use crate::mpnet::Mpnet;
 use crate::pooling::{to_vec_f32, truncate_normalize, Pooling};
 use crate::tokenize::TextTokenizer;
@@ -87,6 +88,10 @@ pub struct ElasticEncoder {
     forwards: std::sync::atomic::AtomicUsize,
     /// What a Nest training run recorded (trained dims and layers), if anything.
     pub meta: NestMeta,
+    /// The forward pass's arithmetic; `converted` when the weights themselves were converted
+    /// for inference (then the encoder can no longer be trained, saved or reloaded).
+    dtype: Dtype,
+    converted: bool,
 }
 
 impl ElasticEncoder {
@@ -208,13 +213,70 @@ impl ElasticEncoder {
             dense,
             meta,
             forwards: Default::default(),
+            dtype: Dtype::Float32,
+            converted: false,
         })
     }
 
     /// Replaces the weights with those of a `model.safetensors` (e.g. a checkpoint), with the
     /// same presence and shape checks as loading.
     pub fn load_weights(&mut self, path: &Path) -> Result<()> {
+        self.refuse_converted("loading weights")?;
         weights::load(&mut self.vs, path)
+    }
+
+    /// The arithmetic the forward pass runs in ([`crate::dtype`]).
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
+    fn refuse_converted(&self, what: &str) -> Result<()> {
+        if self.converted {
+            return Err(Error::Core(nest_core::Error::value(
+                "dtype",
+                format!(
+                    "{what} needs float32 weights; this encoder was converted to {} for inference",
+                    self.dtype
+                ),
+            )));
+        }
+        Ok(())
+    }
+
+    /// Converts the encoder for inference in `dtype`, once, from float32: bf16 replaces the
+    /// linear weights by bfloat16 copies, int8 quantises them (per output channel) and frees the
+    /// float32 ones. Embeddings, LayerNorms, pooling and any Dense head stay float32.
+    pub fn convert_for_inference(&mut self, dtype: Dtype) -> Result<()> {
+        if dtype == self.dtype {
+            return Ok(());
+        }
+        self.refuse_converted("converting again")?;
+        self.set_net_dtype(dtype, true);
+        self.converted = dtype != Dtype::Float32;
+        Ok(())
+    }
+
+    /// Mixed precision for training: the products in `dtype` (float32 or bf16), the float32
+    /// weights kept as the master copy (AdamW and checkpoints stay float32). int8 is refused: it
+    /// is for inference only.
+    pub fn set_training_dtype(&mut self, dtype: Dtype) -> Result<()> {
+        self.refuse_converted("training")?;
+        if dtype == Dtype::Int8 {
+            return Err(Error::Core(nest_core::Error::value(
+                "dtype",
+                "int8 is for inference only; train in float32 or bf16",
+            )));
+        }
+        self.set_net_dtype(dtype, false);
+        Ok(())
+    }
+
+    fn set_net_dtype(&mut self, dtype: Dtype, convert: bool) {
+        match &mut self.net {
+            Net::Bert(m) => m.set_dtype(dtype, convert),
+            Net::Mpnet(m) => m.set_dtype(dtype, convert),
+        }
+        self.dtype = dtype;
     }
 
     pub fn architecture(&self) -> Architecture {

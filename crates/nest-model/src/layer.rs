@@ -3,23 +3,29 @@
 //! over layers that both models run ([`run_layers`]), with early exit and optional [CLS]-row
 //! attention probabilities.
 
-use tch::nn::{self, Module};
+use tch::nn;
 use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
+use crate::dtype::Dtype;
 use crate::encoder::{ClsAttention, EncoderOutput};
+use crate::linear::Linear;
 
 /// One transformer layer: self-attention, residual + LayerNorm, feed-forward, residual +
 /// LayerNorm (Vaswani et al. 2017, post-norm as in BERT).
+///
+/// In bf16 the products (linear layers, attention) run in bfloat16 while the residual stream
+/// and the LayerNorms stay float32: a bf16 linear output added to the float32 residual promotes
+/// to float32, as `torch.autocast` keeps `layer_norm` in float32.
 #[derive(Debug)]
 pub(crate) struct Layer {
-    query: nn::Linear,
-    key: nn::Linear,
-    value: nn::Linear,
-    attn_out: nn::Linear,
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    attn_out: Linear,
     attn_norm: nn::LayerNorm,
-    intermediate: nn::Linear,
-    output: nn::Linear,
+    intermediate: Linear,
+    output: Linear,
     out_norm: nn::LayerNorm,
 }
 
@@ -32,12 +38,14 @@ pub(crate) struct LayerNames {
     pub attn_norm: &'static str,
 }
 
-/// Head count and dropout rates a layer needs in its forward pass.
+/// Head count, dropout rates and the arithmetic a layer needs in its forward pass.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LayerSettings {
     pub heads: i64,
     pub dropout: f64,
     pub attn_dropout: f64,
+    /// The kind of the unquantised products (float32, or bf16 under [`Dtype::Bf16`]).
+    pub compute: Kind,
 }
 
 impl From<&ModelConfig> for LayerSettings {
@@ -46,6 +54,7 @@ impl From<&ModelConfig> for LayerSettings {
             heads: c.num_attention_heads as i64,
             dropout: c.hidden_dropout_prob,
             attn_dropout: c.attention_probs_dropout_prob,
+            compute: Kind::Float,
         }
     }
 }
@@ -61,8 +70,8 @@ pub(crate) fn layer_norm(p: nn::Path, dim: usize, eps: f64) -> nn::LayerNorm {
     )
 }
 
-pub(crate) fn linear(p: nn::Path, i: usize, o: usize) -> nn::Linear {
-    nn::linear(p, i as i64, o as i64, Default::default())
+pub(crate) fn linear(p: nn::Path, i: usize, o: usize) -> Linear {
+    Linear::new(p, i, o)
 }
 
 /// Splits `[batch, seq, hidden]` into heads: `[batch, heads, seq, hidden / heads]`.
@@ -80,8 +89,15 @@ fn split_heads(t: &Tensor, heads: i64) -> Tensor {
 /// - returns `[batch, seq, heads * head_dim]`
 fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, dropout: f64) -> Tensor {
     let (b, heads, s, dh) = q.size4().expect("q is [batch, heads, seq, head_dim]");
+    // the mask in the products' kind (the fused kernel wants one kind); float32's minimum would
+    // round to -inf in bf16, so it is clamped to a finite value first
+    let mask = if mask.kind() == q.kind() {
+        mask.shallow_clone()
+    } else {
+        mask.clamp_min(-1e38).to_kind(q.kind())
+    };
     let ctx =
-        Tensor::scaled_dot_product_attention(q, k, v, Some(mask), dropout, false, None, false);
+        Tensor::scaled_dot_product_attention(q, k, v, Some(&mask), dropout, false, None, false);
     ctx.transpose(1, 2).reshape([b, s, heads * dh])
 }
 
@@ -94,10 +110,12 @@ fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, dropout: f64) ->
 /// - returns `[batch, heads, seq]`
 fn cls_attention(q: &Tensor, k: &Tensor, mask: &Tensor) -> Tensor {
     let dh = q.size()[3] as f64;
-    let q0 = q.narrow(2, 0, 1); // [b, h, 1, dh]
-    let scores = q0.matmul(&k.transpose(2, 3)) / dh.sqrt(); // [b, h, 1, s]
-    let m0 = mask.narrow(2, 0, 1); // [b|1, 1|h, 1, s]
-    (scores + m0).softmax(-1, q.kind()).squeeze_dim(2)
+    // float32 whatever the products' kind: these are softmax statistics that losses read
+    let q0 = q.narrow(2, 0, 1).to_kind(Kind::Float); // [b, h, 1, dh]
+    let kt = k.transpose(2, 3).to_kind(Kind::Float);
+    let scores = q0.matmul(&kt) / dh.sqrt(); // [b, h, 1, s]
+    let m0 = mask.narrow(2, 0, 1).to_kind(Kind::Float); // [b|1, 1|h, 1, s]
+    (scores + m0).softmax(-1, Kind::Float).squeeze_dim(2)
 }
 
 /// The additive attention mask: 0 where attended, the float minimum at padding.
@@ -139,15 +157,38 @@ impl Layer {
         want_cls: bool,
     ) -> (Tensor, Option<Tensor>) {
         let drop = if train { s.attn_dropout } else { 0.0 };
-        let q = split_heads(&self.query.forward(x), s.heads);
-        let k = split_heads(&self.key.forward(x), s.heads);
-        let v = split_heads(&self.value.forward(x), s.heads);
+        let c = s.compute;
+        let q = split_heads(&self.query.forward(x, c), s.heads);
+        let k = split_heads(&self.key.forward(x, c), s.heads);
+        let v = split_heads(&self.value.forward(x, c), s.heads);
         let cls = want_cls.then(|| cls_attention(&q, &k, mask));
         let ctx = attention(&q, &k, &v, mask, drop);
-        let a = (self.attn_out.forward(&ctx).dropout(s.dropout, train) + x).apply(&self.attn_norm);
-        let f = self.intermediate.forward(&a).gelu("none");
-        let y = (self.output.forward(&f).dropout(s.dropout, train) + a).apply(&self.out_norm);
+        let a = (self.attn_out.forward(&ctx, c).dropout(s.dropout, train) + x)
+            .apply(&self.attn_norm);
+        let f = self.intermediate.forward(&a, c).gelu("none");
+        let y = (self.output.forward(&f, c).dropout(s.dropout, train) + a).apply(&self.out_norm);
         (y, cls)
+    }
+
+    /// Converts the layer's linear weights for inference in `dtype` (see [`Linear::convert`]).
+    pub(crate) fn convert(&mut self, dtype: Dtype) {
+        // int8 keeps the value projection in float32: chosen on STS-B dev and SICK-R dev
+        // (untrained all-MiniLM-L6-v2, layer 6, dims 16..384) over quantising all six, which
+        // lost up to 0.30 Spearman there; keeping v lost at most 0.13 (docs/PRECISION.md)
+        let keep_v = dtype == Dtype::Int8;
+        for (is_v, l) in [
+            (false, &mut self.query),
+            (false, &mut self.key),
+            (true, &mut self.value),
+            (false, &mut self.attn_out),
+            (false, &mut self.intermediate),
+            (false, &mut self.output),
+        ] {
+            if is_v && keep_v {
+                continue;
+            }
+            l.convert(dtype);
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
+use crate::dtype::Dtype;
 use crate::encoder::{ClsAttention, EncoderInput, EncoderOutput};
 use crate::layer::{additive_mask, layer_norm, run_layers, Layer, LayerNames, LayerSettings};
 
@@ -83,6 +84,15 @@ impl Mpnet {
 
     pub fn num_layers(&self) -> usize {
         self.layers.len()
+    }
+
+    /// Sets the arithmetic of the forward pass; with `convert`, also converts the linear
+    /// weights for inference (see [`crate::dtype`]).
+    pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool) {
+        self.settings.compute = dtype.matmul_kind();
+        if convert {
+            self.layers.iter_mut().for_each(|l| l.convert(dtype));
+        }
     }
 
     /// Runs the embeddings and the first `layers` layers (early exit).

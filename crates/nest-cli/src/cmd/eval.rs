@@ -43,7 +43,45 @@ pub fn run(a: EvalArgs) -> Result<()> {
     }
 }
 
+/// One grid per `--dtype`: a single one writes its report to `--out`; several write each to
+/// `--out/<dtype>/` and compare each with the first (`compare-vs-<dtype>`), so that what a
+/// lower-precision arithmetic costs in quality is shown cell by cell.
 fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
+    let mut seen = Vec::new();
+    for &c in &m.dtype {
+        anyhow::ensure!(!seen.contains(&c), "--dtype lists {c} twice");
+        seen.push(c);
+    }
+    if let [one] = m.dtype.as_slice() {
+        return run_one_grid(m, *one, sources, g, &g.out).map(|_| ());
+    }
+    let mut written: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for &c in &m.dtype {
+        let r = nest_model::dtype::resolve(c, nest_model::default_device());
+        let name = r.dtype.name().to_string();
+        anyhow::ensure!(
+            written.iter().all(|(n, _)| *n != name),
+            "--dtype {c} resolves to {name} on this machine, which the list already has"
+        );
+        eprintln!("== dtype {name} ({}) ==", r.reason);
+        let out = g.out.join(&name);
+        let report = run_one_grid(m, c, sources, g, &out)?;
+        written.push((name, report));
+    }
+    let reports: Vec<std::path::PathBuf> = written.into_iter().map(|(_, p)| p).collect();
+    compare(CompareArgs {
+        reports,
+        out: None,
+    })
+}
+
+fn run_one_grid(
+    m: &ModelArgs,
+    dtype: nest_model::DtypeChoice,
+    sources: &[TaskSource],
+    g: &GridArgs,
+    out: &Path,
+) -> Result<std::path::PathBuf> {
     anyhow::ensure!(m.batch_size >= 1, "--batch-size must be at least 1");
     let start = Instant::now();
     let precisions = Precision::parse_list(&g.precision)?;
@@ -61,7 +99,7 @@ fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
         Some(p) => Some(std::rc::Rc::new(nest_model::Adaptor::load(p)?)),
         None => None,
     };
-    let model = super::load_model(m)?;
+    let model = super::load_model_in(m, dtype)?;
     let layers = match &g.layers {
         Some(s) => parse_layers(s)?,
         None => (1..=model.num_layers()).collect(),
@@ -142,16 +180,17 @@ fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
         }
     }
     let written = report
-        .write(&g.out)
-        .with_context(|| format!("writing the report to {}", g.out.display()))?;
+        .write(out)
+        .with_context(|| format!("writing the report to {}", out.display()))?;
     eprintln!(
-        "{} tasks in {:.1} s; wrote {} files to {}",
+        "{} tasks in {:.1} s ({}); wrote {} files to {}",
         report.tasks.len(),
         report.seconds,
+        report.model.dtype,
         written.len(),
-        g.out.display()
+        out.display()
     );
-    Ok(())
+    Ok(out.join("report.json"))
 }
 
 pub fn model_info(path: &str, model: &ElasticEncoder) -> ModelInfo {
@@ -162,6 +201,7 @@ pub fn model_info(path: &str, model: &ElasticEncoder) -> ModelInfo {
         hidden_size: model.hidden_size(),
         pooling: format!("{:?}", model.pooling).to_lowercase(),
         max_seq_length: model.tokenizer.max_length(),
+        dtype: model.dtype().name().into(),
     }
 }
 

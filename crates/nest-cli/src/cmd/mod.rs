@@ -16,7 +16,7 @@ mod slim;
 mod train;
 
 use anyhow::{Context, Result};
-use nest_model::ElasticEncoder;
+use nest_model::{DtypeChoice, ElasticEncoder};
 
 use crate::args::{BenchCommand, Cli, Command, ModelArgs};
 
@@ -46,9 +46,23 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Resolves `--model` (local directory or hub id) and loads it.
+/// Resolves `--model` (local directory or hub id) and loads it in the one `--dtype` asked.
 pub fn load_model(m: &ModelArgs) -> Result<ElasticEncoder> {
-    load_model_path(&m.model, m.max_length)
+    let [choice] = m.dtype.as_slice() else {
+        anyhow::bail!(
+            "--dtype takes one value for this command, got {} (nest eval and nest bench encode take several)",
+            m.dtype.len()
+        );
+    };
+    load_model_in(m, *choice)
+}
+
+/// Loads `--model` and converts it for inference in `choice` (resolved on this machine).
+pub fn load_model_in(m: &ModelArgs, choice: DtypeChoice) -> Result<ElasticEncoder> {
+    let mut enc = load_model_path(&m.model, m.max_length)?;
+    let r = nest_model::dtype::resolve(choice, enc.device());
+    enc.convert_for_inference(r.dtype)?;
+    Ok(enc)
 }
 
 pub fn load_model_path(model: &str, max_length: Option<usize>) -> Result<ElasticEncoder> {

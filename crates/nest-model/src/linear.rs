@@ -1,0 +1,150 @@
+//! The encoder's linear layer in each [`Dtype`]: the one place where a matrix product of the
+//! transformer changes arithmetic.
+//!
+//! - float32: `x W^T + b`, exactly `torch.nn.Linear` (the parity fixtures).
+//! - bf16: inputs and weights in bfloat16 (weights converted once for inference by
+//!   [`Linear::convert`], or cast per use in mixed-precision training, where the float32
+//!   weights stay the master copy and get the gradients through the cast).
+//! - int8 (inference only): dynamic quantisation as `torch.ao.quantization.quantize_dynamic`
+//!   does it, with symmetric scales: weights int8 per output channel
+//!   (`s_w[o] = max_i |W[o, i]| / 127`), activations int8 per row at run time
+//!   (`s_x[r] = max_i |x[r, i]| / 127`), `int8 x int8 -> int32` products by libtorch's
+//!   `_int_mm` (oneDNN, VNNI where the CPU has it), then `y = acc * s_x * s_w + b` in float32.
+
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use crate::dtype::Dtype;
+
+/// Weights quantised per output channel, stored `[in, out]` for `_int_mm`.
+#[derive(Debug)]
+pub(crate) struct QuantizedWeight {
+    /// `[in, out]` int8, contiguous.
+    pub(crate) wt: Tensor,
+    /// `[out]` float32 scales.
+    pub(crate) scale: Tensor,
+}
+
+impl QuantizedWeight {
+    /// # Shapes
+    /// - `w`: `[out, in]` float
+    pub(crate) fn new(w: &Tensor) -> Self {
+        let w = w.to_kind(Kind::Float);
+        let scale = w
+            .abs()
+            .amax([1i64].as_slice(), true)
+            .clamp_min(1e-12)
+            / 127.0; // [out, 1]
+        let q = (&w / &scale)
+            .round()
+            .clamp(-127.0, 127.0)
+            .to_kind(Kind::Int8);
+        QuantizedWeight {
+            wt: q.transpose(0, 1).contiguous(),
+            scale: scale.squeeze_dim(1),
+        }
+    }
+
+    /// `x W^T` with per-row dynamic activation scales.
+    ///
+    /// # Shapes
+    /// - `x`: `[..., in]` float; returns `[..., out]` float32
+    pub(crate) fn matmul(&self, x: &Tensor) -> Tensor {
+        let size = x.size();
+        let inner = *size.last().expect("x has a feature axis");
+        let x2 = x.to_kind(Kind::Float).reshape([-1, inner]);
+        let sx = x2.abs().amax([1i64].as_slice(), true).clamp_min(1e-12) / 127.0; // [rows, 1]
+        let xq = (&x2 / &sx).round_().clamp_(-127.0, 127.0).to_kind(Kind::Int8);
+        let acc = xq.internal_int_mm(&self.wt); // [rows, out] int32
+        let y = acc.to_kind(Kind::Float) * sx * &self.scale;
+        let mut out = size;
+        *out.last_mut().expect("non-empty") = self.scale.size()[0];
+        y.view(out.as_slice())
+    }
+}
+
+/// A linear layer whose arithmetic follows the encoder's [`Dtype`].
+#[derive(Debug)]
+pub(crate) struct Linear {
+    inner: nn::Linear,
+    int8: Option<QuantizedWeight>,
+}
+
+impl Linear {
+    pub(crate) fn new(p: nn::Path, i: usize, o: usize) -> Self {
+        Linear {
+            inner: nn::linear(p, i as i64, o as i64, Default::default()),
+            int8: None,
+        }
+    }
+
+    /// `x W^T + b` with the products in `compute` (float32 or bf16; the output is in that kind),
+    /// or quantised when [`Self::convert`] made it int8 (float32 output).
+    pub(crate) fn forward(&self, x: &Tensor, compute: Kind) -> Tensor {
+        if let Some(q) = &self.int8 {
+            let y = q.matmul(x);
+            return match &self.inner.bs {
+                Some(b) => y + b,
+                None => y,
+            };
+        }
+        if compute == Kind::Float && x.kind() == Kind::Float {
+            return self.inner.forward(x);
+        }
+        let w = self.inner.ws.to_kind(compute);
+        let b = self.inner.bs.as_ref().map(|b| b.to_kind(compute));
+        x.to_kind(compute).linear(&w, b.as_ref())
+    }
+
+    /// Converts the weights for inference in `dtype`: bf16 replaces them by bfloat16 copies,
+    /// int8 quantises them and frees the float32 weight (the bias stays float32).
+    pub(crate) fn convert(&mut self, dtype: Dtype) {
+        let _g = tch::no_grad_guard();
+        match dtype {
+            Dtype::Float32 => {}
+            Dtype::Bf16 => {
+                self.inner.ws.set_data(&self.inner.ws.to_kind(Kind::BFloat16));
+                if let Some(b) = &mut self.inner.bs {
+                    b.set_data(&b.to_kind(Kind::BFloat16));
+                }
+            }
+            Dtype::Int8 => {
+                self.int8 = Some(QuantizedWeight::new(&self.inner.ws));
+                let empty = Tensor::empty([0i64], (Kind::Float, self.inner.ws.device()));
+                self.inner.ws.set_data(&empty);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The int8 product against a float64 reference of the same quantisation, and against the
+    /// float32 product within the quantisation error bound.
+    #[test]
+    fn int8_product_matches_reference() {
+        tch::manual_seed(3);
+        let w = Tensor::randn([96, 64], (Kind::Float, tch::Device::Cpu));
+        let x = Tensor::randn([2, 17, 64], (Kind::Float, tch::Device::Cpu));
+        let q = QuantizedWeight::new(&w);
+        let y = q.matmul(&x);
+        assert_eq!(y.size(), vec![2, 17, 96]);
+        // reference in float64: dequantised operands, the same rounding rule
+        let x2 = x.reshape([-1, 64]).to_kind(Kind::Double);
+        let sx = x2.abs().amax([1i64].as_slice(), true) / 127.0;
+        let xq = (&x2 / &sx).round().clamp(-127.0, 127.0) * &sx;
+        let w64 = w.to_kind(Kind::Double);
+        let sw = w64.abs().amax([1i64].as_slice(), true) / 127.0;
+        let wq = (&w64 / &sw).round().clamp(-127.0, 127.0) * &sw;
+        let reference = xq.matmul(&wq.transpose(0, 1)).view([2, 17, 96]);
+        let err = (y.to_kind(Kind::Double) - &reference).abs().max().double_value(&[]);
+        assert!(err < 1e-4, "int8 product vs float64 reference: max |diff| {err}");
+        // and close to the float32 product (quantisation error, not a bug)
+        let exact = x.matmul(&w.transpose(0, 1)).to_kind(Kind::Double);
+        let rel = ((&reference - &exact).norm().double_value(&[]))
+            / exact.norm().double_value(&[]);
+        assert!(rel < 0.02, "int8 vs float32 relative error {rel}");
+    }
+}
