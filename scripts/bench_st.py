@@ -202,7 +202,10 @@ def main():
             import openvino as ov
 
             try:
-                prec = model[0].auto_model.request.get_compiled_model().get_property("INFERENCE_PRECISION_HINT")
+                ov_model = model[0].auto_model
+                if ov_model.request is None:
+                    ov_model.compile()
+                prec = ov_model.request.get_property("INFERENCE_PRECISION_HINT")  # a CompiledModel
             except Exception as e:  # noqa: BLE001 - informational only
                 prec = f"? ({type(e).__name__})"
             print(f"  backend openvino {ov.__version__} (loaded + exported in {load_s:.1f} s), "

@@ -8,8 +8,15 @@
          hyper-parameters; wall seconds of trainer.train().
 
 Prints one JSON line: {"torch_step_s", "torch_steps", "st_epoch_s", "peak_rss_mb", "torch_threads"}.
+
+--bf16 (optional) measures both in bfloat16 mixed precision instead: the plain-PyTorch step's forward
+and loss under torch.autocast("cpu", dtype=torch.bfloat16) (float32 master weights, gradients and
+AdamW state; backward outside the autocast region, as PyTorch recommends), and the
+sentence-transformers trainer with bf16=True (accelerate's CPU bf16 autocast). The JSON line then
+also carries "dtype": "bf16"; without the flag nothing changes.
 """
 import argparse
+import contextlib
 import csv
 import json
 import resource
@@ -53,16 +60,18 @@ def bench_step(a):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=2e-5)
     pairs = read_pairs(a.data, a.batch_size * (a.steps + a.warmup))
     dims = [int(x) for x in a.dims.split(",")]
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
     times = []
     for i in range(a.steps + a.warmup):
         batch = pairs[i * a.batch_size:(i + 1) * a.batch_size]
         t = time.perf_counter()
         emb = []
-        for col in (0, 1):
-            enc = tok([b[col] for b in batch], padding=True, truncation=True, max_length=a.max_length, return_tensors="pt")
-            out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
-            emb.append(mean_pool(out.last_hidden_state, enc["attention_mask"]))
-        loss = mrl_mnrl(emb[0], emb[1], dims)
+        with autocast():
+            for col in (0, 1):
+                enc = tok([b[col] for b in batch], padding=True, truncation=True, max_length=a.max_length, return_tensors="pt")
+                out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
+                emb.append(mean_pool(out.last_hidden_state, enc["attention_mask"]))
+            loss = mrl_mnrl(emb[0], emb[1], dims)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -87,10 +96,12 @@ def bench_epoch(a):
         output_dir=a.out, num_train_epochs=1, per_device_train_batch_size=a.batch_size, learning_rate=2e-5,
         warmup_ratio=0.1, weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, seed=42,
         batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to=[], logging_steps=10**9,
-        use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
+        use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, **({"bf16": True} if a.bf16 else {}),
     )
     model.max_seq_length = a.max_length
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss)
+    if a.bf16:
+        print(f"  sentence-transformers trainer: accelerate mixed precision '{trainer.accelerator.mixed_precision}'", file=sys.stderr)
     t = time.perf_counter()
     trainer.train()
     return time.perf_counter() - t
@@ -107,14 +118,19 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default="/tmp/nest-bench-st")
+    ap.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (autocast) for both measures")
     a = ap.parse_args()
     torch.manual_seed(0)
     step, n = bench_step(a)
-    print(f"  torch step: median {step:.3f} s over {n} steps", file=sys.stderr)
+    tag = " (bf16 autocast)" if a.bf16 else ""
+    print(f"  torch step{tag}: median {step:.3f} s over {n} steps", file=sys.stderr)
     epoch = bench_epoch(a)
-    print(f"  sentence-transformers epoch: {epoch:.1f} s", file=sys.stderr)
+    print(f"  sentence-transformers epoch{' (bf16=True)' if a.bf16 else ''}: {epoch:.1f} s", file=sys.stderr)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"torch_step_s": step, "torch_steps": n, "st_epoch_s": epoch, "peak_rss_mb": rss, "torch_threads": torch.get_num_threads()}))
+    result = {"torch_step_s": step, "torch_steps": n, "st_epoch_s": epoch, "peak_rss_mb": rss, "torch_threads": torch.get_num_threads()}
+    if a.bf16:
+        result["dtype"] = "bf16"
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -354,6 +354,11 @@ pub struct BenchEncodeArgs {
     /// the same run and prints the ratios.
     #[arg(long, env = "NEST_PYTHON")]
     pub python: Option<PathBuf>,
+    /// The sentence-transformers configurations timed with `--python`: torch-float32,
+    /// torch-bf16, onnx, onnx-int8 (dynamic, avx512_vnni), openvino, openvino-bf16 (the last
+    /// four only at the model's full depth).
+    #[arg(long, default_value = "torch-float32")]
+    pub peers: String,
     /// Append the figures as a Markdown table to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,

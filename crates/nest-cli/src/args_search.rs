@@ -114,6 +114,10 @@ pub struct ExportPgvectorArgs {
 pub struct ServeArgs {
     #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
     pub model: String,
+    /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
+    /// float32, bf16 or int8; what ran is in /v1/models and /metrics.
+    #[arg(long, default_value = "auto", env = "NEST_DTYPE")]
+    pub dtype: nest_model::DtypeChoice,
     /// Apply this adaptor (from `nest compress`) to every vector.
     #[arg(long)]
     pub adaptor: Option<PathBuf>,

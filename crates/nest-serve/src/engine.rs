@@ -26,6 +26,8 @@ pub struct EngineConfig {
     pub max_batch_inputs: usize,
     pub max_queued_inputs: usize,
     pub workers: usize,
+    /// The arithmetic (`--dtype`), resolved on this machine at load.
+    pub dtype: nest_model::DtypeChoice,
 }
 
 /// What the handlers need to know about the loaded model.
@@ -42,6 +44,8 @@ pub struct ModelInfo {
     pub layers: Vec<usize>,
     pub default_dim: usize,
     pub adaptor: bool,
+    /// The arithmetic the workers run in, and why (`auto`'s measurement, or as asked).
+    pub dtype: nest_model::dtype::Resolved,
 }
 
 /// Whether the model is ready, still loading, or failed.
@@ -53,7 +57,11 @@ pub struct Engine {
 }
 
 impl ModelInfo {
-    fn new(enc: &ElasticEncoder, adaptor: Option<&Adaptor>) -> Self {
+    fn new(
+        enc: &ElasticEncoder,
+        adaptor: Option<&Adaptor>,
+        dtype: nest_model::dtype::Resolved,
+    ) -> Self {
         let hidden = enc.output_dim();
         let num_layers = enc.num_layers();
         let meta = &enc.meta;
@@ -84,6 +92,7 @@ impl ModelInfo {
             layers,
             default_dim,
             adaptor: adaptor.is_some(),
+            dtype,
         }
     }
 
@@ -176,13 +185,20 @@ impl Engine {
         }
     }
 
-    fn load(&self) -> std::result::Result<(ElasticEncoder, Option<Adaptor>), String> {
-        let enc = ElasticEncoder::load(
+    #[allow(clippy::type_complexity)]
+    fn load(
+        &self,
+    ) -> std::result::Result<(ElasticEncoder, Option<Adaptor>, nest_model::dtype::Resolved), String>
+    {
+        let mut enc = ElasticEncoder::load(
             &self.config.model,
             nest_model::default_device(),
             self.config.max_length,
         )
         .map_err(|e| e.to_string())?;
+        let dtype = nest_model::dtype::resolve(self.config.dtype, enc.device());
+        enc.convert_for_inference(dtype.dtype)
+            .map_err(|e| e.to_string())?;
         let adaptor = match &self.config.adaptor {
             Some(p) => {
                 let a = Adaptor::load(p).map_err(|e| e.to_string())?;
@@ -198,18 +214,22 @@ impl Engine {
             }
             None => None,
         };
-        Ok((enc, adaptor))
+        Ok((enc, adaptor, dtype))
     }
 
     fn worker(&self) {
-        let (enc, adaptor) = match self.load() {
+        let (enc, adaptor, dtype) = match self.load() {
             Ok(m) => m,
             Err(e) => {
                 let _ = self.info.set(Err(e));
                 return;
             }
         };
-        let _ = self.info.set(Ok(ModelInfo::new(&enc, adaptor.as_ref())));
+        METRICS
+            .model_dtype
+            .with_label_values(&[dtype.dtype.name()])
+            .set(1);
+        let _ = self.info.set(Ok(ModelInfo::new(&enc, adaptor.as_ref(), dtype)));
         let _guard = tch::no_grad_guard();
         while let Some(mut batch) = self
             .queue

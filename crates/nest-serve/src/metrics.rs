@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
 
@@ -18,6 +18,8 @@ pub struct Metrics {
     pub queue_depth: IntGauge,
     pub inputs: IntCounter,
     pub tokens: IntCounter,
+    /// 1 for the arithmetic the workers run in (`dtype` label).
+    pub model_dtype: IntGaugeVec,
 }
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -54,6 +56,14 @@ impl Metrics {
             .expect("static metric definition");
         let tokens = IntCounter::new("nest_tokens_total", "Tokens embedded")
             .expect("static metric definition");
+        let model_dtype = IntGaugeVec::new(
+            Opts::new(
+                "nest_model_dtype_info",
+                "The arithmetic the model runs in (1 for the dtype label in use)",
+            ),
+            &["dtype"],
+        )
+        .expect("static metric definition");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),
@@ -62,6 +72,7 @@ impl Metrics {
             Box::new(queue_depth.clone()),
             Box::new(inputs.clone()),
             Box::new(tokens.clone()),
+            Box::new(model_dtype.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -74,6 +85,7 @@ impl Metrics {
             queue_depth,
             inputs,
             tokens,
+            model_dtype,
         }
     }
 

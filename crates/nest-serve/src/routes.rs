@@ -73,6 +73,8 @@ async fn models(State(s): State<AppState>) -> Result<Json<serde_json::Value>> {
             "max_dimensions": info.hidden,
             "max_layers": info.num_layers,
             "allow_any_point": s.engine.config.allow_any_point,
+            "dtype": info.dtype.dtype.name(),
+            "dtype_reason": info.dtype.reason,
         }]
     })))
 }

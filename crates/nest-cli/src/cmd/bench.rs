@@ -13,6 +13,15 @@ use nest_model::EncodeOptions;
 
 use crate::args::BenchEncodeArgs;
 
+/// One timed run: Nest in one dtype, or a peer.
+struct Row {
+    run: String,
+    /// sentences/s per layer.
+    rates: BTreeMap<usize, f64>,
+    /// STS Spearman x100 at the full dim per layer (Nest rows; peers print theirs on stderr).
+    spearman: BTreeMap<usize, f64>,
+}
+
 pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
     anyhow::ensure!(a.repeats >= 1, "--repeats must be at least 1");
     let pairs = nest_core::data::read_sts(&a.data)?;
@@ -20,94 +29,166 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
         .iter()
         .flat_map(|p| [p.sentence1.as_str(), p.sentence2.as_str()])
         .collect();
-    let model = super::load_model(&a.model)?;
+    let gold: Vec<f64> = pairs.iter().map(|p| p.score).collect();
     let layers = parse_layers(&a.layers)?;
-    model.check(&layers, &[])?;
-    let opts = EncodeOptions {
-        batch_size: a.model.batch_size,
-    };
     eprintln!(
         "bench encode: {} sentences from {}, batch {}, {} libtorch threads, best of {} after a warm-up",
         texts.len(),
         a.data.display(),
-        opts.batch_size,
+        a.model.batch_size,
         tch::get_num_threads(),
         a.repeats
     );
-    let adaptor = match &a.adaptor {
-        Some(p) => Some(nest_model::Adaptor::load(p)?),
-        None => None,
-    };
-    let mut nest: BTreeMap<usize, f64> = BTreeMap::new();
-    for &layer in &layers {
-        if let Some(ad) = &adaptor {
-            // plain vs adapted, interleaved, best of each
-            let d = ad.dims()[0];
-            let spec = ElasticSpec {
-                layer,
-                dim: model.output_dim(),
-            };
-            let (mut plain, mut adapted, mut apply) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
-            for _ in 0..=a.repeats {
-                let t = Instant::now();
-                model.embed(&texts, spec, opts, &mut |_| {})?;
-                plain = plain.min(t.elapsed().as_secs_f64());
-                let t = Instant::now();
-                let x = model.embed_layers(&texts, &[layer], opts, &mut |_| {})?;
-                let ta = Instant::now();
-                let _compressed = ad.apply(&x[0], d)?;
-                apply = apply.min(ta.elapsed().as_secs_f64());
-                adapted = adapted.min(t.elapsed().as_secs_f64());
-            }
-            eprintln!(
-                "  layer {layer}: plain {plain:.3} s, through the adaptor (dim {d}) {adapted:.3} s: {:+.1}%; the adaptor itself {:.4} s = {:.2}% of plain",
-                100.0 * (adapted / plain - 1.0),
-                apply,
-                100.0 * apply / plain
-            );
-        }
-        let spec = ElasticSpec {
-            layer,
-            dim: model.output_dim(),
-        };
-        model.embed(&texts, spec, opts, &mut |_| {})?; // warm-up
-        let mut best = f64::INFINITY;
-        for _ in 0..a.repeats {
-            let t = Instant::now();
-            model.embed(&texts, spec, opts, &mut |_| {})?;
-            best = best.min(t.elapsed().as_secs_f64());
-        }
-        let rate = texts.len() as f64 / best;
-        eprintln!("  nest layer {layer}: {rate:.1} sentences/s");
-        nest.insert(layer, rate);
+    let mut rows = Vec::new();
+    for &choice in &a.model.dtype {
+        let model = super::load_model_in(&a.model, choice)?;
+        model.check(&layers, &[])?;
+        let run = format!("nest {} ({choice})", model.dtype());
+        rows.push(time_nest(&model, &run, &texts, &gold, &layers, &a)?);
     }
-    let st = match &a.python {
-        Some(py) => Some(run_python(py, &a, &layers)?),
-        None => None,
-    };
-    let full = model.num_layers();
-    let mut md = String::new();
-    let _ = writeln!(md, "| layer | nest sent/s | sentence-transformers sent/s | nest / ST | nest vs nest layer {full} |");
-    let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
-    let full_rate = nest.get(&full).copied();
-    for (&l, &r) in &nest {
-        let s = st.as_ref().and_then(|m| m.get(&l).copied());
-        let _ = writeln!(
-            md,
-            "| {l} | {r:.1} | {} | {} | {} |",
-            s.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
-            s.map(|v| format!("{:.2}x", r / v))
-                .unwrap_or_else(|| "-".into()),
-            full_rate
-                .map(|f| format!("{:.2}x", r / f))
-                .unwrap_or_else(|| "-".into()),
-        );
+    if let Some(py) = &a.python {
+        for peer in a.peers.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            rows.push(Row {
+                run: format!("sentence-transformers {peer}"),
+                rates: run_python(py, &a, &layers, peer)?,
+                spearman: BTreeMap::new(),
+            });
+        }
     }
+    let md = table(&rows, &layers);
     println!("{md}");
     if let Some(p) = &a.markdown {
         append_markdown(p, &md)?;
     }
     Ok(())
+}
+
+/// Times `model` per layer (best of `repeats` after a warm-up) and scores the STS pairs.
+fn time_nest(
+    model: &nest_model::ElasticEncoder,
+    run: &str,
+    texts: &[&str],
+    gold: &[f64],
+    layers: &[usize],
+    a: &BenchEncodeArgs,
+) -> Result<Row> {
+    let opts = EncodeOptions {
+        batch_size: a.model.batch_size,
+    };
+    let adaptor = match &a.adaptor {
+        Some(p) => Some(nest_model::Adaptor::load(p)?),
+        None => None,
+    };
+    let mut row = Row {
+        run: run.to_string(),
+        rates: BTreeMap::new(),
+        spearman: BTreeMap::new(),
+    };
+    for &layer in layers {
+        if let Some(ad) = &adaptor {
+            time_adaptor(model, ad, texts, layer, opts, a.repeats)?;
+        }
+        let spec = ElasticSpec {
+            layer,
+            dim: model.output_dim(),
+        };
+        let e = model.embed(texts, spec, opts, &mut |_| {})?; // warm-up, and the scores
+        let mut best = f64::INFINITY;
+        for _ in 0..a.repeats {
+            let t = Instant::now();
+            model.embed(texts, spec, opts, &mut |_| {})?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let rate = texts.len() as f64 / best;
+        let rho = 100.0 * nest_eval::metrics::rank::spearman(&pair_cosines(&e), gold);
+        eprintln!("  {run} layer {layer}: {rate:.1} sentences/s, STS Spearman {rho:.2}");
+        row.rates.insert(layer, rate);
+        row.spearman.insert(layer, rho);
+    }
+    Ok(row)
+}
+
+/// Cosines of rows (0,1), (2,3), ... of unit-norm embeddings.
+fn pair_cosines(e: &nest_core::output::Matrix) -> Vec<f64> {
+    e.data
+        .chunks(2 * e.dim)
+        .map(|p| {
+            let (x, y) = p.split_at(e.dim);
+            x.iter().zip(y).map(|(a, b)| f64::from(a * b)).sum()
+        })
+        .collect()
+}
+
+/// Plain vs through the adaptor (at its smallest dim), interleaved, best of each; printed.
+fn time_adaptor(
+    model: &nest_model::ElasticEncoder,
+    ad: &nest_model::Adaptor,
+    texts: &[&str],
+    layer: usize,
+    opts: EncodeOptions,
+    repeats: usize,
+) -> Result<()> {
+    let d = ad.dims()[0];
+    let spec = ElasticSpec {
+        layer,
+        dim: model.output_dim(),
+    };
+    let (mut plain, mut adapted, mut apply) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    for _ in 0..=repeats {
+        let t = Instant::now();
+        model.embed(texts, spec, opts, &mut |_| {})?;
+        plain = plain.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let x = model.embed_layers(texts, &[layer], opts, &mut |_| {})?;
+        let ta = Instant::now();
+        let _compressed = ad.apply(&x[0], d)?;
+        apply = apply.min(ta.elapsed().as_secs_f64());
+        adapted = adapted.min(t.elapsed().as_secs_f64());
+    }
+    eprintln!(
+        "  layer {layer}: plain {plain:.3} s, through the adaptor (dim {d}) {adapted:.3} s: {:+.1}%; the adaptor itself {:.4} s = {:.2}% of plain",
+        100.0 * (adapted / plain - 1.0),
+        apply,
+        100.0 * apply / plain
+    );
+    Ok(())
+}
+
+/// The Markdown table: one row per (layer, run), with ratios to the first run (Nest's first
+/// dtype), to the fastest peer at that layer, and to the same run's deepest layer.
+fn table(rows: &[Row], layers: &[usize]) -> String {
+    let deepest = layers.iter().copied().max().unwrap_or(0);
+    let mut md = String::new();
+    let _ = writeln!(md, "| layer | run | sent/s | STS Spearman | vs {} | vs fastest peer | vs layer {deepest} |", rows.first().map_or("-", |r| r.run.as_str()));
+    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|");
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    };
+    for &l in layers {
+        let fastest_peer = rows
+            .iter()
+            .filter(|r| r.spearman.is_empty())
+            .filter_map(|r| r.rates.get(&l).copied())
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        let base = rows.first().and_then(|r| r.rates.get(&l).copied());
+        for r in rows {
+            let Some(&rate) = r.rates.get(&l) else { continue };
+            let is_peer = r.spearman.is_empty();
+            let _ = writeln!(
+                md,
+                "| {l} | {} | {rate:.1} | {} | {} | {} | {} |",
+                r.run,
+                r.spearman
+                    .get(&l)
+                    .map_or("-".into(), |v| format!("{v:.2}")),
+                ratio(Some(rate), base),
+                if is_peer { "-".into() } else { ratio(Some(rate), fastest_peer) },
+                ratio(Some(rate), r.rates.get(&deepest).copied()),
+            );
+        }
+    }
+    md
 }
 
 /// Appends a benchmark's Markdown table to `path` (atomically: the whole file is rewritten).
@@ -119,14 +200,28 @@ pub(super) fn append_markdown(path: &Path, md: &str) -> Result<()> {
 }
 
 /// Runs `scripts/bench_st.py` and parses its `{"layer": sentences_per_s}` JSON line.
-fn run_python(py: &Path, a: &BenchEncodeArgs, layers: &[usize]) -> Result<BTreeMap<usize, f64>> {
+fn run_python(
+    py: &Path,
+    a: &BenchEncodeArgs,
+    layers: &[usize],
+    peer: &str,
+) -> Result<BTreeMap<usize, f64>> {
+    let (backend, dtype) = match peer {
+        "torch-float32" | "torch" => ("torch", "float32"),
+        "torch-bf16" => ("torch", "bf16"),
+        "onnx" | "onnx-int8" | "openvino" => (peer, "float32"),
+        "openvino-bf16" => ("openvino", "bf16"),
+        other => bail!(
+            "--peers: unknown peer '{other}' (expected torch-float32, torch-bf16, onnx, onnx-int8, openvino, openvino-bf16)"
+        ),
+    };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_st.py");
     let layers_arg = layers
         .iter()
         .map(|l| l.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    eprintln!("  running sentence-transformers with {} ...", py.display());
+    eprintln!("  running sentence-transformers {peer} with {} ...", py.display());
     let out = Command::new(py)
         .arg(&script)
         .args(["--model", &a.model.model, "--data"])
@@ -138,6 +233,7 @@ fn run_python(py: &Path, a: &BenchEncodeArgs, layers: &[usize]) -> Result<BTreeM
             &layers_arg,
         ])
         .args(["--repeats", &a.repeats.to_string()])
+        .args(["--backend", backend, "--dtype", dtype])
         .output()
         .with_context(|| format!("starting {}", py.display()))?;
     if !out.status.success() {
@@ -155,7 +251,7 @@ fn run_python(py: &Path, a: &BenchEncodeArgs, layers: &[usize]) -> Result<BTreeM
     let mut m = BTreeMap::new();
     for (k, v) in parsed {
         let l: usize = k.parse().with_context(|| format!("layer key '{k}'"))?;
-        eprintln!("  sentence-transformers layer {l}: {v:.1} sentences/s");
+        eprintln!("  sentence-transformers {peer} layer {l}: {v:.1} sentences/s");
         m.insert(l, v);
     }
     Ok(m)

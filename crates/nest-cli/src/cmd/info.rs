@@ -21,6 +21,7 @@ pub fn run(a: InfoArgs) -> Result<()> {
     } else {
         Some(m.meta.trained_layers.clone())
     };
+    let auto = nest_model::dtype::resolve(nest_model::DtypeChoice::Auto, m.device());
     let info = json!({
         "path": m.files.dir.display().to_string(),
         "architecture": c.model_type,
@@ -41,7 +42,8 @@ pub fn run(a: InfoArgs) -> Result<()> {
             "trained_layers": trained_layers,
             "objective": m.meta.objective,
             "default_dim": m.meta.default_dim,
-        }
+        },
+        "dtype_auto": auto,
     });
     if a.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
@@ -92,5 +94,9 @@ pub fn run(a: InfoArgs) -> Result<()> {
     if let Some(d) = m.meta.default_dim {
         println!("default dim    {d} (nest truncates to it unless --dim says otherwise)");
     }
+    println!(
+        "dtype auto     {} ({})",
+        auto.dtype, auto.reason
+    );
     Ok(())
 }

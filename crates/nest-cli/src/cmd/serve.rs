@@ -28,6 +28,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         max_batch_inputs: a.max_batch_inputs.max(1),
         max_queued_inputs: a.max_queued_inputs,
         workers: a.workers,
+        dtype: a.dtype,
     };
     let limits = nest_serve::Limits {
         max_inputs: a.max_client_batch_size,
