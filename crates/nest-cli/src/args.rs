@@ -69,7 +69,12 @@ pub struct ModelArgs {
     /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
     /// float32, bf16 or int8 (dynamic quantisation). `nest eval` and `nest bench encode` take a
     /// list and score / time each. Not how vectors are stored: that is `--precision`.
-    #[arg(long, value_delimiter = ',', default_value = "auto", env = "NEST_DTYPE")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "auto",
+        env = "NEST_DTYPE"
+    )]
     pub dtype: Vec<nest_model::DtypeChoice>,
 }
 
@@ -325,6 +330,10 @@ pub struct BenchTrainArgs {
     /// `mipic+mic`, `ibkd` (MNRL + cached-teacher InfoNCE + HSIC); the first is the reference).
     #[arg(long, default_value = "mrl,2dmse,ese")]
     pub objectives: String,
+    /// The training arithmetic: float32, or bf16 mixed precision (then the Python side runs
+    /// torch.autocast bf16 and sentence-transformers with bf16=True).
+    #[arg(long, default_value = "float32")]
+    pub dtype: nest_model::Dtype,
     /// Pairs in the one-epoch end-to-end comparison.
     #[arg(long, default_value_t = 1024)]
     pub epoch_pairs: usize,

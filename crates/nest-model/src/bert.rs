@@ -64,6 +64,9 @@ impl Bert {
     /// weights for inference (see [`crate::dtype`]).
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool) {
         self.settings.compute = dtype.matmul_kind();
+        if convert && dtype == Dtype::Bf16 {
+            self.settings.stream = tch::Kind::BFloat16;
+        }
         if convert {
             self.layers.iter_mut().for_each(|l| l.convert(dtype));
         }

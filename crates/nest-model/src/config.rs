@@ -229,6 +229,9 @@ pub struct NestMeta {
     /// The dim Nest truncates to when none is asked for (set by `nest slim --dim`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_dim: Option<usize>,
+    /// The arithmetic the model was trained in (`float32`, or `bf16` mixed precision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training_dtype: Option<String>,
 }
 
 /// The files of a model directory (Hugging Face / sentence-transformers layout).

@@ -327,7 +327,11 @@ fn machine_key(device: Device) -> Option<String> {
 /// [`measure`], cached per machine: read from the cache when there, else measured, printed on
 /// stderr once and written (atomically; a cache that cannot be written is only a note).
 pub fn measure_cached(device: Device) -> Measurement {
-    let path = machine_key(device).and_then(|k| cache_dir().map(|d| d.join(format!("{k}.json"))));
+    measure_cached_in(cache_dir(), device)
+}
+
+fn measure_cached_in(dir: Option<PathBuf>, device: Device) -> Measurement {
+    let path = machine_key(device).and_then(|k| dir.map(|d| d.join(format!("{k}.json"))));
     if let Some(p) = &path {
         if let Some(m) = std::fs::read(p)
             .ok()
@@ -348,7 +352,10 @@ pub fn measure_cached(device: Device) -> Measurement {
     if let Some(p) = &path {
         let bytes = serde_json::to_vec_pretty(&m).unwrap_or_default();
         if let Err(e) = nest_core::fsutil::write_atomic(p, &bytes) {
-            eprintln!("note: cannot cache the dtype measurement at {}: {e}", p.display());
+            eprintln!(
+                "note: cannot cache the dtype measurement at {}: {e}",
+                p.display()
+            );
         }
     }
     m
@@ -398,13 +405,13 @@ mod tests {
 
     #[test]
     fn measurement_is_cached_per_machine() {
-        let dir = std::env::temp_dir().join(format!("nest-dtype-{}", std::process::id()));
-        std::env::set_var("NEST_CACHE", &dir);
-        let a = measure_cached(Device::Cpu);
-        let b = measure_cached(Device::Cpu);
-        assert_eq!(a, b, "the second call reads the cache");
+        let dir = tempfile::tempdir().unwrap();
+        let a = measure_cached_in(Some(dir.path().to_path_buf()), Device::Cpu);
+        let b = measure_cached_in(Some(dir.path().to_path_buf()), Device::Cpu);
+        // the second call reads the cache (JSON keeps ~15 significant digits)
+        assert!((a.float32_gflops - b.float32_gflops).abs() < 1e-9 * a.float32_gflops);
+        assert_eq!(a.bf16_gflops.is_some(), b.bf16_gflops.is_some());
         assert!(a.float32_gflops > 0.0);
-        assert_eq!(std::fs::read_dir(dir.join("dtype")).unwrap().count(), 1);
-        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -408,7 +408,8 @@ impl ElasticEncoder {
     /// Pools one layer's token states (`[batch, seq, hidden]` -> `[batch, hidden]`), without the
     /// Dense head ([`Self::embed_pooled`] applies it).
     pub fn pool(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
-        self.pooling.pool(hidden, mask)
+        // float32 whatever the stream's kind (a bf16 mean over tokens would lose digits)
+        self.pooling.pool(&hidden.to_kind(Kind::Float), mask)
     }
 
     /// The sentence vector of one layer's token states: pooled, then the Dense head if any, not

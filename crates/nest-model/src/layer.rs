@@ -14,9 +14,10 @@ use crate::linear::Linear;
 /// One transformer layer: self-attention, residual + LayerNorm, feed-forward, residual +
 /// LayerNorm (Vaswani et al. 2017, post-norm as in BERT).
 ///
-/// In bf16 the products (linear layers, attention) run in bfloat16 while the residual stream
-/// and the LayerNorms stay float32: a bf16 linear output added to the float32 residual promotes
-/// to float32, as `torch.autocast` keeps `layer_norm` in float32.
+/// In bf16 training (mixed precision) the products (linear layers, attention) run in bfloat16
+/// while the residual stream and the LayerNorms stay float32: a bf16 linear output added to the
+/// float32 residual promotes to float32, as `torch.autocast` keeps `layer_norm` in float32. An
+/// encoder converted to bf16 for inference runs the stream in bf16 too (no casts per layer).
 #[derive(Debug)]
 pub(crate) struct Layer {
     query: Linear,
@@ -46,6 +47,10 @@ pub(crate) struct LayerSettings {
     pub attn_dropout: f64,
     /// The kind of the unquantised products (float32, or bf16 under [`Dtype::Bf16`]).
     pub compute: Kind,
+    /// The kind of the residual stream: float32, except for an encoder converted to bf16 for
+    /// inference, which runs every op in bf16 as sentence-transformers' bf16 does (LayerNorm
+    /// still accumulates in float32 inside libtorch's kernel).
+    pub stream: Kind,
 }
 
 impl From<&ModelConfig> for LayerSettings {
@@ -55,6 +60,7 @@ impl From<&ModelConfig> for LayerSettings {
             dropout: c.hidden_dropout_prob,
             attn_dropout: c.attention_probs_dropout_prob,
             compute: Kind::Float,
+            stream: Kind::Float,
         }
     }
 }
@@ -91,13 +97,8 @@ fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, dropout: f64) ->
     let (b, heads, s, dh) = q.size4().expect("q is [batch, heads, seq, head_dim]");
     // the mask in the products' kind (the fused kernel wants one kind); float32's minimum would
     // round to -inf in bf16, so it is clamped to a finite value first
-    let mask = if mask.kind() == q.kind() {
-        mask.shallow_clone()
-    } else {
-        mask.clamp_min(-1e38).to_kind(q.kind())
-    };
     let ctx =
-        Tensor::scaled_dot_product_attention(q, k, v, Some(&mask), dropout, false, None, false);
+        Tensor::scaled_dot_product_attention(q, k, v, Some(mask), dropout, false, None, false);
     ctx.transpose(1, 2).reshape([b, s, heads * dh])
 }
 
@@ -163,8 +164,8 @@ impl Layer {
         let v = split_heads(&self.value.forward(x, c), s.heads);
         let cls = want_cls.then(|| cls_attention(&q, &k, mask));
         let ctx = attention(&q, &k, &v, mask, drop);
-        let a = (self.attn_out.forward(&ctx, c).dropout(s.dropout, train) + x)
-            .apply(&self.attn_norm);
+        let a =
+            (self.attn_out.forward(&ctx, c).dropout(s.dropout, train) + x).apply(&self.attn_norm);
         let f = self.intermediate.forward(&a, c).gelu("none");
         let y = (self.output.forward(&f, c).dropout(s.dropout, train) + a).apply(&self.out_norm);
         (y, cls)
@@ -172,6 +173,14 @@ impl Layer {
 
     /// Converts the layer's linear weights for inference in `dtype` (see [`Linear::convert`]).
     pub(crate) fn convert(&mut self, dtype: Dtype) {
+        if dtype == Dtype::Bf16 {
+            let _g = tch::no_grad_guard();
+            for norm in [&mut self.attn_norm, &mut self.out_norm] {
+                for t in [&mut norm.ws, &mut norm.bs].into_iter().flatten() {
+                    t.set_data(&t.to_kind(Kind::BFloat16));
+                }
+            }
+        }
         // int8 keeps the value projection in float32: chosen on STS-B dev and SICK-R dev
         // (untrained all-MiniLM-L6-v2, layer 6, dims 16..384) over quantising all six, which
         // lost up to 0.30 Spearman there; keeping v lost at most 0.13 (docs/PRECISION.md)
@@ -210,6 +219,15 @@ pub(crate) fn run_layers(
     capture: ClsAttention,
 ) -> EncoderOutput {
     let want = capture != ClsAttention::None;
+    // the mask in the products' kind, once (the fused kernel wants one kind); float32's minimum
+    // would round to -inf in bf16, so it is clamped to a finite value first
+    let mask = if mask.kind() == s.compute {
+        mask.shallow_clone()
+    } else {
+        mask.clamp_min(-1e38).to_kind(s.compute)
+    };
+    let mask = &mask;
+    let x = x.to_kind(s.stream);
     let mut hidden_states = Vec::with_capacity(layers + 1);
     let mut cls_attention = Vec::new();
     hidden_states.push(x);

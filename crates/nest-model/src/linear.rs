@@ -30,11 +30,7 @@ impl QuantizedWeight {
     /// - `w`: `[out, in]` float
     pub(crate) fn new(w: &Tensor) -> Self {
         let w = w.to_kind(Kind::Float);
-        let scale = w
-            .abs()
-            .amax([1i64].as_slice(), true)
-            .clamp_min(1e-12)
-            / 127.0; // [out, 1]
+        let scale = w.abs().amax([1i64].as_slice(), true).clamp_min(1e-12) / 127.0; // [out, 1]
         let q = (&w / &scale)
             .round()
             .clamp(-127.0, 127.0)
@@ -54,7 +50,10 @@ impl QuantizedWeight {
         let inner = *size.last().expect("x has a feature axis");
         let x2 = x.to_kind(Kind::Float).reshape([-1, inner]);
         let sx = x2.abs().amax([1i64].as_slice(), true).clamp_min(1e-12) / 127.0; // [rows, 1]
-        let xq = (&x2 / &sx).round_().clamp_(-127.0, 127.0).to_kind(Kind::Int8);
+        let xq = (&x2 / &sx)
+            .round_()
+            .clamp_(-127.0, 127.0)
+            .to_kind(Kind::Int8);
         let acc = xq.internal_int_mm(&self.wt); // [rows, out] int32
         let y = acc.to_kind(Kind::Float) * sx * &self.scale;
         let mut out = size;
@@ -103,7 +102,9 @@ impl Linear {
         match dtype {
             Dtype::Float32 => {}
             Dtype::Bf16 => {
-                self.inner.ws.set_data(&self.inner.ws.to_kind(Kind::BFloat16));
+                self.inner
+                    .ws
+                    .set_data(&self.inner.ws.to_kind(Kind::BFloat16));
                 if let Some(b) = &mut self.inner.bs {
                     b.set_data(&b.to_kind(Kind::BFloat16));
                 }
@@ -139,12 +140,17 @@ mod tests {
         let sw = w64.abs().amax([1i64].as_slice(), true) / 127.0;
         let wq = (&w64 / &sw).round().clamp(-127.0, 127.0) * &sw;
         let reference = xq.matmul(&wq.transpose(0, 1)).view([2, 17, 96]);
-        let err = (y.to_kind(Kind::Double) - &reference).abs().max().double_value(&[]);
-        assert!(err < 1e-4, "int8 product vs float64 reference: max |diff| {err}");
+        let err = (y.to_kind(Kind::Double) - &reference)
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert!(
+            err < 1e-4,
+            "int8 product vs float64 reference: max |diff| {err}"
+        );
         // and close to the float32 product (quantisation error, not a bug)
         let exact = x.matmul(&w.transpose(0, 1)).to_kind(Kind::Double);
-        let rel = ((&reference - &exact).norm().double_value(&[]))
-            / exact.norm().double_value(&[]);
+        let rel = ((&reference - &exact).norm().double_value(&[])) / exact.norm().double_value(&[]);
         assert!(rel < 0.02, "int8 vs float32 relative error {rel}");
     }
 }

@@ -229,7 +229,9 @@ impl Engine {
             .model_dtype
             .with_label_values(&[dtype.dtype.name()])
             .set(1);
-        let _ = self.info.set(Ok(ModelInfo::new(&enc, adaptor.as_ref(), dtype)));
+        let _ = self
+            .info
+            .set(Ok(ModelInfo::new(&enc, adaptor.as_ref(), dtype)));
         let _guard = tch::no_grad_guard();
         while let Some(mut batch) = self
             .queue

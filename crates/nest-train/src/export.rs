@@ -47,6 +47,7 @@ pub fn slim(enc: &ElasticEncoder, dest: &Path, layers: usize, dim: Option<usize>
         },
         objective: old.objective.clone(),
         default_dim: dim.or(old.default_dim),
+        training_dtype: old.training_dtype.clone(),
     };
     write(enc, dest, &meta, Some(layers))
 }

@@ -495,3 +495,73 @@ fn a_slim_model_equals_early_exit_on_the_full_model() {
         assert!(nest_train::export::slim(&slim, &d.path().join("x"), 3, None).is_err());
     }
 }
+
+/// bf16 mixed precision: the products run in bf16 (the losses differ from float32's, a little),
+/// the weights, optimizer state and export stay float32, nest.json records it, and a resumed run
+/// replays the uninterrupted one bit for bit.
+#[test]
+fn bf16_mixed_precision_resumes_exactly_and_keeps_float32_weights() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let flags = ["--grad-accum", "2", "--eval-every", "0"];
+    let r32 = recipe(&model, &data, &flags);
+    let rbf = recipe(&model, &data, &[&flags[..], &["--dtype", "bf16"]].concat());
+    let f32_run = d.path().join("f32");
+    train(&r32, &opts(&f32_run), &mut |_| {}).unwrap();
+    let full = d.path().join("full");
+    train(&rbf, &opts(&full), &mut |_| {}).unwrap();
+    let cut = d.path().join("cut");
+    let mut o = opts(&cut);
+    o.stop_after_steps = Some(4);
+    train(&rbf, &o, &mut |_| {}).unwrap();
+    let mut o = opts(&cut);
+    o.resume = true;
+    assert_eq!(train(&rbf, &o, &mut |_| {}).unwrap().resumed_from, Some(3));
+    let (a, b, c) = (losses(&full), losses(&cut), losses(&f32_run));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            x.1.to_bits(),
+            y.1.to_bits(),
+            "step {}: {} vs {}",
+            x.0,
+            x.1,
+            y.1
+        );
+    }
+    // bf16 really ran: the first loss differs from float32's, within bf16's rounding
+    let (l16, l32) = (a[0].1, c[0].1);
+    assert!(
+        l16 != l32,
+        "bf16 and float32 gave the same loss {l16}: bf16 did not engage"
+    );
+    assert!(
+        (l16 - l32).abs() < 0.02 * l32.abs(),
+        "bf16 loss {l16} vs float32 {l32}"
+    );
+    let wa = std::fs::read(full.join("final/model.safetensors")).unwrap();
+    let wb = std::fs::read(cut.join("final/model.safetensors")).unwrap();
+    assert!(wa == wb, "final weights differ");
+    for (name, t) in tensors(&full.join("final/model.safetensors")) {
+        assert_eq!(t.kind(), tch::Kind::Float, "{name} is not float32");
+    }
+    let ckpt = nest_train::checkpoint::list(&full).pop().unwrap().1;
+    for (name, t) in tensors(&ckpt.join("optimizer.safetensors")) {
+        assert_eq!(
+            t.kind(),
+            tch::Kind::Float,
+            "optimizer {name} is not float32"
+        );
+    }
+    let enc = ElasticEncoder::load(&full.join("final"), tch::Device::Cpu, None).unwrap();
+    assert_eq!(enc.meta.training_dtype.as_deref(), Some("bf16"));
+}
+
+#[test]
+fn int8_training_is_refused_with_the_key_named() {
+    let (_d, model, data) = setup();
+    let mut r = recipe(&model, &data, &[]);
+    r.dtype = nest_model::DtypeChoice::Fixed(nest_model::Dtype::Int8);
+    let e = r.validate().unwrap_err();
+    assert!(e.contains("dtype") && e.contains("inference only"), "{e}");
+}

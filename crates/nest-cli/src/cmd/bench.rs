@@ -159,7 +159,11 @@ fn time_adaptor(
 fn table(rows: &[Row], layers: &[usize]) -> String {
     let deepest = layers.iter().copied().max().unwrap_or(0);
     let mut md = String::new();
-    let _ = writeln!(md, "| layer | run | sent/s | STS Spearman | vs {} | vs fastest peer | vs layer {deepest} |", rows.first().map_or("-", |r| r.run.as_str()));
+    let _ = writeln!(
+        md,
+        "| layer | run | sent/s | STS Spearman | vs {} | vs fastest peer | vs layer {deepest} |",
+        rows.first().map_or("-", |r| r.run.as_str())
+    );
     let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|");
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
@@ -173,17 +177,21 @@ fn table(rows: &[Row], layers: &[usize]) -> String {
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
         let base = rows.first().and_then(|r| r.rates.get(&l).copied());
         for r in rows {
-            let Some(&rate) = r.rates.get(&l) else { continue };
+            let Some(&rate) = r.rates.get(&l) else {
+                continue;
+            };
             let is_peer = r.spearman.is_empty();
             let _ = writeln!(
                 md,
                 "| {l} | {} | {rate:.1} | {} | {} | {} | {} |",
                 r.run,
-                r.spearman
-                    .get(&l)
-                    .map_or("-".into(), |v| format!("{v:.2}")),
+                r.spearman.get(&l).map_or("-".into(), |v| format!("{v:.2}")),
                 ratio(Some(rate), base),
-                if is_peer { "-".into() } else { ratio(Some(rate), fastest_peer) },
+                if is_peer {
+                    "-".into()
+                } else {
+                    ratio(Some(rate), fastest_peer)
+                },
                 ratio(Some(rate), r.rates.get(&deepest).copied()),
             );
         }
@@ -221,7 +229,10 @@ fn run_python(
         .map(|l| l.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    eprintln!("  running sentence-transformers {peer} with {} ...", py.display());
+    eprintln!(
+        "  running sentence-transformers {peer} with {} ...",
+        py.display()
+    );
     let out = Command::new(py)
         .arg(&script)
         .args(["--model", &a.model.model, "--data"])

@@ -83,8 +83,18 @@ fn column_flops(enc: &ElasticEncoder, b: usize, s: usize) -> f64 {
 pub fn run(a: BenchTrainArgs) -> Result<()> {
     let dims = parse_dims(&a.dims)?;
     let model_dir = nest_model::hub::resolve(&a.model)?;
-    let enc = ElasticEncoder::load(&model_dir, nest_model::default_device(), Some(a.max_length))?;
+    let mut enc =
+        ElasticEncoder::load(&model_dir, nest_model::default_device(), Some(a.max_length))?;
     enc.check(&[], &dims)?;
+    anyhow::ensure!(
+        matches!(
+            a.dtype,
+            nest_model::Dtype::Float32 | nest_model::Dtype::Bf16
+        ),
+        "--dtype {}: training runs in float32 or bf16",
+        a.dtype
+    );
+    enc.set_training_dtype(a.dtype)?;
     let t = TsvTable::read(&a.data, &["anchor", "positive"])?;
     let need = a.batch_size * (a.steps + 3);
     if t.rows.len() < need.max(a.epoch_pairs) {
@@ -157,8 +167,9 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
     named.extend(params.variables());
     let mut opt = AdamW::new(named, 0.01);
     eprintln!(
-        "bench train: {} (max {} tokens), batch {} pairs, {} dims, {} libtorch threads; objectives {}",
+        "bench train: {} in {} (max {} tokens), batch {} pairs, {} dims, {} libtorch threads; objectives {}",
         a.model,
+        a.dtype,
         a.max_length,
         a.batch_size,
         dims.len(),
@@ -278,6 +289,8 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
         &a.max_length.to_string(),
         "--save-every",
         "0",
+        "--dtype",
+        a.dtype.name(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -369,7 +382,8 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
     }
     let _ = writeln!(
         md,
-        "| achieved fp32 GFLOP/s in the step | {gflops:.1} ({:.0}% of the measured SGEMM ceiling {sgemm:.0}; nominal peak at the reported clock {peak:.0}) | | |",
+        "| achieved GFLOP/s in the {} step | {gflops:.1} ({:.0}% of the measured fp32 SGEMM ceiling {sgemm:.0}; nominal fp32 peak at the reported clock {peak:.0}) | | |",
+        a.dtype,
         100.0 * gflops / sgemm
     );
     println!("{md}");
@@ -401,6 +415,7 @@ fn run_python(py: &Path, a: &BenchTrainArgs, epoch_file: &Path) -> Result<serde_
             "--steps",
             &a.steps.to_string(),
         ])
+        .args((a.dtype == nest_model::Dtype::Bf16).then_some("--bf16"))
         .output()
         .with_context(|| format!("starting {}", py.display()))?;
     if !out.status.success() {

@@ -69,10 +69,7 @@ fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
         written.push((name, report));
     }
     let reports: Vec<std::path::PathBuf> = written.into_iter().map(|(_, p)| p).collect();
-    compare(CompareArgs {
-        reports,
-        out: None,
-    })
+    compare(CompareArgs { reports, out: None })
 }
 
 fn run_one_grid(

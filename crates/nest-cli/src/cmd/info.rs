@@ -94,9 +94,6 @@ pub fn run(a: InfoArgs) -> Result<()> {
     if let Some(d) = m.meta.default_dim {
         println!("default dim    {d} (nest truncates to it unless --dim says otherwise)");
     }
-    println!(
-        "dtype auto     {} ({})",
-        auto.dtype, auto.reason
-    );
+    println!("dtype auto     {} ({})", auto.dtype, auto.reason);
     Ok(())
 }

@@ -187,6 +187,15 @@ pub struct Recipe {
     /// encoder and exported as a sentence-transformers `Dense` module (0 = none).
     #[serde(default)]
     pub projection: usize,
+    /// The arithmetic: float32 (the default), bf16 (mixed precision: bf16 products, float32
+    /// master weights, AdamW state, LayerNorm, softmax statistics and losses) or auto (bf16
+    /// where its products measured faster on this machine). int8 is for inference only.
+    #[serde(default = "d_dtype")]
+    pub dtype: nest_model::DtypeChoice,
+}
+
+fn d_dtype() -> nest_model::DtypeChoice {
+    nest_model::DtypeChoice::Fixed(nest_model::Dtype::Float32)
 }
 
 fn d_scale() -> f64 {
@@ -242,6 +251,9 @@ pub const RESUMABLE_KEYS: [&str; 6] = [
 impl Recipe {
     /// Value checks that need no model (the dims are checked against the model later).
     pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.dtype == nest_model::DtypeChoice::Fixed(nest_model::Dtype::Int8) {
+            return Err("dtype: int8 is for inference only; train in float32, bf16 or auto".into());
+        }
         if self.data.is_empty() {
             return Err("data: at least one data source is needed".into());
         }

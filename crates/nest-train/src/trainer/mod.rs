@@ -119,6 +119,12 @@ pub fn train_with(
     let model_dir = nest_model::hub::resolve(&r.model)?;
     let max_len = (r.max_length > 0).then_some(r.max_length);
     let mut enc = ElasticEncoder::load(&model_dir, o.device, max_len)?;
+    let dtype = nest_model::dtype::resolve(r.dtype, o.device);
+    enc.set_training_dtype(dtype.dtype)?;
+    events(Event::Message(format!(
+        "dtype {} ({})",
+        dtype.dtype, dtype.reason
+    )));
     if r.projection > 0 {
         match &enc.dense {
             // a resumed or continued run whose model already has its head
@@ -388,6 +394,7 @@ pub fn train_with(
         trained_layers: objective.trained_layers(enc.num_layers()),
         objective: Some(objective.describe()),
         default_dim: None,
+        training_dtype: Some(enc.dtype().name().into()),
     };
     crate::export::save(&enc, &final_dir, &meta)?;
     Ok(Summary {
