@@ -9,6 +9,7 @@ use nest_model::Architecture;
 
 fn nest(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32") // the figures these tests check are float32 (bf16/int8: tests/dtype.rs)
         .args(args)
         .output()
         .unwrap()
@@ -575,6 +576,7 @@ fn train_resumes_exactly_after_kill_9() {
     ]);
     let cut = d.path().join("cut");
     let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32") // the figures these tests check are float32 (bf16/int8: tests/dtype.rs)
         .args([
             "--threads",
             "1",
@@ -811,4 +813,43 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
         e.contains("bad.tsv") && e.contains("line 2") && e.contains("corpus id '99'"),
         "{e}"
     );
+}
+
+/// `--dtype`: bf16 and int8 encode close to float32, a bad name is refused naming the flag, and
+/// `nest eval --dtype a,b` writes one report per arithmetic (recorded in it) and their compare.
+#[test]
+fn dtype_encodes_close_to_float32_and_eval_scores_each() {
+    let (d, m) = setup();
+    let input = p(d.path(), "in.txt");
+    let out = |dt: &str| {
+        let f = p(d.path(), &format!("e-{dt}.npy"));
+        ok(&["encode", "--model", &m, "--dtype", dt, "--input", &input, "--output", &f]);
+        read_npy(&f)
+    };
+    let f32 = out("float32");
+    for (dt, min) in [("bf16", 0.995), ("int8", 0.98)] {
+        let e = out(dt);
+        let cos: Vec<f64> =
+            Vec::try_from((&e * &f32).sum_dim_intlist(1, false, tch::Kind::Double)).unwrap();
+        assert!(cos.iter().all(|&c| c >= min), "{dt}: cosines vs float32 {cos:?}");
+        assert!(e != f32, "{dt} gave float32's exact vectors: the conversion did not run");
+    }
+    let e = fails(&["encode", "--model", &m, "--dtype", "fp16", "--input", &input, "--output", "x.npy"]);
+    assert!(e.contains("--dtype") && e.contains("expected auto, float32, bf16 or int8"), "{e}");
+    let e = fails(&["encode", "--model", &m, "--dtype", "bf16,int8", "--input", &input, "--output", "x.npy"]);
+    assert!(e.contains("--dtype takes one value"), "{e}");
+    let sts = p(d.path(), "sts.tsv");
+    let rep = d.path().join("rep");
+    ok(&[
+        "eval", "sts", "--model", &m, "--data", &sts, "--dims", "8,32", "--dtype", "float32,int8",
+        "--latency-texts", "0", "--out", &rep.display().to_string(),
+    ]);
+    for dt in ["float32", "int8"] {
+        let r: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(rep.join(dt).join("report.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(r["model"]["dtype"], dt);
+    }
+    assert!(rep.join("int8/compare-vs-float32").is_dir());
 }

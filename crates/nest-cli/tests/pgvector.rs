@@ -128,6 +128,7 @@ fn start_pg() -> Option<Pg> {
 
 fn nest(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32") // the figures these tests check are float32 (bf16/int8: tests/dtype.rs)
         .args(args)
         .output()
         .unwrap()

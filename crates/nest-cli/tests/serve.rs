@@ -27,6 +27,7 @@ impl Drop for Server {
 /// Spawns `nest serve --port 0 ARGS` and reads the bound address from its first stderr line.
 fn spawn(args: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32") // the figures these tests check are float32 (bf16/int8: tests/dtype.rs)
         .args(["serve", "--port", "0"])
         .args(args)
         .stderr(Stdio::piped())
@@ -217,6 +218,7 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
     std::fs::write(d.path().join("in.txt"), "the cat sat\n").unwrap();
     let out = d.path().join("l1.jsonl");
     let o = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32") // the figures these tests check are float32 (bf16/int8: tests/dtype.rs)
         .args([
             "encode",
             "--model",

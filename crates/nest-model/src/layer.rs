@@ -28,6 +28,16 @@ pub(crate) struct Layer {
     intermediate: Linear,
     output: Linear,
     out_norm: nn::LayerNorm,
+    /// After a conversion for inference: q, k and v fused into one product (bf16), or q and k
+    /// (int8, where v stays float32); `None` in float32 and in training.
+    fused: Option<Fused>,
+}
+
+/// Projections fused into one linear layer, and how many (2: q, k; 3: q, k, v).
+#[derive(Debug)]
+struct Fused {
+    linear: Linear,
+    parts: usize,
 }
 
 /// Weight paths of one layer, relative to the layer's own path.
@@ -141,6 +151,7 @@ impl Layer {
             intermediate: linear(&p / "intermediate" / "dense", h, i),
             output: linear(&p / "output" / "dense", i, h),
             out_norm: layer_norm(&p / "output" / "LayerNorm", h, eps),
+            fused: None,
         }
     }
 
@@ -159,9 +170,12 @@ impl Layer {
     ) -> (Tensor, Option<Tensor>) {
         let drop = if train { s.attn_dropout } else { 0.0 };
         let c = s.compute;
-        let q = split_heads(&self.query.forward(x, c), s.heads);
-        let k = split_heads(&self.key.forward(x, c), s.heads);
-        let v = split_heads(&self.value.forward(x, c), s.heads);
+        let (q, k, v) = self.project(x, c);
+        let (q, k, v) = (
+            split_heads(&q, s.heads),
+            split_heads(&k, s.heads),
+            split_heads(&v, s.heads),
+        );
         let cls = want_cls.then(|| cls_attention(&q, &k, mask));
         let ctx = attention(&q, &k, &v, mask, drop);
         let a =
@@ -169,6 +183,40 @@ impl Layer {
         let f = self.intermediate.forward(&a, c).gelu("none");
         let y = (self.output.forward(&f, c).dropout(s.dropout, train) + a).apply(&self.out_norm);
         (y, cls)
+    }
+
+    /// The query, key and value projections, through the fused product where there is one.
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, seq, hidden]`; returns three `[batch, seq, hidden]`
+    fn project(&self, x: &Tensor, c: Kind) -> (Tensor, Tensor, Tensor) {
+        let Some(f) = &self.fused else {
+            if c == Kind::Float {
+                return (
+                    self.query.forward(x, c),
+                    self.key.forward(x, c),
+                    self.value.forward(x, c),
+                );
+            }
+            // mixed precision: one product on the float32 master weights concatenated and cast
+            // (autograd takes the gradients back through the cast and the concatenation)
+            let y = Linear::concat_forward(&[&self.query, &self.key, &self.value], x, c);
+            let mut parts = y.chunk(3, -1).into_iter();
+            let mut next = || parts.next().expect("three parts");
+            return (next(), next(), next());
+        };
+        let y = f.linear.forward(x, c);
+        let h = y.size().last().copied().unwrap_or(0) / f.parts as i64;
+        let mut parts = y.split(h, -1).into_iter();
+        let (q, k) = (
+            parts.next().expect("q part"),
+            parts.next().expect("k part"),
+        );
+        let v = match parts.next() {
+            Some(v) => v,
+            None => self.value.forward(x, c),
+        };
+        (q, k, v)
     }
 
     /// Converts the layer's linear weights for inference in `dtype` (see [`Linear::convert`]).
@@ -183,19 +231,26 @@ impl Layer {
         }
         // int8 keeps the value projection in float32: chosen on STS-B dev and SICK-R dev
         // (untrained all-MiniLM-L6-v2, layer 6, dims 16..384) over quantising all six, which
-        // lost up to 0.30 Spearman there; keeping v lost at most 0.13 (docs/PRECISION.md)
-        let keep_v = dtype == Dtype::Int8;
-        for (is_v, l) in [
-            (false, &mut self.query),
-            (false, &mut self.key),
-            (true, &mut self.value),
-            (false, &mut self.attn_out),
-            (false, &mut self.intermediate),
-            (false, &mut self.output),
-        ] {
-            if is_v && keep_v {
-                continue;
+        // lost up to 0.30 Spearman there; keeping v lost at most 0.13 (docs/PRECISION.md).
+        // The products that share an input are fused (q, k, v in bf16; q, k in int8)
+        match dtype {
+            Dtype::Float32 => return,
+            Dtype::Bf16 => {
+                let mut parts = [&mut self.query, &mut self.key, &mut self.value];
+                let linear = Linear::fuse(&mut parts, dtype);
+                self.fused = Some(Fused { linear, parts: 3 });
             }
+            Dtype::Int8 => {
+                let mut parts = [&mut self.query, &mut self.key];
+                let linear = Linear::fuse(&mut parts, dtype);
+                self.fused = Some(Fused { linear, parts: 2 });
+            }
+        }
+        for l in [
+            &mut self.attn_out,
+            &mut self.intermediate,
+            &mut self.output,
+        ] {
             l.convert(dtype);
         }
     }

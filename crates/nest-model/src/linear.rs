@@ -82,10 +82,11 @@ impl Linear {
     pub(crate) fn forward(&self, x: &Tensor, compute: Kind) -> Tensor {
         if let Some(q) = &self.int8 {
             let y = q.matmul(x);
-            return match &self.inner.bs {
+            let y = match &self.inner.bs {
                 Some(b) => y + b,
                 None => y,
             };
+            return y.to_kind(x.kind());
         }
         if compute == Kind::Float && x.kind() == Kind::Float {
             return self.inner.forward(x);
@@ -93,6 +94,41 @@ impl Linear {
         let w = self.inner.ws.to_kind(compute);
         let b = self.inner.bs.as_ref().map(|b| b.to_kind(compute));
         x.to_kind(compute).linear(&w, b.as_ref())
+    }
+
+    /// `x [W_1; W_2; ...]^T + [b_1; b_2; ...]` in `compute`, on the parts' own (float32, trainable)
+    /// weights: one product where there would be several.
+    pub(crate) fn concat_forward(parts: &[&Linear], x: &Tensor, compute: Kind) -> Tensor {
+        let ws: Vec<&Tensor> = parts.iter().map(|l| &l.inner.ws).collect();
+        let bs: Option<Vec<&Tensor>> = parts.iter().map(|l| l.inner.bs.as_ref()).collect();
+        let w = Tensor::cat(&ws, 0).to_kind(compute);
+        let b = bs.map(|b| Tensor::cat(&b, 0).to_kind(compute));
+        x.to_kind(compute).linear(&w, b.as_ref())
+    }
+
+    /// One linear whose output is the concatenation of `parts`' outputs (one product instead of
+    /// several, and for int8 one quantisation of the input), converted for inference in
+    /// `dtype`. The parts' own weights are freed.
+    pub(crate) fn fuse(parts: &mut [&mut Linear], dtype: Dtype) -> Linear {
+        let _g = tch::no_grad_guard();
+        let ws: Vec<&Tensor> = parts.iter().map(|l| &l.inner.ws).collect();
+        let bs: Option<Vec<&Tensor>> = parts.iter().map(|l| l.inner.bs.as_ref()).collect();
+        let mut fused = Linear {
+            inner: nn::Linear {
+                ws: Tensor::cat(&ws, 0),
+                bs: bs.map(|b| Tensor::cat(&b, 0)),
+            },
+            int8: None,
+        };
+        fused.convert(dtype);
+        for p in parts.iter_mut() {
+            let empty = Tensor::empty([0i64], (Kind::Float, p.inner.ws.device()));
+            p.inner.ws.set_data(&empty);
+            if let Some(b) = &mut p.inner.bs {
+                b.set_data(&empty);
+            }
+        }
+        fused
     }
 
     /// Converts the weights for inference in `dtype`: bf16 replaces them by bfloat16 copies,

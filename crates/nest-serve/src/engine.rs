@@ -26,8 +26,8 @@ pub struct EngineConfig {
     pub max_batch_inputs: usize,
     pub max_queued_inputs: usize,
     pub workers: usize,
-    /// The arithmetic (`--dtype`), resolved on this machine at load.
-    pub dtype: nest_model::DtypeChoice,
+    /// The arithmetic (`--dtype`), resolved on this machine once, before the workers load.
+    pub dtype: nest_model::dtype::Resolved,
 }
 
 /// What the handlers need to know about the loaded model.
@@ -196,7 +196,7 @@ impl Engine {
             self.config.max_length,
         )
         .map_err(|e| e.to_string())?;
-        let dtype = nest_model::dtype::resolve(self.config.dtype, enc.device());
+        let dtype = self.config.dtype.clone();
         enc.convert_for_inference(dtype.dtype)
             .map_err(|e| e.to_string())?;
         let adaptor = match &self.config.adaptor {

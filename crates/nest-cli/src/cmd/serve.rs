@@ -28,7 +28,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         max_batch_inputs: a.max_batch_inputs.max(1),
         max_queued_inputs: a.max_queued_inputs,
         workers: a.workers,
-        dtype: a.dtype,
+        dtype: nest_model::dtype::resolve(a.dtype, nest_model::default_device()),
     };
     let limits = nest_serve::Limits {
         max_inputs: a.max_client_batch_size,
