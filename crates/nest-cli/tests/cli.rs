@@ -823,7 +823,9 @@ fn dtype_encodes_close_to_float32_and_eval_scores_each() {
     let input = p(d.path(), "in.txt");
     let out = |dt: &str| {
         let f = p(d.path(), &format!("e-{dt}.npy"));
-        ok(&["encode", "--model", &m, "--dtype", dt, "--input", &input, "--output", &f]);
+        ok(&[
+            "encode", "--model", &m, "--dtype", dt, "--input", &input, "--output", &f,
+        ]);
         read_npy(&f)
     };
     let f32 = out("float32");
@@ -831,18 +833,51 @@ fn dtype_encodes_close_to_float32_and_eval_scores_each() {
         let e = out(dt);
         let cos: Vec<f64> =
             Vec::try_from((&e * &f32).sum_dim_intlist(1, false, tch::Kind::Double)).unwrap();
-        assert!(cos.iter().all(|&c| c >= min), "{dt}: cosines vs float32 {cos:?}");
-        assert!(e != f32, "{dt} gave float32's exact vectors: the conversion did not run");
+        assert!(
+            cos.iter().all(|&c| c >= min),
+            "{dt}: cosines vs float32 {cos:?}"
+        );
+        assert!(
+            e != f32,
+            "{dt} gave float32's exact vectors: the conversion did not run"
+        );
     }
-    let e = fails(&["encode", "--model", &m, "--dtype", "fp16", "--input", &input, "--output", "x.npy"]);
-    assert!(e.contains("--dtype") && e.contains("expected auto, float32, bf16 or int8"), "{e}");
-    let e = fails(&["encode", "--model", &m, "--dtype", "bf16,int8", "--input", &input, "--output", "x.npy"]);
+    let e = fails(&[
+        "encode", "--model", &m, "--dtype", "fp16", "--input", &input, "--output", "x.npy",
+    ]);
+    assert!(
+        e.contains("--dtype") && e.contains("expected auto, float32, bf16 or int8"),
+        "{e}"
+    );
+    let e = fails(&[
+        "encode",
+        "--model",
+        &m,
+        "--dtype",
+        "bf16,int8",
+        "--input",
+        &input,
+        "--output",
+        "x.npy",
+    ]);
     assert!(e.contains("--dtype takes one value"), "{e}");
     let sts = p(d.path(), "sts.tsv");
     let rep = d.path().join("rep");
     ok(&[
-        "eval", "sts", "--model", &m, "--data", &sts, "--dims", "8,32", "--dtype", "float32,int8",
-        "--latency-texts", "0", "--out", &rep.display().to_string(),
+        "eval",
+        "sts",
+        "--model",
+        &m,
+        "--data",
+        &sts,
+        "--dims",
+        "8,32",
+        "--dtype",
+        "float32,int8",
+        "--latency-texts",
+        "0",
+        "--out",
+        &rep.display().to_string(),
     ]);
     for dt in ["float32", "int8"] {
         let r: serde_json::Value = serde_json::from_str(

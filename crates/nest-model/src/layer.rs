@@ -208,10 +208,7 @@ impl Layer {
         let y = f.linear.forward(x, c);
         let h = y.size().last().copied().unwrap_or(0) / f.parts as i64;
         let mut parts = y.split(h, -1).into_iter();
-        let (q, k) = (
-            parts.next().expect("q part"),
-            parts.next().expect("k part"),
-        );
+        let (q, k) = (parts.next().expect("q part"), parts.next().expect("k part"));
         let v = match parts.next() {
             Some(v) => v,
             None => self.value.forward(x, c),
@@ -246,11 +243,7 @@ impl Layer {
                 self.fused = Some(Fused { linear, parts: 2 });
             }
         }
-        for l in [
-            &mut self.attn_out,
-            &mut self.intermediate,
-            &mut self.output,
-        ] {
+        for l in [&mut self.attn_out, &mut self.intermediate, &mut self.output] {
             l.convert(dtype);
         }
     }
