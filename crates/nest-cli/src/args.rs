@@ -172,9 +172,10 @@ pub struct CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct AdviseArgs {
-    /// A report.json from `nest eval`.
-    #[arg(long)]
-    pub report: PathBuf,
+    /// A report.json from `nest eval`; several (comma-separated, e.g. the per-dtype reports of
+    /// `nest eval --dtype float32,bf16,int8`) to choose the arithmetic too.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub report: Vec<PathBuf>,
     /// The quality floor, in the report's units (x100).
     #[arg(
         long,
