@@ -842,9 +842,12 @@ fn dtype_encodes_close_to_float32_and_eval_scores_each() {
             "{dt} gave float32's exact vectors: the conversion did not run"
         );
     }
-    let e = fails(&[
+    // a value clap refuses: its usage error (exit 2), naming the flag and the choices
+    let o = nest(&[
         "encode", "--model", &m, "--dtype", "fp16", "--input", &input, "--output", "x.npy",
     ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(
         e.contains("--dtype") && e.contains("expected auto, float32, bf16 or int8"),
         "{e}"

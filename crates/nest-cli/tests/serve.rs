@@ -308,6 +308,10 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
     assert_eq!(st, 200);
     assert_eq!(m["data"][0]["dimensions"], json!([8, 16, 32]));
     assert_eq!(m["data"][0]["layers"], json!([1, 2]));
+    assert_eq!(
+        m["data"][0]["dtype"], "float32",
+        "what ran is reported: {m}"
+    );
     let (_, b) = http(a, "GET", "/metrics", b"");
     let text = String::from_utf8_lossy(&b);
     for k in [
@@ -316,6 +320,7 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
         "nest_request_duration_seconds_bucket",
         "nest_batch_inputs",
         "nest_queue_depth",
+        "nest_model_dtype_info{dtype=\"float32\"} 1",
     ] {
         assert!(text.contains(k), "metrics lack {k}");
     }

@@ -46,12 +46,18 @@ pub fn run(a: AdviseArgs) -> Result<()> {
             CostBy::Latency => (c.latency_ms, c.bytes as f64),
             CostBy::Memory => (c.bytes as f64, c.latency_ms),
         };
-        if best.as_ref().is_none_or(|(b, _)| key(&adv.chosen) < key(&b.chosen)) {
+        if best
+            .as_ref()
+            .is_none_or(|(b, _)| key(&adv.chosen) < key(&b.chosen))
+        {
             best = Some((adv, r.model.dtype.as_str()));
         }
     }
     let Some((adv, dtype)) = best else {
-        bail!("no report has a point with the main metric >= {min_score} on '{}'", a.task)
+        bail!(
+            "no report has a point with the main metric >= {min_score} on '{}'",
+            a.task
+        )
     };
     let c = adv.chosen;
     println!(
