@@ -62,13 +62,13 @@ impl Bert {
 
     /// Sets the arithmetic of the forward pass; with `convert`, also converts the linear
     /// weights for inference (see [`crate::dtype`]).
-    pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool) {
+    pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, rest: Dtype) {
         self.settings.compute = dtype.matmul_kind();
         if convert && dtype == Dtype::Bf16 {
             self.settings.stream = tch::Kind::BFloat16;
         }
         if convert {
-            self.layers.iter_mut().for_each(|l| l.convert(dtype));
+            self.layers.iter_mut().for_each(|l| l.convert(dtype, rest));
         }
     }
 

@@ -251,7 +251,15 @@ impl ElasticEncoder {
             return Ok(());
         }
         self.refuse_converted("converting again")?;
-        self.set_net_dtype(dtype, true);
+        // int8 leaves the value projection unquantised: in bf16 where `auto` would pick bf16 on
+        // this machine (measured, cached), else float32
+        let rest = match dtype {
+            Dtype::Int8 => {
+                crate::dtype::decide_auto(&crate::dtype::measure_cached(self.device())).dtype
+            }
+            _ => Dtype::Float32,
+        };
+        self.set_net_dtype(dtype, true, rest);
         self.converted = dtype != Dtype::Float32;
         Ok(())
     }
@@ -267,14 +275,14 @@ impl ElasticEncoder {
                 "int8 is for inference only; train in float32 or bf16",
             )));
         }
-        self.set_net_dtype(dtype, false);
+        self.set_net_dtype(dtype, false, Dtype::Float32);
         Ok(())
     }
 
-    fn set_net_dtype(&mut self, dtype: Dtype, convert: bool) {
+    fn set_net_dtype(&mut self, dtype: Dtype, convert: bool, rest: Dtype) {
         match &mut self.net {
-            Net::Bert(m) => m.set_dtype(dtype, convert),
-            Net::Mpnet(m) => m.set_dtype(dtype, convert),
+            Net::Bert(m) => m.set_dtype(dtype, convert, rest),
+            Net::Mpnet(m) => m.set_dtype(dtype, convert, rest),
         }
         self.dtype = dtype;
     }

@@ -211,13 +211,15 @@ impl Layer {
         let (q, k) = (parts.next().expect("q part"), parts.next().expect("k part"));
         let v = match parts.next() {
             Some(v) => v,
-            None => self.value.forward(x, c),
+            None => self.value.forward(x, c).to_kind(q.kind()),
         };
         (q, k, v)
     }
 
-    /// Converts the layer's linear weights for inference in `dtype` (see [`Linear::convert`]).
-    pub(crate) fn convert(&mut self, dtype: Dtype) {
+    /// Converts the layer's linear weights for inference in `dtype` (see [`Linear::convert`]);
+    /// under int8, the one projection left unquantised (v) runs in `rest` (float32, or bf16
+    /// where this machine's bf16 products measured fast).
+    pub(crate) fn convert(&mut self, dtype: Dtype, rest: Dtype) {
         if dtype == Dtype::Bf16 {
             let _g = tch::no_grad_guard();
             for norm in [&mut self.attn_norm, &mut self.out_norm] {
@@ -228,7 +230,8 @@ impl Layer {
         }
         // int8 keeps the value projection in float32: chosen on STS-B dev and SICK-R dev
         // (untrained all-MiniLM-L6-v2, layer 6, dims 16..384) over quantising all six, which
-        // lost up to 0.30 Spearman there; keeping v lost at most 0.13 (docs/PRECISION.md).
+        // lost up to 0.30 Spearman there; keeping v lost at most 0.13, and keeping it in bf16 at
+        // most 0.12 (docs/PRECISION.md).
         // The products that share an input are fused (q, k, v in bf16; q, k in int8)
         match dtype {
             Dtype::Float32 => return,
@@ -241,6 +244,9 @@ impl Layer {
                 let mut parts = [&mut self.query, &mut self.key];
                 let linear = Linear::fuse(&mut parts, dtype);
                 self.fused = Some(Fused { linear, parts: 2 });
+                if rest == Dtype::Bf16 {
+                    self.value.convert(Dtype::Bf16);
+                }
             }
         }
         for l in [&mut self.attn_out, &mut self.intermediate, &mut self.output] {

@@ -87,6 +87,12 @@ impl Linear {
             };
             return y.to_kind(x.kind());
         }
+        // weights converted to bf16 for inference compute in bf16 whatever the layer's kind
+        let compute = if self.inner.ws.kind() == Kind::BFloat16 {
+            Kind::BFloat16
+        } else {
+            compute
+        };
         if compute == Kind::Float && x.kind() == Kind::Float {
             return self.inner.forward(x);
         }
