@@ -890,4 +890,29 @@ fn dtype_encodes_close_to_float32_and_eval_scores_each() {
         assert_eq!(r["model"]["dtype"], dt);
     }
     assert!(rep.join("int8/compare-vs-float32").is_dir());
+    // advise over both reports names the arithmetic it chose
+    let both = format!(
+        "{},{}",
+        rep.join("float32/report.json").display(),
+        rep.join("int8/report.json").display()
+    );
+    let out = ok(&[
+        "advise",
+        "--report",
+        &both,
+        "--min-score",
+        "-100",
+        "--by",
+        "memory",
+    ]);
+    assert!(
+        out.contains("dtype float32") || out.contains("dtype int8"),
+        "{out}"
+    );
+    // nest info says what auto would pick here, and why
+    let info: serde_json::Value =
+        serde_json::from_str(&ok(&["info", "--model", &m, "--json"])).unwrap();
+    let pick = info["dtype_auto"]["dtype"].as_str().unwrap();
+    assert!(pick == "float32" || pick == "bf16", "{info}");
+    assert!(!info["dtype_auto"]["reason"].as_str().unwrap().is_empty());
 }
