@@ -4,6 +4,7 @@
 //! whole `anyhow` chain and exit code 1.
 
 mod args;
+mod args_bench;
 mod args_search;
 mod cmd;
 mod progress;

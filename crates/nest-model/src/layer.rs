@@ -255,6 +255,24 @@ impl Layer {
     }
 }
 
+/// Sets a stack's arithmetic: the products' kind and, with `convert` (inference), the stream's
+/// kind and every layer's weights (see [`Layer::convert`]). BERT and MPNet share it.
+pub(crate) fn set_stack_dtype(
+    settings: &mut LayerSettings,
+    layers: &mut [Layer],
+    dtype: Dtype,
+    convert: bool,
+    rest: Dtype,
+) {
+    settings.compute = dtype.matmul_kind();
+    if convert {
+        if dtype == Dtype::Bf16 {
+            settings.stream = Kind::BFloat16;
+        }
+        layers.iter_mut().for_each(|l| l.convert(dtype, rest));
+    }
+}
+
 /// The explicit loop over the first `layers` layers (early exit: the rest are not computed),
 /// collecting every layer's hidden states and, when asked, its [CLS] attention row.
 ///

@@ -9,7 +9,9 @@ use tch::{Kind, Tensor};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::encoder::{ClsAttention, EncoderInput, EncoderOutput};
-use crate::layer::{additive_mask, layer_norm, run_layers, Layer, LayerNames, LayerSettings};
+use crate::layer::{
+    additive_mask, layer_norm, run_layers, set_stack_dtype, Layer, LayerNames, LayerSettings,
+};
 
 /// The MPNet model: embeddings, relative-position bias and a stack of layers.
 #[derive(Debug)]
@@ -89,13 +91,7 @@ impl Mpnet {
     /// Sets the arithmetic of the forward pass; with `convert`, also converts the linear
     /// weights for inference (see [`crate::dtype`]).
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, rest: Dtype) {
-        self.settings.compute = dtype.matmul_kind();
-        if convert && dtype == Dtype::Bf16 {
-            self.settings.stream = tch::Kind::BFloat16;
-        }
-        if convert {
-            self.layers.iter_mut().for_each(|l| l.convert(dtype, rest));
-        }
+        set_stack_dtype(&mut self.settings, &mut self.layers, dtype, convert, rest);
     }
 
     /// Runs the embeddings and the first `layers` layers (early exit).

@@ -9,36 +9,12 @@
 //!
 //! Needs `models/` (scripts/setup.sh models); skips like tests/parity.rs without it.
 
-use std::path::{Path, PathBuf};
-
 use nest_model::pooling::l2_normalize;
 use nest_model::{Dtype, ElasticEncoder, EncodeOptions};
 use tch::{Device, Kind, Tensor};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn model_dir(name: &str) -> Option<PathBuf> {
-    let p = root().join("models").join(name);
-    if p.join("model.safetensors").is_file() {
-        return Some(p);
-    }
-    let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1")
-        || std::env::var("CI").is_ok_and(|v| v == "true");
-    assert!(
-        !required,
-        "{} is missing: run scripts/setup.sh models",
-        p.display()
-    );
-    eprintln!("SKIP dtype test for {name}: {} not found", p.display());
-    None
-}
-
-fn fixture(name: &str) -> std::collections::HashMap<String, Tensor> {
-    let p = root().join(format!("tests/fixtures/parity/{name}.safetensors"));
-    Tensor::read_safetensors(p).unwrap().into_iter().collect()
-}
+mod common;
+use common::{fixture, model_dir, sentences};
 
 fn worst_cos(a: &Tensor, b: &Tensor) -> f64 {
     let c = (l2_normalize(a) * l2_normalize(b)).sum_dim_intlist(1, false, Kind::Double);
@@ -54,8 +30,7 @@ fn check(name: &str, layers: [usize; 3], dtype: Dtype, min_cos: f64) {
     enc.convert_for_inference(dtype).unwrap();
     assert_eq!(enc.dtype(), dtype);
     let fx = fixture(name);
-    let p = root().join("tests/fixtures/parity/sentences.json");
-    let texts: Vec<String> = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let texts = sentences();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pooled = enc
         .embed_layers(&refs, &layers, EncodeOptions { batch_size: 8 }, &mut |_| {})

@@ -8,45 +8,12 @@
 //! Needs `models/` (scripts/setup.sh models). Without it the test prints why and passes, unless
 //! `NEST_REQUIRE_MODELS=1` or `CI=true` (as in CI), where a missing model fails.
 
-use std::path::{Path, PathBuf};
-
 use nest_model::pooling::l2_normalize;
 use nest_model::{ElasticEncoder, EncodeOptions};
 use tch::{Device, Kind, Tensor};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn model_dir(name: &str) -> Option<PathBuf> {
-    let p = root().join("models").join(name);
-    if p.join("model.safetensors").is_file() {
-        return Some(p);
-    }
-    let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1")
-        || std::env::var("CI").is_ok_and(|v| v == "true");
-    if required {
-        panic!(
-            "{} is missing and CI=true or NEST_REQUIRE_MODELS=1: run scripts/setup.sh models",
-            p.display()
-        );
-    }
-    eprintln!(
-        "SKIP parity for {name}: {} not found (run scripts/setup.sh models)",
-        p.display()
-    );
-    None
-}
-
-fn sentences() -> Vec<String> {
-    let p = root().join("tests/fixtures/parity/sentences.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn fixture(name: &str) -> std::collections::HashMap<String, Tensor> {
-    let p = root().join(format!("tests/fixtures/parity/{name}.safetensors"));
-    Tensor::read_safetensors(p).unwrap().into_iter().collect()
-}
+mod common;
+use common::{fixture, model_dir, sentences};
 
 /// Per-row cosine similarity.
 fn row_cos(a: &Tensor, b: &Tensor) -> Vec<f64> {

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use nest_core::{parse_layers, ElasticSpec};
 use nest_model::EncodeOptions;
 
-use crate::args::BenchEncodeArgs;
+use crate::args_bench::BenchEncodeArgs;
 
 /// One timed run: Nest in one dtype, or a peer.
 struct Row {

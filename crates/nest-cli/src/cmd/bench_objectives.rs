@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use crate::args::BenchTrainArgs;
+use crate::args_bench::BenchTrainArgs;
 
 /// The `[[objective]]` list a name in `--objectives` stands for: the papers' compositions for
 /// `mipic` (eq. 18: 0.4 MRL + 0.6 (SIA + PIC)), `mic` (MRL + 0.6 L_align) and `mipic+mic`; any

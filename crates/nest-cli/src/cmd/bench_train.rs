@@ -21,7 +21,7 @@ use nest_train::trainer::{apply_update, micro_step, train, TrainOptions};
 use nest_train::Recipe;
 
 use super::bench_objectives::{bench_teacher, objective_toml};
-use crate::args::BenchTrainArgs;
+use crate::args_bench::BenchTrainArgs;
 
 /// Peak resident memory of this process (VmHWM), in MiB.
 fn peak_rss_mb() -> f64 {
@@ -80,6 +80,8 @@ fn column_flops(enc: &ElasticEncoder, b: usize, s: usize) -> f64 {
     3.0 * fwd
 }
 
+// Long (~310 lines): the whole benchmark protocol read top to bottom (steps, epoch, peer, table).
+// Splitting it around library entry points is issue 19's (a step-timing API in nest-train).
 pub fn run(a: BenchTrainArgs) -> Result<()> {
     let dims = parse_dims(&a.dims)?;
     let model_dir = nest_model::hub::resolve(&a.model)?;

@@ -3,9 +3,7 @@
 
 use std::path::Path;
 
-use nest_core::output::Matrix;
 use nest_core::spec::{check_dims, check_layers};
-use nest_core::ElasticSpec;
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 use crate::bert::Bert;
@@ -15,9 +13,12 @@ use crate::config::{
 use crate::dense::{Dense, DenseConfig, VAR_PREFIX};
 use crate::dtype::Dtype;
 use crate::mpnet::Mpnet;
-use crate::pooling::{to_vec_f32, truncate_normalize, Pooling};
+use crate::pooling::Pooling;
 use crate::tokenize::TextTokenizer;
 use crate::{weights, Error, Result};
+
+mod convert;
+mod embed;
 
 /// A padded batch of token ids.
 #[derive(Debug)]
@@ -102,74 +103,14 @@ impl ElasticEncoder {
         let files = ModelFiles::locate(dir)?;
         let config = ModelConfig::read(&files.config)?;
         let arch = config.architecture()?;
-        let sbert: Option<SbertConfig> =
-            files.sbert_config.as_deref().map(read_json).transpose()?;
-        let pooling = match &files.pooling_config {
-            Some(p) => read_json::<PoolingConfig>(p)?.pooling(p)?,
-            None => Pooling::Mean,
-        };
-        let mods: Vec<serde_json::Value> = match &files.modules {
-            Some(p) => read_json(p)?,
-            None => Vec::new(),
-        };
-        let of_type = |suffix: &str| -> Vec<&serde_json::Value> {
-            mods.iter()
-                .filter(|m| {
-                    m.get("type")
-                        .and_then(|t| t.as_str())
-                        .is_some_and(|t| t.ends_with(suffix))
-                })
-                .collect()
-        };
-        let normalize = files.modules.is_none() || !of_type("Normalize").is_empty();
-        let dense_folder = match of_type("Dense").as_slice() {
-            [] => None,
-            [m] => Some(
-                m.get("path")
-                    .and_then(|p| p.as_str())
-                    .ok_or_else(|| Error::Config {
-                        path: files.dir.join("modules.json"),
-                        message: "the Dense module has no \"path\"".into(),
-                    })?
-                    .to_string(),
-            ),
-            _ => {
-                return Err(Error::Config {
-                    path: files.dir.join("modules.json"),
-                    message: "several Dense modules; Nest supports at most one after pooling"
-                        .into(),
-                })
-            }
-        };
+        let (pooling, normalize, dense_folder) = read_pipeline(&files)?;
         let meta: NestMeta = files
             .nest_meta
             .as_deref()
             .map(read_json)
             .transpose()?
             .unwrap_or_default();
-        let limit = config.max_positions();
-        // sentence-transformers <= 5 keep it in sentence_bert_config.json, v6 in
-        // tokenizer_config.json (model_max_length; HF writes a huge sentinel when unset)
-        let tokenizer_max = match &files.tokenizer_config {
-            Some(p) => read_json::<serde_json::Value>(p)?
-                .get("model_max_length")
-                .and_then(serde_json::Value::as_f64)
-                .filter(|v| *v >= 1.0 && *v <= limit as f64)
-                .map(|v| v as usize),
-            None => None,
-        };
-        let max_len = max_seq_length
-            .or(sbert.and_then(|s| s.max_seq_length))
-            .or(tokenizer_max)
-            .unwrap_or(limit);
-        if max_len == 0 || max_len > limit {
-            return Err(Error::Config {
-                path: files.config.clone(),
-                message: format!(
-                    "max_seq_length {max_len} is outside 1..={limit} (the position table)"
-                ),
-            });
-        }
+        let max_len = max_seq_len(&files, &config, max_seq_length)?;
         let tokenizer = TextTokenizer::load(&files.tokenizer, max_len)?;
         let mut vs = VarStore::new(device);
         let net = match arch {
@@ -223,68 +164,6 @@ impl ElasticEncoder {
     pub fn load_weights(&mut self, path: &Path) -> Result<()> {
         self.refuse_converted("loading weights")?;
         weights::load(&mut self.vs, path)
-    }
-
-    /// The arithmetic the forward pass runs in ([`crate::dtype`]).
-    pub fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-
-    fn refuse_converted(&self, what: &str) -> Result<()> {
-        if self.converted {
-            return Err(Error::Core(nest_core::Error::value(
-                "dtype",
-                format!(
-                    "{what} needs float32 weights; this encoder was converted to {} for inference",
-                    self.dtype
-                ),
-            )));
-        }
-        Ok(())
-    }
-
-    /// Converts the encoder for inference in `dtype`, once, from float32: bf16 replaces the
-    /// linear weights by bfloat16 copies, int8 quantises them (per output channel) and frees the
-    /// float32 ones. Embeddings, LayerNorms, pooling and any Dense head stay float32.
-    pub fn convert_for_inference(&mut self, dtype: Dtype) -> Result<()> {
-        if dtype == self.dtype {
-            return Ok(());
-        }
-        self.refuse_converted("converting again")?;
-        // int8 leaves the value projection unquantised: in bf16 where `auto` would pick bf16 on
-        // this machine (measured, cached), else float32
-        let rest = match dtype {
-            Dtype::Int8 => {
-                crate::dtype::decide_auto(&crate::dtype::measure_cached(self.device())).dtype
-            }
-            _ => Dtype::Float32,
-        };
-        self.set_net_dtype(dtype, true, rest);
-        self.converted = dtype != Dtype::Float32;
-        Ok(())
-    }
-
-    /// Mixed precision for training: the products in `dtype` (float32 or bf16), the float32
-    /// weights kept as the master copy (AdamW and checkpoints stay float32). int8 is refused: it
-    /// is for inference only.
-    pub fn set_training_dtype(&mut self, dtype: Dtype) -> Result<()> {
-        self.refuse_converted("training")?;
-        if dtype == Dtype::Int8 {
-            return Err(Error::Core(nest_core::Error::value(
-                "dtype",
-                "int8 is for inference only; train in float32 or bf16",
-            )));
-        }
-        self.set_net_dtype(dtype, false, Dtype::Float32);
-        Ok(())
-    }
-
-    fn set_net_dtype(&mut self, dtype: Dtype, convert: bool, rest: Dtype) {
-        match &mut self.net {
-            Net::Bert(m) => m.set_dtype(dtype, convert, rest),
-            Net::Mpnet(m) => m.set_dtype(dtype, convert, rest),
-        }
-        self.dtype = dtype;
     }
 
     pub fn architecture(&self) -> Architecture {
@@ -425,78 +304,75 @@ impl ElasticEncoder {
     pub fn embed_pooled(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
         self.head(self.pool(hidden, mask))
     }
+}
 
-    /// Tokenises `texts` and returns, for each requested layer, the pooled (through the Dense
-    /// head if any, not normalised) vectors of every text in input order. The forward pass runs once per batch, to the deepest
-    /// requested layer; batches are formed from length-sorted texts to cut padding.
-    ///
-    /// `progress` is called with the number of texts done after each batch.
-    ///
-    /// # Shapes
-    /// - returns `layers.len()` CPU float tensors `[texts.len(), output_dim]`
-    pub fn embed_layers(
-        &self,
-        texts: &[&str],
-        layers: &[usize],
-        opts: EncodeOptions,
-        progress: &mut dyn FnMut(usize),
-    ) -> Result<Vec<Tensor>> {
-        self.check(layers, &[])?;
-        if texts.is_empty() {
-            return Err(Error::Core(nest_core::Error::value(
-                "input",
-                "no texts to encode",
-            )));
+/// The sentence-transformers pipeline around the transformer: the pooling mode, whether it ends
+/// with `Normalize`, and the folder of its `Dense` module if it has one (at most one).
+fn read_pipeline(files: &ModelFiles) -> Result<(Pooling, bool, Option<String>)> {
+    let pooling = match &files.pooling_config {
+        Some(p) => read_json::<PoolingConfig>(p)?.pooling(p)?,
+        None => Pooling::Mean,
+    };
+    let mods: Vec<serde_json::Value> = match &files.modules {
+        Some(p) => read_json(p)?,
+        None => Vec::new(),
+    };
+    let of_type = |suffix: &str| -> Vec<&serde_json::Value> {
+        mods.iter()
+            .filter(|m| {
+                m.get("type")
+                    .and_then(|t| t.as_str())
+                    .is_some_and(|t| t.ends_with(suffix))
+            })
+            .collect()
+    };
+    let normalize = files.modules.is_none() || !of_type("Normalize").is_empty();
+    let config_error = |message: &str| Error::Config {
+        path: files.dir.join("modules.json"),
+        message: message.into(),
+    };
+    let dense_folder = match of_type("Dense").as_slice() {
+        [] => None,
+        [m] => Some(
+            m.get("path")
+                .and_then(|p| p.as_str())
+                .ok_or_else(|| config_error("the Dense module has no \"path\""))?
+                .to_string(),
+        ),
+        _ => {
+            return Err(config_error(
+                "several Dense modules; Nest supports at most one after pooling",
+            ))
         }
-        let deepest = layers.iter().copied().max().unwrap_or(self.num_layers());
-        let ids = self.tokenizer.encode(texts)?;
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
-        let bs = opts.batch_size.max(1);
-        let mut per_layer: Vec<Vec<Tensor>> = (0..layers.len()).map(|_| Vec::new()).collect();
-        let _guard = tch::no_grad_guard();
-        let mut done = 0;
-        for chunk in order.chunks(bs) {
-            let seqs: Vec<&[i64]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-            let input = self.make_input(&seqs);
-            let out = self.forward(&input, deepest, false);
-            for (k, &l) in layers.iter().enumerate() {
-                let pooled = self.embed_pooled(&out.hidden_states[l], &input.mask);
-                per_layer[k].push(pooled.to_device(Device::Cpu).to_kind(Kind::Float));
-            }
-            done += chunk.len();
-            progress(done);
-        }
-        // undo the length sort
-        let inverse = {
-            let mut inv = vec![0i64; order.len()];
-            for (pos, &i) in order.iter().enumerate() {
-                inv[i] = pos as i64;
-            }
-            Tensor::from_slice(&inv)
-        };
-        Ok(per_layer
-            .into_iter()
-            .map(|parts| Tensor::cat(&parts, 0).index_select(0, &inverse))
-            .collect())
-    }
+    };
+    Ok((pooling, normalize, dense_folder))
+}
 
-    /// Embeds `texts` at one operating point: `spec.layer` layers, the first `spec.dim`
-    /// coordinates, L2-normalised.
-    pub fn embed(
-        &self,
-        texts: &[&str],
-        spec: ElasticSpec,
-        opts: EncodeOptions,
-        progress: &mut dyn FnMut(usize),
-    ) -> Result<Matrix> {
-        self.check(&[spec.layer], &[spec.dim])?;
-        let pooled = self.embed_layers(texts, &[spec.layer], opts, progress)?;
-        let e = truncate_normalize(&pooled[0], spec.dim);
-        Ok(Matrix {
-            rows: texts.len(),
-            dim: spec.dim,
-            data: to_vec_f32(&e),
-        })
+/// The token limit: the caller's, else sentence-transformers' (`sentence_bert_config.json` up
+/// to v5, `tokenizer_config.json`'s `model_max_length` in v6), else the position table's size.
+fn max_seq_len(files: &ModelFiles, config: &ModelConfig, asked: Option<usize>) -> Result<usize> {
+    let sbert: Option<SbertConfig> = files.sbert_config.as_deref().map(read_json).transpose()?;
+    let limit = config.max_positions();
+    // HF writes a huge sentinel as model_max_length when unset
+    let tokenizer_max = match &files.tokenizer_config {
+        Some(p) => read_json::<serde_json::Value>(p)?
+            .get("model_max_length")
+            .and_then(serde_json::Value::as_f64)
+            .filter(|v| *v >= 1.0 && *v <= limit as f64)
+            .map(|v| v as usize),
+        None => None,
+    };
+    let max_len = asked
+        .or(sbert.and_then(|s| s.max_seq_length))
+        .or(tokenizer_max)
+        .unwrap_or(limit);
+    if max_len == 0 || max_len > limit {
+        return Err(Error::Config {
+            path: files.config.clone(),
+            message: format!(
+                "max_seq_length {max_len} is outside 1..={limit} (the position table)"
+            ),
+        });
     }
+    Ok(max_len)
 }

@@ -1,0 +1,78 @@
+//! Arguments of `nest bench encode` and `nest bench train` (the serving and search benchmarks'
+//! are in args_search.rs).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::args::ModelArgs;
+
+#[derive(Debug, Args)]
+pub struct BenchTrainArgs {
+    #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
+    pub model: String,
+    /// A TSV whose first two columns are anchor / positive (e.g. SNLI triplets).
+    #[arg(long, default_value = "../shared/datasets/snli/triplets_dev.tsv")]
+    pub data: PathBuf,
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    #[arg(long, default_value_t = 32)]
+    pub max_length: usize,
+    #[arg(long, default_value = "16,32,64,128,256,384")]
+    pub dims: String,
+    /// Timed steps (after 3 warm-up steps); the median is reported.
+    #[arg(long, default_value_t = 20)]
+    pub steps: usize,
+    /// The teacher of the `ibkd` and `distill` objectives (its vectors come through the cache).
+    #[arg(long, default_value = "models/all-mpnet-base-v2")]
+    pub teacher: String,
+    /// Objectives whose step times are compared with MRL's in the same run, interleaved on the
+    /// same batches (`mrl`, `2dmse`, `ese`, `distill`, and the compositions `mipic`, `mic`,
+    /// `mipic+mic`, `ibkd` (MNRL + cached-teacher InfoNCE + HSIC); the first is the reference).
+    #[arg(long, default_value = "mrl,2dmse,ese")]
+    pub objectives: String,
+    /// The training arithmetic: float32, or bf16 mixed precision (then the Python side runs
+    /// torch.autocast bf16 and sentence-transformers with bf16=True).
+    #[arg(long, default_value = "float32")]
+    pub dtype: nest_model::Dtype,
+    /// Pairs in the one-epoch end-to-end comparison.
+    #[arg(long, default_value_t = 1024)]
+    pub epoch_pairs: usize,
+    /// A Python with torch, transformers and sentence-transformers[train]: runs
+    /// scripts/bench_train.py in the same run.
+    #[arg(long, env = "NEST_PYTHON")]
+    pub python: Option<PathBuf>,
+    /// Append the figures as Markdown to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchEncodeArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// STS-layout TSV whose sentences (both columns) are encoded.
+    #[arg(long, default_value = "../shared/datasets/stsb/test.tsv")]
+    pub data: PathBuf,
+    /// Layers to time.
+    #[arg(long, default_value = "2,3,6")]
+    pub layers: String,
+    /// Timed repetitions per layer (the best is reported, after one warm-up pass).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// A Python with sentence-transformers: runs scripts/bench_st.py on the same sentences in
+    /// the same run and prints the ratios.
+    #[arg(long, env = "NEST_PYTHON")]
+    pub python: Option<PathBuf>,
+    /// The sentence-transformers configurations timed with `--python`: torch-float32,
+    /// torch-bf16, onnx, onnx-int8 (dynamic, avx512_vnni), openvino, openvino-bf16 (the last
+    /// four only at the model's full depth).
+    #[arg(long, default_value = "torch-float32")]
+    pub peers: String,
+    /// Append the figures as a Markdown table to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Also time encoding through this adaptor (at its smallest dim) and print the overhead.
+    #[arg(long)]
+    pub adaptor: Option<PathBuf>,
+}
