@@ -20,6 +20,7 @@ pub mod hub;
 pub mod layer;
 mod linear;
 pub mod mpnet;
+pub mod optim;
 pub mod pooling;
 pub mod tiny;
 pub mod tokenize;

@@ -15,7 +15,8 @@ pub mod error;
 pub mod export;
 pub mod losses;
 pub mod objective;
-pub mod optim;
+/// The one AdamW, shared with `nest-compress`; it lives in `nest-model` (see its docs).
+pub use nest_model::optim;
 pub mod recipe;
 pub mod schedule;
 pub mod trainer;
