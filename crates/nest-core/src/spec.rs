@@ -17,8 +17,8 @@ pub struct ElasticSpec {
 impl ElasticSpec {
     /// Checks the point against a model of `num_layers` layers and `hidden_size` dimensions.
     pub fn validate(&self, num_layers: usize, hidden_size: usize) -> Result<()> {
-        check_layers(&[self.layer], num_layers)?;
-        check_dims(&[self.dim], hidden_size)
+        check_layers("layer", &[self.layer], num_layers)?;
+        check_dims("dim", &[self.dim], hidden_size)
     }
 }
 
@@ -72,12 +72,16 @@ fn finish(key: &str, raw: &str, mut v: Vec<usize>) -> Result<Vec<usize>> {
     Ok(v)
 }
 
-/// Every layer must be in `1..=num_layers`.
-pub fn check_layers(layers: &[usize], num_layers: usize) -> Result<()> {
+/// Every layer must be in `1..=num_layers`. `key` is the flag, recipe key or API field the user
+/// wrote (`--layer`, `eval_layers`, `layers`), so that the error names it.
+///
+/// This is the one range check for layers; callers that hold a model go through
+/// `nest_model::point`, which calls it.
+pub fn check_layers(key: &str, layers: &[usize], num_layers: usize) -> Result<()> {
     for &l in layers {
         if l == 0 || l > num_layers {
             return Err(Error::value(
-                "--layer",
+                key,
                 format!("layer {l} is outside the model's 1..={num_layers}"),
             ));
         }
@@ -85,12 +89,13 @@ pub fn check_layers(layers: &[usize], num_layers: usize) -> Result<()> {
     Ok(())
 }
 
-/// Every dim must be in `1..=hidden_size`.
-pub fn check_dims(dims: &[usize], hidden_size: usize) -> Result<()> {
+/// Every dim must be in `1..=hidden_size`. `key` is the flag, recipe key or API field the user
+/// wrote, so that the error names it. The one range check for dims (see [`check_layers`]).
+pub fn check_dims(key: &str, dims: &[usize], hidden_size: usize) -> Result<()> {
     for &d in dims {
         if d == 0 || d > hidden_size {
             return Err(Error::value(
-                "--dim",
+                key,
                 format!("dimension {d} is outside the model's 1..={hidden_size}"),
             ));
         }
@@ -115,8 +120,9 @@ mod tests {
     #[test]
     fn dims_and_validation() {
         assert_eq!(parse_dims("64,16,32").unwrap(), vec![16, 32, 64]);
-        assert!(check_dims(&[385], 384).is_err());
-        assert!(check_layers(&[7], 6).is_err());
+        let e = check_dims("eval_dims", &[385], 384).unwrap_err().to_string();
+        assert!(e.contains("eval_dims") && e.contains("385"), "{e}");
+        assert!(check_layers("--layer", &[7], 6).is_err());
         assert!(ElasticSpec { layer: 6, dim: 384 }.validate(6, 384).is_ok());
     }
 }

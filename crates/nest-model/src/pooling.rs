@@ -54,11 +54,16 @@ pub fn truncate_normalize(pooled: &Tensor, dim: usize) -> Tensor {
     l2_normalize(&p)
 }
 
-/// Row-wise L2 normalisation with sentence-transformers' epsilon (1e-12 on the norm).
+/// Row-wise L2 normalisation with sentence-transformers' epsilon (1e-12 on the norm): the one
+/// tensor normalisation in Nest (the `f32`-slice twin is [`nest_core::vector::l2_normalize`],
+/// same epsilon).
+///
+/// # Shapes
+/// - `x`: `[..., d]`; returns the same shape, each last-axis row of unit norm (zero rows stay zero)
 pub fn l2_normalize(x: &Tensor) -> Tensor {
     let norm = x
         .norm_scalaropt_dim(2.0, [-1i64].as_slice(), true)
-        .clamp_min(1e-12);
+        .clamp_min(f64::from(nest_core::vector::NORM_EPS));
     x / norm
 }
 

@@ -24,7 +24,7 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     };
     match &adaptor {
         Some(ad) => {
-            nest_core::spec::check_layers(&[spec.layer], model.num_layers())?;
+            nest_core::spec::check_layers("--layer", &[spec.layer], model.num_layers())?;
             anyhow::ensure!(
                 ad.meta.input_dim == model.output_dim(),
                 "the adaptor takes {} dims, the model gives {}",

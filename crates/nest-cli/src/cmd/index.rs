@@ -45,7 +45,7 @@ fn build(a: IndexBuildArgs) -> Result<()> {
     }
     let model = super::load_model(&a.model)?;
     let layer = a.layer.unwrap_or(model.num_layers());
-    nest_core::spec::check_layers(&[layer], model.num_layers())?;
+    nest_core::spec::check_layers("--layer", &[layer], model.num_layers())?;
     let d = model.output_dim();
     let levels = levels(a.dims.as_deref(), &precisions, d)?;
     let source = serde_json::json!({
@@ -77,7 +77,7 @@ fn levels(dims: Option<&str>, precisions: &[Precision], full: usize) -> Result<V
         Some(s) => nest_core::spec::parse_dims(s)?,
         None => vec![full],
     };
-    nest_core::spec::check_dims(&dims, full)?;
+    nest_core::spec::check_dims("--dims", &dims, full)?;
     Ok(dims
         .iter()
         .flat_map(|&dim| {

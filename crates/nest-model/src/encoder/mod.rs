@@ -239,8 +239,8 @@ impl ElasticEncoder {
 
     /// Checks an operating point against this model.
     pub fn check(&self, layers: &[usize], dims: &[usize]) -> Result<()> {
-        check_layers(layers, self.num_layers())?;
-        check_dims(dims, self.output_dim())?;
+        check_layers("layer", layers, self.num_layers())?;
+        check_dims("dim", dims, self.output_dim())?;
         Ok(())
     }
 
