@@ -82,7 +82,7 @@ pub fn check_layers(key: &str, layers: &[usize], num_layers: usize) -> Result<()
         if l == 0 || l > num_layers {
             return Err(Error::value(
                 key,
-                format!("layer {l} is outside the model's 1..={num_layers}"),
+                format!("layer {l} is outside the model's 1..={num_layers} (it has {num_layers} layers)"),
             ));
         }
     }
@@ -96,7 +96,9 @@ pub fn check_dims(key: &str, dims: &[usize], hidden_size: usize) -> Result<()> {
         if d == 0 || d > hidden_size {
             return Err(Error::value(
                 key,
-                format!("dimension {d} is outside the model's 1..={hidden_size}"),
+                format!(
+                    "dimension {d} is outside the model's 1..={hidden_size} (it gives at most {hidden_size} dims)"
+                ),
             ));
         }
     }
@@ -120,7 +122,9 @@ mod tests {
     #[test]
     fn dims_and_validation() {
         assert_eq!(parse_dims("64,16,32").unwrap(), vec![16, 32, 64]);
-        let e = check_dims("eval_dims", &[385], 384).unwrap_err().to_string();
+        let e = check_dims("eval_dims", &[385], 384)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("eval_dims") && e.contains("385"), "{e}");
         assert!(check_layers("--layer", &[7], 6).is_err());
         assert!(ElasticSpec { layer: 6, dim: 384 }.validate(6, 384).is_ok());

@@ -21,6 +21,7 @@ pub mod layer;
 mod linear;
 pub mod mpnet;
 pub mod optim;
+pub mod point;
 pub mod pooling;
 pub mod tiny;
 pub mod tokenize;
@@ -32,6 +33,7 @@ pub use dense::{Dense, DenseConfig};
 pub use dtype::{Dtype, DtypeChoice};
 pub use encoder::{ClsAttention, ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput};
 pub use error::{Error, Result};
+pub use point::{Keys, Offer, Point, Policy};
 pub use pooling::Pooling;
 
 /// Device selection: CUDA when built with the `cuda` feature and a GPU is present, else CPU.

@@ -1,7 +1,6 @@
 use anyhow::{Context, Result};
 use nest_core::output::{write_embeddings, OutputFormat};
-use nest_core::ElasticSpec;
-use nest_model::EncodeOptions;
+use nest_model::{EncodeOptions, Keys, Policy};
 
 use crate::args::EncodeArgs;
 use crate::progress;
@@ -14,27 +13,8 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         None => None,
     };
     let model = super::load_model(&a.model)?;
-    let spec = ElasticSpec {
-        layer: a.layer.unwrap_or(model.num_layers()),
-        dim: a
-            .dim
-            .or(adaptor.as_ref().and_then(|ad| ad.dims().last().copied()))
-            .or(model.meta.default_dim)
-            .unwrap_or(model.output_dim()),
-    };
-    match &adaptor {
-        Some(ad) => {
-            nest_core::spec::check_layers("--layer", &[spec.layer], model.num_layers())?;
-            anyhow::ensure!(
-                ad.meta.input_dim == model.output_dim(),
-                "the adaptor takes {} dims, the model gives {}",
-                ad.meta.input_dim,
-                model.output_dim()
-            );
-            ad.head_for(spec.dim)?;
-        }
-        None => spec.validate(model.num_layers(), model.output_dim())?,
-    }
+    let offer = nest_model::Offer::new(&model, adaptor.as_ref())?;
+    let spec = offer.resolve(a.layer, a.dim, Keys::FLAGS, Policy::AnyInRange)?;
     let texts = nest_core::data::read_sentences(&a.input)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pb = progress::bar(refs.len(), "encode");
@@ -42,17 +22,12 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         batch_size: a.model.batch_size,
     };
     let mut tick = |done: usize| pb.set_position(done as u64);
-    let m = match &adaptor {
-        Some(ad) => {
-            let pooled = model.embed_layers(&refs, &[spec.layer], opts, &mut tick)?;
-            let e = ad.apply(&pooled[0], spec.dim)?;
-            nest_core::output::Matrix {
-                rows: refs.len(),
-                dim: spec.dim,
-                data: nest_model::pooling::to_vec_f32(&e),
-            }
-        }
-        None => model.embed(&refs, spec, opts, &mut tick)?,
+    let pooled = model.embed_layers(&refs, &[spec.layer], opts, &mut tick)?;
+    let e = nest_model::point::finish(&pooled[0], spec.dim, adaptor.as_ref())?;
+    let m = nest_core::output::Matrix {
+        rows: refs.len(),
+        dim: spec.dim,
+        data: nest_model::pooling::to_vec_f32(&e),
     };
     pb.finish_and_clear();
     write_embeddings(&a.output, &m).with_context(|| "writing embeddings")?;

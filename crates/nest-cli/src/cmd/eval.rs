@@ -13,16 +13,6 @@ use nest_model::{ElasticEncoder, EncodeOptions};
 use crate::args::{CompareArgs, EvalArgs, EvalCommand, GridArgs, ModelArgs};
 use crate::progress;
 
-/// The default dims: powers of two from 16 up to the hidden size, and the hidden size itself.
-pub fn default_dims(hidden: usize) -> Vec<usize> {
-    let mut v: Vec<usize> = (4..)
-        .map(|p| 1usize << p)
-        .take_while(|&d| d < hidden)
-        .collect();
-    v.push(hidden);
-    v
-}
-
 pub fn run(a: EvalArgs) -> Result<()> {
     match a.sub {
         Some(EvalCommand::Sts(s)) => {
@@ -101,30 +91,12 @@ fn run_one_grid(
         None => None,
     };
     let model = super::load_model_in(m, dtype)?;
-    let layers = match &g.layers {
-        Some(s) => parse_layers(s)?,
-        None => (1..=model.num_layers()).collect(),
-    };
-    let dims = match (&g.dims, &adaptor) {
-        (Some(s), _) => parse_dims(s)?,
-        (None, Some(a)) => a.dims(),
-        (None, None) => default_dims(model.output_dim()),
-    };
-    match &adaptor {
-        Some(a) => {
-            model.check(&layers, &[])?;
-            anyhow::ensure!(
-                a.meta.input_dim == model.output_dim(),
-                "the adaptor takes {} dims, the model gives {}",
-                a.meta.input_dim,
-                model.output_dim()
-            );
-            for &d in &dims {
-                a.head_for(d)?;
-            }
-        }
-        None => model.check(&layers, &dims)?,
-    }
+    let offer = nest_model::Offer::new(&model, adaptor.as_deref())?;
+    let (layers, dims) = offer.resolve_grid(
+        g.layers.as_deref().map(parse_layers).transpose()?,
+        g.dims.as_deref().map(parse_dims).transpose()?,
+        nest_model::Keys::GRID_FLAGS,
+    )?;
     let spec = GridSpec {
         layers: layers.clone(),
         dims: dims.clone(),
@@ -286,14 +258,4 @@ fn compare(c: CompareArgs) -> Result<()> {
         eprintln!("wrote {} files to {}", written.len(), out.display());
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn default_dims_follow_hidden() {
-        assert_eq!(super::default_dims(384), vec![16, 32, 64, 128, 256, 384]);
-        assert_eq!(super::default_dims(32), vec![16, 32]);
-        assert_eq!(super::default_dims(8), vec![8]);
-    }
 }

@@ -38,9 +38,20 @@ pub fn run(a: InspectArgs) -> Result<()> {
     let boundaries = match &a.boundaries {
         Some(s) => parse_dims(s)?,
         None if !model.meta.matryoshka_dims.is_empty() => model.meta.matryoshka_dims.clone(),
-        None => super::eval::default_dims(hidden),
+        None => nest_model::point::default_dims(hidden),
     };
-    model.check(&[layer], &boundaries)?;
+    let keys = nest_model::Keys {
+        layer: "--layer",
+        dim: "--boundaries",
+    };
+    let offer = nest_model::Offer::new(&model, None)?;
+    offer.resolve_grid(Some(vec![layer]), Some(boundaries.clone()), keys)?;
+    offer.resolve(
+        Some(layer),
+        Some(dim),
+        nest_model::Keys::FLAGS,
+        nest_model::Policy::AnyInRange,
+    )?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pb = progress::bar(refs.len(), "inspect");
     let (ins, corr) = nest_eval::inspect::inspect(

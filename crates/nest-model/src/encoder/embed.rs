@@ -6,7 +6,7 @@ use nest_core::ElasticSpec;
 use tch::{Device, Kind, Tensor};
 
 use super::{ElasticEncoder, EncodeOptions};
-use crate::pooling::{to_vec_f32, truncate_normalize};
+use crate::pooling::to_vec_f32;
 use crate::{Error, Result};
 
 impl ElasticEncoder {
@@ -76,7 +76,7 @@ impl ElasticEncoder {
     ) -> Result<Matrix> {
         self.check(&[spec.layer], &[spec.dim])?;
         let pooled = self.embed_layers(texts, &[spec.layer], opts, progress)?;
-        let e = truncate_normalize(&pooled[0], spec.dim);
+        let e = crate::point::finish(&pooled[0], spec.dim, None)?;
         Ok(Matrix {
             rows: texts.len(),
             dim: spec.dim,
