@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use nest_model::point::{self, Keys, Offer, Point, Policy};
 use nest_model::tokenize::TextTokenizer;
 use nest_model::{Adaptor, ElasticEncoder};
 use tch::{Device, Kind, Tensor};
@@ -30,22 +31,24 @@ pub struct EngineConfig {
     pub dtype: nest_model::dtype::Resolved,
 }
 
-/// What the handlers need to know about the loaded model.
+/// What the handlers need to know about the loaded model (the evaluation report's model record
+/// is `nest_eval::report::ModelInfo`; this one is the server's).
 #[derive(Debug, Clone)]
-pub struct ModelInfo {
+pub struct ServedModel {
     /// Shared, never cloned per request (a `tokenizers::Tokenizer` clone copies the vocabulary).
     pub tokenizer: Arc<TextTokenizer>,
-    pub hidden: usize,
-    pub num_layers: usize,
     pub vocab_size: usize,
-    /// Dims served without `--allow-any-point` (increasing).
-    pub dims: Vec<usize>,
-    /// Layers served without `--allow-any-point` (increasing).
-    pub layers: Vec<usize>,
-    pub default_dim: usize,
-    pub adaptor: bool,
+    /// The operating points the model offers (trained exits and dims, default dim, adaptor).
+    pub offer: Offer,
     /// The arithmetic the workers run in, and why (`auto`'s measurement, or as asked).
     pub dtype: nest_model::dtype::Resolved,
+}
+
+/// What a worker loads: the encoder, the adaptor, and what the handlers are told.
+struct Loaded {
+    enc: ElasticEncoder,
+    adaptor: Option<Adaptor>,
+    served: ServedModel,
 }
 
 /// Whether the model is ready, still loading, or failed.
@@ -53,108 +56,22 @@ pub struct ModelInfo {
 pub struct Engine {
     pub config: EngineConfig,
     pub queue: Arc<Queue>,
-    info: OnceLock<std::result::Result<ModelInfo, String>>,
+    info: OnceLock<std::result::Result<ServedModel, String>>,
 }
 
-impl ModelInfo {
-    fn new(
-        enc: &ElasticEncoder,
-        adaptor: Option<&Adaptor>,
-        dtype: nest_model::dtype::Resolved,
-    ) -> Self {
-        let hidden = enc.output_dim();
-        let num_layers = enc.num_layers();
-        let meta = &enc.meta;
-        let mut dims = match adaptor {
-            Some(a) => a.dims(),
-            None if !meta.matryoshka_dims.is_empty() => meta.matryoshka_dims.clone(),
-            None => vec![hidden],
+impl ServedModel {
+    /// Resolves and checks a request's `dimensions` and `layers` (`nest_model::point`, with the
+    /// API's field names; trained points only unless the server allows any).
+    pub fn point(&self, dims: Option<usize>, layers: Option<usize>, any: bool) -> Result<Point> {
+        let policy = match any {
+            true => Policy::AnyInRange,
+            false => Policy::TrainedOnly {
+                unlock: "start the server with --allow-any-point",
+            },
         };
-        if adaptor.is_none() && !dims.contains(&hidden) {
-            dims.push(hidden);
-        }
-        dims.sort_unstable();
-        dims.dedup();
-        let mut layers = meta.trained_layers.clone();
-        layers.push(num_layers);
-        layers.sort_unstable();
-        layers.dedup();
-        let default_dim = match adaptor {
-            Some(a) => *a.dims().last().unwrap_or(&hidden),
-            None => meta.default_dim.unwrap_or(hidden),
-        };
-        ModelInfo {
-            tokenizer: Arc::new(enc.tokenizer.clone()),
-            hidden,
-            num_layers,
-            vocab_size: enc.config.vocab_size,
-            dims,
-            layers,
-            default_dim,
-            adaptor: adaptor.is_some(),
-            dtype,
-        }
-    }
-
-    /// Resolves and checks a request's (dims, layers).
-    pub fn point(
-        &self,
-        dims: Option<usize>,
-        layers: Option<usize>,
-        any: bool,
-    ) -> Result<(usize, usize)> {
-        let dim = dims.unwrap_or(self.default_dim);
-        let layer = layers.unwrap_or(self.num_layers);
-        let list = |v: &[usize]| {
-            v.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        if layer > self.num_layers {
-            return Err(Error::bad(
-                Some("layers"),
-                format!("layers={layer}: the model has {} layers", self.num_layers),
-            ));
-        }
-        if !any && !self.layers.contains(&layer) {
-            return Err(Error::bad(
-                Some("layers"),
-                format!(
-                    "layers={layer} is not a trained exit of this model (trained: {}); start the server with --allow-any-point to serve any layer",
-                    list(&self.layers)
-                ),
-            ));
-        }
-        let fits = if self.adaptor {
-            self.dims.contains(&dim)
-        } else {
-            dim <= self.hidden
-        };
-        if !fits {
-            return Err(Error::bad(
-                Some("dimensions"),
-                format!(
-                    "dimensions={dim}: this model serves at most {} dims{}",
-                    self.hidden,
-                    if self.adaptor {
-                        format!(" (its adaptor serves {})", list(&self.dims))
-                    } else {
-                        String::new()
-                    }
-                ),
-            ));
-        }
-        if !any && !self.dims.contains(&dim) {
-            return Err(Error::bad(
-                Some("dimensions"),
-                format!(
-                    "dimensions={dim} is not a trained dim of this model (trained: {}); start the server with --allow-any-point to serve any prefix",
-                    list(&self.dims)
-                ),
-            ));
-        }
-        Ok((dim, layer))
+        self.offer
+            .resolve(layers, dims, Keys::API, policy)
+            .map_err(|e| Error::bad(Some(e.key), e.message))
     }
 }
 
@@ -177,7 +94,7 @@ impl Engine {
     }
 
     /// The model's description, or 503 while loading / after a failed load.
-    pub fn info(&self) -> Result<&ModelInfo> {
+    pub fn info(&self) -> Result<&ServedModel> {
         match self.info.get() {
             Some(Ok(i)) => Ok(i),
             Some(Err(e)) => Err(Error::Unavailable(format!("the model failed to load: {e}"))),
@@ -185,11 +102,8 @@ impl Engine {
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    fn load(
-        &self,
-    ) -> std::result::Result<(ElasticEncoder, Option<Adaptor>, nest_model::dtype::Resolved), String>
-    {
+    /// Loads the model (converted to the resolved dtype) and the adaptor, and what they offer.
+    fn load(&self) -> std::result::Result<Loaded, String> {
         let mut enc = ElasticEncoder::load(
             &self.config.model,
             nest_model::default_device(),
@@ -200,25 +114,32 @@ impl Engine {
         enc.convert_for_inference(dtype.dtype)
             .map_err(|e| e.to_string())?;
         let adaptor = match &self.config.adaptor {
-            Some(p) => {
-                let a = Adaptor::load(p).map_err(|e| e.to_string())?;
-                if a.meta.input_dim != enc.output_dim() {
-                    return Err(format!(
-                        "{}: the adaptor takes {} dims, the model gives {}",
-                        p.display(),
-                        a.meta.input_dim,
-                        enc.output_dim()
-                    ));
-                }
-                Some(a)
-            }
+            Some(p) => Some(Adaptor::load(p).map_err(|e| e.to_string())?),
             None => None,
         };
-        Ok((enc, adaptor, dtype))
+        let offer = Offer::new(&enc, adaptor.as_ref()).map_err(|e| match &self.config.adaptor {
+            Some(p) => format!("{}: {e}", p.display()),
+            None => e.to_string(),
+        })?;
+        let served = ServedModel {
+            tokenizer: Arc::new(enc.tokenizer.clone()),
+            vocab_size: enc.config.vocab_size,
+            offer,
+            dtype,
+        };
+        Ok(Loaded {
+            enc,
+            adaptor,
+            served,
+        })
     }
 
     fn worker(&self) {
-        let (enc, adaptor, dtype) = match self.load() {
+        let Loaded {
+            enc,
+            adaptor,
+            served,
+        } = match self.load() {
             Ok(m) => m,
             Err(e) => {
                 let _ = self.info.set(Err(e));
@@ -227,11 +148,9 @@ impl Engine {
         };
         METRICS
             .model_dtype
-            .with_label_values(&[dtype.dtype.name()])
+            .with_label_values(&[served.dtype.dtype.name()])
             .set(1);
-        let _ = self
-            .info
-            .set(Ok(ModelInfo::new(&enc, adaptor.as_ref(), dtype)));
+        let _ = self.info.set(Ok(served));
         let _guard = tch::no_grad_guard();
         while let Some(mut batch) = self
             .queue
@@ -308,33 +227,24 @@ fn embed_batch(
         .embed_pooled(&out.hidden_states[layer], &input.mask)
         .to_device(Device::Cpu)
         .to_kind(Kind::Float);
+    // one `point::finish` per distinct dim in the batch (the cut, the adaptor, the norm)
     let mut result = vec![Vec::new(); batch.len()];
-    match adaptor {
-        None => {
-            let flat = nest_model::pooling::to_vec_f32(&pooled);
-            let h = enc.output_dim();
-            for (k, it) in batch.iter().enumerate() {
-                let row = &flat[k * h..k * h + it.dim];
-                let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                result[k] = row.iter().map(|x| x / norm).collect();
-            }
-        }
-        Some(a) => {
-            let mut dims: Vec<usize> = batch.iter().map(|i| i.dim).collect();
-            dims.sort_unstable();
-            dims.dedup();
-            for d in dims {
-                let rows: Vec<i64> = (0..batch.len())
-                    .filter(|&k| batch[k].dim == d)
-                    .map(|k| k as i64)
-                    .collect();
-                let x = pooled.index_select(0, &Tensor::from_slice(&rows));
-                let y = a.apply(&x, d).map_err(|e| e.to_string())?;
-                let flat = nest_model::pooling::to_vec_f32(&y);
-                for (j, &k) in rows.iter().enumerate() {
-                    result[k as usize] = flat[j * d..(j + 1) * d].to_vec();
-                }
-            }
+    let mut dims: Vec<usize> = batch.iter().map(|i| i.dim).collect();
+    dims.sort_unstable();
+    dims.dedup();
+    for d in dims {
+        let rows: Vec<i64> = (0..batch.len())
+            .filter(|&k| batch[k].dim == d)
+            .map(|k| k as i64)
+            .collect();
+        let x = match rows.len() == batch.len() {
+            true => pooled.shallow_clone(),
+            false => pooled.index_select(0, &Tensor::from_slice(&rows)),
+        };
+        let y = point::finish(&x, d, adaptor).map_err(|e| e.to_string())?;
+        let flat = nest_model::pooling::to_vec_f32(&y);
+        for (j, &k) in rows.iter().enumerate() {
+            result[k as usize] = flat[j * d..(j + 1) * d].to_vec();
         }
     }
     METRICS.inputs.inc_by(batch.len() as u64);

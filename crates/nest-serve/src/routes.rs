@@ -68,10 +68,10 @@ async fn models(State(s): State<AppState>) -> Result<Json<serde_json::Value>> {
             "object": "model",
             "created": 0,
             "owned_by": "nest",
-            "dimensions": info.dims,
-            "layers": info.layers,
-            "max_dimensions": info.hidden,
-            "max_layers": info.num_layers,
+            "dimensions": info.offer.dims(),
+            "layers": info.offer.layers(),
+            "max_dimensions": info.offer.width(),
+            "max_layers": info.offer.num_layers(),
             "allow_any_point": s.engine.config.allow_any_point,
             "dtype": info.dtype.dtype.name(),
             "dtype_reason": info.dtype.reason,
@@ -135,7 +135,7 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
             ),
         ));
     }
-    let (dim, layer) = info.point(req.dimensions, req.layers, s.engine.config.allow_any_point)?;
+    let point = info.point(req.dimensions, req.layers, s.engine.config.allow_any_point)?;
     let max_len = info.tokenizer.max_length();
     let ids: Vec<Vec<i64>> = match req.inputs {
         Inputs::Texts(texts) => {
@@ -194,8 +194,8 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
             rxs.push(rx);
             Item {
                 ids,
-                layer,
-                dim,
+                layer: point.layer,
+                dim: point.dim,
                 reply: tx,
             }
         })
