@@ -28,7 +28,7 @@ $N serve --model "$M" --port 8080 --allow-any-point --max-batch-inputs 32 2>/tmp
 pid=$!
 wait_health http://127.0.0.1:8080 $pid
 for l in 6 3; do
-  $N bench serve --url http://127.0.0.1:8080 --clients "$C" --seconds "$S" --texts "$T" --layers $l --pid $pid --label "nest-layers$l"
+  $N bench serve --url http://127.0.0.1:8080 --clients "$C" --seconds "$S" --texts "$T" --layer $l --pid $pid --label "nest-layers$l"
 done
 kill -TERM $pid; wait $pid || true
 

@@ -30,5 +30,5 @@ $N info --model runs/quickstart-2dmse/final
 $N eval sts --model runs/quickstart-2dmse/final $GRID --out reports/quickstart-2dmse
 $N eval compare reports/quickstart-untrained/report.json reports/quickstart-2dmse/report.json
 # keep only the first 3 layers: a smaller model that loads in sentence-transformers
-$N slim --model runs/quickstart-2dmse/final --layers 3 --out runs/quickstart-2dmse-l3
+$N slim --model runs/quickstart-2dmse/final --keep-layers 3 --out runs/quickstart-2dmse-l3
 $N info --model runs/quickstart-2dmse-l3

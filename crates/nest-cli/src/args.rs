@@ -2,6 +2,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::args_model::ModelArgs;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "nest",
@@ -52,30 +54,6 @@ pub enum Command {
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(BenchCommand),
-}
-
-#[derive(Debug, Args)]
-pub struct ModelArgs {
-    /// A local model directory (Hugging Face / sentence-transformers layout) or a hub id
-    /// `org/name` (downloaded when the machine has internet).
-    #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
-    pub model: String,
-    /// Truncate inputs to this many tokens (default: the model's max_seq_length).
-    #[arg(long)]
-    pub max_length: Option<usize>,
-    /// Sentences per forward pass.
-    #[arg(long, default_value_t = 32)]
-    pub batch_size: usize,
-    /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
-    /// float32, bf16 or int8 (dynamic quantisation). `nest eval` and `nest bench encode` take a
-    /// list and score / time each. Not how vectors are stored: that is `--precision`.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "auto",
-        env = "NEST_DTYPE"
-    )]
-    pub dtype: Vec<nest_model::DtypeChoice>,
 }
 
 #[derive(Debug, Args)]
@@ -274,8 +252,9 @@ pub struct SlimArgs {
     /// The model to slim (e.g. a 2DMSE run's `final/`).
     #[arg(long)]
     pub model: String,
-    /// Layers to keep (the first n).
-    #[arg(long)]
+    /// How many layers to keep (the first n). Was `--layers`, which elsewhere names a list of
+    /// exits; that spelling stays as a hidden alias for one release.
+    #[arg(long = "keep-layers", alias = "layers")]
     pub layers: usize,
     /// Record this dim as the default truncation (Nest applies it unless `--dim` says otherwise).
     #[arg(long)]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::args::ModelArgs;
+use crate::args_model::ModelArgs;
 
 #[derive(Debug, Args)]
 pub struct BenchTrainArgs {

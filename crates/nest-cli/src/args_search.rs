@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::args::ModelArgs;
+use crate::args_model::ModelArgs;
 
 #[derive(Debug, Subcommand)]
 pub enum IndexCommand {
@@ -168,9 +168,12 @@ pub struct BenchServeArgs {
     pub texts: PathBuf,
     #[arg(long, default_value_t = 1)]
     pub inputs_per_request: usize,
-    #[arg(long)]
+    /// `dimensions` sent in each request (was `--dimensions`, a hidden alias for one release).
+    #[arg(long = "dim", alias = "dimensions")]
     pub dimensions: Option<usize>,
-    #[arg(long)]
+    /// `layers` sent in each request: the exit layer (was `--layers`, a hidden alias for one
+    /// release; elsewhere `--layers` names a list of exits).
+    #[arg(long = "layer", alias = "layers")]
     pub layers: Option<usize>,
     /// `model` sent in each request.
     #[arg(long)]

@@ -5,6 +5,7 @@
 
 mod args;
 mod args_bench;
+mod args_model;
 mod args_search;
 mod cmd;
 mod progress;

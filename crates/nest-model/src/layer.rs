@@ -8,7 +8,7 @@ use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
-use crate::encoder::{ClsAttention, EncoderOutput};
+use crate::io::{ClsAttention, EncoderOutput};
 use crate::linear::Linear;
 
 /// One transformer layer: self-attention, residual + LayerNorm, feed-forward, residual +

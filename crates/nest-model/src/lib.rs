@@ -17,6 +17,7 @@ pub mod dtype;
 pub mod encoder;
 pub mod error;
 pub mod hub;
+pub mod io;
 pub mod layer;
 mod linear;
 pub mod mpnet;

@@ -8,7 +8,7 @@ use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
-use crate::encoder::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
 use crate::layer::{
     additive_mask, layer_norm, run_layers, set_stack_dtype, Layer, LayerNames, LayerSettings,
 };

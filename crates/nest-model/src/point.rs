@@ -2,8 +2,9 @@
 //! an adaptor when one is loaded). This module is its one owner:
 //!
 //! - [`Offer`] is what a loaded model (and adaptor) offers: its layer count and width, the exits
-//!   and dims it was trained for, and its default dim. Building it is the one place that checks
-//!   an adaptor's input width against the model.
+//!   and dims it was trained for, and its default dim. Building it (`Offer::new`, written beside
+//!   the encoder so that this module does not import it) is the one place that checks an
+//!   adaptor's input width against the model.
 //! - [`Offer::resolve`] turns what a user asked for (one point: `nest encode`, the server) and
 //!   [`Offer::resolve_grid`] (a grid: `nest eval`, `nest inspect`) into checked points, with the
 //!   defaults, the ranges and the trained-point policy in one place; errors name the flag or API
@@ -19,7 +20,7 @@ pub use nest_core::ElasticSpec as Point;
 use tch::Tensor;
 
 use crate::pooling::truncate_normalize;
-use crate::{Adaptor, ElasticEncoder, NestMeta, Result};
+use crate::{Adaptor, NestMeta, Result};
 
 /// The names the user wrote for the two coordinates, so that an error names the flag, recipe
 /// key or API field actually used.
@@ -89,30 +90,6 @@ pub struct Offer {
 }
 
 impl Offer {
-    /// What `enc` offers, through `adaptor` when one is given. Fails when the adaptor does not
-    /// take the model's vectors (the one adaptor-width check).
-    pub fn new(enc: &ElasticEncoder, adaptor: Option<&Adaptor>) -> Result<Offer> {
-        if let Some(a) = adaptor {
-            if a.meta.input_dim != enc.output_dim() {
-                return Err(PointError {
-                    key: "adaptor",
-                    message: format!(
-                        "the adaptor takes {} dims, the model gives {}",
-                        a.meta.input_dim,
-                        enc.output_dim()
-                    ),
-                }
-                .into());
-            }
-        }
-        Ok(Offer::from_meta(
-            enc.num_layers(),
-            enc.output_dim(),
-            &enc.meta,
-            adaptor.map(Adaptor::dims),
-        ))
-    }
-
     /// The offer of a model of `num_layers` layers and `width` output dims with training record
     /// `meta`; `adaptor_dims` are the dims of the adaptor's heads when one is loaded.
     pub fn from_meta(
@@ -250,10 +227,7 @@ impl Offer {
         if self.adaptor && !self.dims.contains(&dim) {
             return Err(PointError {
                 key,
-                message: format!(
-                    "dimension {dim} is not served by the adaptor (it serves {})",
-                    list(&self.dims)
-                ),
+                message: format!("the adaptor serves dims {:?}, not {dim}", self.dims),
             });
         }
         check_dims(key, &[dim], self.width).map_err(|e| PointError {

@@ -67,41 +67,9 @@ pub async fn run(cfg: LoadConfig) -> Result<LoadReport> {
         let client = client.clone();
         let endpoint = endpoint.clone();
         let cfg = cfg.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut errors = 0usize;
-            let mut first_error = None;
-            let mut next = c * cfg.inputs_per_request;
-            while Instant::now() < deadline {
-                let input: Vec<&String> = (0..cfg.inputs_per_request)
-                    .map(|k| &cfg.texts[(next + k) % cfg.texts.len()])
-                    .collect();
-                next += cfg.inputs_per_request * cfg.clients;
-                let mut body = cfg.extra.clone();
-                body.insert("input".into(), serde_json::json!(input));
-                let t = Instant::now();
-                let r = client.post(&endpoint).json(&body).send().await;
-                let ok = match r {
-                    Ok(resp) if resp.status().is_success() => match resp.bytes().await {
-                        Ok(_) => Ok(()),
-                        Err(e) => Err(e.to_string()),
-                    },
-                    Ok(resp) => {
-                        let st = resp.status();
-                        Err(format!("{st}: {}", resp.text().await.unwrap_or_default()))
-                    }
-                    Err(e) => Err(e.to_string()),
-                };
-                match ok {
-                    Ok(()) => lat.push(t.elapsed().as_secs_f64() * 1e3),
-                    Err(e) => {
-                        errors += 1;
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-            (lat, errors, first_error)
-        }));
+        tasks.push(tokio::spawn(client_loop(
+            c, client, endpoint, cfg, deadline,
+        )));
     }
     let mut lat = Vec::new();
     let mut errors = 0;
@@ -130,4 +98,55 @@ pub async fn run(cfg: LoadConfig) -> Result<LoadReport> {
         inputs_per_s: inputs as f64 / seconds,
         first_error,
     })
+}
+
+/// One client: requests back to back until `deadline`; its latencies (ms), error count and
+/// first error.
+async fn client_loop(
+    c: usize,
+    client: reqwest::Client,
+    endpoint: String,
+    cfg: LoadConfig,
+    deadline: Instant,
+) -> (Vec<f64>, usize, Option<String>) {
+    let mut lat = Vec::new();
+    let mut errors = 0usize;
+    let mut first_error = None;
+    let mut next = c * cfg.inputs_per_request;
+    while Instant::now() < deadline {
+        let input: Vec<&String> = (0..cfg.inputs_per_request)
+            .map(|k| &cfg.texts[(next + k) % cfg.texts.len()])
+            .collect();
+        next += cfg.inputs_per_request * cfg.clients;
+        let mut body = cfg.extra.clone();
+        body.insert("input".into(), serde_json::json!(input));
+        let t = Instant::now();
+        match post_once(&client, &endpoint, &body).await {
+            Ok(()) => lat.push(t.elapsed().as_secs_f64() * 1e3),
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    (lat, errors, first_error)
+}
+
+/// One request, its whole body read; an error names the status and the server's message.
+async fn post_once(
+    client: &reqwest::Client,
+    endpoint: &str,
+    body: &serde_json::Map<String, serde_json::Value>,
+) -> std::result::Result<(), String> {
+    match client.post(endpoint).json(body).send().await {
+        Ok(resp) if resp.status().is_success() => match resp.bytes().await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        },
+        Ok(resp) => {
+            let st = resp.status();
+            Err(format!("{st}: {}", resp.text().await.unwrap_or_default()))
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use crate::batcher::Item;
-use crate::engine::Engine;
+use crate::engine::{Engine, ServedModel};
 use crate::metrics::METRICS;
 use crate::request::{self, Encoding, Inputs};
 use crate::{Error, Result};
@@ -136,46 +136,7 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
         ));
     }
     let point = info.point(req.dimensions, req.layers, s.engine.config.allow_any_point)?;
-    let max_len = info.tokenizer.max_length();
-    let ids: Vec<Vec<i64>> = match req.inputs {
-        Inputs::Texts(texts) => {
-            if let Some(i) = texts.iter().position(|t| t.is_empty()) {
-                return Err(Error::bad(
-                    Some("input"),
-                    format!("input[{i}] is an empty string"),
-                ));
-            }
-            let bytes: usize = texts.iter().map(String::len).sum();
-            if bytes <= INLINE_TOKENIZE_BYTES {
-                // short inputs: tokenising takes microseconds, less than a thread hand-off
-                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                info.tokenizer.encode(&refs)?
-            } else {
-                let tok = Arc::clone(&info.tokenizer);
-                tokio::task::spawn_blocking(move || {
-                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                    tok.encode(&refs)
-                })
-                .await
-                .map_err(|e| Error::Internal(e.to_string()))??
-            }
-        }
-        Inputs::Tokens(mut seqs) => {
-            for (i, sq) in seqs.iter_mut().enumerate() {
-                if let Some(j) = sq.iter().position(|&t| t as usize >= info.vocab_size) {
-                    return Err(Error::bad(
-                        Some("input"),
-                        format!(
-                            "input[{i}][{j}] = {} is outside the vocabulary (0..{})",
-                            sq[j], info.vocab_size
-                        ),
-                    ));
-                }
-                sq.truncate(max_len);
-            }
-            seqs
-        }
-    };
+    let ids = token_ids(info, req.inputs).await?;
     let tokens: usize = ids.iter().map(Vec::len).sum();
     if tokens > s.limits.max_tokens {
         return Err(Error::too_large(
@@ -222,4 +183,49 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
         "model": s.engine.config.served_name,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     })))
+}
+
+/// The request's token ids: texts tokenised (inline when short, else off the async threads),
+/// id lists checked against the vocabulary; both truncated to the model's max length.
+async fn token_ids(info: &ServedModel, inputs: Inputs) -> Result<Vec<Vec<i64>>> {
+    let max_len = info.tokenizer.max_length();
+    Ok(match inputs {
+        Inputs::Texts(texts) => {
+            if let Some(i) = texts.iter().position(|t| t.is_empty()) {
+                return Err(Error::bad(
+                    Some("input"),
+                    format!("input[{i}] is an empty string"),
+                ));
+            }
+            let bytes: usize = texts.iter().map(String::len).sum();
+            if bytes <= INLINE_TOKENIZE_BYTES {
+                // short inputs: tokenising takes microseconds, less than a thread hand-off
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                info.tokenizer.encode(&refs)?
+            } else {
+                let tok = Arc::clone(&info.tokenizer);
+                tokio::task::spawn_blocking(move || {
+                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    tok.encode(&refs)
+                })
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))??
+            }
+        }
+        Inputs::Tokens(mut seqs) => {
+            for (i, sq) in seqs.iter_mut().enumerate() {
+                if let Some(j) = sq.iter().position(|&t| t as usize >= info.vocab_size) {
+                    return Err(Error::bad(
+                        Some("input"),
+                        format!(
+                            "input[{i}][{j}] = {} is outside the vocabulary (0..{})",
+                            sq[j], info.vocab_size
+                        ),
+                    ));
+                }
+                sq.truncate(max_len);
+            }
+            seqs
+        }
+    })
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use nest_core::spec::{check_dims, check_layers};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
+use crate::adaptor::Adaptor;
 use crate::bert::Bert;
 use crate::config::{
     read_json, Architecture, ModelConfig, ModelFiles, NestMeta, PoolingConfig, SbertConfig,
@@ -20,37 +21,32 @@ use crate::{weights, Error, Result};
 mod convert;
 mod embed;
 
-/// A padded batch of token ids.
-#[derive(Debug)]
-pub struct EncoderInput {
-    /// `[batch, seq]` int64 token ids, padded with the model's pad id.
-    pub ids: Tensor,
-    /// `[batch, seq]` int64, 1 for real tokens, 0 for padding.
-    pub mask: Tensor,
-}
+pub use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
 
-/// What a forward pass returns.
-#[derive(Debug)]
-pub struct EncoderOutput {
-    /// Index 0 = embedding output; index `l` = output of layer `l`. Holds `layers + 1` tensors of
-    /// shape `[batch, seq, hidden]` for a forward run to `layers`.
-    pub hidden_states: Vec<Tensor>,
-    /// Index `l - 1` = layer `l`'s attention probabilities for the first ([CLS]) query row,
-    /// before attention dropout, padding keys at 0: `[batch, heads, seq]` for
-    /// [`ClsAttention::PerHead`], `[batch, seq]` for [`ClsAttention::Mean`]; empty otherwise.
-    pub cls_attention: Vec<Tensor>,
-}
-
-/// Whether a forward pass also returns each layer's [CLS]-row attention probabilities. When not
-/// asked, nothing beyond the fused attention kernel runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ClsAttention {
-    #[default]
-    None,
-    /// Averaged over heads: `[batch, seq]` per layer.
-    Mean,
-    /// Per head: `[batch, heads, seq]` per layer.
-    PerHead,
+impl crate::point::Offer {
+    /// What `enc` offers, through `adaptor` when one is given. Fails when the adaptor does not
+    /// take the model's vectors (the one adaptor-width check).
+    pub fn new(enc: &ElasticEncoder, adaptor: Option<&Adaptor>) -> Result<Self> {
+        if let Some(a) = adaptor {
+            if a.meta.input_dim != enc.output_dim() {
+                return Err(crate::point::PointError {
+                    key: "adaptor",
+                    message: format!(
+                        "the adaptor takes {} dims, the model gives {}",
+                        a.meta.input_dim,
+                        enc.output_dim()
+                    ),
+                }
+                .into());
+            }
+        }
+        Ok(Self::from_meta(
+            enc.num_layers(),
+            enc.output_dim(),
+            &enc.meta,
+            adaptor.map(Adaptor::dims),
+        ))
+    }
 }
 
 /// Batching options for [`ElasticEncoder::embed_layers`].

@@ -1,0 +1,38 @@
+//! What a transformer forward pass takes and returns, shared by the architectures ([`crate::bert`],
+//! [`crate::mpnet`]), the layer loop ([`crate::layer`]) and the encoder that drives them: a leaf
+//! module, so that the architectures need not import the encoder that imports them.
+
+use tch::Tensor;
+
+/// A padded batch of token ids.
+#[derive(Debug)]
+pub struct EncoderInput {
+    /// `[batch, seq]` int64 token ids, padded with the model's pad id.
+    pub ids: Tensor,
+    /// `[batch, seq]` int64, 1 for real tokens, 0 for padding.
+    pub mask: Tensor,
+}
+
+/// What a forward pass returns.
+#[derive(Debug)]
+pub struct EncoderOutput {
+    /// Index 0 = embedding output; index `l` = output of layer `l`. Holds `layers + 1` tensors of
+    /// shape `[batch, seq, hidden]` for a forward run to `layers`.
+    pub hidden_states: Vec<Tensor>,
+    /// Index `l - 1` = layer `l`'s attention probabilities for the first ([CLS]) query row,
+    /// before attention dropout, padding keys at 0: `[batch, heads, seq]` for
+    /// [`ClsAttention::PerHead`], `[batch, seq]` for [`ClsAttention::Mean`]; empty otherwise.
+    pub cls_attention: Vec<Tensor>,
+}
+
+/// Whether a forward pass also returns each layer's [CLS]-row attention probabilities. When not
+/// asked, nothing beyond the fused attention kernel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClsAttention {
+    #[default]
+    None,
+    /// Averaged over heads: `[batch, seq]` per layer.
+    Mean,
+    /// Per head: `[batch, heads, seq]` per layer.
+    PerHead,
+}
