@@ -121,46 +121,8 @@ fn synthesize(idx: &Index, n: usize, out: &std::path::Path) -> Result<()> {
 
 pub fn search(a: BenchSearchArgs) -> Result<()> {
     let idx = Index::open(&a.index)?;
-    let source = idx.manifest().source.clone();
-    let model_name = source
-        .get("model")
-        .and_then(|m| m.as_str())
-        .context("the index records no model")?;
-    let model = super::load_model_path(model_name, None)?;
-    let layer = source
-        .get("layer")
-        .and_then(|l| l.as_u64())
-        .map_or(model.num_layers(), |l| l as usize);
-    let mut texts = Vec::new();
-    for p in &a.queries {
-        texts.extend(
-            nest_core::data::read_sentences(p)?
-                .into_iter()
-                .filter(|t| !t.is_empty()),
-        );
-    }
-    texts.sort();
-    texts.dedup();
-    // a fixed, seeded subset when there are more queries than asked
-    if texts.len() > a.max_queries {
-        use rand::seq::SliceRandom;
-        use rand::SeedableRng;
-        texts.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(7));
-        texts.truncate(a.max_queries);
-    }
-    anyhow::ensure!(!texts.is_empty(), "no queries: pass --queries FILE");
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let pooled = model.embed_layers(
-        &refs,
-        &[layer],
-        nest_model::EncodeOptions::default(),
-        &mut |_| {},
-    )?;
-    let d = model.output_dim();
-    let q: Vec<Vec<f32>> = nest_model::pooling::to_vec_f32(&pooled[0])
-        .chunks(d)
-        .map(<[f32]>::to_vec)
-        .collect();
+    let q = bench_queries(&idx, &a)?;
+    let d = q.first().map_or(0, Vec::len);
     eprintln!("{} queries, index of {} vectors", q.len(), idx.len());
     let funnels: Vec<Funnel> = a
         .funnels
@@ -182,64 +144,120 @@ pub fn search(a: BenchSearchArgs) -> Result<()> {
     }
     for (path, kind) in targets {
         let ix = Index::open(&path)?;
-        let ((), warm) = timed(|| {
-            ix.search(&q[..1], &Funnel::exact(d), a.k)?;
-            Ok(())
-        })?;
-        let _ = warm;
-        let (exact, t_exact) = timed(|| Ok(ix.search(&q, &Funnel::exact(d), a.k)?))?;
-        let want: Vec<Vec<u32>> = exact
-            .iter()
-            .map(|h| h.iter().map(|h| h.row).collect())
-            .collect();
-        let qps_exact = q.len() as f64 / t_exact;
-        println!(
-            "{}",
-            serde_json::json!({"data": kind, "vectors": ix.len(), "queries": q.len(), "funnel": format!("exact float32:{d}"), "recall": 1.0, "qps": qps_exact, "speedup": 1.0, "threads": rayon_threads()})
-        );
-        for f in &funnels {
-            let (hits, t) = timed(|| Ok(ix.search(&q, f, a.k)?))?;
-            let got: Vec<Vec<u32>> = hits
-                .iter()
-                .map(|h| h.iter().map(|h| h.row).collect())
-                .collect();
-            let qps = q.len() as f64 / t;
-            println!(
-                "{}",
-                serde_json::json!({"data": kind, "vectors": ix.len(), "queries": q.len(), "funnel": f.to_string(), "keeps": f.keeps(a.k), "recall": recall(&got, &want), "qps": qps, "speedup": qps / qps_exact, "threads": rayon_threads()})
-            );
-        }
+        let want = bench_funnels(&ix, kind, &q, &funnels, a.k, d)?;
         if a.kernels {
             kernels(&ix)?;
         }
         if let (Some(dsn), "real") = (&a.dsn, kind) {
-            let mut client = nest_index::pgvector::connect(dsn)?;
-            let id_of: std::collections::HashMap<&str, u32> =
-                (0..ix.len()).map(|r| (ix.id(r), r as u32)).collect();
-            for f in std::iter::once(Funnel::exact(d)).chain(funnels.iter().cloned()) {
-                let (hits, t) = timed(|| {
-                    Ok(nest_index::pgvector::search(
-                        &mut client,
-                        &a.table,
-                        &q,
-                        &f,
-                        a.k,
-                    )?)
-                })?;
-                let got: Vec<Vec<u32>> = hits
-                    .iter()
-                    .map(|h| {
-                        h.iter()
-                            .filter_map(|h| id_of.get(h.id.as_str()).copied())
-                            .collect()
-                    })
-                    .collect();
-                println!(
-                    "{}",
-                    serde_json::json!({"data": kind, "engine": "pgvector", "vectors": ix.len(), "queries": q.len(), "funnel": f.to_string(), "recall": recall(&got, &want), "qps": q.len() as f64 / t, "ms_per_query": 1e3 * t / q.len() as f64})
-                );
-            }
+            bench_pgvector(&ix, dsn, &a.table, &q, &funnels, a.k, &want)?;
         }
+    }
+    Ok(())
+}
+
+/// The queries, embedded with the model and layer the index records: every non-empty line of
+/// `--queries`, deduplicated, a seeded subset of `--max-queries` when there are more.
+fn bench_queries(idx: &Index, a: &BenchSearchArgs) -> Result<Vec<Vec<f32>>> {
+    let source = idx.manifest().source.clone();
+    let model_name = source
+        .get("model")
+        .and_then(|m| m.as_str())
+        .context("the index records no model")?;
+    let model = super::load_model_path(model_name, None)?;
+    let layer = source
+        .get("layer")
+        .and_then(|l| l.as_u64())
+        .map_or(model.num_layers(), |l| l as usize);
+    let mut texts = Vec::new();
+    for p in &a.queries {
+        texts.extend(
+            nest_core::data::read_sentences(p)?
+                .into_iter()
+                .filter(|t| !t.is_empty()),
+        );
+    }
+    texts.sort();
+    texts.dedup();
+    if texts.len() > a.max_queries {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        texts.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(7));
+        texts.truncate(a.max_queries);
+    }
+    anyhow::ensure!(!texts.is_empty(), "no queries: pass --queries FILE");
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let opts = nest_model::EncodeOptions::default();
+    let pooled = model.embed_layers(&refs, &[layer], opts, &mut |_| {})?;
+    let d = model.output_dim();
+    Ok(nest_model::pooling::to_vec_f32(&pooled[0])
+        .chunks(d)
+        .map(<[f32]>::to_vec)
+        .collect())
+}
+
+/// Exact search, then every funnel, on one index: one JSON line each (recall against exact,
+/// queries per second). Returns the exact top-k rows.
+fn bench_funnels(
+    ix: &Index,
+    kind: &str,
+    q: &[Vec<f32>],
+    funnels: &[Funnel],
+    k: usize,
+    d: usize,
+) -> Result<Vec<Vec<u32>>> {
+    timed(|| Ok(ix.search(&q[..1], &Funnel::exact(d), k).map(|_| ())?))?; // warm-up
+    let (exact, t_exact) = timed(|| Ok(ix.search(q, &Funnel::exact(d), k)?))?;
+    let rows = |hits: &[Vec<nest_index::Hit>]| -> Vec<Vec<u32>> {
+        hits.iter()
+            .map(|h| h.iter().map(|h| h.row).collect())
+            .collect()
+    };
+    let want = rows(&exact);
+    let qps_exact = q.len() as f64 / t_exact;
+    println!(
+        "{}",
+        serde_json::json!({"data": kind, "vectors": ix.len(), "queries": q.len(), "funnel": format!("exact float32:{d}"), "recall": 1.0, "qps": qps_exact, "speedup": 1.0, "threads": rayon_threads()})
+    );
+    for f in funnels {
+        let (hits, t) = timed(|| Ok(ix.search(q, f, k)?))?;
+        let qps = q.len() as f64 / t;
+        println!(
+            "{}",
+            serde_json::json!({"data": kind, "vectors": ix.len(), "queries": q.len(), "funnel": f.to_string(), "keeps": f.keeps(k), "recall": recall(&rows(&hits), &want), "qps": qps, "speedup": qps / qps_exact, "threads": rayon_threads()})
+        );
+    }
+    Ok(want)
+}
+
+/// The same funnels in PostgreSQL + pgvector (the table `nest export pgvector` wrote), recall
+/// against Nest's exact search.
+fn bench_pgvector(
+    ix: &Index,
+    dsn: &str,
+    table: &str,
+    q: &[Vec<f32>],
+    funnels: &[Funnel],
+    k: usize,
+    want: &[Vec<u32>],
+) -> Result<()> {
+    let d = q.first().map_or(0, Vec::len);
+    let mut client = nest_index::pgvector::connect(dsn)?;
+    let id_of: std::collections::HashMap<&str, u32> =
+        (0..ix.len()).map(|r| (ix.id(r), r as u32)).collect();
+    for f in std::iter::once(Funnel::exact(d)).chain(funnels.iter().cloned()) {
+        let (hits, t) = timed(|| Ok(nest_index::pgvector::search(&mut client, table, q, &f, k)?))?;
+        let got: Vec<Vec<u32>> = hits
+            .iter()
+            .map(|h| {
+                h.iter()
+                    .filter_map(|h| id_of.get(h.id.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"data": "real", "engine": "pgvector", "vectors": ix.len(), "queries": q.len(), "funnel": f.to_string(), "recall": recall(&got, want), "qps": q.len() as f64 / t, "ms_per_query": 1e3 * t / q.len() as f64})
+        );
     }
     Ok(())
 }

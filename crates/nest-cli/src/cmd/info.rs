@@ -49,6 +49,13 @@ pub fn run(a: InfoArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&info)?);
         return Ok(());
     }
+    print_text(&m, params, &auto);
+    Ok(())
+}
+
+/// The human-readable form of `nest info`.
+fn print_text(m: &nest_model::ElasticEncoder, params: i64, auto: &nest_model::dtype::Resolved) {
+    let c = &m.config;
     println!("model          {}", m.files.dir.display());
     println!(
         "architecture   {} ({} layers x {} hidden, {} heads, ffn {})",
@@ -95,5 +102,4 @@ pub fn run(a: InfoArgs) -> Result<()> {
         println!("default dim    {d} (nest truncates to it unless --dim says otherwise)");
     }
     println!("dtype auto     {} ({})", auto.dtype, auto.reason);
-    Ok(())
 }

@@ -59,75 +59,10 @@ impl Beir {
     /// queries with no relevant document (not evaluated, as in BEIR).
     pub fn read(dir: &Path, split: &str) -> Result<Self> {
         let mut warnings = Vec::new();
-        let mut seen = HashSet::new();
-        let mut dups = 0;
-        let mut corpus = Vec::new();
-        for d in read_jsonl(&dir.join("corpus.jsonl"))? {
-            if !seen.insert(d.id.clone()) {
-                dups += 1;
-                continue;
-            }
-            let text = if d.title.is_empty() {
-                d.text
-            } else {
-                format!("{} {}", d.title, d.text)
-            };
-            corpus.push((d.id, text));
-        }
-        if dups > 0 {
-            warnings.push(format!("corpus.jsonl: {dups} duplicate _id(s), first kept"));
-        }
-        let mut qtext: HashMap<String, String> = HashMap::new();
-        let mut qorder = Vec::new();
-        let mut qdups = 0;
-        for q in read_jsonl(&dir.join("queries.jsonl"))? {
-            if qtext.contains_key(&q.id) {
-                qdups += 1;
-                continue;
-            }
-            qorder.push(q.id.clone());
-            qtext.insert(q.id, q.text);
-        }
-        if qdups > 0 {
-            warnings.push(format!(
-                "queries.jsonl: {qdups} duplicate _id(s), first kept"
-            ));
-        }
+        let (corpus, seen) = read_corpus(dir, &mut warnings)?;
+        let (qorder, mut qtext) = read_queries(dir, &mut warnings)?;
         let qpath = dir.join("qrels").join(format!("{split}.tsv"));
-        let t = TsvTable::read(&qpath, &["query-id", "corpus-id", "score"])?;
-        let mut qrels: BTreeMap<String, HashMap<String, i64>> = BTreeMap::new();
-        let (mut unknown_doc, mut unknown_query) = (0, 0);
-        for (line, r) in &t.rows {
-            let score: i64 = r[2]
-                .trim()
-                .parse()
-                .map_err(|_| t.row_error(*line, format!("score '{}' is not an integer", r[2])))?;
-            if !qtext.contains_key(&r[0]) {
-                unknown_query += 1;
-                continue;
-            }
-            if !seen.contains(&r[1]) {
-                unknown_doc += 1;
-            }
-            if score > 0 {
-                qrels
-                    .entry(r[0].clone())
-                    .or_default()
-                    .insert(r[1].clone(), score);
-            }
-        }
-        if unknown_doc > 0 {
-            warnings.push(format!(
-                "{}: {unknown_doc} judgement(s) name a corpus-id not in corpus.jsonl",
-                qpath.display()
-            ));
-        }
-        if unknown_query > 0 {
-            warnings.push(format!(
-                "{}: {unknown_query} judgement(s) name a query-id not in queries.jsonl (dropped)",
-                qpath.display()
-            ));
-        }
+        let qrels = read_qrels(&qpath, &seen, &qtext, &mut warnings)?;
         let queries: Vec<(String, String)> = qorder
             .into_iter()
             .filter(|id| qrels.contains_key(id))
@@ -147,6 +82,101 @@ impl Beir {
             warnings,
         })
     }
+}
+
+/// `corpus.jsonl`: (id, "title text") in file order, first of duplicate ids kept; and the ids.
+fn read_corpus(
+    dir: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<(String, String)>, HashSet<String>)> {
+    let mut seen = HashSet::new();
+    let mut dups = 0;
+    let mut corpus = Vec::new();
+    for d in read_jsonl(&dir.join("corpus.jsonl"))? {
+        if !seen.insert(d.id.clone()) {
+            dups += 1;
+            continue;
+        }
+        let text = if d.title.is_empty() {
+            d.text
+        } else {
+            format!("{} {}", d.title, d.text)
+        };
+        corpus.push((d.id, text));
+    }
+    if dups > 0 {
+        warnings.push(format!("corpus.jsonl: {dups} duplicate _id(s), first kept"));
+    }
+    Ok((corpus, seen))
+}
+
+/// `queries.jsonl`: ids in file order and id -> text, first of duplicate ids kept.
+fn read_queries(
+    dir: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<String>, HashMap<String, String>)> {
+    let mut qtext: HashMap<String, String> = HashMap::new();
+    let mut qorder = Vec::new();
+    let mut qdups = 0;
+    for q in read_jsonl(&dir.join("queries.jsonl"))? {
+        if qtext.contains_key(&q.id) {
+            qdups += 1;
+            continue;
+        }
+        qorder.push(q.id.clone());
+        qtext.insert(q.id, q.text);
+    }
+    if qdups > 0 {
+        warnings.push(format!(
+            "queries.jsonl: {qdups} duplicate _id(s), first kept"
+        ));
+    }
+    Ok((qorder, qtext))
+}
+
+/// `qrels/<split>.tsv`: query id -> (corpus id -> positive score); judgements of unknown
+/// queries are dropped, of unknown documents kept (both counted in `warnings`).
+fn read_qrels(
+    qpath: &Path,
+    docs: &HashSet<String>,
+    queries: &HashMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> Result<BTreeMap<String, HashMap<String, i64>>> {
+    let t = TsvTable::read(qpath, &["query-id", "corpus-id", "score"])?;
+    let mut qrels: BTreeMap<String, HashMap<String, i64>> = BTreeMap::new();
+    let (mut unknown_doc, mut unknown_query) = (0, 0);
+    for (line, r) in &t.rows {
+        let score: i64 = r[2]
+            .trim()
+            .parse()
+            .map_err(|_| t.row_error(*line, format!("score '{}' is not an integer", r[2])))?;
+        if !queries.contains_key(&r[0]) {
+            unknown_query += 1;
+            continue;
+        }
+        if !docs.contains(&r[1]) {
+            unknown_doc += 1;
+        }
+        if score > 0 {
+            qrels
+                .entry(r[0].clone())
+                .or_default()
+                .insert(r[1].clone(), score);
+        }
+    }
+    if unknown_doc > 0 {
+        warnings.push(format!(
+            "{}: {unknown_doc} judgement(s) name a corpus-id not in corpus.jsonl",
+            qpath.display()
+        ));
+    }
+    if unknown_query > 0 {
+        warnings.push(format!(
+            "{}: {unknown_query} judgement(s) name a query-id not in queries.jsonl (dropped)",
+            qpath.display()
+        ));
+    }
+    Ok(qrels)
 }
 
 #[cfg(test)]
