@@ -35,9 +35,7 @@ impl ElasticEncoder {
         // int8 leaves the value projection unquantised: in bf16 where `auto` would pick bf16 on
         // this machine (measured, cached), else float32
         let rest = match dtype {
-            Dtype::Int8 => {
-                crate::dtype::decide_auto(&crate::dtype::measure_cached(self.device())).dtype
-            }
+            Dtype::Int8 => crate::dtype::auto(self.device()).dtype,
             _ => Dtype::Float32,
         };
         self.set_net_dtype(dtype, true, rest);
