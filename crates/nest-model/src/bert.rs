@@ -83,9 +83,22 @@ impl Bert {
     ) -> EncoderOutput {
         let (_, s) = input.ids.size2().expect("ids are [batch, seq]");
         let pos = Tensor::arange(s, (Kind::Int64, input.ids.device())).unsqueeze(0);
+        self.forward_at(input, &pos, layers, train, capture)
+    }
+
+    /// [`Bert::forward`] with the position ids given (`[batch or 1, seq]` int64): RoBERTa-family
+    /// models count positions differently and share everything else ([`crate::xlm_roberta`]).
+    pub(crate) fn forward_at(
+        &self,
+        input: &EncoderInput,
+        pos: &Tensor,
+        layers: usize,
+        train: bool,
+        capture: ClsAttention,
+    ) -> EncoderOutput {
         let types = input.ids.zeros_like();
         let x = (self.word.forward(&input.ids)
-            + self.position.forward(&pos)
+            + self.position.forward(pos)
             + self.token_type.forward(&types))
         .apply(&self.emb_norm)
         .dropout(self.settings.dropout, train);

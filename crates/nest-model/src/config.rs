@@ -14,7 +14,13 @@ use crate::{Error, Result};
 pub enum Architecture {
     Bert,
     Mpnet,
+    /// XLM-RoBERTa and RoBERTa (`model_type` `xlm-roberta` or `roberta`).
+    #[serde(rename = "xlm-roberta", alias = "roberta")]
+    XlmRoberta,
 }
+
+/// The `model_type`s Nest loads, for error messages.
+pub const SUPPORTED_MODEL_TYPES: &str = "bert, mpnet, xlm-roberta, roberta";
 
 /// The fields of `config.json` Nest reads. Unknown fields are ignored (HF configs carry many).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -73,9 +79,12 @@ impl ModelConfig {
         match self.model_type.as_str() {
             "bert" => Ok(Architecture::Bert),
             "mpnet" => Ok(Architecture::Mpnet),
+            "xlm-roberta" | "roberta" => Ok(Architecture::XlmRoberta),
             other => Err(Error::Config {
                 path: PathBuf::from("config.json"),
-                message: format!("model_type '{other}' is not supported (supported: bert, mpnet)"),
+                message: format!(
+                    "model_type '{other}' is not supported (supported: {SUPPORTED_MODEL_TYPES})"
+                ),
             }),
         }
     }
@@ -132,7 +141,7 @@ impl ModelConfig {
     /// The padding token id used for batching (MPNet's position ids depend on it).
     pub fn pad_id(&self) -> i64 {
         self.pad_token_id.unwrap_or(match self.model_type.as_str() {
-            "mpnet" => 1,
+            "mpnet" | "xlm-roberta" | "roberta" => 1,
             _ => 0,
         })
     }
@@ -140,7 +149,7 @@ impl ModelConfig {
     /// Longest sequence the position table allows (MPNet/RoBERTa reserve `pad_id + 1` slots).
     pub fn max_positions(&self) -> usize {
         match self.model_type.as_str() {
-            "mpnet" => self
+            "mpnet" | "xlm-roberta" | "roberta" => self
                 .max_position_embeddings
                 .saturating_sub(self.pad_id() as usize + 1),
             _ => self.max_position_embeddings,

@@ -27,6 +27,7 @@ pub mod pooling;
 pub mod tiny;
 pub mod tokenize;
 mod weights;
+pub mod xlm_roberta;
 
 pub use adaptor::Adaptor;
 pub use config::{Architecture, ModelConfig, ModelFiles, NestMeta};

@@ -13,6 +13,7 @@ use crate::bert::Bert;
 use crate::config::Architecture;
 use crate::config::ModelConfig;
 use crate::mpnet::Mpnet;
+use crate::xlm_roberta::XlmRoberta;
 use crate::Result;
 
 /// Shape of a tiny model.
@@ -51,9 +52,11 @@ fn vocab(arch: Architecture) -> Vec<String> {
         Architecture::Bert => ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
             .map(String::from)
             .to_vec(),
-        Architecture::Mpnet => ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-            .map(String::from)
-            .to_vec(),
+        Architecture::Mpnet | Architecture::XlmRoberta => {
+            ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+                .map(String::from)
+                .to_vec()
+        }
     };
     v.extend(WORDS.iter().map(|w| w.to_string()));
     for c in ('a'..='z').chain('0'..='9') {
@@ -82,7 +85,7 @@ fn tokenizer_json(arch: Architecture) -> serde_json::Value {
                 "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}, {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
                 "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]}, "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}}),
         ),
-        Architecture::Mpnet => (
+        Architecture::Mpnet | Architecture::XlmRoberta => (
             "<unk>",
             ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
             json!({"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": true, "add_prefix_space": false}),
@@ -112,6 +115,7 @@ pub fn tiny_config(spec: &TinySpec) -> ModelConfig {
     let (model_type, pad, max_pos) = match spec.arch {
         Architecture::Bert => ("bert", 0, spec.max_seq_length),
         Architecture::Mpnet => ("mpnet", 1, spec.max_seq_length + 2),
+        Architecture::XlmRoberta => ("xlm-roberta", 1, spec.max_seq_length + 2),
     };
     ModelConfig {
         model_type: model_type.into(),
@@ -173,6 +177,7 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> Result<()> {
     match spec.arch {
         Architecture::Bert => drop(Bert::new(vs.root(), &cfg)),
         Architecture::Mpnet => drop(Mpnet::new(vs.root(), &cfg)),
+        Architecture::XlmRoberta => drop(XlmRoberta::new(vs.root(), &cfg)),
     }
     // Weights from a local generator seeded by `spec.seed`, not libtorch's global RNG, so the
     // same spec gives the same model even while other threads draw random numbers.

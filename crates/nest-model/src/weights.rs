@@ -35,7 +35,7 @@ pub(crate) fn load_part(
             .find_map(|p| name.strip_prefix(p))
             .map(str::to_string)
             .unwrap_or(name);
-        file.insert(key, t);
+        file.insert(legacy_norm_name(key), t);
     }
     let device = vs.device();
     let vars = vs.variables();
@@ -64,4 +64,17 @@ pub(crate) fn load_part(
         }
         Ok(())
     })
+}
+
+/// LayerNorm parameters under their TensorFlow-era names (`*.gamma`, `*.beta`), as older hub
+/// checkpoints and transformers 5's saving of BERT-family models write them, read as `*.weight`
+/// and `*.bias` (transformers does the same on load: `_fix_state_dict_key_on_load`).
+fn legacy_norm_name(key: String) -> String {
+    if let Some(stem) = key.strip_suffix(".gamma") {
+        format!("{stem}.weight")
+    } else if let Some(stem) = key.strip_suffix(".beta") {
+        format!("{stem}.bias")
+    } else {
+        key
+    }
 }

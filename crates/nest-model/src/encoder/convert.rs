@@ -62,6 +62,7 @@ impl ElasticEncoder {
         match &mut self.net {
             Net::Bert(m) => m.set_dtype(dtype, convert, rest),
             Net::Mpnet(m) => m.set_dtype(dtype, convert, rest),
+            Net::XlmRoberta(m) => m.set_dtype(dtype, convert, rest),
         }
         self.dtype = dtype;
     }

@@ -16,6 +16,7 @@ use crate::dtype::Dtype;
 use crate::mpnet::Mpnet;
 use crate::pooling::Pooling;
 use crate::tokenize::TextTokenizer;
+use crate::xlm_roberta::XlmRoberta;
 use crate::{weights, Error, Result};
 
 mod convert;
@@ -65,6 +66,7 @@ impl Default for EncodeOptions {
 enum Net {
     Bert(Bert),
     Mpnet(Mpnet),
+    XlmRoberta(XlmRoberta),
 }
 
 /// A loaded elastic encoder.
@@ -112,6 +114,7 @@ impl ElasticEncoder {
         let net = match arch {
             Architecture::Bert => Net::Bert(Bert::new(vs.root(), &config)),
             Architecture::Mpnet => Net::Mpnet(Mpnet::new(vs.root(), &config)),
+            Architecture::XlmRoberta => Net::XlmRoberta(XlmRoberta::new(vs.root(), &config)),
         };
         let dense = match &dense_folder {
             Some(folder) => {
@@ -166,6 +169,7 @@ impl ElasticEncoder {
         match self.net {
             Net::Bert(_) => Architecture::Bert,
             Net::Mpnet(_) => Architecture::Mpnet,
+            Net::XlmRoberta(_) => Architecture::XlmRoberta,
         }
     }
 
@@ -173,6 +177,7 @@ impl ElasticEncoder {
         match &self.net {
             Net::Bert(m) => m.num_layers(),
             Net::Mpnet(m) => m.num_layers(),
+            Net::XlmRoberta(m) => m.num_layers(),
         }
     }
 
@@ -280,6 +285,7 @@ impl ElasticEncoder {
         match &self.net {
             Net::Bert(m) => m.forward(input, layers, train, capture),
             Net::Mpnet(m) => m.forward(input, layers, train, capture),
+            Net::XlmRoberta(m) => m.forward(input, layers, train, capture),
         }
     }
 
