@@ -13,7 +13,10 @@ Writes tests/fixtures/xlmr-tiny/:
   - reference.safetensors: `embeddings` [n, 32] = SentenceTransformer(model).encode(sentences,
     batch_size=8) (padded batches: right padding, pad id 1), `layer_<l>` [n, 32] for l in 1..=4:
     attention-mask mean-pooled hidden states of the same padded batches, un-normalised;
-    `token_lengths` [n].
+    `token_lengths` [n]; with a prompt: `prompt_query` = encode(sentences, prompt="query: "),
+    `prompt_query_excluded` = the same with the Pooling module's include_prompt = False;
+    `lasttoken` [n, 32] = the last real token's state at the last layer (sentence-transformers'
+    Pooling "lasttoken" mode, un-normalised), batches of 8 padded on the right.
 """
 import json
 import os
@@ -87,6 +90,19 @@ def main():
     for l, parts in layers.items():
         tensors[f"layer_{l}"] = np.concatenate(parts).astype(np.float32)
     tensors["token_lengths"] = np.array(lengths, dtype=np.int64)
+    tensors["prompt_query"] = st.encode(SENTENCES, batch_size=8, prompt="query: ")
+    st[1].include_prompt = False
+    tensors["prompt_query_excluded"] = st.encode(SENTENCES, batch_size=8, prompt="query: ")
+    st[1].include_prompt = True
+    last = []
+    for i in range(0, len(SENTENCES), 8):
+        feats = st.tokenize(SENTENCES[i:i + 8])
+        with torch.no_grad():
+            h = st[0].auto_model(input_ids=feats["input_ids"],
+                                 attention_mask=feats["attention_mask"]).last_hidden_state
+        idx = feats["attention_mask"].sum(1) - 1
+        last.append(h[torch.arange(h.shape[0]), idx].numpy())
+    tensors["lasttoken"] = np.concatenate(last).astype(np.float32)
     save_file(tensors, os.path.join(OUT, "reference.safetensors"))
     with open(os.path.join(OUT, "sentences.json"), "w", encoding="utf-8") as f:
         json.dump(SENTENCES, f, ensure_ascii=False, indent=1)

@@ -186,6 +186,17 @@ pub struct PoolingConfig {
     pub pooling_mode_max_tokens: bool,
     #[serde(default)]
     pub pooling_mode_mean_sqrt_len_tokens: bool,
+    /// The last real token (decoder embedding models such as Qwen3-Embedding).
+    #[serde(default)]
+    pub pooling_mode_lasttoken: bool,
+    /// Whether the prompt's tokens count in the pooled vector (sentence-transformers' default:
+    /// yes; INSTRUCTOR-style models: no).
+    #[serde(default = "yes")]
+    pub include_prompt: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl PoolingConfig {
@@ -196,9 +207,10 @@ impl PoolingConfig {
                 "cls" | "cls_token" => Ok(Pooling::Cls),
                 "max" | "max_tokens" => Ok(Pooling::Max),
                 "mean_sqrt_len_tokens" | "mean_sqrt_len" => Ok(Pooling::MeanSqrtLen),
+                "lasttoken" | "last_token" => Ok(Pooling::LastToken),
                 other => Err(Error::Config {
                     path: path.to_path_buf(),
-                    message: format!("pooling_mode '{other}' is not supported (supported: mean, cls, max, mean_sqrt_len_tokens)"),
+                    message: format!("pooling_mode '{other}' is not supported (supported: mean, cls, max, mean_sqrt_len_tokens, lasttoken)"),
                 }),
             };
         }
@@ -207,6 +219,7 @@ impl PoolingConfig {
             (self.pooling_mode_mean_tokens, Pooling::Mean),
             (self.pooling_mode_max_tokens, Pooling::Max),
             (self.pooling_mode_mean_sqrt_len_tokens, Pooling::MeanSqrtLen),
+            (self.pooling_mode_lasttoken, Pooling::LastToken),
         ];
         let on: Vec<Pooling> = modes.iter().filter(|(b, _)| *b).map(|(_, p)| *p).collect();
         match on.as_slice() {
@@ -258,6 +271,8 @@ pub struct ModelFiles {
     /// `tokenizer_config.json`: sentence-transformers 6 keeps `max_seq_length` there as
     /// `model_max_length`.
     pub tokenizer_config: Option<PathBuf>,
+    /// `config_sentence_transformers.json`: the model's prompts ([`crate::prompt`]).
+    pub st_config: Option<PathBuf>,
 }
 
 impl ModelFiles {
@@ -293,6 +308,7 @@ impl ModelFiles {
             modules: opt("modules.json"),
             nest_meta: opt("nest.json"),
             tokenizer_config: opt("tokenizer_config.json"),
+            st_config: opt("config_sentence_transformers.json"),
         })
     }
 }

@@ -24,6 +24,7 @@ pub mod mpnet;
 pub mod optim;
 pub mod point;
 pub mod pooling;
+pub mod prompt;
 pub mod tiny;
 pub mod tokenize;
 mod weights;

@@ -15,6 +15,10 @@ pub enum Pooling {
     Max,
     /// Sum over non-padding tokens divided by sqrt(length).
     MeanSqrtLen,
+    /// The last non-padding token (on either padding side), as sentence-transformers'
+    /// `lasttoken` mode.
+    #[serde(rename = "lasttoken")]
+    LastToken,
 }
 
 impl Pooling {
@@ -36,6 +40,16 @@ impl Pooling {
                 } else {
                     sum / n.sqrt()
                 }
+            }
+            Pooling::LastToken => {
+                // the highest position whose mask is set: right or left padding alike
+                let s = hidden.size()[1];
+                let pos = Tensor::arange(s, (Kind::Int64, hidden.device())).unsqueeze(0);
+                let last = (mask.to_kind(Kind::Int64) * (pos + 1)).argmax(1, false); // [b]
+                let idx = last
+                    .view([-1, 1, 1])
+                    .expand([-1, 1, hidden.size()[2]], false);
+                hidden.gather(1, &idx, false).squeeze_dim(1)
             }
             Pooling::Max => {
                 let neg: Tensor = (1.0 - &m) * -1e9;
@@ -75,4 +89,18 @@ pub fn to_vec_f32(t: &Tensor) -> Vec<f32> {
         .contiguous()
         .view([-1]);
     Vec::<f32>::try_from(&t).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_token_on_either_padding_side() {
+        // [2, 3, 1]: row 0 right-padded (real 0..=1), row 1 left-padded (real 1..=2)
+        let h = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).view([2, 3, 1]);
+        let mask = Tensor::from_slice(&[1i64, 1, 0, 0, 1, 1]).view([2, 3]);
+        let got = Vec::<f32>::try_from(Pooling::LastToken.pool(&h, &mask).view([-1])).unwrap();
+        assert_eq!(got, vec![2.0, 6.0]);
+    }
 }

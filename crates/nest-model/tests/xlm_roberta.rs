@@ -5,7 +5,9 @@
 //! `torch.manual_seed(0)`; a SentencePiece-Unigram tokenizer trained by `tokenizers`) in
 //! `tests/fixtures/xlmr-tiny/model/` and wrote its outputs for the 30 parity sentences to
 //! `reference.safetensors`. Tolerance: cosine >= 0.99999 per sentence at every layer (mean-pooled
-//! hidden states) and for the final embedding; token counts equal.
+//! hidden states) and for the final embedding; token counts equal. The same for a prompt
+//! (`encode(prompt="query: ")`, with the prompt's tokens in and out of the pooling) and for
+//! last-token pooling.
 
 use nest_model::pooling::l2_normalize;
 use nest_model::{Architecture, ElasticEncoder, EncodeOptions};
@@ -48,6 +50,51 @@ fn xlm_roberta_matches_transformers_at_every_layer() {
     let worst = cos.iter().copied().fold(1.0, f64::min);
     eprintln!("xlm-roberta: min cosine vs sentence-transformers {worst:.8}");
     assert!(worst >= 0.99999, "cosines {cos:?}");
+}
+
+fn reference() -> std::collections::HashMap<String, Tensor> {
+    Tensor::read_safetensors(root().join("tests/fixtures/xlmr-tiny/reference.safetensors"))
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+fn worst(a: &Tensor, b: &Tensor) -> f64 {
+    row_cos(a, b).into_iter().fold(1.0, f64::min)
+}
+
+#[test]
+fn prompts_and_last_token_pooling_match_sentence_transformers() {
+    let dir = root().join("tests/fixtures/xlmr-tiny/model");
+    let mut enc = ElasticEncoder::load(&dir, Device::Cpu, None).unwrap();
+    let fx = reference();
+    let texts = sentences();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let opts = EncodeOptions { batch_size: 8 };
+    let run = |enc: &ElasticEncoder, prompt| {
+        enc.embed_prompted(&refs, &[4], opts, prompt, &mut |_| {})
+            .unwrap()
+            .remove(0)
+    };
+    let with = run(&enc, Some("query: "));
+    let w = worst(&with, &fx["prompt_query"]);
+    eprintln!("prompt, included: min cosine {w:.8}");
+    assert!(w >= 0.99999);
+    // the prompt changes the vectors (the check above is not vacuous)
+    assert!(worst(&with, &fx["embeddings"]) < 0.999);
+    enc.include_prompt = false;
+    let without = run(&enc, Some("query: "));
+    let w = worst(&without, &fx["prompt_query_excluded"]);
+    eprintln!("prompt, excluded from pooling: min cosine {w:.8}");
+    assert!(w >= 0.99999);
+    assert!(worst(&without, &with) < 0.9999);
+    enc.include_prompt = true;
+    enc.pooling = nest_model::Pooling::LastToken;
+    let last = run(&enc, None);
+    let w = worst(&last, &fx["lasttoken"]);
+    let diff = (&last - &fx["lasttoken"]).abs().max().double_value(&[]);
+    eprintln!("last-token pooling: min cosine {w:.8}, max |diff| {diff:.2e}");
+    assert!(w >= 0.99999 && diff < 1e-4);
 }
 
 #[test]

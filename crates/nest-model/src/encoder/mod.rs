@@ -15,6 +15,7 @@ use crate::dense::{Dense, DenseConfig, VAR_PREFIX};
 use crate::dtype::Dtype;
 use crate::mpnet::Mpnet;
 use crate::pooling::Pooling;
+use crate::prompt::Prompts;
 use crate::tokenize::TextTokenizer;
 use crate::xlm_roberta::XlmRoberta;
 use crate::{weights, Error, Result};
@@ -87,6 +88,10 @@ pub struct ElasticEncoder {
     forwards: std::sync::atomic::AtomicUsize,
     /// What a Nest training run recorded (trained dims and layers), if anything.
     pub meta: NestMeta,
+    /// The model's named prompts and default (`config_sentence_transformers.json`).
+    pub prompts: Prompts,
+    /// Whether pooling counts the prompt's tokens (`1_Pooling/config.json` `include_prompt`).
+    pub include_prompt: bool,
     /// The forward pass's arithmetic; `converted` when the weights themselves were converted
     /// for inference (then the encoder can no longer be trained, saved or reloaded).
     dtype: Dtype,
@@ -102,6 +107,11 @@ impl ElasticEncoder {
         let config = ModelConfig::read(&files.config)?;
         let arch = config.architecture()?;
         let (pooling, normalize, dense_folder) = read_pipeline(&files)?;
+        let include_prompt = match &files.pooling_config {
+            Some(p) => read_json::<PoolingConfig>(p)?.include_prompt,
+            None => true,
+        };
+        let prompts = Prompts::read(files.st_config.as_deref())?;
         let meta: NestMeta = files
             .nest_meta
             .as_deref()
@@ -152,6 +162,8 @@ impl ElasticEncoder {
             normalize,
             dense,
             meta,
+            prompts,
+            include_prompt,
             forwards: Default::default(),
             dtype: Dtype::Float32,
             converted: false,

@@ -1,0 +1,160 @@
+//! Prompts (instructions) prepended to the texts, as sentence-transformers does: the named ones
+//! of `config_sentence_transformers.json` (`prompts`, `default_prompt_name`), chosen by name
+//! (`--prompt-name query`) or given as text (`--prompt "Instruct: ...\nQuery: "`). The default
+//! prompt, when the model names one, applies whenever none is asked for
+//! (`SentenceTransformer.encode`'s rule).
+//!
+//! Whether the pooled vector includes the prompt's tokens is the pooling's `include_prompt`
+//! (`1_Pooling/config.json`); the encoder reads it ([`crate::ElasticEncoder::embed_prompted`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::config::read_json;
+use crate::Result;
+
+/// A model's named prompts and its default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prompts {
+    named: BTreeMap<String, String>,
+    default_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct StConfig {
+    #[serde(default)]
+    prompts: BTreeMap<String, String>,
+    #[serde(default)]
+    default_prompt_name: Option<String>,
+}
+
+/// What a caller asked for: a prompt by name, or its text (not both).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PromptChoice<'a> {
+    pub name: Option<&'a str>,
+    pub text: Option<&'a str>,
+}
+
+impl Prompts {
+    /// Reads `config_sentence_transformers.json` (none: no prompts). A `default_prompt_name`
+    /// that names no prompt is refused, naming the file and the key.
+    pub fn read(path: Option<&Path>) -> Result<Prompts> {
+        let Some(path) = path else {
+            return Ok(Prompts::default());
+        };
+        let c: StConfig = read_json(path)?;
+        let p = Prompts {
+            named: c.prompts,
+            default_name: c.default_prompt_name.filter(|n| !n.is_empty()),
+        };
+        if let Some(n) = &p.default_name {
+            if !p.named.contains_key(n) {
+                return Err(crate::Error::Config {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "default_prompt_name '{n}' is not one of prompts ({})",
+                        p.names()
+                    ),
+                });
+            }
+        }
+        Ok(p)
+    }
+
+    /// Prompts from a name -> text map and an optional default name (tests, tools).
+    pub fn new(named: BTreeMap<String, String>, default_name: Option<String>) -> Prompts {
+        Prompts {
+            named,
+            default_name,
+        }
+    }
+
+    /// The prompt names, comma-separated (for messages).
+    pub fn names(&self) -> String {
+        let v: Vec<&str> = self.named.keys().map(String::as_str).collect();
+        if v.is_empty() {
+            "none".into()
+        } else {
+            v.join(", ")
+        }
+    }
+
+    /// The named prompt's text.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.named.get(name).map(String::as_str)
+    }
+
+    /// The prompt applied when none is asked for, if the model names one.
+    pub fn default_prompt(&self) -> Option<&str> {
+        self.default_name.as_deref().and_then(|n| self.get(n))
+    }
+
+    /// The prompt text for `choice`: its text, the named prompt, else the default (`None`: no
+    /// prompt). An unknown name is an error naming `name_key` (the flag or field the user wrote)
+    /// and the prompts the model has; a name and a text together are refused.
+    pub fn resolve<'a>(
+        &'a self,
+        choice: PromptChoice<'a>,
+        name_key: &str,
+    ) -> std::result::Result<Option<&'a str>, nest_core::Error> {
+        match (choice.name, choice.text) {
+            (Some(_), Some(_)) => Err(nest_core::Error::value(
+                name_key,
+                "give a prompt name or a prompt text, not both",
+            )),
+            (None, Some(t)) => Ok(Some(t)),
+            (Some(n), None) => self.get(n).map(Some).ok_or_else(|| {
+                nest_core::Error::value(
+                    name_key,
+                    format!(
+                        "the model has no prompt '{n}' (its prompts: {})",
+                        self.names()
+                    ),
+                )
+            }),
+            (None, None) => Ok(self.default_prompt()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_text_and_default() {
+        let named: BTreeMap<String, String> = [("query", "query: "), ("document", "passage: ")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let p = Prompts::new(named.clone(), Some("query".into()));
+        let ask = |name, text| PromptChoice { name, text };
+        assert_eq!(
+            p.resolve(ask(None, None), "--prompt-name").unwrap(),
+            Some("query: ")
+        );
+        assert_eq!(
+            p.resolve(ask(Some("document"), None), "--prompt-name")
+                .unwrap(),
+            Some("passage: ")
+        );
+        assert_eq!(p.resolve(ask(None, Some("x: ")), "k").unwrap(), Some("x: "));
+        let e = p
+            .resolve(ask(Some("other"), None), "prompt_name")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("prompt_name") && e.contains("document, query"),
+            "{e}"
+        );
+        assert!(p.resolve(ask(Some("query"), Some("x")), "k").is_err());
+        assert_eq!(
+            Prompts::new(named, None)
+                .resolve(ask(None, None), "k")
+                .unwrap(),
+            None
+        );
+    }
+}
