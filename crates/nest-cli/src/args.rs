@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use crate::args_model::ModelArgs;
+pub use crate::args_model::{ModelArgs, PromptArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -75,6 +75,8 @@ pub struct EncodeArgs {
     /// Apply an adaptor made by `nest compress` (then `--dim` is one of its dims).
     #[arg(long)]
     pub adaptor: Option<PathBuf>,
+    #[command(flatten)]
+    pub prompt: PromptArgs,
 }
 
 #[derive(Debug, Args)]

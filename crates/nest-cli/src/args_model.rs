@@ -28,3 +28,29 @@ pub struct ModelArgs {
     pub dtype: Vec<nest_model::DtypeChoice>,
 }
 
+/// Which prompt to prepend (sentence-transformers' `prompt_name` / `prompt`): default, the
+/// model's `default_prompt_name` if it has one.
+#[derive(Debug, Args, Clone, Default)]
+pub struct PromptArgs {
+    /// A prompt the model names in config_sentence_transformers.json (e.g. `query`).
+    #[arg(long, conflicts_with = "prompt")]
+    pub prompt_name: Option<String>,
+    /// A prompt's text, prepended to every input (e.g. `"query: "`).
+    #[arg(long)]
+    pub prompt: Option<String>,
+}
+
+impl PromptArgs {
+    /// The prompt text for `model` (`None`: none), or an error naming `--prompt-name` and the
+    /// prompts the model has.
+    pub fn resolve<'m>(
+        &'m self,
+        model: &'m nest_model::ElasticEncoder,
+    ) -> Result<Option<&'m str>, nest_core::Error> {
+        let choice = nest_model::prompt::PromptChoice {
+            name: self.prompt_name.as_deref(),
+            text: self.prompt.as_deref(),
+        };
+        model.prompts.resolve(choice, "--prompt-name")
+    }
+}

@@ -506,3 +506,84 @@ fn a_model_that_fails_to_load_gives_503_in_openai_shape() {
         "{v}"
     );
 }
+
+/// The tiny XLM-RoBERTa of `tests/fixtures/xlmr-tiny` with a `query: ` prompt that the pooling
+/// leaves out (`include_prompt = false`).
+fn xlmr_with_prompt(dir: &Path) -> std::path::PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/xlmr-tiny/model");
+    let m = dir.join("xlmr");
+    std::fs::create_dir_all(m.join("1_Pooling")).unwrap();
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap();
+        if f.file_type().unwrap().is_file() {
+            std::fs::copy(f.path(), m.join(f.file_name())).unwrap();
+        }
+    }
+    let pooling: Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("1_Pooling/config.json")).unwrap())
+            .unwrap();
+    let mut pooling = pooling.as_object().unwrap().clone();
+    pooling.insert("include_prompt".into(), json!(false));
+    std::fs::write(
+        m.join("1_Pooling/config.json"),
+        Value::Object(pooling).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        m.join("config_sentence_transformers.json"),
+        json!({"prompts": {"query": "query: ", "document": ""}, "default_prompt_name": null})
+            .to_string(),
+    )
+    .unwrap();
+    m
+}
+
+#[test]
+fn prompts_by_name_or_text_match_sentence_transformers() {
+    let d = tempfile::tempdir().unwrap();
+    let s = start(&xlmr_with_prompt(d.path()), &[]);
+    // the reference: sentence-transformers' encode(prompt="query: ") with include_prompt=False
+    // (tests/reference/make_xlmr.py), normalised; sentence 0 of the parity sentences
+    let fx: std::collections::HashMap<String, tch::Tensor> = tch::Tensor::read_safetensors(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/xlmr-tiny/reference.safetensors"),
+    )
+    .unwrap()
+    .into_iter()
+    .collect();
+    let want = Vec::<f32>::try_from(fx["prompt_query_excluded"].get(0)).unwrap();
+    let plain = Vec::<f32>::try_from(fx["embeddings"].get(0)).unwrap();
+    let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    let text = "A man is playing a guitar.";
+    for body in [
+        json!({"input": [text, "Hi"], "prompt_name": "query"}),
+        json!({"input": text, "prompt": "query: "}),
+    ] {
+        let (st, r) = post(&s.addr, &body);
+        assert_eq!(st, 200, "{r}");
+        let v = vectors(&r).remove(0);
+        assert!(
+            cos(&v, &want) > 0.99999,
+            "{body}: cosine {}",
+            cos(&v, &want)
+        );
+    }
+    let (_, r) = post(&s.addr, &json!({"input": text}));
+    assert!(cos(&vectors(&r)[0], &plain) > 0.99999);
+    let (st, r) = post(&s.addr, &json!({"input": text, "prompt_name": "passage"}));
+    assert_eq!(st, 400, "{r}");
+    assert_eq!(r["error"]["param"], "prompt_name", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("document, query"),
+        "{r}"
+    );
+    let (st, r) = post(&s.addr, &json!({"input": text, "prompt": 3}));
+    assert_eq!(
+        (st, r["error"]["param"].as_str()),
+        (400, Some("prompt")),
+        "{r}"
+    );
+}

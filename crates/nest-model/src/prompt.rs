@@ -81,6 +81,16 @@ impl Prompts {
         }
     }
 
+    /// Every named prompt (name -> text).
+    pub fn named(&self) -> &BTreeMap<String, String> {
+        &self.named
+    }
+
+    /// The name of the prompt applied by default, if any.
+    pub fn default_name(&self) -> Option<&str> {
+        self.default_name.as_deref()
+    }
+
     /// The named prompt's text.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.named.get(name).map(String::as_str)

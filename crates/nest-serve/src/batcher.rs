@@ -20,6 +20,9 @@ pub struct Item {
     pub layer: usize,
     /// Dims of the answer (prefix, or the adaptor's head).
     pub dim: usize,
+    /// Leading tokens left out of the pooling (the prompt's, when the model's pooling has
+    /// `include_prompt = false`; else 0).
+    pub skip: usize,
     pub reply: oneshot::Sender<std::result::Result<Vec<f32>, String>>,
 }
 
@@ -171,6 +174,7 @@ mod tests {
                 ids: vec![1; len],
                 layer,
                 dim: 4,
+                skip: 0,
                 reply: tx,
             },
             rx,

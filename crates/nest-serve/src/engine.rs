@@ -42,6 +42,10 @@ pub struct ServedModel {
     pub offer: Offer,
     /// The arithmetic the workers run in, and why (`auto`'s measurement, or as asked).
     pub dtype: nest_model::dtype::Resolved,
+    /// The model's named prompts and default.
+    pub prompts: nest_model::prompt::Prompts,
+    /// Whether pooling counts the prompt's tokens.
+    pub include_prompt: bool,
 }
 
 /// What a worker loads: the encoder, the adaptor, and what the handlers are told.
@@ -60,6 +64,32 @@ pub struct Engine {
 }
 
 impl ServedModel {
+    /// A request's prompt text (`prompt_name`, `prompt`, else the model's default) and how many
+    /// leading tokens the pooling leaves out for it.
+    pub fn prompt<'a>(
+        &'a self,
+        name: Option<&'a str>,
+        text: Option<&'a str>,
+    ) -> Result<(Option<&'a str>, usize)> {
+        let field = match (name, text) {
+            (None, Some(_)) => "prompt",
+            _ => "prompt_name",
+        };
+        let choice = nest_model::prompt::PromptChoice { name, text };
+        let p = self
+            .prompts
+            .resolve(choice, field)
+            .map_err(|e| match e {
+                nest_core::Error::Value { message, .. } => Error::bad(Some(field), message),
+                other => Error::bad(Some(field), other.to_string()),
+            })?
+            .filter(|p| !p.is_empty());
+        let skip = match (p, self.include_prompt) {
+            (Some(p), false) => self.tokenizer.encode(&[p])?[0].len().saturating_sub(1),
+            _ => 0,
+        };
+        Ok((p, skip))
+    }
     /// Resolves and checks a request's `dimensions` and `layers` (`nest_model::point`, with the
     /// API's field names; trained points only unless the server allows any).
     pub fn point(&self, dims: Option<usize>, layers: Option<usize>, any: bool) -> Result<Point> {
@@ -126,6 +156,8 @@ impl Engine {
             vocab_size: enc.config.vocab_size,
             offer,
             dtype,
+            prompts: enc.prompts.clone(),
+            include_prompt: enc.include_prompt,
         };
         Ok(Loaded {
             enc,
@@ -223,8 +255,20 @@ fn embed_batch(
     METRICS.batch_tokens.observe((longest * batch.len()) as f64);
     let input = enc.make_input(&seqs);
     let out = enc.forward(&input, layer, false);
+    let mask = match batch.iter().any(|i| i.skip > 0) {
+        false => input.mask.shallow_clone(),
+        true => {
+            // the prompt's tokens out of the pooling, per input
+            let m = input.mask.copy();
+            for (k, it) in batch.iter().enumerate().filter(|(_, i)| i.skip > 0) {
+                let n = (it.skip as i64).min(m.size()[1]);
+                let _ = m.get(k as i64).narrow(0, 0, n).fill_(0);
+            }
+            m
+        }
+    };
     let pooled = enc
-        .embed_pooled(&out.hidden_states[layer], &input.mask)
+        .embed_pooled(&out.hidden_states[layer], &mask)
         .to_device(Device::Cpu)
         .to_kind(Kind::Float);
     // one `point::finish` per distinct dim in the batch (the cut, the adaptor, the norm)

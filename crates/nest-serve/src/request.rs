@@ -1,4 +1,5 @@
-//! Parsing of `POST /v1/embeddings` bodies (OpenAI's embeddings API plus Nest's `layers`).
+//! Parsing of `POST /v1/embeddings` bodies (OpenAI's embeddings API plus Nest's `layers`,
+//! `prompt_name` and `prompt`).
 //!
 //! The body is read as untyped JSON first so that every problem gets a message naming the
 //! field and what was expected, as OpenAI's API does, instead of serde's generic text.
@@ -44,6 +45,21 @@ pub struct EmbeddingRequest {
     pub dimensions: Option<usize>,
     pub layers: Option<usize>,
     pub encoding: Encoding,
+    /// A prompt the model names (`config_sentence_transformers.json`), e.g. `"query"`.
+    pub prompt_name: Option<String>,
+    /// A prompt's text, prepended to every text input.
+    pub prompt: Option<String>,
+}
+
+fn string(v: &Value, param: &'static str) -> Result<Option<String>> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        other => Err(Error::bad(
+            Some(param),
+            format!("'{param}' must be a string, got {}", kind(other)),
+        )),
+    }
 }
 
 fn positive(v: &Value, param: &'static str) -> Result<Option<usize>> {
@@ -152,16 +168,7 @@ pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
     };
     let get = |k: &str| obj.get(k).unwrap_or(&Value::Null);
     let inputs = parse_input(get("input"))?;
-    let model = match get("model") {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => {
-            return Err(Error::bad(
-                Some("model"),
-                format!("'model' must be a string, got {}", kind(other)),
-            ))
-        }
-    };
+    let model = string(get("model"), "model")?;
     let encoding = match get("encoding_format") {
         Value::Null => Encoding::Float,
         Value::String(s) if s == "float" => Encoding::Float,
@@ -182,6 +189,8 @@ pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
         dimensions: positive(get("dimensions"), "dimensions")?,
         layers: positive(get("layers"), "layers")?,
         encoding,
+        prompt_name: string(get("prompt_name"), "prompt_name")?,
+        prompt: string(get("prompt"), "prompt")?,
     })
 }
 

@@ -136,7 +136,8 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
         ));
     }
     let point = info.point(req.dimensions, req.layers, s.engine.config.allow_any_point)?;
-    let ids = token_ids(info, req.inputs).await?;
+    let (prompt, skip) = info.prompt(req.prompt_name.as_deref(), req.prompt.as_deref())?;
+    let ids = token_ids(info, req.inputs, prompt).await?;
     let tokens: usize = ids.iter().map(Vec::len).sum();
     if tokens > s.limits.max_tokens {
         return Err(Error::too_large(
@@ -157,6 +158,7 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
                 ids,
                 layer: point.layer,
                 dim: point.dim,
+                skip,
                 reply: tx,
             }
         })
@@ -187,7 +189,12 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
 
 /// The request's token ids: texts tokenised (inline when short, else off the async threads),
 /// id lists checked against the vocabulary; both truncated to the model's max length.
-async fn token_ids(info: &ServedModel, inputs: Inputs) -> Result<Vec<Vec<i64>>> {
+/// A prompt, when given, is prepended to every text (token-id inputs are taken as they are).
+async fn token_ids(
+    info: &ServedModel,
+    inputs: Inputs,
+    prompt: Option<&str>,
+) -> Result<Vec<Vec<i64>>> {
     let max_len = info.tokenizer.max_length();
     Ok(match inputs {
         Inputs::Texts(texts) => {
@@ -197,6 +204,10 @@ async fn token_ids(info: &ServedModel, inputs: Inputs) -> Result<Vec<Vec<i64>>> 
                     format!("input[{i}] is an empty string"),
                 ));
             }
+            let texts: Vec<String> = match prompt {
+                Some(p) => texts.iter().map(|t| format!("{p}{t}")).collect(),
+                None => texts,
+            };
             let bytes: usize = texts.iter().map(String::len).sum();
             if bytes <= INLINE_TOKENIZE_BYTES {
                 // short inputs: tokenising takes microseconds, less than a thread hand-off

@@ -15,6 +15,7 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     let model = super::load_model(&a.model)?;
     let offer = nest_model::Offer::new(&model, adaptor.as_ref())?;
     let spec = offer.resolve(a.layer, a.dim, Keys::FLAGS, Policy::AnyInRange)?;
+    let prompt = a.prompt.resolve(&model)?;
     let texts = nest_core::data::read_sentences(&a.input)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pb = progress::bar(refs.len(), "encode");
@@ -22,7 +23,7 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         batch_size: a.model.batch_size,
     };
     let mut tick = |done: usize| pb.set_position(done as u64);
-    let pooled = model.embed_layers(&refs, &[spec.layer], opts, &mut tick)?;
+    let pooled = model.embed_prompted(&refs, &[spec.layer], opts, prompt, &mut tick)?;
     let e = nest_model::point::finish(&pooled[0], spec.dim, adaptor.as_ref())?;
     let m = nest_core::output::Matrix {
         rows: refs.len(),

@@ -44,6 +44,9 @@ pub fn run(a: InfoArgs) -> Result<()> {
             "default_dim": m.meta.default_dim,
         },
         "dtype_auto": auto,
+        "prompts": m.prompts.named(),
+        "default_prompt_name": m.prompts.default_name(),
+        "include_prompt": m.include_prompt,
     });
     if a.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
@@ -100,6 +103,18 @@ fn print_text(m: &nest_model::ElasticEncoder, params: i64, auto: &nest_model::dt
     }
     if let Some(d) = m.meta.default_dim {
         println!("default dim    {d} (nest truncates to it unless --dim says otherwise)");
+    }
+    if !m.prompts.named().is_empty() {
+        println!(
+            "prompts        {} (default: {}{})",
+            m.prompts.names(),
+            m.prompts.default_name().unwrap_or("none"),
+            if m.include_prompt {
+                ""
+            } else {
+                "; pooling leaves the prompt out"
+            }
+        );
     }
     println!("dtype auto     {} ({})", auto.dtype, auto.reason);
 }
