@@ -7,7 +7,8 @@ Needs: torch, transformers, tokenizers, sentence-transformers, safetensors, nump
 Writes tests/fixtures/xlmr-tiny/:
   - model/: a sentence-transformers folder (config.json with model_type xlm-roberta, 4 layers,
     hidden 32, RoBERTa's position offset with pad id 1, one token type; model.safetensors from
-    `XLMRobertaModel(config)` after torch.manual_seed(0); a SentencePiece-Unigram tokenizer.json
+    `XLMRobertaModel(config)` after torch.manual_seed(0), LayerNorm weights and biases perturbed by
+    N(0, 0.2); a SentencePiece-Unigram tokenizer.json
     trained by `tokenizers` on the parity sentences with XLM-R's special tokens and template
     `<s> $A </s>`; mean pooling, Normalize)
   - reference.safetensors: `embeddings` [n, 32] = SentenceTransformer(model).encode(sentences,
@@ -65,7 +66,12 @@ def main():
                            max_position_embeddings=66, type_vocab_size=1, pad_token_id=1,
                            bos_token_id=0, eos_token_id=2, hidden_dropout_prob=0.1,
                            attention_probs_dropout_prob=0.1)
-    XLMRobertaModel(cfg).save_pretrained(hf)
+    model = XLMRobertaModel(cfg)
+    with torch.no_grad():  # LayerNorms start at (1, 0): perturb them so that parity covers them
+        for name, p in model.named_parameters():
+            if "LayerNorm" in name:
+                p.add_(torch.randn_like(p) * 0.2)
+    model.save_pretrained(hf)
     word = models.Transformer(hf, max_seq_length=64)
     st = SentenceTransformer(modules=[word, models.Pooling(32, "mean"), models.Normalize()],
                              device="cpu")
