@@ -17,10 +17,12 @@ pub enum Architecture {
     /// XLM-RoBERTa and RoBERTa (`model_type` `xlm-roberta` or `roberta`).
     #[serde(rename = "xlm-roberta", alias = "roberta")]
     XlmRoberta,
+    /// Qwen3 (Qwen3-Embedding), a decoder with last-token pooling.
+    Qwen3,
 }
 
 /// The `model_type`s Nest loads, for error messages.
-pub const SUPPORTED_MODEL_TYPES: &str = "bert, mpnet, xlm-roberta, roberta";
+pub const SUPPORTED_MODEL_TYPES: &str = "bert, mpnet, xlm-roberta, roberta, qwen3";
 
 /// The fields of `config.json` Nest reads. Unknown fields are ignored (HF configs carry many).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,6 +51,27 @@ pub struct ModelConfig {
     pub relative_attention_num_buckets: usize,
     #[serde(default)]
     pub position_embedding_type: Option<String>,
+    /// Decoders (Qwen3): key/value heads of grouped-query attention (default: all heads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_key_value_heads: Option<usize>,
+    /// Decoders: the per-head width when it is not `hidden_size / num_attention_heads`.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "head_dim")]
+    pub head_dim_key: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rms_norm_eps: Option<f64>,
+    /// Rotary base: `rope_theta` (transformers 4) or `rope_parameters.rope_theta` (5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_theta: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_parameters: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_bias: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_dropout: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_sliding_window: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_types: Vec<String>,
 }
 
 fn default_act() -> String {
@@ -80,6 +103,7 @@ impl ModelConfig {
             "bert" => Ok(Architecture::Bert),
             "mpnet" => Ok(Architecture::Mpnet),
             "xlm-roberta" | "roberta" => Ok(Architecture::XlmRoberta),
+            "qwen3" => Ok(Architecture::Qwen3),
             other => Err(Error::Config {
                 path: PathBuf::from("config.json"),
                 message: format!(
@@ -105,24 +129,12 @@ impl ModelConfig {
                 "hidden_size, num_attention_heads and num_hidden_layers must be >= 1".into(),
             );
         }
-        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
-            return bad(format!(
-                "hidden_size {} is not a multiple of num_attention_heads {}",
-                self.hidden_size, self.num_attention_heads
-            ));
-        }
-        if self.hidden_act != "gelu" {
-            return bad(format!(
-                "hidden_act '{}' is not supported (supported: gelu)",
-                self.hidden_act
-            ));
-        }
-        if let Some(p) = &self.position_embedding_type {
-            if p != "absolute" {
-                return bad(format!(
-                    "position_embedding_type '{p}' is not supported (supported: absolute)"
-                ));
-            }
+        let family = match self.architecture()? {
+            Architecture::Qwen3 => validate_qwen3(self),
+            _ => validate_bert_family(self),
+        };
+        if let Err(message) = family {
+            return bad(message);
         }
         for (k, v) in [
             ("hidden_dropout_prob", self.hidden_dropout_prob),
@@ -157,7 +169,77 @@ impl ModelConfig {
     }
 
     pub fn head_dim(&self) -> usize {
-        self.hidden_size / self.num_attention_heads
+        self.head_dim_key
+            .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+    }
+
+    /// RMSNorm epsilon (decoders; transformers' default 1e-6).
+    pub fn rms_norm_eps(&self) -> f64 {
+        self.rms_norm_eps.unwrap_or(1e-6)
+    }
+
+    /// The rotary base (decoders; transformers' default 10000).
+    pub fn rope_theta(&self) -> f64 {
+        self.rope_theta
+            .or_else(|| {
+                self.rope_parameters
+                    .as_ref()
+                    .and_then(|p| p.get("rope_theta"))
+                    .and_then(|t| t.as_f64())
+            })
+            .unwrap_or(10000.0)
+    }
+}
+
+/// What Qwen3 needs from `config.json` beyond the common keys, or the key at fault.
+fn validate_qwen3(c: &ModelConfig) -> std::result::Result<(), String> {
+    if c.hidden_act != "silu" {
+        return Err(format!(
+            "hidden_act '{}' is not supported for qwen3 (supported: silu)",
+            c.hidden_act
+        ));
+    }
+    let kv = c.num_key_value_heads.unwrap_or(c.num_attention_heads);
+    if kv == 0 || !c.num_attention_heads.is_multiple_of(kv) {
+        return Err(format!(
+            "num_key_value_heads {kv} does not divide num_attention_heads {}",
+            c.num_attention_heads
+        ));
+    }
+    if c.head_dim() == 0 || !c.head_dim().is_multiple_of(2) {
+        // rotary embeddings rotate coordinate pairs
+        return Err(format!("head_dim {} must be even and >= 2", c.head_dim()));
+    }
+    if c.use_sliding_window == Some(true) {
+        return Err("use_sliding_window = true is not supported (sliding-window attention)".into());
+    }
+    if let Some(t) = c.layer_types.iter().find(|t| *t != "full_attention") {
+        return Err(format!(
+            "layer_types has '{t}'; only full_attention layers are supported"
+        ));
+    }
+    Ok(())
+}
+
+/// What BERT, MPNet and XLM-RoBERTa need beyond the common keys, or the key at fault.
+fn validate_bert_family(c: &ModelConfig) -> std::result::Result<(), String> {
+    if !c.hidden_size.is_multiple_of(c.num_attention_heads) {
+        return Err(format!(
+            "hidden_size {} is not a multiple of num_attention_heads {}",
+            c.hidden_size, c.num_attention_heads
+        ));
+    }
+    if c.hidden_act != "gelu" {
+        return Err(format!(
+            "hidden_act '{}' is not supported (supported: gelu)",
+            c.hidden_act
+        ));
+    }
+    match c.position_embedding_type.as_deref() {
+        None | Some("absolute") => Ok(()),
+        Some(p) => Err(format!(
+            "position_embedding_type '{p}' is not supported (supported: absolute)"
+        )),
     }
 }
 

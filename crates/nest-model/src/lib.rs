@@ -25,6 +25,7 @@ pub mod optim;
 pub mod point;
 pub mod pooling;
 pub mod prompt;
+pub mod qwen3;
 pub mod tiny;
 pub mod tokenize;
 mod weights;

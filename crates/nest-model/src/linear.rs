@@ -70,8 +70,17 @@ pub(crate) struct Linear {
 
 impl Linear {
     pub(crate) fn new(p: nn::Path, i: usize, o: usize) -> Self {
+        Self::with_bias(p, i, o, true)
+    }
+
+    /// A linear layer with or without a bias (Qwen3's projections have none).
+    pub(crate) fn with_bias(p: nn::Path, i: usize, o: usize, bias: bool) -> Self {
+        let cfg = nn::LinearConfig {
+            bias,
+            ..Default::default()
+        };
         Linear {
-            inner: nn::linear(p, i as i64, o as i64, Default::default()),
+            inner: nn::linear(p, i as i64, o as i64, cfg),
             int8: None,
         }
     }

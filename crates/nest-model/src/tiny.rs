@@ -13,6 +13,7 @@ use crate::bert::Bert;
 use crate::config::Architecture;
 use crate::config::ModelConfig;
 use crate::mpnet::Mpnet;
+use crate::qwen3::Qwen3;
 use crate::xlm_roberta::XlmRoberta;
 use crate::Result;
 
@@ -52,7 +53,7 @@ fn vocab(arch: Architecture) -> Vec<String> {
         Architecture::Bert => ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
             .map(String::from)
             .to_vec(),
-        Architecture::Mpnet | Architecture::XlmRoberta => {
+        Architecture::Mpnet | Architecture::XlmRoberta | Architecture::Qwen3 => {
             ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
                 .map(String::from)
                 .to_vec()
@@ -85,7 +86,7 @@ fn tokenizer_json(arch: Architecture) -> serde_json::Value {
                 "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}, {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
                 "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]}, "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}}),
         ),
-        Architecture::Mpnet | Architecture::XlmRoberta => (
+        Architecture::Mpnet | Architecture::XlmRoberta | Architecture::Qwen3 => (
             "<unk>",
             ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
             json!({"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": true, "add_prefix_space": false}),
@@ -116,7 +117,9 @@ pub fn tiny_config(spec: &TinySpec) -> ModelConfig {
         Architecture::Bert => ("bert", 0, spec.max_seq_length),
         Architecture::Mpnet => ("mpnet", 1, spec.max_seq_length + 2),
         Architecture::XlmRoberta => ("xlm-roberta", 1, spec.max_seq_length + 2),
+        Architecture::Qwen3 => ("qwen3", 1, spec.max_seq_length),
     };
+    let decoder = spec.arch == Architecture::Qwen3;
     ModelConfig {
         model_type: model_type.into(),
         vocab_size,
@@ -124,7 +127,7 @@ pub fn tiny_config(spec: &TinySpec) -> ModelConfig {
         num_hidden_layers: spec.layers,
         num_attention_heads: spec.heads,
         intermediate_size: spec.hidden * 4,
-        hidden_act: "gelu".into(),
+        hidden_act: if decoder { "silu" } else { "gelu" }.into(),
         hidden_dropout_prob: 0.1,
         attention_probs_dropout_prob: 0.1,
         max_position_embeddings: max_pos,
@@ -133,6 +136,16 @@ pub fn tiny_config(spec: &TinySpec) -> ModelConfig {
         pad_token_id: Some(pad),
         relative_attention_num_buckets: 32,
         position_embedding_type: None,
+        // a decoder's keys: grouped-query attention with half the heads for keys and values
+        num_key_value_heads: decoder.then_some((spec.heads / 2).max(1)),
+        head_dim_key: None,
+        rms_norm_eps: decoder.then_some(1e-6),
+        rope_theta: decoder.then_some(10000.0),
+        rope_parameters: None,
+        attention_bias: decoder.then_some(false),
+        attention_dropout: decoder.then_some(0.0),
+        use_sliding_window: None,
+        layer_types: Vec::new(),
     }
 }
 
@@ -178,6 +191,7 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> Result<()> {
         Architecture::Bert => drop(Bert::new(vs.root(), &cfg)),
         Architecture::Mpnet => drop(Mpnet::new(vs.root(), &cfg)),
         Architecture::XlmRoberta => drop(XlmRoberta::new(vs.root(), &cfg)),
+        Architecture::Qwen3 => drop(Qwen3::new(vs.root(), &cfg)),
     }
     // Weights from a local generator seeded by `spec.seed`, not libtorch's global RNG, so the
     // same spec gives the same model even while other threads draw random numbers.

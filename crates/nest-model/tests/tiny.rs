@@ -15,6 +15,14 @@ const TEXTS: [&str; 5] = [
     "xyz 123",
 ];
 
+/// Every architecture Nest loads.
+const ALL: [Architecture; 4] = [
+    Architecture::Bert,
+    Architecture::Mpnet,
+    Architecture::XlmRoberta,
+    Architecture::Qwen3,
+];
+
 fn tiny(arch: Architecture) -> (tempfile::TempDir, ElasticEncoder) {
     let dir = tempfile::tempdir().unwrap();
     write_tiny_model(dir.path(), &TinySpec::new(arch)).unwrap();
@@ -30,7 +38,7 @@ fn noop(_: usize) {}
 
 #[test]
 fn shapes_and_early_exit() {
-    for arch in [Architecture::Bert, Architecture::Mpnet] {
+    for arch in ALL {
         let (_d, enc) = tiny(arch);
         assert_eq!((enc.num_layers(), enc.hidden_size()), (2, 32));
         let ids = enc.tokenizer.encode(&TEXTS).unwrap();
@@ -55,7 +63,7 @@ fn shapes_and_early_exit() {
 
 #[test]
 fn truncation_is_the_normalised_prefix() {
-    for arch in [Architecture::Bert, Architecture::Mpnet] {
+    for arch in ALL {
         let (_d, enc) = tiny(arch);
         let opts = EncodeOptions::default();
         let pooled = enc.embed_layers(&TEXTS, &[2], opts, &mut noop).unwrap();
@@ -80,7 +88,7 @@ fn truncation_is_the_normalised_prefix() {
 
 #[test]
 fn batch_equals_one_at_a_time_and_order_is_kept() {
-    for arch in [Architecture::Bert, Architecture::Mpnet] {
+    for arch in ALL {
         let (_d, enc) = tiny(arch);
         let spec = ElasticSpec { layer: 2, dim: 32 };
         let batch = enc

@@ -63,6 +63,7 @@ impl ElasticEncoder {
             Net::Bert(m) => m.set_dtype(dtype, convert, rest),
             Net::Mpnet(m) => m.set_dtype(dtype, convert, rest),
             Net::XlmRoberta(m) => m.set_dtype(dtype, convert, rest),
+            Net::Qwen3(m) => m.set_dtype(dtype, convert, rest),
         }
         self.dtype = dtype;
     }

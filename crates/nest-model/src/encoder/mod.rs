@@ -16,6 +16,7 @@ use crate::dtype::Dtype;
 use crate::mpnet::Mpnet;
 use crate::pooling::Pooling;
 use crate::prompt::Prompts;
+use crate::qwen3::Qwen3;
 use crate::tokenize::TextTokenizer;
 use crate::xlm_roberta::XlmRoberta;
 use crate::{weights, Error, Result};
@@ -68,6 +69,7 @@ enum Net {
     Bert(Bert),
     Mpnet(Mpnet),
     XlmRoberta(XlmRoberta),
+    Qwen3(Qwen3),
 }
 
 /// A loaded elastic encoder.
@@ -125,6 +127,7 @@ impl ElasticEncoder {
             Architecture::Bert => Net::Bert(Bert::new(vs.root(), &config)),
             Architecture::Mpnet => Net::Mpnet(Mpnet::new(vs.root(), &config)),
             Architecture::XlmRoberta => Net::XlmRoberta(XlmRoberta::new(vs.root(), &config)),
+            Architecture::Qwen3 => Net::Qwen3(Qwen3::new(vs.root(), &config)),
         };
         let dense = match &dense_folder {
             Some(folder) => {
@@ -182,6 +185,7 @@ impl ElasticEncoder {
             Net::Bert(_) => Architecture::Bert,
             Net::Mpnet(_) => Architecture::Mpnet,
             Net::XlmRoberta(_) => Architecture::XlmRoberta,
+            Net::Qwen3(_) => Architecture::Qwen3,
         }
     }
 
@@ -190,6 +194,7 @@ impl ElasticEncoder {
             Net::Bert(m) => m.num_layers(),
             Net::Mpnet(m) => m.num_layers(),
             Net::XlmRoberta(m) => m.num_layers(),
+            Net::Qwen3(m) => m.num_layers(),
         }
     }
 
@@ -298,6 +303,7 @@ impl ElasticEncoder {
             Net::Bert(m) => m.forward(input, layers, train, capture),
             Net::Mpnet(m) => m.forward(input, layers, train, capture),
             Net::XlmRoberta(m) => m.forward(input, layers, train, capture),
+            Net::Qwen3(m) => m.forward(input, layers, train, capture),
         }
     }
 

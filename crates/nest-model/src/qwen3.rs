@@ -1,0 +1,300 @@
+//! Qwen3 (Qwen Team 2025, "Qwen3 Technical Report", arXiv:2505.09388) as Qwen3-Embedding uses
+//! it ("Qwen3 Embedding", arXiv:2506.05176): a decoder with RMSNorm before attention and
+//! feed-forward, rotary position embeddings, grouped-query attention with RMSNorm on each
+//! head's queries and keys, SwiGLU, causal attention, no biases; pooled by its last token (EOS,
+//! which the tokenizer's template appends). Weight names as Hugging Face `Qwen3Model`
+//! (`transformers/models/qwen3/modeling_qwen3.py`: `Qwen3Attention.forward`,
+//! `Qwen3DecoderLayer.forward`, `Qwen3Model.forward`).
+//!
+//! Early exit: the exit at layer `l` is the final RMSNorm of the residual stream after `l`
+//! layers (at the last layer exactly transformers' `last_hidden_state`), so every exit sits on
+//! the scale the pooling and the trained head expect.
+//!
+//! Padding: Nest pads on the right. With causal attention a real token never sees padding, the
+//! last-token pooling finds the last real token on either side, and rotary attention depends
+//! only on position differences, so the vectors equal those of Qwen3-Embedding's left padding
+//! (up to float rounding; the parity test runs the reference left-padded).
+
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use crate::config::ModelConfig;
+use crate::dtype::Dtype;
+use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::linear::Linear;
+
+/// RMSNorm (Zhang & Sennrich 2019): `x / sqrt(mean(x^2) + eps) * w`, in float32.
+#[derive(Debug)]
+struct RmsNorm {
+    weight: Tensor,
+    eps: f64,
+}
+
+impl RmsNorm {
+    fn new(p: nn::Path, dim: usize, eps: f64) -> Self {
+        RmsNorm {
+            weight: p.var("weight", &[dim as i64], nn::Init::Const(1.0)),
+            eps,
+        }
+    }
+
+    /// # Shapes
+    /// - `x`: `[..., dim]`; returns the same shape, in `x`'s kind
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let xf = x.to_kind(Kind::Float);
+        let var = xf.square().mean_dim([-1i64].as_slice(), true, Kind::Float);
+        ((xf * (var + self.eps).rsqrt()) * &self.weight).to_kind(x.kind())
+    }
+}
+
+/// One decoder layer.
+#[derive(Debug)]
+struct Qwen3Layer {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    q_norm: RmsNorm,
+    k_norm: RmsNorm,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+    input_norm: RmsNorm,
+    post_attn_norm: RmsNorm,
+}
+
+/// Shapes of the attention.
+#[derive(Debug, Clone, Copy)]
+struct Heads {
+    q: i64,
+    kv: i64,
+    dim: i64,
+}
+
+/// The Qwen3 model: token embeddings, decoder layers, the final norm (no LM head).
+#[derive(Debug)]
+pub struct Qwen3 {
+    embed: nn::Embedding,
+    layers: Vec<Qwen3Layer>,
+    norm: RmsNorm,
+    heads: Heads,
+    /// Rotary inverse frequencies `theta^(-2i/d)`: `[head_dim / 2]`.
+    inv_freq: Tensor,
+    attn_dropout: f64,
+    compute: Kind,
+}
+
+impl Qwen3Layer {
+    fn new(p: nn::Path, c: &ModelConfig, h: Heads) -> Self {
+        let (d, i, eps) = (c.hidden_size, c.intermediate_size, c.rms_norm_eps());
+        let bias = c.attention_bias.unwrap_or(false);
+        let a = &p / "self_attn";
+        let m = &p / "mlp";
+        let (qd, kvd) = ((h.q * h.dim) as usize, (h.kv * h.dim) as usize);
+        Qwen3Layer {
+            q: Linear::with_bias(&a / "q_proj", d, qd, bias),
+            k: Linear::with_bias(&a / "k_proj", d, kvd, bias),
+            v: Linear::with_bias(&a / "v_proj", d, kvd, bias),
+            o: Linear::with_bias(&a / "o_proj", qd, d, bias),
+            q_norm: RmsNorm::new(&a / "q_norm", h.dim as usize, eps),
+            k_norm: RmsNorm::new(&a / "k_norm", h.dim as usize, eps),
+            gate: Linear::with_bias(&m / "gate_proj", d, i, false),
+            up: Linear::with_bias(&m / "up_proj", d, i, false),
+            down: Linear::with_bias(&m / "down_proj", i, d, false),
+            input_norm: RmsNorm::new(&p / "input_layernorm", d, eps),
+            post_attn_norm: RmsNorm::new(&p / "post_attention_layernorm", d, eps),
+        }
+    }
+
+    /// # Shapes
+    /// - `x`: `[batch, seq, hidden]` float32; `rope`: (cos, sin) `[seq, head_dim]`;
+    ///   `mask`: additive `[batch, 1, seq, seq]`; returns `[batch, seq, hidden]`
+    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Tensor, s: StepArgs) -> Tensor {
+        let (b, n, _) = x.size3().expect("x is [batch, seq, hidden]");
+        let h = self.input_norm.forward(x);
+        let split = |t: Tensor, heads: i64| t.view([b, n, heads, s.heads.dim]);
+        let q = self
+            .q_norm
+            .forward(&split(self.q.forward(&h, s.compute), s.heads.q));
+        let k = self
+            .k_norm
+            .forward(&split(self.k.forward(&h, s.compute), s.heads.kv));
+        let v = split(self.v.forward(&h, s.compute), s.heads.kv);
+        let (q, k) = (
+            rotate(&q.transpose(1, 2), rope),
+            rotate(&k.transpose(1, 2), rope),
+        );
+        let rep = s.heads.q / s.heads.kv;
+        let (k, v) = (
+            k.repeat_interleave_self_int(rep, 1, None),
+            v.transpose(1, 2).repeat_interleave_self_int(rep, 1, None),
+        );
+        let kind = q.kind();
+        let ctx = Tensor::scaled_dot_product_attention(
+            &q,
+            &k.to_kind(kind),
+            &v.to_kind(kind),
+            Some(&mask.to_kind(kind)),
+            if s.train { s.attn_dropout } else { 0.0 },
+            false,
+            None,
+            false,
+        )
+        .transpose(1, 2)
+        .reshape([b, n, s.heads.q * s.heads.dim]);
+        let x = x + self.o.forward(&ctx, s.compute).to_kind(x.kind());
+        let h = self.post_attn_norm.forward(&x);
+        let act = self.gate.forward(&h, s.compute).silu() * self.up.forward(&h, s.compute);
+        &x + self.down.forward(&act, s.compute).to_kind(x.kind())
+    }
+
+    fn linears(&mut self) -> [&mut Linear; 7] {
+        [
+            &mut self.q,
+            &mut self.k,
+            &mut self.v,
+            &mut self.o,
+            &mut self.gate,
+            &mut self.up,
+            &mut self.down,
+        ]
+    }
+}
+
+/// What every layer of one forward pass shares.
+#[derive(Debug, Clone, Copy)]
+struct StepArgs {
+    heads: Heads,
+    compute: Kind,
+    train: bool,
+    attn_dropout: f64,
+}
+
+/// Rotary embedding (Su et al. 2021, RoFormer, arXiv:2104.09864) in transformers' layout:
+/// `x cos + rotate_half(x) sin`, `rotate_half([a, b]) = [-b, a]`.
+///
+/// # Shapes
+/// - `x`: `[batch, heads, seq, head_dim]`; `cos`, `sin`: `[seq, head_dim]`
+fn rotate(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
+    let half = x.size()[3] / 2;
+    let (a, b) = (x.narrow(3, 0, half), x.narrow(3, half, half));
+    let rot = Tensor::cat(&[b.neg(), a], 3);
+    x * cos.to_kind(x.kind()) + rot * sin.to_kind(x.kind())
+}
+
+impl Qwen3 {
+    /// Registers the weights under `p` (names as in HF `Qwen3Model`).
+    pub fn new(p: nn::Path, c: &ModelConfig) -> Self {
+        let heads = Heads {
+            q: c.num_attention_heads as i64,
+            kv: c.num_key_value_heads.unwrap_or(c.num_attention_heads) as i64,
+            dim: c.head_dim() as i64,
+        };
+        let half = heads.dim / 2;
+        let inv_freq = (Tensor::arange(half, (Kind::Double, p.device()))
+            * (-2.0 / heads.dim as f64)
+            * c.rope_theta().ln())
+        .exp()
+        .to_kind(Kind::Float);
+        Qwen3 {
+            embed: nn::embedding(
+                &p / "embed_tokens",
+                c.vocab_size as i64,
+                c.hidden_size as i64,
+                Default::default(),
+            ),
+            layers: (0..c.num_hidden_layers)
+                .map(|i| Qwen3Layer::new(&p / "layers" / i, c, heads))
+                .collect(),
+            norm: RmsNorm::new(&p / "norm", c.hidden_size, c.rms_norm_eps()),
+            heads,
+            inv_freq,
+            attn_dropout: c.attention_dropout.unwrap_or(0.0),
+            compute: Kind::Float,
+        }
+    }
+
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Sets the arithmetic of the products; with `convert`, also converts the weights of every
+    /// linear layer for inference (the norms and the stream stay float32).
+    pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, _rest: Dtype) {
+        self.compute = dtype.matmul_kind();
+        if convert {
+            for l in &mut self.layers {
+                for lin in l.linears() {
+                    lin.convert(dtype);
+                }
+            }
+        }
+    }
+
+    /// Runs the embeddings and the first `layers` layers (early exit); `capture` is not
+    /// supported (a decoder has no [CLS] row) and returns no attention rows.
+    ///
+    /// # Shapes
+    /// - `input.ids`, `input.mask`: `[batch, seq]` int64 (right padding)
+    /// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]`: index 0 the token
+    ///   embeddings, index `l` the final RMSNorm of the stream after `l` layers
+    pub fn forward(
+        &self,
+        input: &EncoderInput,
+        layers: usize,
+        train: bool,
+        _capture: ClsAttention,
+    ) -> EncoderOutput {
+        let (_, n) = input.ids.size2().expect("ids are [batch, seq]");
+        let dev = input.ids.device();
+        let pos = Tensor::arange(n, (Kind::Float, dev));
+        let freqs = pos.unsqueeze(1) * self.inv_freq.to_device(dev).unsqueeze(0); // [seq, d/2]
+        let emb = Tensor::cat(&[&freqs, &freqs], 1);
+        let rope = (emb.cos(), emb.sin());
+        let mask = causal_mask(&input.mask);
+        let s = StepArgs {
+            heads: self.heads,
+            compute: self.compute,
+            train,
+            attn_dropout: self.attn_dropout,
+        };
+        let mut x = self.embed.forward(&input.ids);
+        let mut hidden_states = vec![x.shallow_clone()];
+        for layer in self.layers.iter().take(layers) {
+            x = layer.forward(&x, &rope, &mask, s);
+            hidden_states.push(self.norm.forward(&x));
+        }
+        EncoderOutput {
+            hidden_states,
+            cls_attention: Vec::new(),
+        }
+    }
+}
+
+/// Causal attention over the real tokens: query `i` sees keys `j <= i` that are not padding.
+/// A padding query (right padding) still sees the real tokens before it, so no row is empty.
+///
+/// # Shapes
+/// - `mask`: `[batch, seq]` (1 real, 0 padding); returns additive float `[batch, 1, seq, seq]`
+fn causal_mask(mask: &Tensor) -> Tensor {
+    let n = mask.size()[1];
+    let dev = mask.device();
+    let causal = Tensor::ones([n, n], (Kind::Bool, dev)).tril(0); // [q, k]
+    let keys = mask.ne(0).unsqueeze(1).unsqueeze(1); // [b, 1, 1, k]
+    let allowed = keys.logical_and(&causal.unsqueeze(0).unsqueeze(0));
+    Tensor::zeros(allowed.size(), (Kind::Float, dev))
+        .masked_fill(&allowed.logical_not(), f64::from(f32::MIN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causal_mask_hides_future_and_padding() {
+        let m = causal_mask(&Tensor::from_slice(&[1i64, 1, 0]).view([1, 3]));
+        let v = Vec::<f32>::try_from(m.view([-1]).gt(-1.0).to_kind(Kind::Float)).unwrap();
+        // rows = queries; 1 = visible
+        assert_eq!(v, vec![1., 0., 0., 1., 1., 0., 1., 1., 0.]);
+    }
+}
