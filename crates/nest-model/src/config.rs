@@ -51,27 +51,10 @@ pub struct ModelConfig {
     pub relative_attention_num_buckets: usize,
     #[serde(default)]
     pub position_embedding_type: Option<String>,
-    /// Decoders (Qwen3): key/value heads of grouped-query attention (default: all heads).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub num_key_value_heads: Option<usize>,
-    /// Decoders: the per-head width when it is not `hidden_size / num_attention_heads`.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "head_dim")]
-    pub head_dim_key: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rms_norm_eps: Option<f64>,
-    /// Rotary base: `rope_theta` (transformers 4) or `rope_parameters.rope_theta` (5).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rope_theta: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rope_parameters: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attention_bias: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attention_dropout: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub use_sliding_window: Option<bool>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub layer_types: Vec<String>,
+    /// Every other key of `config.json`: what one architecture alone reads is parsed from here
+    /// by that architecture's own config (`qwen3::Qwen3Config`, `modernbert::ModernBertConfig`).
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 fn default_act() -> String {
@@ -129,9 +112,12 @@ impl ModelConfig {
                 "hidden_size, num_attention_heads and num_hidden_layers must be >= 1".into(),
             );
         }
+        // decoders and ModernBERT check their own keys when their config is parsed
         let family = match self.architecture()? {
-            Architecture::Qwen3 => validate_qwen3(self),
-            _ => validate_bert_family(self),
+            Architecture::Bert | Architecture::Mpnet | Architecture::XlmRoberta => {
+                validate_bert_family(self)
+            }
+            _ => Ok(()),
         };
         if let Err(message) = family {
             return bad(message);
@@ -169,56 +155,32 @@ impl ModelConfig {
     }
 
     pub fn head_dim(&self) -> usize {
-        self.head_dim_key
-            .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+        self.hidden_size / self.num_attention_heads.max(1)
     }
 
-    /// RMSNorm epsilon (decoders; transformers' default 1e-6).
-    pub fn rms_norm_eps(&self) -> f64 {
-        self.rms_norm_eps.unwrap_or(1e-6)
-    }
-
-    /// The rotary base (decoders; transformers' default 10000).
-    pub fn rope_theta(&self) -> f64 {
-        self.rope_theta
-            .or_else(|| {
-                self.rope_parameters
-                    .as_ref()
-                    .and_then(|p| p.get("rope_theta"))
-                    .and_then(|t| t.as_f64())
-            })
-            .unwrap_or(10000.0)
+    /// The architecture's own keys, parsed from [`Self::extra`] (and the common keys when the
+    /// type repeats them); a wrong type names the key.
+    pub fn parse_extra<T: serde::de::DeserializeOwned>(&self) -> std::result::Result<T, String> {
+        serde_json::from_value(serde_json::Value::Object(self.extra.clone()))
+            .map_err(|e| e.to_string())
     }
 }
 
-/// What Qwen3 needs from `config.json` beyond the common keys, or the key at fault.
-fn validate_qwen3(c: &ModelConfig) -> std::result::Result<(), String> {
-    if c.hidden_act != "silu" {
-        return Err(format!(
-            "hidden_act '{}' is not supported for qwen3 (supported: silu)",
-            c.hidden_act
-        ));
-    }
-    let kv = c.num_key_value_heads.unwrap_or(c.num_attention_heads);
-    if kv == 0 || !c.num_attention_heads.is_multiple_of(kv) {
-        return Err(format!(
-            "num_key_value_heads {kv} does not divide num_attention_heads {}",
-            c.num_attention_heads
-        ));
-    }
-    if c.head_dim() == 0 || !c.head_dim().is_multiple_of(2) {
-        // rotary embeddings rotate coordinate pairs
-        return Err(format!("head_dim {} must be even and >= 2", c.head_dim()));
-    }
-    if c.use_sliding_window == Some(true) {
-        return Err("use_sliding_window = true is not supported (sliding-window attention)".into());
-    }
-    if let Some(t) = c.layer_types.iter().find(|t| *t != "full_attention") {
-        return Err(format!(
-            "layer_types has '{t}'; only full_attention layers are supported"
-        ));
-    }
-    Ok(())
+/// A rotary base from `rope_theta` (transformers 4) or `rope_parameters` (5: `{rope_theta}`, or
+/// per layer type `{<layer_type>: {rope_theta}}` when `layer_type` is given); default 10000.
+pub(crate) fn rope_theta(
+    theta: Option<f64>,
+    params: Option<&serde_json::Value>,
+    layer_type: Option<&str>,
+) -> f64 {
+    let from_params = params.and_then(|p| {
+        let p = match layer_type {
+            Some(t) => p.get(t)?,
+            None => p,
+        };
+        p.get("rope_theta").and_then(serde_json::Value::as_f64)
+    });
+    theta.or(from_params).unwrap_or(10000.0)
 }
 
 /// What BERT, MPNet and XLM-RoBERTa need beyond the common keys, or the key at fault.

@@ -15,6 +15,7 @@
 //! only on position differences, so the vectors equal those of Qwen3-Embedding's left padding
 //! (up to float rounding; the parity test runs the reference left-padded).
 
+use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
@@ -23,15 +24,100 @@ use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
 use crate::linear::Linear;
 
+/// Qwen3's own keys of `config.json` (the common ones are in [`ModelConfig`]).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Qwen3Config {
+    /// Key/value heads of grouped-query attention (default: every head).
+    #[serde(default)]
+    pub num_key_value_heads: Option<usize>,
+    /// Per-head width (default `hidden_size / num_attention_heads`).
+    #[serde(default)]
+    pub head_dim: Option<usize>,
+    #[serde(default = "default_rms_eps")]
+    pub rms_norm_eps: f64,
+    /// transformers 4 writes `rope_theta`, 5 `rope_parameters.rope_theta`.
+    #[serde(default)]
+    pub rope_theta: Option<f64>,
+    #[serde(default)]
+    pub rope_parameters: Option<serde_json::Value>,
+    #[serde(default)]
+    pub attention_bias: bool,
+    #[serde(default)]
+    pub attention_dropout: f64,
+    #[serde(default)]
+    pub use_sliding_window: bool,
+    #[serde(default)]
+    pub layer_types: Vec<String>,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+}
+
+fn default_rms_eps() -> f64 {
+    1e-6
+}
+fn default_act() -> String {
+    "silu".into()
+}
+
+impl Qwen3Config {
+    /// Parses and checks Qwen3's keys; the error names the key at fault.
+    pub fn from_model(c: &ModelConfig) -> std::result::Result<Self, String> {
+        let q: Qwen3Config = c.parse_extra()?;
+        if q.hidden_act != "silu" {
+            return Err(format!(
+                "hidden_act '{}' is not supported for qwen3 (supported: silu)",
+                q.hidden_act
+            ));
+        }
+        let kv = q.kv_heads(c);
+        if kv == 0 || !c.num_attention_heads.is_multiple_of(kv) {
+            return Err(format!(
+                "num_key_value_heads {kv} does not divide num_attention_heads {}",
+                c.num_attention_heads
+            ));
+        }
+        let d = q.head_dim(c);
+        if d == 0 || !d.is_multiple_of(2) {
+            // rotary embeddings rotate coordinate pairs
+            return Err(format!("head_dim {d} must be even and >= 2"));
+        }
+        if q.use_sliding_window {
+            return Err(
+                "use_sliding_window = true is not supported (sliding-window attention)".into(),
+            );
+        }
+        if let Some(t) = q.layer_types.iter().find(|t| *t != "full_attention") {
+            return Err(format!(
+                "layer_types has '{t}'; only full_attention layers are supported"
+            ));
+        }
+        Ok(q)
+    }
+
+    fn kv_heads(&self, c: &ModelConfig) -> usize {
+        self.num_key_value_heads.unwrap_or(c.num_attention_heads)
+    }
+
+    fn head_dim(&self, c: &ModelConfig) -> usize {
+        self.head_dim
+            .unwrap_or(c.hidden_size / c.num_attention_heads.max(1))
+    }
+
+    /// The rotary base (transformers' default 10000).
+    pub fn rope_theta(&self) -> f64 {
+        crate::config::rope_theta(self.rope_theta, self.rope_parameters.as_ref(), None)
+    }
+}
+
 /// RMSNorm (Zhang & Sennrich 2019): `x / sqrt(mean(x^2) + eps) * w`, in float32.
 #[derive(Debug)]
-struct RmsNorm {
+pub(crate) struct RmsNorm {
     weight: Tensor,
     eps: f64,
 }
 
 impl RmsNorm {
-    fn new(p: nn::Path, dim: usize, eps: f64) -> Self {
+    pub(crate) fn new(p: nn::Path, dim: usize, eps: f64) -> Self {
         RmsNorm {
             weight: p.var("weight", &[dim as i64], nn::Init::Const(1.0)),
             eps,
@@ -40,7 +126,7 @@ impl RmsNorm {
 
     /// # Shapes
     /// - `x`: `[..., dim]`; returns the same shape, in `x`'s kind
-    fn forward(&self, x: &Tensor) -> Tensor {
+    pub(crate) fn forward(&self, x: &Tensor) -> Tensor {
         let xf = x.to_kind(Kind::Float);
         let var = xf.square().mean_dim([-1i64].as_slice(), true, Kind::Float);
         ((xf * (var + self.eps).rsqrt()) * &self.weight).to_kind(x.kind())
@@ -85,9 +171,9 @@ pub struct Qwen3 {
 }
 
 impl Qwen3Layer {
-    fn new(p: nn::Path, c: &ModelConfig, h: Heads) -> Self {
-        let (d, i, eps) = (c.hidden_size, c.intermediate_size, c.rms_norm_eps());
-        let bias = c.attention_bias.unwrap_or(false);
+    fn new(p: nn::Path, c: &ModelConfig, q: &Qwen3Config, h: Heads) -> Self {
+        let (d, i, eps) = (c.hidden_size, c.intermediate_size, q.rms_norm_eps);
+        let bias = q.attention_bias;
         let a = &p / "self_attn";
         let m = &p / "mlp";
         let (qd, kvd) = ((h.q * h.dim) as usize, (h.kv * h.dim) as usize);
@@ -175,7 +261,7 @@ struct StepArgs {
 ///
 /// # Shapes
 /// - `x`: `[batch, heads, seq, head_dim]`; `cos`, `sin`: `[seq, head_dim]`
-fn rotate(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
+pub(crate) fn rotate(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
     let half = x.size()[3] / 2;
     let (a, b) = (x.narrow(3, 0, half), x.narrow(3, half, half));
     let rot = Tensor::cat(&[b.neg(), a], 3);
@@ -183,17 +269,18 @@ fn rotate(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
 }
 
 impl Qwen3 {
-    /// Registers the weights under `p` (names as in HF `Qwen3Model`).
-    pub fn new(p: nn::Path, c: &ModelConfig) -> Self {
+    /// Registers the weights under `p` (names as in HF `Qwen3Model`); `q` from
+    /// [`Qwen3Config::from_model`].
+    pub fn new(p: nn::Path, c: &ModelConfig, q: &Qwen3Config) -> Self {
         let heads = Heads {
             q: c.num_attention_heads as i64,
-            kv: c.num_key_value_heads.unwrap_or(c.num_attention_heads) as i64,
-            dim: c.head_dim() as i64,
+            kv: q.kv_heads(c) as i64,
+            dim: q.head_dim(c) as i64,
         };
         let half = heads.dim / 2;
         let inv_freq = (Tensor::arange(half, (Kind::Double, p.device()))
             * (-2.0 / heads.dim as f64)
-            * c.rope_theta().ln())
+            * q.rope_theta().ln())
         .exp()
         .to_kind(Kind::Float);
         Qwen3 {
@@ -204,12 +291,12 @@ impl Qwen3 {
                 Default::default(),
             ),
             layers: (0..c.num_hidden_layers)
-                .map(|i| Qwen3Layer::new(&p / "layers" / i, c, heads))
+                .map(|i| Qwen3Layer::new(&p / "layers" / i, c, q, heads))
                 .collect(),
-            norm: RmsNorm::new(&p / "norm", c.hidden_size, c.rms_norm_eps()),
+            norm: RmsNorm::new(&p / "norm", c.hidden_size, q.rms_norm_eps),
             heads,
             inv_freq,
-            attn_dropout: c.attention_dropout.unwrap_or(0.0),
+            attn_dropout: q.attention_dropout,
             compute: Kind::Float,
         }
     }

@@ -13,7 +13,7 @@ use crate::bert::Bert;
 use crate::config::Architecture;
 use crate::config::ModelConfig;
 use crate::mpnet::Mpnet;
-use crate::qwen3::Qwen3;
+use crate::qwen3::{Qwen3, Qwen3Config};
 use crate::xlm_roberta::XlmRoberta;
 use crate::Result;
 
@@ -136,16 +136,16 @@ pub fn tiny_config(spec: &TinySpec) -> ModelConfig {
         pad_token_id: Some(pad),
         relative_attention_num_buckets: 32,
         position_embedding_type: None,
-        // a decoder's keys: grouped-query attention with half the heads for keys and values
-        num_key_value_heads: decoder.then_some((spec.heads / 2).max(1)),
-        head_dim_key: None,
-        rms_norm_eps: decoder.then_some(1e-6),
-        rope_theta: decoder.then_some(10000.0),
-        rope_parameters: None,
-        attention_bias: decoder.then_some(false),
-        attention_dropout: decoder.then_some(0.0),
-        use_sliding_window: None,
-        layer_types: Vec::new(),
+        extra: if decoder {
+            // Qwen3's keys: grouped-query attention with half the heads for keys and values
+            json!({"num_key_value_heads": (spec.heads / 2).max(1), "rms_norm_eps": 1e-6,
+                "rope_theta": 10000.0, "attention_bias": false, "hidden_act": "silu"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        } else {
+            Default::default()
+        },
     }
 }
 
@@ -191,7 +191,13 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> Result<()> {
         Architecture::Bert => drop(Bert::new(vs.root(), &cfg)),
         Architecture::Mpnet => drop(Mpnet::new(vs.root(), &cfg)),
         Architecture::XlmRoberta => drop(XlmRoberta::new(vs.root(), &cfg)),
-        Architecture::Qwen3 => drop(Qwen3::new(vs.root(), &cfg)),
+        Architecture::Qwen3 => {
+            let q = Qwen3Config::from_model(&cfg).map_err(|m| crate::Error::Config {
+                path: dir.join("config.json"),
+                message: m,
+            })?;
+            drop(Qwen3::new(vs.root(), &cfg, &q))
+        }
     }
     // Weights from a local generator seeded by `spec.seed`, not libtorch's global RNG, so the
     // same spec gives the same model even while other threads draw random numbers.

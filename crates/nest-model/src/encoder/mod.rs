@@ -16,7 +16,7 @@ use crate::dtype::Dtype;
 use crate::mpnet::Mpnet;
 use crate::pooling::Pooling;
 use crate::prompt::Prompts;
-use crate::qwen3::Qwen3;
+use crate::qwen3::{Qwen3, Qwen3Config};
 use crate::tokenize::TextTokenizer;
 use crate::xlm_roberta::XlmRoberta;
 use crate::{weights, Error, Result};
@@ -127,7 +127,13 @@ impl ElasticEncoder {
             Architecture::Bert => Net::Bert(Bert::new(vs.root(), &config)),
             Architecture::Mpnet => Net::Mpnet(Mpnet::new(vs.root(), &config)),
             Architecture::XlmRoberta => Net::XlmRoberta(XlmRoberta::new(vs.root(), &config)),
-            Architecture::Qwen3 => Net::Qwen3(Qwen3::new(vs.root(), &config)),
+            Architecture::Qwen3 => {
+                let q = Qwen3Config::from_model(&config).map_err(|message| Error::Config {
+                    path: files.config.clone(),
+                    message,
+                })?;
+                Net::Qwen3(Qwen3::new(vs.root(), &config, &q))
+            }
         };
         let dense = match &dense_folder {
             Some(folder) => {
