@@ -9,7 +9,7 @@ Writes tests/fixtures/modernbert-tiny/:
     config.json (model_type modernbert, 4 layers, hidden 32, 4 heads, GeGLU 48, pre-norm
     LayerNorms without bias, rotary with global theta 160000 / local theta 10000, local attention
     window 8 so that the sliding layers matter on the parity sentences, a global layer every 3),
-    model.safetensors from `ModernBertModel(config)` after torch.manual_seed(0) with every
+    model.safetensors from `ModernBertModel(config)` after torch.manual_seed(0), its weight matrices (not the embeddings) redrawn from N(0, 1/fan_in), with every
     LayerNorm weight perturbed by N(0, 0.2); a byte-level BPE tokenizer trained by `tokenizers`
     on the parity sentences with template `[CLS] $A [SEP]`; mean pooling, Normalize.
   - reference.safetensors: `embeddings` = SentenceTransformer(model).encode(sentences,
@@ -69,6 +69,10 @@ def main():
                            cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
                            bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
     model = ModernBertModel(cfg)
+    with torch.no_grad():  # matrices at N(0, 1/fan_in): attention far from uniform, so that
+        for name, p in model.named_parameters():  # masks, windows and positions all matter
+            if p.dim() == 2 and "embed" not in name:
+                p.normal_(0.0, p.shape[1] ** -0.5)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:

@@ -8,7 +8,7 @@ Needs: torch, transformers, tokenizers, sentence-transformers, safetensors, nump
 Writes tests/fixtures/qwen3-tiny/:
   - model/: a sentence-transformers folder as Qwen3-Embedding's: config.json (model_type qwen3,
     4 layers, hidden 32, 4 query heads and 2 key/value heads of head_dim 16, SwiGLU 64, RMSNorm,
-    rope_theta 1e6), model.safetensors from `Qwen3Model(config)` after torch.manual_seed(0) with
+    rope_theta 1e6), model.safetensors from `Qwen3Model(config)` after torch.manual_seed(0), its weight matrices (not the embeddings) redrawn from N(0, 1/fan_in), with
     every RMSNorm weight perturbed by N(0, 0.2) (they start at 1); a byte-level BPE tokenizer
     trained by `tokenizers` on the parity sentences whose template appends `<|endoftext|>` (as
     Qwen3-Embedding's does), padding on the left; last-token pooling, Normalize; prompts
@@ -70,6 +70,10 @@ def main():
                       tie_word_embeddings=False, pad_token_id=tok.pad_token_id,
                       eos_token_id=tok.eos_token_id)
     model = Qwen3Model(cfg)
+    with torch.no_grad():  # matrices at N(0, 1/fan_in): attention far from uniform, so that
+        for name, p in model.named_parameters():  # masks, windows and positions all matter
+            if p.dim() == 2 and "embed" not in name:
+                p.normal_(0.0, p.shape[1] ** -0.5)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:

@@ -7,7 +7,7 @@ Needs: torch, transformers, tokenizers, sentence-transformers, safetensors, nump
 Writes tests/fixtures/xlmr-tiny/:
   - model/: a sentence-transformers folder (config.json with model_type xlm-roberta, 4 layers,
     hidden 32, RoBERTa's position offset with pad id 1, one token type; model.safetensors from
-    `XLMRobertaModel(config)` after torch.manual_seed(0), LayerNorm weights and biases perturbed by
+    `XLMRobertaModel(config)` after torch.manual_seed(0), its weight matrices (not the embeddings) redrawn from N(0, 1/fan_in),, LayerNorm weights and biases perturbed by
     N(0, 0.2); a SentencePiece-Unigram tokenizer.json
     trained by `tokenizers` on the parity sentences with XLM-R's special tokens and template
     `<s> $A </s>`; mean pooling, Normalize)
@@ -67,6 +67,10 @@ def main():
                            bos_token_id=0, eos_token_id=2, hidden_dropout_prob=0.1,
                            attention_probs_dropout_prob=0.1)
     model = XLMRobertaModel(cfg)
+    with torch.no_grad():  # matrices at N(0, 1/fan_in): attention far from uniform, so that
+        for name, p in model.named_parameters():  # masks, windows and positions all matter
+            if p.dim() == 2 and "embed" not in name:
+                p.normal_(0.0, p.shape[1] ** -0.5)
     with torch.no_grad():  # LayerNorms start at (1, 0): perturb them so that parity covers them
         for name, p in model.named_parameters():
             if "LayerNorm" in name:

@@ -19,10 +19,13 @@ pub enum Architecture {
     XlmRoberta,
     /// Qwen3 (Qwen3-Embedding), a decoder with last-token pooling.
     Qwen3,
+    /// ModernBERT (gte-modernbert, modernbert-embed).
+    #[serde(rename = "modernbert")]
+    ModernBert,
 }
 
 /// The `model_type`s Nest loads, for error messages.
-pub const SUPPORTED_MODEL_TYPES: &str = "bert, mpnet, xlm-roberta, roberta, qwen3";
+pub const SUPPORTED_MODEL_TYPES: &str = "bert, mpnet, xlm-roberta, roberta, modernbert, qwen3";
 
 /// The fields of `config.json` Nest reads. Unknown fields are ignored (HF configs carry many).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -87,6 +90,7 @@ impl ModelConfig {
             "mpnet" => Ok(Architecture::Mpnet),
             "xlm-roberta" | "roberta" => Ok(Architecture::XlmRoberta),
             "qwen3" => Ok(Architecture::Qwen3),
+            "modernbert" => Ok(Architecture::ModernBert),
             other => Err(Error::Config {
                 path: PathBuf::from("config.json"),
                 message: format!(

@@ -20,6 +20,7 @@ pub mod hub;
 pub mod io;
 pub mod layer;
 mod linear;
+pub mod modernbert;
 pub mod mpnet;
 pub mod optim;
 pub mod point;

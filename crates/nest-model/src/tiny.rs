@@ -12,6 +12,7 @@ use tch::nn::VarStore;
 use crate::bert::Bert;
 use crate::config::Architecture;
 use crate::config::ModelConfig;
+use crate::modernbert::{ModernBert, ModernBertConfig};
 use crate::mpnet::Mpnet;
 use crate::qwen3::{Qwen3, Qwen3Config};
 use crate::xlm_roberta::XlmRoberta;
@@ -50,9 +51,11 @@ const WORDS: [&str; 12] = [
 
 fn vocab(arch: Architecture) -> Vec<String> {
     let mut v: Vec<String> = match arch {
-        Architecture::Bert => ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-            .map(String::from)
-            .to_vec(),
+        Architecture::Bert | Architecture::ModernBert => {
+            ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                .map(String::from)
+                .to_vec()
+        }
         Architecture::Mpnet | Architecture::XlmRoberta | Architecture::Qwen3 => {
             ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
                 .map(String::from)
@@ -78,7 +81,7 @@ fn tokenizer_json(arch: Architecture) -> serde_json::Value {
         .map(|(i, t)| (t.clone(), json!(i)))
         .collect();
     let (unk, specials, post) = match arch {
-        Architecture::Bert => (
+        Architecture::Bert | Architecture::ModernBert => (
             "[UNK]",
             ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
             json!({"type": "TemplateProcessing",
@@ -118,6 +121,7 @@ pub fn tiny_config(spec: &TinySpec) -> ModelConfig {
         Architecture::Mpnet => ("mpnet", 1, spec.max_seq_length + 2),
         Architecture::XlmRoberta => ("xlm-roberta", 1, spec.max_seq_length + 2),
         Architecture::Qwen3 => ("qwen3", 1, spec.max_seq_length),
+        Architecture::ModernBert => ("modernbert", 0, spec.max_seq_length),
     };
     let decoder = spec.arch == Architecture::Qwen3;
     ModelConfig {
@@ -136,7 +140,13 @@ pub fn tiny_config(spec: &TinySpec) -> ModelConfig {
         pad_token_id: Some(pad),
         relative_attention_num_buckets: 32,
         position_embedding_type: None,
-        extra: if decoder {
+        extra: if spec.arch == Architecture::ModernBert {
+            // a local window narrower than the tiny models' inputs, so that it matters
+            json!({"local_attention": 4, "global_attn_every_n_layers": 2, "norm_eps": 1e-5})
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+        } else if decoder {
             // Qwen3's keys: grouped-query attention with half the heads for keys and values
             json!({"num_key_value_heads": (spec.heads / 2).max(1), "rms_norm_eps": 1e-6,
                 "rope_theta": 10000.0, "attention_bias": false, "hidden_act": "silu"})
@@ -197,6 +207,13 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> Result<()> {
                 message: m,
             })?;
             drop(Qwen3::new(vs.root(), &cfg, &q))
+        }
+        Architecture::ModernBert => {
+            let m = ModernBertConfig::from_model(&cfg).map_err(|m| crate::Error::Config {
+                path: dir.join("config.json"),
+                message: m,
+            })?;
+            drop(ModernBert::new(vs.root(), &cfg, &m))
         }
     }
     // Weights from a local generator seeded by `spec.seed`, not libtorch's global RNG, so the

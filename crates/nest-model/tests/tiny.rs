@@ -16,10 +16,11 @@ const TEXTS: [&str; 5] = [
 ];
 
 /// Every architecture Nest loads.
-const ALL: [Architecture; 4] = [
+const ALL: [Architecture; 5] = [
     Architecture::Bert,
     Architecture::Mpnet,
     Architecture::XlmRoberta,
+    Architecture::ModernBert,
     Architecture::Qwen3,
 ];
 

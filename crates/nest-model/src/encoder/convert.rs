@@ -64,6 +64,7 @@ impl ElasticEncoder {
             Net::Mpnet(m) => m.set_dtype(dtype, convert, rest),
             Net::XlmRoberta(m) => m.set_dtype(dtype, convert, rest),
             Net::Qwen3(m) => m.set_dtype(dtype, convert, rest),
+            Net::ModernBert(m) => m.set_dtype(dtype, convert, rest),
         }
         self.dtype = dtype;
     }

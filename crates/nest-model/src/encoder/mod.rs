@@ -13,6 +13,7 @@ use crate::config::{
 };
 use crate::dense::{Dense, DenseConfig, VAR_PREFIX};
 use crate::dtype::Dtype;
+use crate::modernbert::{ModernBert, ModernBertConfig};
 use crate::mpnet::Mpnet;
 use crate::pooling::Pooling;
 use crate::prompt::Prompts;
@@ -70,6 +71,7 @@ enum Net {
     Mpnet(Mpnet),
     XlmRoberta(XlmRoberta),
     Qwen3(Qwen3),
+    ModernBert(ModernBert),
 }
 
 /// A loaded elastic encoder.
@@ -134,6 +136,13 @@ impl ElasticEncoder {
                 })?;
                 Net::Qwen3(Qwen3::new(vs.root(), &config, &q))
             }
+            Architecture::ModernBert => {
+                let m = ModernBertConfig::from_model(&config).map_err(|message| Error::Config {
+                    path: files.config.clone(),
+                    message,
+                })?;
+                Net::ModernBert(ModernBert::new(vs.root(), &config, &m))
+            }
         };
         let dense = match &dense_folder {
             Some(folder) => {
@@ -192,6 +201,7 @@ impl ElasticEncoder {
             Net::Mpnet(_) => Architecture::Mpnet,
             Net::XlmRoberta(_) => Architecture::XlmRoberta,
             Net::Qwen3(_) => Architecture::Qwen3,
+            Net::ModernBert(_) => Architecture::ModernBert,
         }
     }
 
@@ -201,6 +211,7 @@ impl ElasticEncoder {
             Net::Mpnet(m) => m.num_layers(),
             Net::XlmRoberta(m) => m.num_layers(),
             Net::Qwen3(m) => m.num_layers(),
+            Net::ModernBert(m) => m.num_layers(),
         }
     }
 
@@ -310,6 +321,7 @@ impl ElasticEncoder {
             Net::Mpnet(m) => m.forward(input, layers, train, capture),
             Net::XlmRoberta(m) => m.forward(input, layers, train, capture),
             Net::Qwen3(m) => m.forward(input, layers, train, capture),
+            Net::ModernBert(m) => m.forward(input, layers, train, capture),
         }
     }
 
