@@ -11,6 +11,7 @@
 
 pub mod adaptor;
 pub mod bert;
+mod blocks;
 pub mod config;
 pub mod dense;
 pub mod dtype;

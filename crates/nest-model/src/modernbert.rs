@@ -15,11 +15,11 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
+use crate::blocks::{additive, inv_freq, keys, rope_table, rotate, window};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
 use crate::linear::Linear;
-use crate::qwen3::rotate;
 
 /// ModernBERT's own keys of `config.json` (the common ones are in [`ModelConfig`]).
 #[derive(Debug, Clone, Deserialize)]
@@ -262,19 +262,6 @@ pub struct ModernBert {
     compute: Kind,
 }
 
-fn inv_freq(theta: f64, head_dim: i64, dev: tch::Device) -> Tensor {
-    (Tensor::arange(head_dim / 2, (Kind::Double, dev)) * (-2.0 / head_dim as f64) * theta.ln())
-        .exp()
-        .to_kind(Kind::Float)
-}
-
-fn rope(inv: &Tensor, n: i64) -> (Tensor, Tensor) {
-    let pos = Tensor::arange(n, (Kind::Float, inv.device()));
-    let f = pos.unsqueeze(1) * inv.unsqueeze(0);
-    let e = Tensor::cat(&[&f, &f], 1);
-    (e.cos(), e.sin())
-}
-
 impl ModernBert {
     /// Registers the weights under `p` (names as in HF `ModernBertModel`); `m` from
     /// [`ModernBertConfig::from_model`].
@@ -343,22 +330,13 @@ impl ModernBert {
     ) -> EncoderOutput {
         let (_, n) = input.ids.size2().expect("ids are [batch, seq]");
         let dev = input.ids.device();
-        let keys = input.mask.ne(0).unsqueeze(1).unsqueeze(1); // [b, 1, 1, k]
-        let pos = Tensor::arange(n, (Kind::Int64, dev));
-        let near = (pos.unsqueeze(1) - pos.unsqueeze(0))
-            .abs()
-            .le(self.window)
-            .unsqueeze(0)
-            .unsqueeze(0);
-        let additive = |allowed: &Tensor| {
-            Tensor::zeros(allowed.size(), (Kind::Float, dev))
-                .masked_fill(&allowed.logical_not(), f64::from(f32::MIN))
-        };
+        let keys = keys(&input.mask);
+        let near = window(n, self.window, dev); // |i - j| <= window
         let s = Shared {
             heads: self.heads,
             compute: self.compute,
-            rope_global: rope(&self.inv_freq.0.to_device(dev), n),
-            rope_local: rope(&self.inv_freq.1.to_device(dev), n),
+            rope_global: rope_table(&self.inv_freq.0.to_device(dev), n),
+            rope_local: rope_table(&self.inv_freq.1.to_device(dev), n),
             mask_global: additive(&keys.expand([-1, 1, n, n], false)),
             mask_local: additive(&keys.logical_and(&near)),
             dropout: (self.dropout.1, self.dropout.2),

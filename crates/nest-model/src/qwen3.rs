@@ -19,6 +19,7 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
+use crate::blocks::{additive, causal, inv_freq, rope_table, rotate, RmsNorm};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
@@ -109,30 +110,6 @@ impl Qwen3Config {
     }
 }
 
-/// RMSNorm (Zhang & Sennrich 2019): `x / sqrt(mean(x^2) + eps) * w`, in float32.
-#[derive(Debug)]
-pub(crate) struct RmsNorm {
-    weight: Tensor,
-    eps: f64,
-}
-
-impl RmsNorm {
-    pub(crate) fn new(p: nn::Path, dim: usize, eps: f64) -> Self {
-        RmsNorm {
-            weight: p.var("weight", &[dim as i64], nn::Init::Const(1.0)),
-            eps,
-        }
-    }
-
-    /// # Shapes
-    /// - `x`: `[..., dim]`; returns the same shape, in `x`'s kind
-    pub(crate) fn forward(&self, x: &Tensor) -> Tensor {
-        let xf = x.to_kind(Kind::Float);
-        let var = xf.square().mean_dim([-1i64].as_slice(), true, Kind::Float);
-        ((xf * (var + self.eps).rsqrt()) * &self.weight).to_kind(x.kind())
-    }
-}
-
 /// One decoder layer.
 #[derive(Debug)]
 struct Qwen3Layer {
@@ -182,13 +159,13 @@ impl Qwen3Layer {
             k: Linear::with_bias(&a / "k_proj", d, kvd, bias),
             v: Linear::with_bias(&a / "v_proj", d, kvd, bias),
             o: Linear::with_bias(&a / "o_proj", qd, d, bias),
-            q_norm: RmsNorm::new(&a / "q_norm", h.dim as usize, eps),
-            k_norm: RmsNorm::new(&a / "k_norm", h.dim as usize, eps),
+            q_norm: RmsNorm::new(&a / "q_norm", h.dim as usize, eps, false),
+            k_norm: RmsNorm::new(&a / "k_norm", h.dim as usize, eps, false),
             gate: Linear::with_bias(&m / "gate_proj", d, i, false),
             up: Linear::with_bias(&m / "up_proj", d, i, false),
             down: Linear::with_bias(&m / "down_proj", i, d, false),
-            input_norm: RmsNorm::new(&p / "input_layernorm", d, eps),
-            post_attn_norm: RmsNorm::new(&p / "post_attention_layernorm", d, eps),
+            input_norm: RmsNorm::new(&p / "input_layernorm", d, eps, false),
+            post_attn_norm: RmsNorm::new(&p / "post_attention_layernorm", d, eps, false),
         }
     }
 
@@ -256,18 +233,6 @@ struct StepArgs {
     attn_dropout: f64,
 }
 
-/// Rotary embedding (Su et al. 2021, RoFormer, arXiv:2104.09864) in transformers' layout:
-/// `x cos + rotate_half(x) sin`, `rotate_half([a, b]) = [-b, a]`.
-///
-/// # Shapes
-/// - `x`: `[batch, heads, seq, head_dim]`; `cos`, `sin`: `[seq, head_dim]`
-pub(crate) fn rotate(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
-    let half = x.size()[3] / 2;
-    let (a, b) = (x.narrow(3, 0, half), x.narrow(3, half, half));
-    let rot = Tensor::cat(&[b.neg(), a], 3);
-    x * cos.to_kind(x.kind()) + rot * sin.to_kind(x.kind())
-}
-
 impl Qwen3 {
     /// Registers the weights under `p` (names as in HF `Qwen3Model`); `q` from
     /// [`Qwen3Config::from_model`].
@@ -277,12 +242,7 @@ impl Qwen3 {
             kv: q.kv_heads(c) as i64,
             dim: q.head_dim(c) as i64,
         };
-        let half = heads.dim / 2;
-        let inv_freq = (Tensor::arange(half, (Kind::Double, p.device()))
-            * (-2.0 / heads.dim as f64)
-            * q.rope_theta().ln())
-        .exp()
-        .to_kind(Kind::Float);
+        let inv_freq = inv_freq(q.rope_theta(), heads.dim, p.device());
         Qwen3 {
             embed: nn::embedding(
                 &p / "embed_tokens",
@@ -293,7 +253,7 @@ impl Qwen3 {
             layers: (0..c.num_hidden_layers)
                 .map(|i| Qwen3Layer::new(&p / "layers" / i, c, q, heads))
                 .collect(),
-            norm: RmsNorm::new(&p / "norm", c.hidden_size, q.rms_norm_eps),
+            norm: RmsNorm::new(&p / "norm", c.hidden_size, q.rms_norm_eps, false),
             heads,
             inv_freq,
             attn_dropout: q.attention_dropout,
@@ -334,11 +294,8 @@ impl Qwen3 {
     ) -> EncoderOutput {
         let (_, n) = input.ids.size2().expect("ids are [batch, seq]");
         let dev = input.ids.device();
-        let pos = Tensor::arange(n, (Kind::Float, dev));
-        let freqs = pos.unsqueeze(1) * self.inv_freq.to_device(dev).unsqueeze(0); // [seq, d/2]
-        let emb = Tensor::cat(&[&freqs, &freqs], 1);
-        let rope = (emb.cos(), emb.sin());
-        let mask = causal_mask(&input.mask);
+        let rope = rope_table(&self.inv_freq.to_device(dev), n);
+        let mask = additive(&causal(&input.mask));
         let s = StepArgs {
             heads: self.heads,
             compute: self.compute,
@@ -355,33 +312,5 @@ impl Qwen3 {
             hidden_states,
             cls_attention: Vec::new(),
         }
-    }
-}
-
-/// Causal attention over the real tokens: query `i` sees keys `j <= i` that are not padding.
-/// A padding query (right padding) still sees the real tokens before it, so no row is empty.
-///
-/// # Shapes
-/// - `mask`: `[batch, seq]` (1 real, 0 padding); returns additive float `[batch, 1, seq, seq]`
-fn causal_mask(mask: &Tensor) -> Tensor {
-    let n = mask.size()[1];
-    let dev = mask.device();
-    let causal = Tensor::ones([n, n], (Kind::Bool, dev)).tril(0); // [q, k]
-    let keys = mask.ne(0).unsqueeze(1).unsqueeze(1); // [b, 1, 1, k]
-    let allowed = keys.logical_and(&causal.unsqueeze(0).unsqueeze(0));
-    Tensor::zeros(allowed.size(), (Kind::Float, dev))
-        .masked_fill(&allowed.logical_not(), f64::from(f32::MIN))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn causal_mask_hides_future_and_padding() {
-        let m = causal_mask(&Tensor::from_slice(&[1i64, 1, 0]).view([1, 3]));
-        let v = Vec::<f32>::try_from(m.view([-1]).gt(-1.0).to_kind(Kind::Float)).unwrap();
-        // rows = queries; 1 = visible
-        assert_eq!(v, vec![1., 0., 0., 1., 1., 0., 1., 1., 0.]);
     }
 }

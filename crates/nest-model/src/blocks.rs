@@ -1,0 +1,131 @@
+//! Pieces the rotary architectures share ([`crate::modernbert`], [`crate::qwen3`],
+//! [`crate::gemma3`]) and nothing more: RMSNorm, rotary tables and rotation, attention masks.
+//! BERT-family blocks are in [`crate::layer`].
+
+use tch::nn;
+use tch::{Device, Kind, Tensor};
+
+/// RMSNorm (Zhang & Sennrich 2019, arXiv:1910.07467): `x / sqrt(mean(x^2) + eps) * w`, in
+/// float32; Gemma's form scales by `1 + w` (its weights start at 0).
+#[derive(Debug)]
+pub(crate) struct RmsNorm {
+    weight: Tensor,
+    eps: f64,
+    unit_offset: bool,
+}
+
+impl RmsNorm {
+    /// `unit_offset`: Gemma's `(1 + w)` scale (weights initialised at 0) instead of `w` (at 1).
+    pub(crate) fn new(p: nn::Path, dim: usize, eps: f64, unit_offset: bool) -> Self {
+        let init = if unit_offset { 0.0 } else { 1.0 };
+        RmsNorm {
+            weight: p.var("weight", &[dim as i64], nn::Init::Const(init)),
+            eps,
+            unit_offset,
+        }
+    }
+
+    /// # Shapes
+    /// - `x`: `[..., dim]`; returns the same shape, in `x`'s kind
+    pub(crate) fn forward(&self, x: &Tensor) -> Tensor {
+        let xf = x.to_kind(Kind::Float);
+        let var = xf.square().mean_dim([-1i64].as_slice(), true, Kind::Float);
+        let normed = xf * (var + self.eps).rsqrt();
+        let y = match self.unit_offset {
+            true => normed * (&self.weight + 1.0),
+            false => normed * &self.weight,
+        };
+        y.to_kind(x.kind())
+    }
+}
+
+/// Rotary inverse frequencies `theta^(-2i/d)` for `i < d/2` (RoFormer, Su et al. 2021,
+/// arXiv:2104.09864; transformers' default rope).
+///
+/// # Shapes
+/// - returns `[head_dim / 2]` float32
+pub(crate) fn inv_freq(theta: f64, head_dim: i64, dev: Device) -> Tensor {
+    (Tensor::arange(head_dim / 2, (Kind::Double, dev)) * (-2.0 / head_dim as f64) * theta.ln())
+        .exp()
+        .to_kind(Kind::Float)
+}
+
+/// (cos, sin) of positions `0..n` in transformers' layout (the frequencies repeated twice).
+///
+/// # Shapes
+/// - `inv`: `[head_dim / 2]`; returns two `[n, head_dim]`
+pub(crate) fn rope_table(inv: &Tensor, n: i64) -> (Tensor, Tensor) {
+    let pos = Tensor::arange(n, (Kind::Float, inv.device()));
+    let f = pos.unsqueeze(1) * inv.unsqueeze(0);
+    let e = Tensor::cat(&[&f, &f], 1);
+    (e.cos(), e.sin())
+}
+
+/// Rotary embedding in transformers' layout: `x cos + rotate_half(x) sin`,
+/// `rotate_half([a, b]) = [-b, a]`.
+///
+/// # Shapes
+/// - `x`: `[batch, heads, seq, head_dim]`; `cos`, `sin`: `[seq, head_dim]`
+pub(crate) fn rotate(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
+    let half = x.size()[3] / 2;
+    let (a, b) = (x.narrow(3, 0, half), x.narrow(3, half, half));
+    let rot = Tensor::cat(&[b.neg(), a], 3);
+    x * cos.to_kind(x.kind()) + rot * sin.to_kind(x.kind())
+}
+
+/// Causal attention over the real tokens: query `i` sees keys `j <= i` that are not padding.
+/// A padding query (right padding) still sees the real tokens before it, so no row is empty.
+///
+/// # Shapes
+/// - `mask`: `[batch, seq]` (1 real, 0 padding); returns bool `[batch, 1, seq, seq]`
+pub(crate) fn causal(mask: &Tensor) -> Tensor {
+    let n = mask.size()[1];
+    let lower = Tensor::ones([n, n], (Kind::Bool, mask.device())).tril(0); // [q, k]
+    keys(mask).logical_and(&lower.unsqueeze(0).unsqueeze(0))
+}
+
+/// The real tokens as keys.
+///
+/// # Shapes
+/// - `mask`: `[batch, seq]`; returns bool `[batch, 1, 1, seq]`
+pub(crate) fn keys(mask: &Tensor) -> Tensor {
+    mask.ne(0).unsqueeze(1).unsqueeze(1)
+}
+
+/// A bidirectional window: `|i - j| <= half`.
+///
+/// # Shapes
+/// - returns bool `[1, 1, n, n]`
+pub(crate) fn window(n: i64, half: i64, dev: Device) -> Tensor {
+    let pos = Tensor::arange(n, (Kind::Int64, dev));
+    (pos.unsqueeze(1) - pos.unsqueeze(0))
+        .abs()
+        .le(half)
+        .unsqueeze(0)
+        .unsqueeze(0)
+}
+
+/// An additive float mask from an allowed-pairs mask (0 where allowed, float32's minimum
+/// elsewhere: finite, so a row with nothing allowed gives uniform weights, never NaN).
+///
+/// # Shapes
+/// - `allowed`: bool, any shape; returns float32 of the same shape
+pub(crate) fn additive(allowed: &Tensor) -> Tensor {
+    Tensor::zeros(allowed.size(), (Kind::Float, allowed.device()))
+        .masked_fill(&allowed.logical_not(), f64::from(f32::MIN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causal_mask_hides_future_and_padding() {
+        let m = causal(&Tensor::from_slice(&[1i64, 1, 0]).view([1, 3]));
+        let v = Vec::<f32>::try_from(m.view([-1]).to_kind(Kind::Float)).unwrap();
+        // rows = queries; 1 = visible
+        assert_eq!(v, vec![1., 0., 0., 1., 1., 0., 1., 1., 0.]);
+        let w = Vec::<f32>::try_from(window(3, 1, Device::Cpu).view([-1]).to_kind(Kind::Float));
+        assert_eq!(w.unwrap(), vec![1., 1., 0., 1., 1., 1., 0., 1., 1.]);
+    }
+}
