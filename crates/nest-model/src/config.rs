@@ -22,10 +22,14 @@ pub enum Architecture {
     /// ModernBERT (gte-modernbert, modernbert-embed).
     #[serde(rename = "modernbert")]
     ModernBert,
+    /// Gemma 3 text models (EmbeddingGemma: bidirectional).
+    #[serde(rename = "gemma3_text")]
+    Gemma3,
 }
 
 /// The `model_type`s Nest loads, for error messages.
-pub const SUPPORTED_MODEL_TYPES: &str = "bert, mpnet, xlm-roberta, roberta, modernbert, qwen3";
+pub const SUPPORTED_MODEL_TYPES: &str =
+    "bert, mpnet, xlm-roberta, roberta, modernbert, qwen3, gemma3_text";
 
 /// The fields of `config.json` Nest reads. Unknown fields are ignored (HF configs carry many).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -91,6 +95,7 @@ impl ModelConfig {
             "xlm-roberta" | "roberta" => Ok(Architecture::XlmRoberta),
             "qwen3" => Ok(Architecture::Qwen3),
             "modernbert" => Ok(Architecture::ModernBert),
+            "gemma3_text" => Ok(Architecture::Gemma3),
             other => Err(Error::Config {
                 path: PathBuf::from("config.json"),
                 message: format!(

@@ -17,6 +17,7 @@ pub mod dense;
 pub mod dtype;
 pub mod encoder;
 pub mod error;
+pub mod gemma3;
 pub mod hub;
 pub mod io;
 pub mod layer;

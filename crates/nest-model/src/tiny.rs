@@ -12,6 +12,7 @@ use tch::nn::VarStore;
 use crate::bert::Bert;
 use crate::config::Architecture;
 use crate::config::ModelConfig;
+use crate::gemma3::{Gemma3, Gemma3Config};
 use crate::modernbert::{ModernBert, ModernBertConfig};
 use crate::mpnet::Mpnet;
 use crate::qwen3::{Qwen3, Qwen3Config};
@@ -56,11 +57,12 @@ fn vocab(arch: Architecture) -> Vec<String> {
                 .map(String::from)
                 .to_vec()
         }
-        Architecture::Mpnet | Architecture::XlmRoberta | Architecture::Qwen3 => {
-            ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-                .map(String::from)
-                .to_vec()
-        }
+        Architecture::Mpnet
+        | Architecture::XlmRoberta
+        | Architecture::Qwen3
+        | Architecture::Gemma3 => ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+            .map(String::from)
+            .to_vec(),
     };
     v.extend(WORDS.iter().map(|w| w.to_string()));
     for c in ('a'..='z').chain('0'..='9') {
@@ -89,7 +91,10 @@ fn tokenizer_json(arch: Architecture) -> serde_json::Value {
                 "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}, {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
                 "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]}, "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}}),
         ),
-        Architecture::Mpnet | Architecture::XlmRoberta | Architecture::Qwen3 => (
+        Architecture::Mpnet
+        | Architecture::XlmRoberta
+        | Architecture::Qwen3
+        | Architecture::Gemma3 => (
             "<unk>",
             ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
             json!({"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": true, "add_prefix_space": false}),
@@ -122,6 +127,7 @@ pub fn tiny_config(spec: &TinySpec) -> ModelConfig {
         Architecture::XlmRoberta => ("xlm-roberta", 1, spec.max_seq_length + 2),
         Architecture::Qwen3 => ("qwen3", 1, spec.max_seq_length),
         Architecture::ModernBert => ("modernbert", 0, spec.max_seq_length),
+        Architecture::Gemma3 => ("gemma3_text", 1, spec.max_seq_length),
     };
     let decoder = spec.arch == Architecture::Qwen3;
     ModelConfig {
@@ -140,7 +146,24 @@ pub fn tiny_config(spec: &TinySpec) -> ModelConfig {
         pad_token_id: Some(pad),
         relative_attention_num_buckets: 32,
         position_embedding_type: None,
-        extra: if spec.arch == Architecture::ModernBert {
+        extra: if spec.arch == Architecture::Gemma3 {
+            // bidirectional (EmbeddingGemma), a window narrower than the inputs, mixed layers
+            let types: Vec<&str> = (0..spec.layers)
+                .map(|i| {
+                    if i % 2 == 0 {
+                        "sliding_attention"
+                    } else {
+                        "full_attention"
+                    }
+                })
+                .collect();
+            json!({"num_key_value_heads": (spec.heads / 2).max(1), "sliding_window": 6,
+                "use_bidirectional_attention": true, "layer_types": types,
+                "query_pre_attn_scalar": 16})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+        } else if spec.arch == Architecture::ModernBert {
             // a local window narrower than the tiny models' inputs, so that it matters
             json!({"local_attention": 4, "global_attn_every_n_layers": 2, "norm_eps": 1e-5})
                 .as_object()
@@ -214,6 +237,13 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> Result<()> {
                 message: m,
             })?;
             drop(ModernBert::new(vs.root(), &cfg, &m))
+        }
+        Architecture::Gemma3 => {
+            let g = Gemma3Config::from_model(&cfg).map_err(|m| crate::Error::Config {
+                path: dir.join("config.json"),
+                message: m,
+            })?;
+            drop(Gemma3::new(vs.root(), &cfg, &g))
         }
     }
     // Weights from a local generator seeded by `spec.seed`, not libtorch's global RNG, so the

@@ -16,12 +16,13 @@ const TEXTS: [&str; 5] = [
 ];
 
 /// Every architecture Nest loads.
-const ALL: [Architecture; 5] = [
+const ALL: [Architecture; 6] = [
     Architecture::Bert,
     Architecture::Mpnet,
     Architecture::XlmRoberta,
     Architecture::ModernBert,
     Architecture::Qwen3,
+    Architecture::Gemma3,
 ];
 
 fn tiny(arch: Architecture) -> (tempfile::TempDir, ElasticEncoder) {

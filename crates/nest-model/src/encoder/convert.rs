@@ -65,6 +65,7 @@ impl ElasticEncoder {
             Net::XlmRoberta(m) => m.set_dtype(dtype, convert, rest),
             Net::Qwen3(m) => m.set_dtype(dtype, convert, rest),
             Net::ModernBert(m) => m.set_dtype(dtype, convert, rest),
+            Net::Gemma3(m) => m.set_dtype(dtype, convert, rest),
         }
         self.dtype = dtype;
     }

@@ -13,6 +13,7 @@ use crate::config::{
 };
 use crate::dense::{Dense, DenseConfig, VAR_PREFIX};
 use crate::dtype::Dtype;
+use crate::gemma3::{Gemma3, Gemma3Config};
 use crate::modernbert::{ModernBert, ModernBertConfig};
 use crate::mpnet::Mpnet;
 use crate::pooling::Pooling;
@@ -72,6 +73,7 @@ enum Net {
     XlmRoberta(XlmRoberta),
     Qwen3(Qwen3),
     ModernBert(ModernBert),
+    Gemma3(Gemma3),
 }
 
 /// A loaded elastic encoder.
@@ -143,6 +145,13 @@ impl ElasticEncoder {
                 })?;
                 Net::ModernBert(ModernBert::new(vs.root(), &config, &m))
             }
+            Architecture::Gemma3 => {
+                let g = Gemma3Config::from_model(&config).map_err(|message| Error::Config {
+                    path: files.config.clone(),
+                    message,
+                })?;
+                Net::Gemma3(Gemma3::new(vs.root(), &config, &g))
+            }
         };
         let dense = match &dense_folder {
             Some(folder) => {
@@ -202,6 +211,7 @@ impl ElasticEncoder {
             Net::XlmRoberta(_) => Architecture::XlmRoberta,
             Net::Qwen3(_) => Architecture::Qwen3,
             Net::ModernBert(_) => Architecture::ModernBert,
+            Net::Gemma3(_) => Architecture::Gemma3,
         }
     }
 
@@ -212,6 +222,7 @@ impl ElasticEncoder {
             Net::XlmRoberta(m) => m.num_layers(),
             Net::Qwen3(m) => m.num_layers(),
             Net::ModernBert(m) => m.num_layers(),
+            Net::Gemma3(m) => m.num_layers(),
         }
     }
 
@@ -322,6 +333,7 @@ impl ElasticEncoder {
             Net::XlmRoberta(m) => m.forward(input, layers, train, capture),
             Net::Qwen3(m) => m.forward(input, layers, train, capture),
             Net::ModernBert(m) => m.forward(input, layers, train, capture),
+            Net::Gemma3(m) => m.forward(input, layers, train, capture),
         }
     }
 
