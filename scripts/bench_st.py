@@ -190,8 +190,14 @@ def main():
         workdir = tempfile.TemporaryDirectory(prefix="nest-bench-st-onnx-")
         to_onnx(model, workdir.name, a.backend == "onnx-int8", threads)
     if a.backend == "torch":
-        enc = model[0].auto_model.encoder
-        all_layers = list(enc.layer)
+        # BERT-family models keep their layers in encoder.layer; ModernBERT, Qwen3 and Gemma 3
+        # in layers
+        am = model[0].auto_model
+        if hasattr(am, "encoder") and hasattr(am.encoder, "layer"):
+            enc, attr = am.encoder, "layer"
+        else:
+            enc, attr = am, "layers"
+        all_layers = list(getattr(enc, attr))
         full = len(all_layers)
         p = next(model[0].auto_model.parameters())
         if a.dtype != "float32":
@@ -224,7 +230,7 @@ def main():
     out = {}
     for n in layers:
         if a.backend == "torch":
-            enc.layer = torch.nn.ModuleList(all_layers[:n])
+            setattr(enc, attr, torch.nn.ModuleList(all_layers[:n]))
         model.encode(texts, batch_size=a.batch_size)  # warm-up
         best = float("inf")
         for _ in range(a.repeats):
@@ -237,7 +243,7 @@ def main():
             sp = spearman_x100(emb, len(rows), gold)
             print(f"  st layer {n}: STS-B Spearman x100 {sp:.2f} ({a.backend}, {a.dtype})", file=sys.stderr)
     if a.backend == "torch":
-        enc.layer = torch.nn.ModuleList(all_layers)
+        setattr(enc, attr, torch.nn.ModuleList(all_layers))
     if workdir is not None:
         workdir.cleanup()
     print(json.dumps(out))
