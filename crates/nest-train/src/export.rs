@@ -117,6 +117,10 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
             message: e.to_string(),
         })?;
         cfg["num_hidden_layers"] = json!(k);
+        // ModernBERT / Qwen3 / Gemma 3 list one attention type per layer
+        if let Some(types) = cfg.get_mut("layer_types").and_then(|t| t.as_array_mut()) {
+            types.truncate(k);
+        }
         write_json("config.json", cfg)?;
     }
     write_json(
@@ -160,6 +164,8 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
             "pooling_mode_mean_tokens": p == Mean,
             "pooling_mode_max_tokens": p == Max,
             "pooling_mode_mean_sqrt_len_tokens": p == MeanSqrtLen,
+            "pooling_mode_lasttoken": p == LastToken,
+            "include_prompt": enc.include_prompt,
         }),
     )?;
     write_json(
