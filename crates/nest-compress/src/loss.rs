@@ -1,5 +1,6 @@
 //! SMEC's losses (section 3-4 of `shared/papers/SMEC.md`).
 
+use nest_model::pooling::l2_normalize;
 use tch::{Kind, Reduction, Tensor};
 
 /// Rank loss (SMEC eq. 8, from Search-Adaptor): for each query `i` and documents `j`, `k` with
@@ -30,14 +31,12 @@ pub fn rank_loss(q: &Tensor, docs: &Tensor, rel: &Tensor, scale: f64) -> Tensor 
 
 /// Cosine similarity of every row of `a` with every row of `b`: `[A, B]`.
 pub fn cos_matrix(a: &Tensor, b: &Tensor) -> Tensor {
-    let n = |x: &Tensor| x / x.norm_scalaropt_dim(2, [-1], true).clamp_min(1e-12);
-    n(a).matmul(&n(b).tr())
+    l2_normalize(a).matmul(&l2_normalize(b).tr())
 }
 
 /// Row-wise cosine of `a [N, K, d]` with `b [N, K, d]`: `[N, K]`.
 pub fn cos_rows(a: &Tensor, b: &Tensor) -> Tensor {
-    let n = |x: &Tensor| x / x.norm_scalaropt_dim(2, [-1], true).clamp_min(1e-12);
-    (n(a) * n(b)).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float)
+    (l2_normalize(a) * l2_normalize(b)).sum_dim_intlist([-1i64].as_slice(), false, Kind::Float)
 }
 
 /// Similarity preservation (SMEC eq. 7, the unsupervised loss): the mean over the given pairs of

@@ -172,26 +172,6 @@ pub(crate) fn in_batch_neighbours(items: &Tensor, k: usize) -> Tensor {
     s.topk(k.min(n as usize - 1) as i64, 1, true, true).1
 }
 
-pub(crate) fn adam(params: &[Tensor], m: &mut [Tensor], v: &mut [Tensor], lr: f64, step: i32) {
-    let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8);
-    tch::no_grad(|| {
-        for (i, p) in params.iter().enumerate() {
-            let g = p.grad();
-            if !g.defined() {
-                continue;
-            }
-            let _ = m[i].g_mul_(&Tensor::from(b1)).g_add_(&(&g * (1.0 - b1)));
-            let _ = v[i]
-                .g_mul_(&Tensor::from(b2))
-                .g_add_(&(&g * &g * (1.0 - b2)));
-            let mh = &m[i] / (1.0 - b1.powi(step));
-            let vh = &v[i] / (1.0 - b2.powi(step));
-            let mut p = p.shallow_clone();
-            let _ = p.g_sub_(&(mh / (vh.sqrt() + eps) * lr));
-        }
-    });
-}
-
 /// Trains an adaptor on `corpus` / `queries` embeddings (L2-normalised by the caller) with
 /// `train` qrels, choosing and stopping on `val` qrels.
 /// The phase's rank loss on the validation queries (ADS at its inference choice, no noise).

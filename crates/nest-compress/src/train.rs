@@ -29,8 +29,9 @@ use crate::ads::Ads;
 use crate::data::{Embeddings, Qrels};
 use crate::memory::Memory;
 use crate::method::Options;
-use crate::phase::{adam, batch, in_batch_neighbours, prepare, validate, Phase};
+use crate::phase::{batch, in_batch_neighbours, prepare, validate, Phase};
 use crate::{Error, Result};
+use nest_model::optim::AdamW;
 
 /// Where the unsupervised pairs come from.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -174,11 +175,15 @@ pub fn train(
             .flat_map(|(w, b)| [w.shallow_clone(), b.shallow_clone()])
             .collect();
         leaves.extend(phase.ads.iter().map(|a| a.logits.shallow_clone()));
-        let mut m: Vec<Tensor> = leaves.iter().map(Tensor::zeros_like).collect();
-        let mut v: Vec<Tensor> = leaves.iter().map(Tensor::zeros_like).collect();
+        // Adam (no weight decay): the workspace's one AdamW, with PyTorch's update
+        let named = leaves
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("p{i:04}"), t.shallow_clone()))
+            .collect();
+        let mut adam = AdamW::new(named, 0.0);
         let mut best: Option<(f64, Vec<Tensor>)> = None;
         let mut since_best = 0;
-        let mut adam_step = 0;
         for epoch in 0..cfg.opts.epochs {
             let t0 = Instant::now();
             let mut order: Vec<usize> = (0..tr.q.len()).collect();
@@ -246,8 +251,7 @@ pub fn train(
                     )
                     .unwrap_or(0.0);
                 }
-                adam_step += 1;
-                adam(&leaves, &mut m, &mut v, cfg.opts.lr, adam_step);
+                adam.step(cfg.opts.lr);
                 sum += lv;
                 n += 1;
             }

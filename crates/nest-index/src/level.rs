@@ -118,16 +118,9 @@ impl Level {
     }
 }
 
-/// The first `dim` coordinates of `v`, L2-normalised (all zeros stay zeros).
-pub fn prefix_normalized(v: &[f32], dim: usize) -> Vec<f32> {
-    let p = &v[..dim.min(v.len())];
-    let norm = p.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        p.iter().map(|x| x / norm).collect()
-    } else {
-        p.to_vec()
-    }
-}
+/// The first `dim` coordinates of `v`, L2-normalised (all zeros stay zeros): Nest's one row
+/// normalisation, `nest_core::vector`.
+pub use nest_core::vector::prefix_normalized;
 
 /// Symmetric per-row int8 quantisation: the codes and the scale `max|x| / 127`.
 pub fn quantize_int8(x: &[f32]) -> (Vec<i8>, f32) {

@@ -273,13 +273,14 @@ pub fn search(
     queries
         .iter()
         .map(|q| {
-            let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+            let mut unit = q.clone();
+            nest_core::vector::l2_normalize(&mut unit);
             let mut lit = String::from("[");
-            for (j, x) in q.iter().enumerate() {
+            for (j, x) in unit.iter().enumerate() {
                 if j > 0 {
                     lit.push(',');
                 }
-                let _ = write!(lit, "{}", x / norm);
+                let _ = write!(lit, "{x}");
             }
             lit.push(']');
             Ok(client

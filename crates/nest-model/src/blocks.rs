@@ -105,6 +105,23 @@ pub(crate) fn window(n: i64, half: i64, dev: Device) -> Tensor {
         .unsqueeze(0)
 }
 
+/// The allowed (query, key) pairs of full-attention and of sliding-window layers: every real key
+/// (bidirectional) or every real key up to the query (causal), and of those the keys at most
+/// `reach` positions away.
+///
+/// # Shapes
+/// - `mask`: `[batch, seq]`; returns two bool `[batch, 1, seq, seq]`
+pub(crate) fn full_and_sliding(mask: &Tensor, bidirectional: bool, reach: i64) -> (Tensor, Tensor) {
+    let n = mask.size()[1];
+    let near = window(n, reach, mask.device());
+    let full = match bidirectional {
+        true => keys(mask).expand([-1, 1, n, n], false),
+        false => causal(mask),
+    };
+    let sliding = full.logical_and(&near);
+    (full, sliding)
+}
+
 /// An additive float mask from an allowed-pairs mask (0 where allowed, float32's minimum
 /// elsewhere: finite, so a row with nothing allowed gives uniform weights, never NaN).
 ///

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::blocks::{additive, causal, inv_freq, keys, rope_table, rotate, window, RmsNorm};
+use crate::blocks::{additive, full_and_sliding, inv_freq, rope_table, rotate, RmsNorm};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
@@ -350,27 +350,6 @@ impl Gemma3 {
         }
     }
 
-    /// The allowed (query, key) pairs of full and of sliding layers.
-    ///
-    /// # Shapes
-    /// - `mask`: `[batch, seq]`; returns two bool `[batch, 1, seq, seq]`
-    fn masks(&self, mask: &Tensor) -> (Tensor, Tensor) {
-        let n = mask.size()[1];
-        let dev = mask.device();
-        // |i - j| < w  <=>  |i - j| <= w - 1
-        let near = window(n, self.window - 1, dev);
-        match self.bidirectional {
-            true => {
-                let k = keys(mask);
-                (k.expand([-1, 1, n, n], false), k.logical_and(&near))
-            }
-            false => {
-                let c = causal(mask);
-                (c.shallow_clone(), c.logical_and(&near))
-            }
-        }
-    }
-
     /// Runs the embeddings and the first `layers` layers (early exit); [CLS]-row attention is
     /// not captured for this architecture.
     ///
@@ -387,7 +366,8 @@ impl Gemma3 {
     ) -> EncoderOutput {
         let (_, n) = input.ids.size2().expect("ids are [batch, seq]");
         let dev = input.ids.device();
-        let (full, sliding) = self.masks(&input.mask);
+        // |i - j| < w  <=>  |i - j| <= w - 1
+        let (full, sliding) = full_and_sliding(&input.mask, self.bidirectional, self.window - 1);
         let s = Shared {
             heads: self.heads,
             scale: self.scale,

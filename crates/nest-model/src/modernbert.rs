@@ -15,7 +15,7 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::blocks::{additive, inv_freq, keys, rope_table, rotate, window};
+use crate::blocks::{additive, full_and_sliding, inv_freq, rope_table, rotate};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
@@ -330,15 +330,14 @@ impl ModernBert {
     ) -> EncoderOutput {
         let (_, n) = input.ids.size2().expect("ids are [batch, seq]");
         let dev = input.ids.device();
-        let keys = keys(&input.mask);
-        let near = window(n, self.window, dev); // |i - j| <= window
+        let (global, local) = full_and_sliding(&input.mask, true, self.window);
         let s = Shared {
             heads: self.heads,
             compute: self.compute,
             rope_global: rope_table(&self.inv_freq.0.to_device(dev), n),
             rope_local: rope_table(&self.inv_freq.1.to_device(dev), n),
-            mask_global: additive(&keys.expand([-1, 1, n, n], false)),
-            mask_local: additive(&keys.logical_and(&near)),
+            mask_global: additive(&global),
+            mask_local: additive(&local),
             dropout: (self.dropout.1, self.dropout.2),
         };
         let mut x = self

@@ -9,14 +9,8 @@ use std::path::Path;
 use serde_json::json;
 use tch::nn::VarStore;
 
-use crate::bert::Bert;
 use crate::config::Architecture;
 use crate::config::ModelConfig;
-use crate::gemma3::{Gemma3, Gemma3Config};
-use crate::modernbert::{ModernBert, ModernBertConfig};
-use crate::mpnet::Mpnet;
-use crate::qwen3::{Qwen3, Qwen3Config};
-use crate::xlm_roberta::XlmRoberta;
 use crate::Result;
 
 /// Shape of a tiny model.
@@ -220,35 +214,21 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> Result<()> {
             "pooling_mode_mean_sqrt_len_tokens": false}),
     )?;
     let vs = VarStore::new(tch::Device::Cpu);
-    match spec.arch {
-        Architecture::Bert => drop(Bert::new(vs.root(), &cfg)),
-        Architecture::Mpnet => drop(Mpnet::new(vs.root(), &cfg)),
-        Architecture::XlmRoberta => drop(XlmRoberta::new(vs.root(), &cfg)),
-        Architecture::Qwen3 => {
-            let q = Qwen3Config::from_model(&cfg).map_err(|m| crate::Error::Config {
-                path: dir.join("config.json"),
-                message: m,
-            })?;
-            drop(Qwen3::new(vs.root(), &cfg, &q))
-        }
-        Architecture::ModernBert => {
-            let m = ModernBertConfig::from_model(&cfg).map_err(|m| crate::Error::Config {
-                path: dir.join("config.json"),
-                message: m,
-            })?;
-            drop(ModernBert::new(vs.root(), &cfg, &m))
-        }
-        Architecture::Gemma3 => {
-            let g = Gemma3Config::from_model(&cfg).map_err(|m| crate::Error::Config {
-                path: dir.join("config.json"),
-                message: m,
-            })?;
-            drop(Gemma3::new(vs.root(), &cfg, &g))
-        }
-    }
-    // Weights from a local generator seeded by `spec.seed`, not libtorch's global RNG, so the
-    // same spec gives the same model even while other threads draw random numbers.
-    let mut rng = SplitMix64(spec.seed as u64);
+    drop(crate::encoder::build_net(
+        spec.arch,
+        &vs,
+        &cfg,
+        &dir.join("config.json"),
+    )?);
+    randomize(&vs, spec.seed as u64);
+    vs.save(dir.join("model.safetensors"))?;
+    Ok(())
+}
+
+/// Fills every variable of `vs` from a local generator seeded by `seed`, not libtorch's global
+/// RNG, so that the same spec gives the same model even while other threads draw random numbers.
+fn randomize(vs: &VarStore, seed: u64) {
+    let mut rng = SplitMix64(seed);
     let mut vars: Vec<(String, tch::Tensor)> = vs.variables().into_iter().collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
     tch::no_grad(|| {
@@ -272,8 +252,6 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> Result<()> {
             let _ = t.f_copy_(&tch::Tensor::from_slice(&vals).view(size.as_slice()));
         }
     });
-    vs.save(dir.join("model.safetensors"))?;
-    Ok(())
 }
 
 /// SplitMix64 (Steele et al. 2014): a tiny, seedable generator for reproducible test weights.

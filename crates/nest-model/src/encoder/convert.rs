@@ -1,7 +1,8 @@
 //! Converting an encoder's arithmetic ([`crate::dtype`]): once for inference, or the products
 //! only for mixed-precision training.
 
-use super::{ElasticEncoder, Net};
+use super::build::Net;
+use super::ElasticEncoder;
 use crate::dtype::Dtype;
 use crate::{Error, Result};
 

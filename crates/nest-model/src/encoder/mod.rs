@@ -7,22 +7,17 @@ use nest_core::spec::{check_dims, check_layers};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 use crate::adaptor::Adaptor;
-use crate::bert::Bert;
-use crate::config::{
-    read_json, Architecture, ModelConfig, ModelFiles, NestMeta, PoolingConfig, SbertConfig,
-};
+use crate::config::{read_json, Architecture, ModelConfig, ModelFiles, NestMeta, PoolingConfig};
 use crate::dense::{Dense, DenseConfig, VAR_PREFIX};
 use crate::dtype::Dtype;
-use crate::gemma3::{Gemma3, Gemma3Config};
-use crate::modernbert::{ModernBert, ModernBertConfig};
-use crate::mpnet::Mpnet;
 use crate::pooling::Pooling;
 use crate::prompt::Prompts;
-use crate::qwen3::{Qwen3, Qwen3Config};
 use crate::tokenize::TextTokenizer;
-use crate::xlm_roberta::XlmRoberta;
 use crate::{weights, Error, Result};
 
+mod build;
+pub(crate) use build::net as build_net;
+use build::Net;
 mod convert;
 mod embed;
 
@@ -66,16 +61,6 @@ impl Default for EncodeOptions {
     }
 }
 
-#[derive(Debug)]
-enum Net {
-    Bert(Bert),
-    Mpnet(Mpnet),
-    XlmRoberta(XlmRoberta),
-    Qwen3(Qwen3),
-    ModernBert(ModernBert),
-    Gemma3(Gemma3),
-}
-
 /// A loaded elastic encoder.
 #[derive(Debug)]
 pub struct ElasticEncoder {
@@ -112,7 +97,7 @@ impl ElasticEncoder {
         let files = ModelFiles::locate(dir)?;
         let config = ModelConfig::read(&files.config)?;
         let arch = config.architecture()?;
-        let (pooling, normalize, dense_folder) = read_pipeline(&files)?;
+        let (pooling, normalize, dense_folder) = build::read_pipeline(&files)?;
         let include_prompt = match &files.pooling_config {
             Some(p) => read_json::<PoolingConfig>(p)?.include_prompt,
             None => true,
@@ -124,51 +109,11 @@ impl ElasticEncoder {
             .map(read_json)
             .transpose()?
             .unwrap_or_default();
-        let max_len = max_seq_len(&files, &config, max_seq_length)?;
+        let max_len = build::max_seq_len(&files, &config, max_seq_length)?;
         let tokenizer = TextTokenizer::load(&files.tokenizer, max_len)?;
         let mut vs = VarStore::new(device);
-        let net = match arch {
-            Architecture::Bert => Net::Bert(Bert::new(vs.root(), &config)),
-            Architecture::Mpnet => Net::Mpnet(Mpnet::new(vs.root(), &config)),
-            Architecture::XlmRoberta => Net::XlmRoberta(XlmRoberta::new(vs.root(), &config)),
-            Architecture::Qwen3 => {
-                let q = Qwen3Config::from_model(&config).map_err(|message| Error::Config {
-                    path: files.config.clone(),
-                    message,
-                })?;
-                Net::Qwen3(Qwen3::new(vs.root(), &config, &q))
-            }
-            Architecture::ModernBert => {
-                let m = ModernBertConfig::from_model(&config).map_err(|message| Error::Config {
-                    path: files.config.clone(),
-                    message,
-                })?;
-                Net::ModernBert(ModernBert::new(vs.root(), &config, &m))
-            }
-            Architecture::Gemma3 => {
-                let g = Gemma3Config::from_model(&config).map_err(|message| Error::Config {
-                    path: files.config.clone(),
-                    message,
-                })?;
-                Net::Gemma3(Gemma3::new(vs.root(), &config, &g))
-            }
-        };
-        let dense = match &dense_folder {
-            Some(folder) => {
-                let (cfg, p) = Dense::read_config(&files.dir, folder)?;
-                if cfg.in_features != config.hidden_size {
-                    return Err(Error::Config {
-                        path: p,
-                        message: format!(
-                            "in_features {} differs from the model's hidden_size {}",
-                            cfg.in_features, config.hidden_size
-                        ),
-                    });
-                }
-                Some(Dense::new(&(vs.root() / "dense"), cfg, folder, &p)?)
-            }
-            None => None,
-        };
+        let net = build::net(arch, &vs, &config, &files.config)?;
+        let dense = build::dense(dense_folder.as_deref(), &vs, &config, &files)?;
         let is_head = |n: &str| n.starts_with(VAR_PREFIX);
         weights::load_part(&mut vs, &files.weights, &|n| {
             (!is_head(n)).then(|| n.to_string())
@@ -354,75 +299,4 @@ impl ElasticEncoder {
     pub fn embed_pooled(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
         self.head(self.pool(hidden, mask))
     }
-}
-
-/// The sentence-transformers pipeline around the transformer: the pooling mode, whether it ends
-/// with `Normalize`, and the folder of its `Dense` module if it has one (at most one).
-fn read_pipeline(files: &ModelFiles) -> Result<(Pooling, bool, Option<String>)> {
-    let pooling = match &files.pooling_config {
-        Some(p) => read_json::<PoolingConfig>(p)?.pooling(p)?,
-        None => Pooling::Mean,
-    };
-    let mods: Vec<serde_json::Value> = match &files.modules {
-        Some(p) => read_json(p)?,
-        None => Vec::new(),
-    };
-    let of_type = |suffix: &str| -> Vec<&serde_json::Value> {
-        mods.iter()
-            .filter(|m| {
-                m.get("type")
-                    .and_then(|t| t.as_str())
-                    .is_some_and(|t| t.ends_with(suffix))
-            })
-            .collect()
-    };
-    let normalize = files.modules.is_none() || !of_type("Normalize").is_empty();
-    let config_error = |message: &str| Error::Config {
-        path: files.dir.join("modules.json"),
-        message: message.into(),
-    };
-    let dense_folder = match of_type("Dense").as_slice() {
-        [] => None,
-        [m] => Some(
-            m.get("path")
-                .and_then(|p| p.as_str())
-                .ok_or_else(|| config_error("the Dense module has no \"path\""))?
-                .to_string(),
-        ),
-        _ => {
-            return Err(config_error(
-                "several Dense modules; Nest supports at most one after pooling",
-            ))
-        }
-    };
-    Ok((pooling, normalize, dense_folder))
-}
-
-/// The token limit: the caller's, else sentence-transformers' (`sentence_bert_config.json` up
-/// to v5, `tokenizer_config.json`'s `model_max_length` in v6), else the position table's size.
-fn max_seq_len(files: &ModelFiles, config: &ModelConfig, asked: Option<usize>) -> Result<usize> {
-    let sbert: Option<SbertConfig> = files.sbert_config.as_deref().map(read_json).transpose()?;
-    let limit = config.max_positions();
-    // HF writes a huge sentinel as model_max_length when unset
-    let tokenizer_max = match &files.tokenizer_config {
-        Some(p) => read_json::<serde_json::Value>(p)?
-            .get("model_max_length")
-            .and_then(serde_json::Value::as_f64)
-            .filter(|v| *v >= 1.0 && *v <= limit as f64)
-            .map(|v| v as usize),
-        None => None,
-    };
-    let max_len = asked
-        .or(sbert.and_then(|s| s.max_seq_length))
-        .or(tokenizer_max)
-        .unwrap_or(limit);
-    if max_len == 0 || max_len > limit {
-        return Err(Error::Config {
-            path: files.config.clone(),
-            message: format!(
-                "max_seq_length {max_len} is outside 1..={limit} (the position table)"
-            ),
-        });
-    }
-    Ok(max_len)
 }

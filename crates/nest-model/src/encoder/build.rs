@@ -1,0 +1,156 @@
+//! What loading an encoder assembles: the network of the config's architecture, the
+//! sentence-transformers pipeline around it (pooling, Normalize, Dense), the maximum sequence
+//! length. A leaf of the encoder module: it imports nothing from it.
+
+use tch::nn::VarStore;
+
+use crate::bert::Bert;
+use crate::config::{read_json, Architecture, ModelConfig, ModelFiles, PoolingConfig, SbertConfig};
+use crate::dense::Dense;
+use crate::gemma3::{Gemma3, Gemma3Config};
+use crate::modernbert::{ModernBert, ModernBertConfig};
+use crate::mpnet::Mpnet;
+use crate::pooling::Pooling;
+use crate::qwen3::{Qwen3, Qwen3Config};
+use crate::xlm_roberta::XlmRoberta;
+use crate::{Error, Result};
+
+/// The network of one architecture.
+#[derive(Debug)]
+pub(crate) enum Net {
+    Bert(Bert),
+    Mpnet(Mpnet),
+    XlmRoberta(XlmRoberta),
+    Qwen3(Qwen3),
+    ModernBert(ModernBert),
+    Gemma3(Gemma3),
+}
+
+/// The architecture's network with its weights registered in `vs` (not loaded yet); the
+/// architecture's own config keys are checked here, errors naming `config.json`.
+pub(crate) fn net(
+    arch: Architecture,
+    vs: &VarStore,
+    config: &ModelConfig,
+    config_path: &std::path::Path,
+) -> Result<Net> {
+    let bad = |message: String| Error::Config {
+        path: config_path.to_path_buf(),
+        message,
+    };
+    Ok(match arch {
+        Architecture::Bert => Net::Bert(Bert::new(vs.root(), config)),
+        Architecture::Mpnet => Net::Mpnet(Mpnet::new(vs.root(), config)),
+        Architecture::XlmRoberta => Net::XlmRoberta(XlmRoberta::new(vs.root(), config)),
+        Architecture::Qwen3 => {
+            let q = Qwen3Config::from_model(config).map_err(bad)?;
+            Net::Qwen3(Qwen3::new(vs.root(), config, &q))
+        }
+        Architecture::ModernBert => {
+            let m = ModernBertConfig::from_model(config).map_err(bad)?;
+            Net::ModernBert(ModernBert::new(vs.root(), config, &m))
+        }
+        Architecture::Gemma3 => {
+            let g = Gemma3Config::from_model(config).map_err(bad)?;
+            Net::Gemma3(Gemma3::new(vs.root(), config, &g))
+        }
+    })
+}
+
+/// The Dense head of the pipeline's `Dense` module, if any, registered under `dense` in `vs`.
+pub(super) fn dense(
+    folder: Option<&str>,
+    vs: &VarStore,
+    config: &ModelConfig,
+    files: &ModelFiles,
+) -> Result<Option<Dense>> {
+    let Some(folder) = folder else {
+        return Ok(None);
+    };
+    let (cfg, p) = Dense::read_config(&files.dir, folder)?;
+    if cfg.in_features != config.hidden_size {
+        return Err(Error::Config {
+            path: p,
+            message: format!(
+                "in_features {} differs from the model's hidden_size {}",
+                cfg.in_features, config.hidden_size
+            ),
+        });
+    }
+    Ok(Some(Dense::new(&(vs.root() / "dense"), cfg, folder, &p)?))
+}
+
+/// The sentence-transformers pipeline around the transformer: the pooling mode, whether it ends
+/// with `Normalize`, and the folder of its `Dense` module if it has one (at most one).
+pub(super) fn read_pipeline(files: &ModelFiles) -> Result<(Pooling, bool, Option<String>)> {
+    let pooling = match &files.pooling_config {
+        Some(p) => read_json::<PoolingConfig>(p)?.pooling(p)?,
+        None => Pooling::Mean,
+    };
+    let mods: Vec<serde_json::Value> = match &files.modules {
+        Some(p) => read_json(p)?,
+        None => Vec::new(),
+    };
+    let of_type = |suffix: &str| -> Vec<&serde_json::Value> {
+        mods.iter()
+            .filter(|m| {
+                m.get("type")
+                    .and_then(|t| t.as_str())
+                    .is_some_and(|t| t.ends_with(suffix))
+            })
+            .collect()
+    };
+    let normalize = files.modules.is_none() || !of_type("Normalize").is_empty();
+    let config_error = |message: &str| Error::Config {
+        path: files.dir.join("modules.json"),
+        message: message.into(),
+    };
+    let dense_folder = match of_type("Dense").as_slice() {
+        [] => None,
+        [m] => Some(
+            m.get("path")
+                .and_then(|p| p.as_str())
+                .ok_or_else(|| config_error("the Dense module has no \"path\""))?
+                .to_string(),
+        ),
+        _ => {
+            return Err(config_error(
+                "several Dense modules; Nest supports at most one after pooling",
+            ))
+        }
+    };
+    Ok((pooling, normalize, dense_folder))
+}
+
+/// The token limit: the caller's, else sentence-transformers' (`sentence_bert_config.json` up
+/// to v5, `tokenizer_config.json`'s `model_max_length` in v6), else the position table's size.
+pub(super) fn max_seq_len(
+    files: &ModelFiles,
+    config: &ModelConfig,
+    asked: Option<usize>,
+) -> Result<usize> {
+    let sbert: Option<SbertConfig> = files.sbert_config.as_deref().map(read_json).transpose()?;
+    let limit = config.max_positions();
+    // HF writes a huge sentinel as model_max_length when unset
+    let tokenizer_max = match &files.tokenizer_config {
+        Some(p) => read_json::<serde_json::Value>(p)?
+            .get("model_max_length")
+            .and_then(serde_json::Value::as_f64)
+            .filter(|v| *v >= 1.0 && *v <= limit as f64)
+            .map(|v| v as usize),
+        None => None,
+    };
+    let max_len = asked
+        .or(sbert.and_then(|s| s.max_seq_length))
+        .or(tokenizer_max)
+        .unwrap_or(limit);
+    if max_len == 0 || max_len > limit {
+        return Err(Error::Config {
+            path: files.config.clone(),
+            message: format!(
+                "max_seq_length {max_len} is outside 1..={limit} (the position table)"
+            ),
+        });
+    }
+    Ok(max_len)
+}
