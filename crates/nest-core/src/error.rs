@@ -44,6 +44,15 @@ impl Error {
             message: message.into(),
         }
     }
+
+    /// The same error under another key (a parser shared by a flag and a recipe key reports
+    /// the one the user wrote); other kinds are returned unchanged.
+    pub fn with_key(self, key: &str) -> Self {
+        match self {
+            Error::Value { message, .. } => Error::value(key, message),
+            other => other,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

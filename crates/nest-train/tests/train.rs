@@ -565,3 +565,20 @@ fn int8_training_is_refused_with_the_key_named() {
     let e = r.validate().unwrap_err();
     assert!(e.contains("dtype") && e.contains("inference only"), "{e}");
 }
+
+#[test]
+fn bad_eval_grids_name_the_recipe_key() {
+    let _g = serial();
+    let (d, model, data) = setup();
+    for (flag, value, key, needle) in [
+        ("--eval-dims", "16,64", "eval_dims", "64"),
+        ("--eval-layers", "1-3", "eval_layers", "layer 3"),
+        ("--eval-dims", "16,x", "eval_dims", "'x'"),
+    ] {
+        let r = recipe(&model, &data, &[flag, value]);
+        let run = d.path().join(format!("{key}-{value}"));
+        let e = train(&r, &opts(&run), &mut |_| {}).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(needle), "{flag} {value}: {e}");
+        assert!(!e.contains("--dim"), "{e}");
+    }
+}
