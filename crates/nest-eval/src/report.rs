@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -259,20 +259,6 @@ impl Report {
             }
         }
         s
-    }
-
-    /// Writes `report.json`, `report.md` and the plots into `dir`; returns the paths.
-    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>> {
-        let json = serde_json::to_string_pretty(self).map_err(|e| Error::Report(e.to_string()))?;
-        let mut written = Vec::new();
-        let p = dir.join("report.json");
-        nest_core::fsutil::write_atomic(&p, json.as_bytes())?;
-        written.push(p);
-        let p = dir.join("report.md");
-        nest_core::fsutil::write_atomic(&p, self.markdown().as_bytes())?;
-        written.push(p);
-        written.extend(crate::plots::write_all(self, dir)?);
-        Ok(written)
     }
 
     /// Reads a `report.json`.

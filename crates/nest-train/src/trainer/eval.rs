@@ -6,7 +6,7 @@ use nest_eval::tasks::Task;
 use nest_model::{ElasticEncoder, EncodeOptions};
 use serde_json::json;
 
-use crate::Result;
+use crate::{Recipe, Result};
 
 /// Runs the (layer x dim) STS grid on `task` and returns (log line JSON, summary text).
 pub(crate) fn evaluate(
@@ -52,4 +52,30 @@ pub(crate) fn evaluate(
         json!({ "task": t.task, "metric": t.main_metric, "cells": cells }),
         format!("{} L{last}: {}", t.task, row.join(", ")),
     ))
+}
+
+/// The recipe's evaluation grid: `eval_layers` (default: the last layer) and `eval_dims`
+/// (default: the objective's trained dims), parsed and range-checked through
+/// `nest_model::point`, errors naming the recipe key.
+pub(crate) fn grid(
+    r: &Recipe,
+    enc: &ElasticEncoder,
+    trained_dims: Vec<usize>,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let layers = match r.eval_layers.is_empty() {
+        true => vec![enc.num_layers()],
+        false => nest_core::parse_layers(&r.eval_layers).map_err(|e| e.with_key("eval_layers"))?,
+    };
+    let dims = match r.eval_dims.is_empty() {
+        true => trained_dims,
+        false => nest_core::parse_dims(&r.eval_dims).map_err(|e| e.with_key("eval_dims"))?,
+    };
+    let keys = nest_model::Keys {
+        layer: "eval_layers",
+        dim: "eval_dims",
+    };
+    nest_model::Offer::new(enc, None)?
+        .resolve_grid(Some(layers), Some(dims), keys)
+        .map_err(nest_model::Error::from)
+        .map_err(Into::into)
 }

@@ -14,7 +14,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use nest_core::{parse_dims, parse_layers};
 use nest_eval::tasks::{Task, TaskSource};
 use nest_model::{ElasticEncoder, NestMeta};
 use serde_json::json;
@@ -184,24 +183,7 @@ pub fn train_with(
     } else {
         Some(Task::load(&TaskSource::Sts(PathBuf::from(&r.eval_data)))?)
     };
-    let eval_layers = if r.eval_layers.is_empty() {
-        vec![enc.num_layers()]
-    } else {
-        parse_layers(&r.eval_layers).map_err(|e| e.with_key("eval_layers"))?
-    };
-    let eval_dims = if r.eval_dims.is_empty() {
-        objective.trained_dims()
-    } else {
-        parse_dims(&r.eval_dims).map_err(|e| e.with_key("eval_dims"))?
-    };
-    // range-checked by the one owner of points, errors naming the recipe keys
-    let keys = nest_model::Keys {
-        layer: "eval_layers",
-        dim: "eval_dims",
-    };
-    nest_model::Offer::new(&enc, None)?
-        .resolve_grid(Some(eval_layers.clone()), Some(eval_dims.clone()), keys)
-        .map_err(nest_model::Error::from)?;
+    let (eval_layers, eval_dims) = eval::grid(r, &enc, objective.trained_dims())?;
 
     // the encoder's weights and the objective's own parameters, optimised together
     let mut named: Vec<(String, tch::Tensor)> = enc.vs.variables().into_iter().collect();
