@@ -16,6 +16,7 @@
 //! are the compressed vectors, which `nest encode --adaptor` and `nest eval --adaptor` apply.
 
 pub mod ads;
+pub mod config;
 pub mod data;
 pub mod error;
 pub mod eval;

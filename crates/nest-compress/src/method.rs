@@ -15,7 +15,8 @@
 //! (reconstruction) are left out, and every trained method shares the rank loss (eq. 8), the
 //! identity initialisation and the optimiser, so the rows differ only in what the table says.
 
-use crate::train::{Neighbours, TrainConfig};
+pub use crate::config::Options;
+use crate::config::{Neighbours, TrainConfig};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,40 +43,6 @@ pub const ALL: [(&str, Method); 9] = [
     ("pca", Method::Pca),
     ("truncate", Method::Truncate),
 ];
-
-/// Hyper-parameters shared by every trained method.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Options {
-    pub alpha: f64,
-    pub scale: f64,
-    pub lr: f64,
-    pub batch_size: usize,
-    pub epochs: usize,
-    pub patience: usize,
-    pub hard_negatives: usize,
-    pub neighbours: usize,
-    pub memory_size: usize,
-    pub tau: f64,
-    pub seed: u64,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            alpha: 1.0,
-            scale: 10.0,
-            lr: 3e-3,
-            batch_size: 32,
-            epochs: 20,
-            patience: 3,
-            hard_negatives: 10,
-            neighbours: 10,
-            memory_size: 5000,
-            tau: 1.0,
-            seed: 42,
-        }
-    }
-}
 
 impl Method {
     pub fn parse(s: &str) -> Result<Method> {

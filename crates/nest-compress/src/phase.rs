@@ -5,9 +5,9 @@
 use tch::{Kind, Tensor};
 
 use crate::ads::Ads;
+use crate::config::TrainConfig;
 use crate::data::{Embeddings, Qrels};
 use crate::loss::{cos_matrix, cos_rows, pairwise_gap, rank_loss, similarity_gap};
-use crate::train::TrainConfig;
 
 /// Queries of one split with their positive documents and mined hard negatives (row indices).
 pub(crate) struct Split {

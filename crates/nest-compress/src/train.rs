@@ -26,47 +26,12 @@ use rand::SeedableRng;
 use tch::{Kind, Tensor};
 
 use crate::ads::Ads;
+pub use crate::config::{Neighbours, TrainConfig};
 use crate::data::{Embeddings, Qrels};
 use crate::memory::Memory;
-use crate::method::Options;
 use crate::phase::{batch, in_batch_neighbours, prepare, validate, Phase};
 use crate::{Error, Result};
 use nest_model::optim::AdamW;
-
-/// Where the unsupervised pairs come from.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub enum Neighbours {
-    None,
-    /// The top-k most similar items of the same batch (SMEC eq. 4).
-    Batch {
-        k: usize,
-    },
-    /// The top-k most similar of an S-XBM memory of `size` frozen vectors.
-    Memory {
-        size: usize,
-        k: usize,
-    },
-}
-
-/// How a training run is set up.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TrainConfig {
-    /// Decreasing dims; `dims[0] <= D` is the widest output.
-    pub dims: Vec<usize>,
-    pub sequential: bool,
-    /// ADS Gumbel temperature; `None` = truncation.
-    pub ads_tau: Option<f64>,
-    pub neighbours: Neighbours,
-    /// Matryoshka-Adaptor's all-pairs similarity term.
-    pub pairwise: bool,
-    /// One separate map per dim (Search-Adaptor) instead of one nested map.
-    pub per_dim_heads: bool,
-    /// Weight of the unsupervised terms (0 when the method has none; else `opts.alpha`).
-    pub alpha: f64,
-    /// The shared hyper-parameters (scale, lr, batch size, epochs, patience, hard negatives,
-    /// seed; `opts.epochs` is the most epochs per stage for a sequential schedule).
-    pub opts: Options,
-}
 
 /// One epoch of one phase, for the history and the diagnostics.
 #[derive(Debug, Clone, serde::Serialize)]
