@@ -84,11 +84,11 @@ impl Beir {
     }
 }
 
+/// (id, text) pairs in file order.
+type Texts = Vec<(String, String)>;
+
 /// `corpus.jsonl`: (id, "title text") in file order, first of duplicate ids kept; and the ids.
-fn read_corpus(
-    dir: &Path,
-    warnings: &mut Vec<String>,
-) -> Result<(Vec<(String, String)>, HashSet<String>)> {
+fn read_corpus(dir: &Path, warnings: &mut Vec<String>) -> Result<(Texts, HashSet<String>)> {
     let mut seen = HashSet::new();
     let mut dups = 0;
     let mut corpus = Vec::new();
