@@ -49,12 +49,20 @@ fn trains_and_exports(arch: &str) {
     let s = |p: &Path| p.display().to_string();
     let pairs = [
         ("A man is playing a guitar.", "A man plays the guitar.", 4.6),
-        ("A woman is slicing an onion.", "Someone cuts an onion.", 4.0),
+        (
+            "A woman is slicing an onion.",
+            "Someone cuts an onion.",
+            4.0,
+        ),
         ("The cat sat on the mat.", "The dog sat on the log.", 1.8),
         ("Stock markets fell sharply.", "A new species of frog.", 0.1),
         ("Hi", "End.", 0.5),
         ("The quick brown fox jumps.", "A fox jumps quickly.", 3.9),
-        ("Numbers: 3.14159 and 42%.", "Scientists discovered a frog.", 0.2),
+        (
+            "Numbers: 3.14159 and 42%.",
+            "Scientists discovered a frog.",
+            0.2,
+        ),
         ("Two sentences here.", "And a second one!", 1.0),
     ];
     let mut data = String::from("sentence1\tsentence2\tscore\n");
@@ -71,7 +79,15 @@ fn trains_and_exports(arch: &str) {
     let r = d.path().join("r.toml");
     std::fs::write(&r, recipe).unwrap();
     let run = d.path().join("run");
-    ok(&["--threads", "1", "train", "--recipe", &s(&r), "--run-dir", &s(&run)]);
+    ok(&[
+        "--threads",
+        "1",
+        "train",
+        "--recipe",
+        &s(&r),
+        "--run-dir",
+        &s(&run),
+    ]);
     let losses: Vec<f64> = std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()
         .lines()
@@ -84,7 +100,11 @@ fn trains_and_exports(arch: &str) {
         "{arch}: the loss did not go down: {losses:?}"
     );
     let input = d.path().join("in.txt");
-    std::fs::write(&input, "A man is playing a guitar.\nThe cat sat on the mat.\n").unwrap();
+    std::fs::write(
+        &input,
+        "A man is playing a guitar.\nThe cat sat on the mat.\n",
+    )
+    .unwrap();
     let (before, after) = (d.path().join("before.jsonl"), d.path().join("after.jsonl"));
     let point = ["--layer", "2", "--dim", "16"];
     let final_ = run.join("final");
@@ -100,9 +120,25 @@ fn trains_and_exports(arch: &str) {
     let diff: f64 = a[0].iter().zip(&b[0]).map(|(x, y)| (x - y).abs()).sum();
     assert!(diff > 1e-4, "{arch}: training changed nothing");
     let slim = d.path().join("slim");
-    ok(&["slim", "--model", &s(&final_), "--keep-layers", "2", "--out", &s(&slim)]);
+    ok(&[
+        "slim",
+        "--model",
+        &s(&final_),
+        "--keep-layers",
+        "2",
+        "--out",
+        &s(&slim),
+    ]);
     let out = d.path().join("slim.jsonl");
-    ok(&["encode", "--model", &s(&slim), "--input", &s(&input), "--output", &s(&out)]);
+    ok(&[
+        "encode",
+        "--model",
+        &s(&slim),
+        "--input",
+        &s(&input),
+        "--output",
+        &s(&out),
+    ]);
     let (_, info) = nest(&["info", "--model", &s(&slim), "--json"]);
     let _ = info;
 }

@@ -91,7 +91,15 @@ fn slim_keeps_the_first_layers_and_a_default_dim() {
     let input = p(d.path(), "in.txt");
     let slim = p(d.path(), "slim");
     let stderr_ok = nest(&[
-        "slim", "--model", &m, "--keep-layers", "1", "--dim", "8", "--out", &slim,
+        "slim",
+        "--model",
+        &m,
+        "--keep-layers",
+        "1",
+        "--dim",
+        "8",
+        "--out",
+        &slim,
     ]);
     assert!(stderr_ok.status.success());
     let info = ok(&["info", "--model", &slim]);
