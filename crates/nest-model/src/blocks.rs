@@ -5,6 +5,10 @@
 use tch::nn;
 use tch::{Device, Kind, Tensor};
 
+use crate::dtype::Dtype;
+use crate::io::EncoderOutput;
+use crate::linear::Linear;
+
 /// RMSNorm (Zhang & Sennrich 2019, arXiv:1910.07467): `x / sqrt(mean(x^2) + eps) * w`, in
 /// float32; Gemma's form scales by `1 + w` (its weights start at 0).
 #[derive(Debug)]
@@ -36,6 +40,38 @@ impl RmsNorm {
             false => normed * &self.weight,
         };
         y.to_kind(x.kind())
+    }
+}
+
+/// The explicit loop over a pre-norm stack with early exit: `x` through the first `n` of
+/// `layers` (`step`), recording the embeddings and, after each layer, the model's final norm of
+/// the stream (`norm`), so every exit is on the scale of the last one.
+///
+/// # Shapes
+/// - `x`: `[batch, seq, hidden]`; returns `n + 1` states `[batch, seq, hidden]`, no attention rows
+pub(crate) fn pre_norm_exits<L>(
+    mut x: Tensor,
+    layers: &[L],
+    n: usize,
+    step: impl Fn(&L, &Tensor) -> Tensor,
+    norm: impl Fn(&Tensor) -> Tensor,
+) -> EncoderOutput {
+    let mut hidden_states = vec![x.shallow_clone()];
+    for layer in layers.iter().take(n) {
+        x = step(layer, &x);
+        hidden_states.push(norm(&x));
+    }
+    EncoderOutput {
+        hidden_states,
+        cls_attention: Vec::new(),
+    }
+}
+
+/// Converts every given linear layer's weights for inference in `dtype` (the rotary
+/// architectures keep norms and the stream in float32).
+pub(crate) fn convert_linears<'a>(linears: impl IntoIterator<Item = &'a mut Linear>, dtype: Dtype) {
+    for lin in linears {
+        lin.convert(dtype);
     }
 }
 

@@ -20,7 +20,10 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::blocks::{additive, full_and_sliding, inv_freq, rope_table, rotate, RmsNorm};
+use crate::blocks::{
+    additive, convert_linears, full_and_sliding, inv_freq, pre_norm_exits, rope_table, rotate,
+    RmsNorm,
+};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
@@ -342,11 +345,7 @@ impl Gemma3 {
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, _rest: Dtype) {
         self.compute = dtype.matmul_kind();
         if convert {
-            for l in &mut self.layers {
-                for lin in l.linears() {
-                    lin.convert(dtype);
-                }
-            }
+            convert_linears(self.layers.iter_mut().flat_map(|l| l.linears()), dtype);
         }
     }
 
@@ -378,15 +377,13 @@ impl Gemma3 {
             mask_sliding: additive(&sliding),
             dropout: self.dropout,
         };
-        let mut x = self.embed.forward(&input.ids) * self.embed_scale;
-        let mut hidden_states = vec![x.shallow_clone()];
-        for layer in self.layers.iter().take(layers) {
-            x = layer.forward(&x, &s, train);
-            hidden_states.push(self.norm.forward(&x));
-        }
-        EncoderOutput {
-            hidden_states,
-            cls_attention: Vec::new(),
-        }
+        let x = self.embed.forward(&input.ids) * self.embed_scale;
+        pre_norm_exits(
+            x,
+            &self.layers,
+            layers,
+            |l, x| l.forward(x, &s, train),
+            |x| self.norm.forward(x),
+        )
     }
 }

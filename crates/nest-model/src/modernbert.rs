@@ -15,7 +15,9 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::blocks::{additive, full_and_sliding, inv_freq, rope_table, rotate};
+use crate::blocks::{
+    additive, convert_linears, full_and_sliding, inv_freq, pre_norm_exits, rope_table, rotate,
+};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
@@ -306,11 +308,7 @@ impl ModernBert {
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, _rest: Dtype) {
         self.compute = dtype.matmul_kind();
         if convert {
-            for l in &mut self.layers {
-                for lin in l.linears() {
-                    lin.convert(dtype);
-                }
-            }
+            convert_linears(self.layers.iter_mut().flat_map(|l| l.linears()), dtype);
         }
     }
 
@@ -340,18 +338,16 @@ impl ModernBert {
             mask_local: additive(&local),
             dropout: (self.dropout.1, self.dropout.2),
         };
-        let mut x = self
+        let x = self
             .emb_norm
             .forward(&self.embed.forward(&input.ids))
             .dropout(self.dropout.0, train);
-        let mut hidden_states = vec![x.shallow_clone()];
-        for layer in self.layers.iter().take(layers) {
-            x = layer.forward(&x, &s, train);
-            hidden_states.push(self.final_norm.forward(&x));
-        }
-        EncoderOutput {
-            hidden_states,
-            cls_attention: Vec::new(),
-        }
+        pre_norm_exits(
+            x,
+            &self.layers,
+            layers,
+            |l, x| l.forward(x, &s, train),
+            |x| self.final_norm.forward(x),
+        )
     }
 }

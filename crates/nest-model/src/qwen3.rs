@@ -19,7 +19,9 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::blocks::{additive, causal, inv_freq, rope_table, rotate, RmsNorm};
+use crate::blocks::{
+    additive, causal, convert_linears, inv_freq, pre_norm_exits, rope_table, rotate, RmsNorm,
+};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
@@ -270,11 +272,7 @@ impl Qwen3 {
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, _rest: Dtype) {
         self.compute = dtype.matmul_kind();
         if convert {
-            for l in &mut self.layers {
-                for lin in l.linears() {
-                    lin.convert(dtype);
-                }
-            }
+            convert_linears(self.layers.iter_mut().flat_map(|l| l.linears()), dtype);
         }
     }
 
@@ -302,15 +300,13 @@ impl Qwen3 {
             train,
             attn_dropout: self.attn_dropout,
         };
-        let mut x = self.embed.forward(&input.ids);
-        let mut hidden_states = vec![x.shallow_clone()];
-        for layer in self.layers.iter().take(layers) {
-            x = layer.forward(&x, &rope, &mask, s);
-            hidden_states.push(self.norm.forward(&x));
-        }
-        EncoderOutput {
-            hidden_states,
-            cls_attention: Vec::new(),
-        }
+        let x = self.embed.forward(&input.ids);
+        pre_norm_exits(
+            x,
+            &self.layers,
+            layers,
+            |l, x| l.forward(x, &rope, &mask, s),
+            |x| self.norm.forward(x),
+        )
     }
 }

@@ -10,16 +10,10 @@
 
 use nest_model::pooling::l2_normalize;
 use nest_model::{ElasticEncoder, EncodeOptions};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Kind};
 
 mod common;
-use common::{fixture, model_dir, sentences};
-
-/// Per-row cosine similarity.
-fn row_cos(a: &Tensor, b: &Tensor) -> Vec<f64> {
-    let c = (l2_normalize(a) * l2_normalize(b)).sum_dim_intlist(1, false, Kind::Double);
-    Vec::<f64>::try_from(&c).unwrap()
-}
+use common::{fixture, model_dir, row_cos, sentences};
 
 fn check(name: &str, layers: [usize; 3]) {
     let Some(dir) = model_dir(name) else { return };

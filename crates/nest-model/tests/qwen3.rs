@@ -13,20 +13,11 @@
 
 use std::collections::HashMap;
 
-use nest_model::pooling::l2_normalize;
 use nest_model::{Architecture, ElasticEncoder, EncodeOptions};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 mod common;
-use common::{root, sentences};
-
-fn worst(a: &Tensor, b: &Tensor) -> f64 {
-    let c = (l2_normalize(a) * l2_normalize(b)).sum_dim_intlist(1, false, Kind::Double);
-    Vec::<f64>::try_from(&c)
-        .unwrap()
-        .into_iter()
-        .fold(1.0, f64::min)
-}
+use common::{root, sentences, worst};
 
 #[test]
 fn qwen3_matches_transformers_at_every_exit_and_with_a_prompt() {

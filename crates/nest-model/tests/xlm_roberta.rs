@@ -9,17 +9,11 @@
 //! (`encode(prompt="query: ")`, with the prompt's tokens in and out of the pooling) and for
 //! last-token pooling.
 
-use nest_model::pooling::l2_normalize;
 use nest_model::{Architecture, ElasticEncoder, EncodeOptions};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 mod common;
-use common::{root, sentences};
-
-fn row_cos(a: &Tensor, b: &Tensor) -> Vec<f64> {
-    let c = (l2_normalize(a) * l2_normalize(b)).sum_dim_intlist(1, false, Kind::Double);
-    Vec::<f64>::try_from(&c).unwrap()
-}
+use common::{root, row_cos, sentences, tiny_reference, worst};
 
 #[test]
 fn xlm_roberta_matches_transformers_at_every_layer() {
@@ -52,22 +46,11 @@ fn xlm_roberta_matches_transformers_at_every_layer() {
     assert!(worst >= 0.99999, "cosines {cos:?}");
 }
 
-fn reference() -> std::collections::HashMap<String, Tensor> {
-    Tensor::read_safetensors(root().join("tests/fixtures/xlmr-tiny/reference.safetensors"))
-        .unwrap()
-        .into_iter()
-        .collect()
-}
-
-fn worst(a: &Tensor, b: &Tensor) -> f64 {
-    row_cos(a, b).into_iter().fold(1.0, f64::min)
-}
-
 #[test]
 fn prompts_and_last_token_pooling_match_sentence_transformers() {
     let dir = root().join("tests/fixtures/xlmr-tiny/model");
     let mut enc = ElasticEncoder::load(&dir, Device::Cpu, None).unwrap();
-    let fx = reference();
+    let fx = tiny_reference("xlmr");
     let texts = sentences();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let opts = EncodeOptions { batch_size: 8 };
