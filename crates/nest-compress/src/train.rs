@@ -66,6 +66,8 @@ pub struct Trained {
     pub ware: Vec<(usize, f64, f64)>,
 }
 
+// long: one engine for every adaptor method, phase by phase (batches, loss, Adam, validation,
+// early stop, freezing, ADS reordering); the split into phase steps is open in issue 19.
 /// `init` continues a saved nested map `(W, b)` (a resume: only the rows of `cfg.dims` train).
 pub fn train(
     cfg: &TrainConfig,

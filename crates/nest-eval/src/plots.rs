@@ -251,6 +251,7 @@ fn curves_svg(path: &Path, r: &Report, t: &TaskResult) -> Result<()> {
     Ok(())
 }
 
+// long: one plotters chart, drawn in the order plotters needs (mesh, series, labels, legend).
 /// Two panels: quality vs latency (ms/text) and quality vs bytes per vector (log2), every cell a
 /// dot, the 3-way Pareto front (latency, bytes, quality) in red.
 fn cost_svg(path: &Path, r: &Report, t: &TaskResult) -> Result<()> {

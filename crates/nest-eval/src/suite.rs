@@ -171,6 +171,7 @@ fn row_cos(a: &Tensor, b: &Tensor) -> Vec<f64> {
     Vec::<f64>::try_from(&c).unwrap_or_default()
 }
 
+// long: one match over the task families, each arm a few lines of the same cell protocol.
 fn cell_metrics(
     rows: &Rows,
     pooled: &Tensor,

@@ -59,6 +59,8 @@ fn dropped(name: &str, keep: usize) -> bool {
         .is_some_and(|i| i >= keep)
 }
 
+// long: the sentence-transformers layout written file by file into one temporary folder that
+// is renamed into place at the end (atomic); each step is a few lines.
 fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>) -> Result<()> {
     let io = |p: &Path, e: std::io::Error| -> Error { nest_core::Error::io(p, e).into() };
     let parent = dest.parent().unwrap_or(Path::new("."));

@@ -82,6 +82,9 @@ fn column_flops(enc: &ElasticEncoder, b: usize, s: usize) -> f64 {
 
 // Long (~310 lines): the whole benchmark protocol read top to bottom (steps, epoch, peer, table).
 // Splitting it around library entry points is issue 19's (a step-timing API in nest-train).
+// long: one benchmark protocol (data, warm-up, timed steps, epoch, peers, table) in the order
+// it runs; it rebuilds the trainer's parts by hand until nest-train offers a step-timing API
+// (issue 19, open).
 pub fn run(a: BenchTrainArgs) -> Result<()> {
     let dims = parse_dims(&a.dims)?;
     let model_dir = nest_model::hub::resolve(&a.model)?;

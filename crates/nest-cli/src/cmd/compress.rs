@@ -135,6 +135,9 @@ fn inputs(src: &serde_json::Value, val_fraction: f64) -> Result<Inputs> {
     .normalized()?)
 }
 
+// long: reads and checks every input before training (embeddings or a BEIR folder, ids, qrels),
+// then one library call and the report; moving the input assembly into nest-compress is open
+// in issue 19.
 pub fn run(a: CompressArgs) -> Result<()> {
     anyhow::ensure!(
         a.val_fraction > 0.0 && a.val_fraction < 1.0,

@@ -102,6 +102,8 @@ pub fn build(
     build_with(r, hidden, num_layers, params, None)
 }
 
+// long: one central match over every objective; an objective registry replacing it is open in
+// issue 19.
 /// [`build`] with a teacher's vectors of the training texts, which `distill` components need.
 pub fn build_with(
     r: &Recipe,

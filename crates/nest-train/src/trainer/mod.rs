@@ -106,6 +106,8 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
     train_with(r, o, &recipe_objective, events)
 }
 
+// long: the training loop in the order it runs (resume, epochs, micro-steps, update, eval,
+// checkpoint, finish); splitting it into named phases is part of issue 19's trainer API (open).
 /// [`train`] with an objective of the caller's (e.g. one with parameters of its own).
 pub fn train_with(
     r: &Recipe,
