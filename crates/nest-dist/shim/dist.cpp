@@ -1,0 +1,124 @@
+// The whole C++ side of Nest's data parallelism: a c10d TCPStore for rendezvous and a
+// ProcessGroupGloo on it, behind a handful of C functions. Everything else is in Rust (src/lib.rs).
+//
+// Errors never cross the boundary as exceptions: each function catches, copies the message
+// into a malloc'd string for Rust to read and free, and returns non-zero.
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+struct Group {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> backend;
+};
+
+char* copy_message(const char* what) {
+  size_t n = std::strlen(what);
+  char* out = static_cast<char*>(std::malloc(n + 1));
+  if (out != nullptr) {
+    std::memcpy(out, what, n + 1);
+  }
+  return out;
+}
+
+template <typename F>
+int guarded(char** err, F&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const c10::Error& e) {
+    *err = copy_message(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    *err = copy_message(e.what());
+  } catch (...) {
+    *err = copy_message("unknown C++ exception");
+  }
+  return 1;
+}
+
+} // namespace
+
+extern "C" {
+
+// Rendezvous on host:port and join a Gloo group of `world`. `server`: this process hosts the
+// TCPStore (rank 0, unless torchrun's agent already does); keys live under `prefix` (torchrun
+// restarts reuse the agent's store, so each attempt needs its own).
+int nest_dist_new(
+    const char* host,
+    int port,
+    int rank,
+    int world,
+    long timeout_ms,
+    const char* prefix,
+    int server,
+    void** out,
+    char** err) {
+  return guarded(err, [&] {
+    auto timeout = std::chrono::milliseconds(timeout_ms);
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(port);
+    so.isServer = server != 0;
+    so.numWorkers = static_cast<std::size_t>(world);
+    so.waitWorkers = true;
+    so.timeout = timeout;
+    auto group = new Group();
+    try {
+      auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), so);
+      group->store = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), tcp);
+      auto options = c10d::ProcessGroupGloo::Options::create_default(timeout);
+      group->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          group->store, rank, world, options);
+    } catch (...) {
+      delete group;
+      throw;
+    }
+    *out = group;
+  });
+}
+
+// Sum one tensor in place across the group (c10d reads a list as one tensor per device).
+int nest_dist_allreduce_sum(void* g, at::Tensor* tensor, char** err) {
+  return guarded(err, [&] {
+    std::vector<at::Tensor> ts{*tensor};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::SUM;
+    static_cast<Group*>(g)->backend->allreduce(ts, opts)->wait();
+  });
+}
+
+// Gather `input` from every rank into `outputs[0..world]` (preallocated, same shape).
+int nest_dist_allgather(
+    void* g,
+    at::Tensor* input,
+    at::Tensor** outputs,
+    int world,
+    char** err) {
+  return guarded(err, [&] {
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int i = 0; i < world; i++) {
+      outs[0].push_back(*outputs[i]);
+    }
+    std::vector<at::Tensor> ins{*input};
+    static_cast<Group*>(g)->backend->allgather(outs, ins)->wait();
+  });
+}
+
+int nest_dist_barrier(void* g, char** err) {
+  return guarded(err, [&] { static_cast<Group*>(g)->backend->barrier()->wait(); });
+}
+
+void nest_dist_free(void* g) {
+  delete static_cast<Group*>(g);
+}
+
+void nest_dist_free_message(char* m) {
+  std::free(m);
+}
+
+} // extern "C"

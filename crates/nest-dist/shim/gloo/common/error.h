@@ -1,0 +1,2 @@
+#pragma once
+// Declarations only: see README.md.

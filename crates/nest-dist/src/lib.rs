@@ -1,0 +1,239 @@
+//! Data parallelism for Nest on PyTorch's own distributed engine (c10d): the launch
+//! environment ([`Launch`], read from the variables torchrun and most schedulers set) and a
+//! process group ([`Group`]: a `TCPStore` for rendezvous, `ProcessGroupGloo` for the
+//! collectives) reached through a five-function C++ shim (`shim/dist.cpp`).
+//!
+//! Why a crate of its own: it is the only place with C++ and `unsafe` FFI, and it knows nothing
+//! of models or objectives; nest-train decides what to gather and what to sum. What not to put
+//! here: anything about batches, losses or checkpoints.
+
+mod launch;
+
+use std::ffi::{c_char, c_int, c_long, c_void, CStr, CString};
+use std::time::{Duration, Instant};
+
+use tch::Tensor;
+
+pub use launch::{Launch, LaunchError};
+
+/// A failed collective or rendezvous, with c10d's own message.
+#[derive(Debug, thiserror::Error)]
+pub enum DistError {
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error(
+        "rank {rank}: could not join the process group at {addr}:{port} within {timeout_s} s \
+         (MASTER_ADDR / MASTER_PORT; is rank 0 up and the port reachable?): {message}"
+    )]
+    Rendezvous {
+        rank: usize,
+        addr: String,
+        port: u16,
+        timeout_s: u64,
+        message: String,
+    },
+    #[error(
+        "rank {rank}: {op} failed (another rank stopped or the network broke; \
+         the group times out after {timeout_s} s): {message}"
+    )]
+    Collective {
+        rank: usize,
+        op: &'static str,
+        timeout_s: u64,
+        message: String,
+    },
+}
+
+#[allow(unsafe_code)]
+mod ffi {
+    use super::{c_char, c_int, c_long, c_void};
+    use torch_sys::C_tensor;
+
+    extern "C" {
+        pub fn nest_dist_new(
+            host: *const c_char,
+            port: c_int,
+            rank: c_int,
+            world: c_int,
+            timeout_ms: c_long,
+            prefix: *const c_char,
+            server: c_int,
+            out: *mut *mut c_void,
+            err: *mut *mut c_char,
+        ) -> c_int;
+        pub fn nest_dist_allreduce_sum(
+            g: *mut c_void,
+            t: *mut C_tensor,
+            err: *mut *mut c_char,
+        ) -> c_int;
+        pub fn nest_dist_allgather(
+            g: *mut c_void,
+            input: *mut C_tensor,
+            outputs: *const *mut C_tensor,
+            world: c_int,
+            err: *mut *mut c_char,
+        ) -> c_int;
+        pub fn nest_dist_barrier(g: *mut c_void, err: *mut *mut c_char) -> c_int;
+        pub fn nest_dist_free(g: *mut c_void);
+        pub fn nest_dist_free_message(m: *mut c_char);
+    }
+}
+
+/// Runs a shim call; turns its non-zero return into the message it wrote.
+#[allow(unsafe_code)]
+fn call(f: impl FnOnce(*mut *mut c_char) -> c_int) -> Result<(), String> {
+    let mut err: *mut c_char = std::ptr::null_mut();
+    if f(&mut err) == 0 {
+        return Ok(());
+    }
+    if err.is_null() {
+        return Err("(no message)".into());
+    }
+    // SAFETY: the shim wrote a NUL-terminated malloc'd string, freed right after copying.
+    let msg = unsafe { CStr::from_ptr(err) }
+        .to_string_lossy()
+        .into_owned();
+    unsafe { ffi::nest_dist_free_message(err) };
+    Err(msg)
+}
+
+/// What the collectives cost so far on this rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Traffic {
+    /// Bytes this rank put into collectives (all-reduce buffers and all-gather inputs).
+    pub bytes: u64,
+    /// Wall time spent inside collectives.
+    pub seconds: f64,
+    /// Number of collective calls.
+    pub calls: u64,
+}
+
+/// A c10d process group over Gloo (CPU tensors; CUDA tensors are staged through the host).
+pub struct Group {
+    raw: *mut c_void,
+    rank: usize,
+    world: usize,
+    timeout: Duration,
+    traffic: std::cell::Cell<Traffic>,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Group(rank {} of {})", self.rank, self.world)
+    }
+}
+
+#[allow(unsafe_code)]
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from nest_dist_new and is freed once.
+        unsafe { ffi::nest_dist_free(self.raw) }
+    }
+}
+
+impl Group {
+    /// Rendezvous at `launch`'s MASTER_ADDR:MASTER_PORT and join the group. Every collective
+    /// (and the rendezvous itself) fails after `timeout` instead of hanging when a rank is gone.
+    #[allow(unsafe_code)]
+    pub fn join(launch: &Launch, timeout: Duration) -> Result<Group, DistError> {
+        let fail = |message: String| DistError::Rendezvous {
+            rank: launch.rank,
+            addr: launch.master_addr.clone(),
+            port: launch.master_port,
+            timeout_s: timeout.as_secs(),
+            message,
+        };
+        let host = CString::new(launch.master_addr.as_str()).map_err(|e| fail(e.to_string()))?;
+        let prefix = CString::new(launch.store_prefix()).map_err(|e| fail(e.to_string()))?;
+        let mut raw: *mut c_void = std::ptr::null_mut();
+        call(|err| unsafe {
+            // SAFETY: pointers live for the call; `raw` is written on success only.
+            ffi::nest_dist_new(
+                host.as_ptr(),
+                c_int::from(launch.master_port),
+                launch.rank as c_int,
+                launch.world as c_int,
+                timeout.as_millis() as c_long,
+                prefix.as_ptr(),
+                c_int::from(launch.serves_store()),
+                &mut raw,
+                err,
+            )
+        })
+        .map_err(fail)?;
+        Ok(Group {
+            raw,
+            rank: launch.rank,
+            world: launch.world,
+            timeout,
+            traffic: Default::default(),
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn world(&self) -> usize {
+        self.world
+    }
+
+    /// Collective traffic so far.
+    pub fn traffic(&self) -> Traffic {
+        self.traffic.get()
+    }
+
+    fn account(&self, bytes: u64, start: Instant) {
+        let mut t = self.traffic.get();
+        t.bytes += bytes;
+        t.seconds += start.elapsed().as_secs_f64();
+        t.calls += 1;
+        self.traffic.set(t);
+    }
+
+    fn failed(&self, op: &'static str) -> impl Fn(String) -> DistError + '_ {
+        move |message| DistError::Collective {
+            rank: self.rank,
+            op,
+            timeout_s: self.timeout.as_secs(),
+            message,
+        }
+    }
+
+    /// Sums a contiguous tensor in place across the group.
+    #[allow(unsafe_code)]
+    pub fn all_reduce_sum(&self, t: &mut Tensor) -> Result<(), DistError> {
+        let start = Instant::now();
+        let bytes = (t.numel() * t.kind().elt_size_in_bytes()) as u64;
+        let ptr = t.as_mut_ptr();
+        // SAFETY: `t` is alive and exclusively borrowed for the call.
+        call(|err| unsafe { ffi::nest_dist_allreduce_sum(self.raw, ptr, err) })
+            .map_err(self.failed("all-reduce"))?;
+        self.account(bytes, start);
+        Ok(())
+    }
+
+    /// Every rank's `t` (same shape and kind on every rank), in rank order.
+    #[allow(unsafe_code)]
+    pub fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>, DistError> {
+        let start = Instant::now();
+        let mut input = t.contiguous();
+        let mut outs: Vec<Tensor> = (0..self.world).map(|_| input.empty_like()).collect();
+        let ptrs: Vec<*mut torch_sys::C_tensor> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+        let inp = input.as_mut_ptr();
+        // SAFETY: every tensor outlives the call; the shim copies the handles it needs.
+        call(|err| unsafe {
+            ffi::nest_dist_allgather(self.raw, inp, ptrs.as_ptr(), self.world as c_int, err)
+        })
+        .map_err(self.failed("all-gather"))?;
+        self.account((t.numel() * t.kind().elt_size_in_bytes()) as u64, start);
+        Ok(outs)
+    }
+
+    /// Waits for every rank.
+    #[allow(unsafe_code)]
+    pub fn barrier(&self) -> Result<(), DistError> {
+        // SAFETY: `raw` is a live group.
+        call(|err| unsafe { ffi::nest_dist_barrier(self.raw, err) }).map_err(self.failed("barrier"))
+    }
+}
