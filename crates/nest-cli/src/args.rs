@@ -210,12 +210,17 @@ pub struct TrainArgs {
     /// Run directory (default: runs/<recipe name>).
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
-    /// Continue the run in this directory from its last checkpoint.
-    #[arg(long, value_name = "RUN_DIR")]
+    /// Continue the run in this directory from its last checkpoint; `auto`: continue the
+    /// `--run-dir` run if it has one, start it otherwise (for `torchrun --max-restarts`).
+    #[arg(long, value_name = "RUN_DIR|auto")]
     pub resume: Option<PathBuf>,
     /// Replace whatever run the directory holds.
     #[arg(long)]
     pub overwrite: bool,
+    /// Resume a checkpoint written by another number of processes (the run is then no longer
+    /// bit-exact: dropout masks and summation order change).
+    #[arg(long)]
+    pub allow_world_change: bool,
     /// Recipe keys as flags: `--lr 3e-5 --matryoshka-dims "[16, 32]" --data file.tsv:scored`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "--KEY VALUE")]
     pub overrides: Vec<String>,

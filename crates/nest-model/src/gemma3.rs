@@ -340,6 +340,11 @@ impl Gemma3 {
         self.layers.len()
     }
 
+    /// Every dropout probability of the stack set to `p` (a recipe's `dropout` key).
+    pub(crate) fn set_dropout(&mut self, p: f64) {
+        self.dropout = p;
+    }
+
     /// Sets the arithmetic of the products; with `convert`, also converts every linear layer's
     /// weights for inference (norms and the stream stay float32).
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, _rest: Dtype) {

@@ -303,6 +303,11 @@ impl ModernBert {
         self.layers.len()
     }
 
+    /// Every dropout probability of the stack set to `p` (a recipe's `dropout` key).
+    pub(crate) fn set_dropout(&mut self, p: f64) {
+        self.dropout = (p, p, p);
+    }
+
     /// Sets the arithmetic of the products; with `convert`, also converts the weights of every
     /// linear layer for inference (norms and the stream stay float32).
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, _rest: Dtype) {

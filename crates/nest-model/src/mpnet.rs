@@ -88,6 +88,11 @@ impl Mpnet {
         self.layers.len()
     }
 
+    /// Every dropout probability of the stack set to `p` (a recipe's `dropout` key).
+    pub(crate) fn set_dropout(&mut self, p: f64) {
+        (self.settings.dropout, self.settings.attn_dropout) = (p, p);
+    }
+
     /// Sets the arithmetic of the forward pass; with `convert`, also converts the linear
     /// weights for inference (see [`crate::dtype`]).
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, rest: Dtype) {

@@ -50,6 +50,17 @@ impl AdamW {
     }
 
     /// Sets every gradient to zero (or drops it).
+    /// The gradients that exist (a shallow handle each, sharing storage), with their names, in
+    /// the optimizer's fixed name order: what data-parallel training sums across processes.
+    pub fn named_grads(&self) -> Vec<(&str, Tensor)> {
+        self.names
+            .iter()
+            .zip(&self.params)
+            .map(|(n, p)| (n.as_str(), p.grad()))
+            .filter(|(_, g)| g.defined())
+            .collect()
+    }
+
     pub fn zero_grad(&mut self) {
         for p in &mut self.params {
             p.zero_grad();

@@ -267,6 +267,11 @@ impl Qwen3 {
         self.layers.len()
     }
 
+    /// Every dropout probability of the stack set to `p` (a recipe's `dropout` key).
+    pub(crate) fn set_dropout(&mut self, p: f64) {
+        self.attn_dropout = p;
+    }
+
     /// Sets the arithmetic of the products; with `convert`, also converts the weights of every
     /// linear layer for inference (the norms and the stream stay float32).
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, _rest: Dtype) {

@@ -38,6 +38,11 @@ impl XlmRoberta {
         self.bert.num_layers()
     }
 
+    /// Every dropout probability of the stack set to `p` (a recipe's `dropout` key).
+    pub(crate) fn set_dropout(&mut self, p: f64) {
+        self.bert.set_dropout(p);
+    }
+
     pub(crate) fn set_dtype(&mut self, dtype: Dtype, convert: bool, rest: Dtype) {
         self.bert.set_dtype(dtype, convert, rest);
     }

@@ -25,6 +25,13 @@ pub struct State {
     pub recipe_sha256: String,
     pub model: String,
     pub last_loss: f64,
+    /// Processes of the data-parallel run that wrote it (1: one process).
+    #[serde(default = "one")]
+    pub world_size: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 fn io(p: &Path, e: std::io::Error) -> Error {

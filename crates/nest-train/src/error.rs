@@ -27,6 +27,9 @@ pub enum Error {
     },
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
+    /// A data-parallel launch, rendezvous or collective failed.
+    #[error(transparent)]
+    Dist(#[from] nest_dist::DistError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

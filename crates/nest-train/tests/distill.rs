@@ -227,6 +227,7 @@ fn two_stages_resume_exactly_across_the_boundary() {
         overwrite: false,
         device: tch::Device::Cpu,
         stop_after_steps: stop,
+        allow_world_change: false,
     };
     let mut log = Vec::new();
     let full = d.path().join("full");

@@ -112,6 +112,7 @@ fn fixed_output(f: &HashMap<String, Tensor>) -> BatchOutput {
             pooling: Pooling::Mean,
             head: None,
             cls_attention: Vec::new(),
+            pooled: Vec::new(),
         })
         .collect();
     BatchOutput {

@@ -133,6 +133,7 @@ fn output(f: &HashMap<String, Tensor>) -> BatchOutput {
             pooling: Pooling::Mean,
             head: None,
             cls_attention: Vec::new(),
+            pooled: Vec::new(),
         }],
         scores: None,
         layers: 3,

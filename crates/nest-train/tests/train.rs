@@ -85,6 +85,7 @@ fn opts(run: &Path) -> TrainOptions {
         overwrite: false,
         device: tch::Device::Cpu,
         stop_after_steps: None,
+        allow_world_change: false,
     }
 }
 

@@ -307,6 +307,7 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
         overwrite: true,
         device: nest_model::default_device(),
         stop_after_steps: None,
+        allow_world_change: false,
     };
     let summary = train(&recipe, &opts, &mut |_| {})?;
     let epoch = summary.train_seconds;

@@ -37,6 +37,7 @@ pub fn run(a: DistillArgs) -> Result<()> {
         overwrite: a.overwrite,
         device: nest_model::default_device(),
         stop_after_steps: None,
+        allow_world_change: false,
     };
     let pb = bar();
     let out = distill::run(&recipe, (&s1, &s2), &run_dir, stages, &opts, &mut |e| {

@@ -29,6 +29,7 @@ fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
             "--run-dir" => a.run_dir = Some(value("--run-dir")?),
             "--resume" => a.resume = Some(value("--resume")?),
             "--overwrite" => a.overwrite = true,
+            "--allow-world-change" => a.allow_world_change = true,
             _ => rest.push(f),
         }
     }
@@ -38,6 +39,13 @@ fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
 
 pub fn run(a: TrainArgs) -> Result<()> {
     let mut a = split_own_flags(a)?;
+    let auto = a.resume.as_deref() == Some(std::path::Path::new("auto"));
+    if auto {
+        if a.recipe.is_none() || a.run_dir.is_none() {
+            anyhow::bail!("--resume auto needs --recipe and --run-dir (it starts the run when the folder has none)");
+        }
+        a.resume = None;
+    }
     if let (Some(run), None) = (&a.resume, &a.recipe) {
         // resuming without a recipe: the run's own resolved recipe
         a.recipe = Some(run.join("recipe.toml"));
@@ -58,10 +66,11 @@ pub fn run(a: TrainArgs) -> Result<()> {
     };
     let opts = TrainOptions {
         run_dir: run_dir.clone(),
-        resume: a.resume.is_some(),
+        resume: a.resume.is_some() || (auto && run_dir.join("recipe.toml").is_file()),
         overwrite: a.overwrite,
         device: nest_model::default_device(),
         stop_after_steps: None,
+        allow_world_change: a.allow_world_change,
     };
     let pb = bar();
     let summary = train(&recipe, &opts, &mut |e| on_event(&pb, e))?;

@@ -160,6 +160,19 @@ impl ElasticEncoder {
         }
     }
 
+    /// Overrides every dropout probability of the network (hidden, attention, embedding) with
+    /// `p`, e.g. 0 for runs that must be deterministic; the saved config is not changed.
+    pub fn set_dropout(&mut self, p: f64) {
+        match &mut self.net {
+            Net::Bert(m) => m.set_dropout(p),
+            Net::Mpnet(m) => m.set_dropout(p),
+            Net::XlmRoberta(m) => m.set_dropout(p),
+            Net::Qwen3(m) => m.set_dropout(p),
+            Net::ModernBert(m) => m.set_dropout(p),
+            Net::Gemma3(m) => m.set_dropout(p),
+        }
+    }
+
     pub fn num_layers(&self) -> usize {
         match &self.net {
             Net::Bert(m) => m.num_layers(),

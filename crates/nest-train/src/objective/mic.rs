@@ -216,6 +216,14 @@ impl Objective for Mic {
         )
     }
 
+    fn reads_tokens(&self) -> Option<String> {
+        self.config.scr.then(|| {
+            "MIC's SCR correlates token states within each sentence (turn it off with \
+             scr = false, or train MIC without mini_batch_size in one process)"
+                .to_string()
+        })
+    }
+
     /// `L_align = 1/(|L| |D|) sum_l sum_d (SCR + SIR)`; at `d = D` there is no residual and
     /// SCR contributes 0 (the average still counts that point).
     fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {

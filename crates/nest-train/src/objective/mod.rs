@@ -45,12 +45,28 @@ pub struct Column {
     /// Index `l - 1` = layer `l`'s [CLS]-row attention probabilities, when the objective asked
     /// for them ([`Objective::attention`]); empty otherwise.
     pub cls_attention: Vec<Tensor>,
+    /// Sentence vectors pooled before the objective ran (GradCache chunks, or gathered from
+    /// every process of a data-parallel run), index `l` = layer `l`; `hidden` and `mask` are
+    /// then empty. Empty: pooled from `hidden` on demand.
+    pub pooled: Vec<PooledLayer>,
+}
+
+/// One layer's sentence vectors of a whole (possibly global) batch.
+#[derive(Debug)]
+pub struct PooledLayer {
+    /// Pooled token states: `[B, hidden]`.
+    pub raw: Tensor,
+    /// Through the Dense head when the model has one (else `raw` again): `[B, output_dim]`.
+    pub out: Tensor,
 }
 
 impl Column {
     /// Sentence vectors at `layer`: pooled, through the Dense head if the model has one, not
     /// normalised: `[B, output_dim]`.
     pub fn pooled(&self, layer: usize) -> Tensor {
+        if let Some(p) = self.pooled.get(layer) {
+            return p.out.shallow_clone();
+        }
         let p = self.pooled_raw(layer);
         match &self.head {
             Some(d) => d.forward(&p),
@@ -60,6 +76,9 @@ impl Column {
 
     /// Pooled token states at `layer`, without the Dense head: `[B, hidden]`.
     pub fn pooled_raw(&self, layer: usize) -> Tensor {
+        if let Some(p) = self.pooled.get(layer) {
+            return p.raw.shallow_clone();
+        }
         self.pooling.pool(&self.hidden[layer], &self.mask)
     }
 }
@@ -140,6 +159,12 @@ pub trait Objective {
     /// Whether the forward pass must also return [CLS]-row attention probabilities.
     fn attention(&self) -> ClsAttention {
         ClsAttention::None
+    }
+    /// Why this objective needs token-level states (not just pooled vectors), if it does:
+    /// GradCache and data-parallel runs hand objectives pooled vectors only, and refuse it.
+    fn reads_tokens(&self) -> Option<String> {
+        (self.attention() != ClsAttention::None)
+            .then(|| "it reads attention probabilities".to_string())
     }
 }
 
@@ -265,6 +290,10 @@ impl Objective for Composite {
         l.sort_unstable();
         l.dedup();
         l
+    }
+
+    fn reads_tokens(&self) -> Option<String> {
+        self.parts.iter().find_map(|p| p.2.reads_tokens())
     }
 
     fn attention(&self) -> ClsAttention {

@@ -192,6 +192,16 @@ pub struct Recipe {
     /// where its products measured faster on this machine). int8 is for inference only.
     #[serde(default = "d_dtype")]
     pub dtype: nest_model::DtypeChoice,
+    /// GradCache (Gao et al. 2021, arXiv:2101.06983): embed each batch in chunks of this many
+    /// examples without a graph, score the whole batch, then replay each chunk with the cached
+    /// gradients; the loss and gradients are the plain batch's, the memory a chunk's (0 = off;
+    /// sentence-transformers' name for CachedMultipleNegativesRankingLoss's chunk).
+    #[serde(default)]
+    pub mini_batch_size: usize,
+    /// Override every dropout probability of the model (e.g. 0.0 for runs that must match
+    /// bit for bit); unset = the model's own.
+    #[serde(default)]
+    pub dropout: Option<f64>,
 }
 
 fn d_dtype() -> nest_model::DtypeChoice {
@@ -304,6 +314,17 @@ impl Recipe {
             if v < lo {
                 return Err(format!("{k} must be at least {lo}, got {v}"));
             }
+        }
+        if let Some(p) = self.dropout {
+            if !(0.0..1.0).contains(&p) {
+                return Err(format!("dropout must be in [0, 1), got {p}"));
+            }
+        }
+        if self.mini_batch_size > 0 && self.mini_batch_size >= self.batch_size {
+            return Err(format!(
+                "mini_batch_size {} must be below batch_size {} (0 turns GradCache off)",
+                self.mini_batch_size, self.batch_size
+            ));
         }
         if !(self.lr > 0.0 && self.lr.is_finite()) {
             return Err(format!("lr must be > 0, got {}", self.lr));

@@ -8,6 +8,7 @@
 
 mod eval;
 mod run_dir;
+pub mod spread;
 pub mod step;
 
 use std::io::Write;
@@ -28,7 +29,8 @@ use crate::recipe::{LossKind, Recipe};
 use crate::schedule::lr_at;
 use crate::{Error, Result};
 use eval::evaluate;
-use run_dir::{identity_hash, prepare_run_dir, run_err, trim_log};
+use run_dir::{dist_timeout, identity_hash, run_err, start_run_dir, trim_log};
+use spread::{spread_micro_step, Spread};
 pub use step::{apply_update, batch_output, micro_step, MicroResult};
 
 /// Builds a run's objective from the recipe and the loaded model; trainable parameters go
@@ -60,6 +62,8 @@ pub struct TrainOptions {
     /// Stop (as if interrupted) after this many optimizer steps of this process, leaving the
     /// checkpoints as they are: no final checkpoint, no export. For time-boxed runs and tests.
     pub stop_after_steps: Option<u64>,
+    /// Resume a checkpoint written by another number of processes (not bit-exact then).
+    pub allow_world_change: bool,
 }
 
 /// What a finished run reports.
@@ -116,12 +120,26 @@ pub fn train_with(
     events: &mut dyn FnMut(Event),
 ) -> Result<Summary> {
     let start = Instant::now();
-    let resume_from = prepare_run_dir(r, o)?;
+    // a bad launch fails here, before any model is loaded
+    let group = match nest_dist::Launch::from_env().map_err(nest_dist::DistError::from)? {
+        Some(l) => Some(nest_dist::Group::join(&l, dist_timeout()?)?),
+        None => None,
+    };
+    let main = group.as_ref().is_none_or(|g| g.rank() == 0);
+    let events = &mut |e: Event| {
+        if main {
+            events(e)
+        }
+    };
+    let resume_from = start_run_dir(r, o, group.as_ref())?;
     let model_dir = nest_model::hub::resolve(&r.model)?;
     let max_len = (r.max_length > 0).then_some(r.max_length);
     let mut enc = ElasticEncoder::load(&model_dir, o.device, max_len)?;
     let dtype = nest_model::dtype::resolve(r.dtype, o.device);
     enc.set_training_dtype(dtype.dtype)?;
+    if let Some(p) = r.dropout {
+        enc.set_dropout(p);
+    }
     events(Event::Message(format!(
         "dtype {} ({})",
         dtype.dtype, dtype.reason
@@ -137,6 +155,20 @@ pub fn train_with(
     // the objective's parameters start from the recipe's seed (a resume then overwrites them)
     tch::manual_seed(r.seed as i64);
     let objective = build(r, &enc, &(obj_vs.root() / "objective"))?;
+    let spread = Spread {
+        group: group.as_ref(),
+        chunk: (r.mini_batch_size > 0).then_some(r.mini_batch_size),
+    };
+    spread.check(r.batch_size, objective.as_ref())?;
+    let world = group.as_ref().map_or(1, nest_dist::Group::world);
+    if let Some(g) = &group {
+        events(Event::Message(format!(
+            "data parallel: {} processes (c10d Gloo), global batch {}, {} per process",
+            g.world(),
+            r.batch_size,
+            r.batch_size / g.world()
+        )));
+    }
     let train_start = Instant::now();
     events(Event::Message(format!(
         "objective {}",
@@ -193,7 +225,15 @@ pub fn train_with(
     let mut opt = AdamW::new(named, r.weight_decay);
     let recipe_sha = identity_hash(r);
     let (mut step, mut epoch, mut next_batch, mut last_loss) = (0u64, 0u64, 0usize, f64::NAN);
-    let log_path = o.run_dir.join("metrics.jsonl");
+    // rank 0 writes the run's metrics; every other rank its own (throughput, communication)
+    let log_path = match &group {
+        Some(g) if !main => {
+            let dir = o.run_dir.join("ranks");
+            std::fs::create_dir_all(&dir).map_err(|e| nest_core::Error::io(&dir, e))?;
+            dir.join(format!("rank{}.jsonl", g.rank()))
+        }
+        _ => o.run_dir.join("metrics.jsonl"),
+    };
     let mut resumed_from = None;
     if let Some(ck) = &resume_from {
         let (state, opt_state) = checkpoint::load(ck)?;
@@ -202,6 +242,23 @@ pub fn train_with(
                 ck,
                 "checkpoint was written by another recipe (its identity hash differs)",
             ));
+        }
+        if state.world_size != world {
+            if !o.allow_world_change {
+                return Err(run_err(
+                    ck,
+                    format!(
+                        "checkpoint was written by {} process(es), this run has {world}: pass \
+                         --allow-world-change to resume anyway (not bit-exact then)",
+                        state.world_size
+                    ),
+                ));
+            }
+            events(Event::Message(format!(
+                "resuming a {}-process checkpoint with {world}: the global batches stay the \
+                 same, dropout masks and summation order change, so the run is no longer bit-exact",
+                state.world_size
+            )));
         }
         if state.model != r.model {
             return Err(run_err(
@@ -245,6 +302,7 @@ pub fn train_with(
         recipe_sha256: recipe_sha.clone(),
         model: r.model.clone(),
         last_loss: loss,
+        world_size: world,
     };
     // micro-batches before epoch e: for the per-micro-batch RNG seed
     let offsets: Vec<u64> = plans
@@ -269,15 +327,29 @@ pub fn train_with(
                 micro_batch: offsets[epoch as usize] + bi as u64,
                 seed: r.seed,
             };
-            let res = micro_step(
-                &enc,
-                objective.as_ref(),
-                &sources[b.source],
-                b,
-                r.loss,
-                &ctx,
-                r.grad_accum,
-            );
+            let res = if spread.is_plain() {
+                micro_step(
+                    &enc,
+                    objective.as_ref(),
+                    &sources[b.source],
+                    b,
+                    r.loss,
+                    &ctx,
+                    r.grad_accum,
+                )
+            } else {
+                spread_micro_step(
+                    &enc,
+                    objective.as_ref(),
+                    &sources[b.source],
+                    b,
+                    r.loss,
+                    &ctx,
+                    r.grad_accum,
+                    &spread,
+                    r.dropout != Some(0.0),
+                )?
+            };
             if !res.loss.is_finite() {
                 return Err(Error::NonFinite {
                     step: step + 1,
@@ -298,6 +370,9 @@ pub fn train_with(
             if in_accum < r.grad_accum && bi < plan.len() {
                 continue;
             }
+            if let Some(g) = &group {
+                spread::sync_gradients(g, &opt)?;
+            }
             let lr = lr_at(r.lr, step, total, warmup, r.decay);
             let grad_norm = apply_update(&mut opt, r.max_grad_norm, lr);
             step += 1;
@@ -306,7 +381,13 @@ pub fn train_with(
                 .iter()
                 .map(|(k, v)| (k.clone(), json!(v * r.grad_accum as f64 / in_accum as f64)))
                 .collect();
-            let line = json!({"step": step, "epoch": epoch, "loss": last_loss, "lr": lr, "grad_norm": grad_norm, "terms": terms_json, "seconds": start.elapsed().as_secs_f64()});
+            let mut line = json!({"step": step, "epoch": epoch, "loss": last_loss, "lr": lr, "grad_norm": grad_norm, "terms": terms_json, "seconds": start.elapsed().as_secs_f64()});
+            if let Some(g) = &group {
+                let t = g.traffic();
+                line["rank"] = json!(g.rank());
+                line["comm_seconds"] = json!(t.seconds);
+                line["comm_bytes"] = json!(t.bytes);
+            }
             writeln!(log, "{line}")
                 .and_then(|_| log.flush())
                 .map_err(|e| nest_core::Error::io(&log_path, e))?;
@@ -331,7 +412,7 @@ pub fn train_with(
                     events(Event::Eval { step, summary });
                 }
             }
-            if r.save_every > 0 && step % r.save_every == 0 && step < total {
+            if main && r.save_every > 0 && step % r.save_every == 0 && step < total {
                 let p = checkpoint::save(
                     &o.run_dir,
                     &enc.vs,
@@ -364,6 +445,18 @@ pub fn train_with(
         next_batch = 0;
     }
     let train_seconds = train_start.elapsed().as_secs_f64();
+    if !main {
+        // rank 0 writes the final checkpoint and the model
+        return Ok(Summary {
+            steps: step,
+            final_dir: o.run_dir.join("final"),
+            last_loss,
+            padding: (pad_used, pad_plain),
+            seconds: start.elapsed().as_secs_f64(),
+            train_seconds,
+            resumed_from,
+        });
+    }
     let p = checkpoint::save(
         &o.run_dir,
         &enc.vs,

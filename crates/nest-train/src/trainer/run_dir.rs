@@ -28,6 +28,45 @@ pub(crate) fn run_err(path: &Path, message: impl Into<String>) -> Error {
     }
 }
 
+/// [`prepare_run_dir`] on rank 0 of a data-parallel run (or the only process); the other ranks
+/// wait for it, then resume from the newest checkpoint when asked to (the run directory is
+/// shared: the same path on every machine).
+pub(crate) fn start_run_dir(
+    r: &Recipe,
+    o: &TrainOptions,
+    group: Option<&nest_dist::Group>,
+) -> Result<Option<PathBuf>> {
+    let Some(g) = group else {
+        return prepare_run_dir(r, o);
+    };
+    let mine = if g.rank() == 0 {
+        prepare_run_dir(r, o)?
+    } else {
+        None
+    };
+    g.barrier()?;
+    if g.rank() == 0 || !o.resume {
+        return Ok(mine);
+    }
+    Ok(checkpoint::list(&o.run_dir).pop().map(|(_, ck)| ck))
+}
+
+/// The seconds a collective may wait for another rank before failing: `NEST_DIST_TIMEOUT_S`,
+/// 300 by default.
+pub(crate) fn dist_timeout() -> Result<std::time::Duration> {
+    let secs = match std::env::var("NEST_DIST_TIMEOUT_S") {
+        Ok(v) => v.trim().parse::<u64>().ok().filter(|&s| s > 0).ok_or_else(|| {
+            nest_dist::DistError::from(nest_dist::LaunchError::Invalid {
+                var: "NEST_DIST_TIMEOUT_S",
+                value: v.clone(),
+                expected: "a whole number of seconds >= 1",
+            })
+        })?,
+        Err(_) => 300,
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 /// Checks the run directory against `--resume` / `--overwrite`; returns the checkpoint to resume.
 pub(crate) fn prepare_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Option<PathBuf>> {
     let dir = &o.run_dir;

@@ -11,7 +11,7 @@ use crate::optim::AdamW;
 use crate::recipe::LossKind;
 
 /// Encodes one column of a batch (`train` turns dropout on), all layers.
-fn encode_column(
+pub(crate) fn encode_column(
     enc: &ElasticEncoder,
     src: &Source,
     b: &Batch,
@@ -32,6 +32,7 @@ fn encode_column(
         pooling: enc.pooling,
         head: enc.dense.as_ref().map(nest_model::Dense::shallow_clone),
         cls_attention: out.cls_attention,
+        pooled: Vec::new(),
     }
 }
 

@@ -291,6 +291,14 @@ impl Objective for Mipic {
         format!("mipic[{}]", parts.join("; "))
     }
 
+    fn reads_tokens(&self) -> Option<String> {
+        (self.config.sia && !self.sia_dims.is_empty()).then(|| {
+            "MIPIC's SIA compares token states and attention across layers (turn it off with \
+             sia = false, or train MIPIC without mini_batch_size in one process)"
+                .to_string()
+        })
+    }
+
     fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {
         let mut terms = Vec::new();
         if self.config.sia && !self.sia_dims.is_empty() {

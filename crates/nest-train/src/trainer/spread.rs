@@ -1,0 +1,392 @@
+//! A micro-batch spread over processes (data parallelism on c10d) and/or over GradCache chunks.
+//!
+//! Both change *where* the encoder runs, never *what* is computed: the objective still scores
+//! the whole global batch and the gradients are the plain batch's.
+//!
+//! - **Data parallel.** Every rank reads the same global batch from the same epoch plan and
+//!   encodes its slice. The pooled vectors of every layer are all-gathered; the local slice
+//!   stays attached to the graph, the other ranks' slices are detached; every rank computes the
+//!   same global loss. The gradient reaching the encoder on rank `r` is the global loss's
+//!   gradient through slice `r`, so their sum over ranks ([`sync_gradients`]) is the gradient of
+//!   the global loss. The objective's own parameters see the whole batch on every rank and are
+//!   averaged instead.
+//! - **GradCache** (Gao et al. 2021, "Scaling Deep Contrastive Learning Batch Size under Memory
+//!   Limited Setup", arXiv:2101.06983, section 3.2): encode the slice chunk by chunk without a
+//!   graph; score the batch with the pooled vectors as leaves; keep their gradients; re-run each
+//!   chunk with the same dropout seed and back-propagate `sum(v * cached_grad)`.
+//!
+//! Objectives that read token states or attention ([`Objective::reads_tokens`]) cannot be
+//! spread; [`Spread::check`] refuses them before any data is read.
+
+use nest_dist::Group;
+use nest_model::ElasticEncoder;
+use tch::Tensor;
+
+use super::step::{encode_column, MicroResult};
+use crate::data::{Batch, Source};
+use crate::objective::{BatchOutput, Column, Objective, PooledLayer, StepContext};
+use crate::optim::AdamW;
+use crate::recipe::LossKind;
+use crate::{Error, Result};
+
+/// Elements per all-reduce bucket of the gradient sync (16 Mi floats = 64 MiB).
+const BUCKET: i64 = 1 << 24;
+
+/// How micro-batches are spread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Spread<'g> {
+    /// The process group of a data-parallel run (absent: one process).
+    pub group: Option<&'g Group>,
+    /// GradCache chunk size (the recipe's `mini_batch_size`; absent: whole slices).
+    pub chunk: Option<usize>,
+}
+
+impl Spread<'_> {
+    /// Whether micro-batches run as they always did (one process, no chunks).
+    pub fn is_plain(&self) -> bool {
+        self.group.is_none() && self.chunk.is_none()
+    }
+
+    fn rank_world(&self) -> (usize, usize) {
+        self.group.map_or((0, 1), |g| (g.rank(), g.world()))
+    }
+
+    /// Refuses what cannot be spread: a global batch the world size does not divide, an
+    /// objective that reads token states.
+    pub fn check(&self, batch_size: usize, objective: &dyn Objective) -> Result<()> {
+        let recipe_err = |message: String| Error::Recipe {
+            source_name: "recipe".into(),
+            message,
+        };
+        let (_, world) = self.rank_world();
+        if batch_size % world != 0 {
+            return Err(recipe_err(format!(
+                "batch_size {batch_size} is the global batch and must split evenly over \
+                 WORLD_SIZE {world} processes"
+            )));
+        }
+        if self.is_plain() {
+            return Ok(());
+        }
+        if let Some(why) = objective.reads_tokens() {
+            let what = match (self.group.is_some(), self.chunk.is_some()) {
+                (true, true) => "data-parallel training with mini_batch_size",
+                (true, false) => "data-parallel training",
+                _ => "mini_batch_size (GradCache)",
+            };
+            return Err(recipe_err(format!(
+                "{what} hands the objective pooled vectors only, and this objective cannot \
+                 use them: {why}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The examples of rank `rank` out of `world` in a batch of `n`: balanced contiguous slices.
+fn slice(n: usize, rank: usize, world: usize) -> std::ops::Range<usize> {
+    n * rank / world..n * (rank + 1) / world
+}
+
+/// The libtorch seed of one chunk: the plain path's `seed + micro_batch` on rank 0's first
+/// chunk, distinct (and reproducible) for every other rank and chunk.
+fn chunk_seed(ctx: &StepContext, rank: usize, chunk: usize) -> i64 {
+    let base = ctx.seed.wrapping_add(ctx.micro_batch);
+    let mix = (rank as u64) << 40 | chunk as u64;
+    base.wrapping_add(mix.wrapping_mul(0x9e37_79b9_7f4a_7c15)) as i64
+}
+
+/// Every layer's pooled vectors of one column, stacked: (`[L+1, b, hidden]`,
+/// `[L+1, b, output_dim]` through the head, or `None` without one).
+fn pooled_stack(col: &Column) -> (Tensor, Option<Tensor>) {
+    let layers = col.hidden.len();
+    let raw: Vec<Tensor> = (0..layers).map(|l| col.pooled_raw(l)).collect();
+    let raw = Tensor::stack(&raw, 0);
+    let out = col.head.as_ref().map(|d| d.forward(&raw));
+    (raw, out)
+}
+
+/// Which source column each encoded column reads (SimCSE: the same texts twice).
+fn column_sources(src: &Source, loss: LossKind) -> Vec<usize> {
+    if loss == LossKind::Simcse {
+        vec![0, 0]
+    } else {
+        (0..src.columns()).collect()
+    }
+}
+
+/// Encodes this rank's slice chunk by chunk: per column, the stacked pooled vectors of the
+/// slice (with a graph unless `leaves`, in which case they come back as fresh leaves).
+fn encode_slice(
+    enc: &ElasticEncoder,
+    src: &Source,
+    examples: &[usize],
+    cols: &[usize],
+    chunk: usize,
+    seed: impl Fn(usize) -> i64,
+    train: bool,
+    leaves: bool,
+) -> Vec<(Tensor, Option<Tensor>)> {
+    let mut parts: Vec<Vec<(Tensor, Option<Tensor>)>> = cols.iter().map(|_| Vec::new()).collect();
+    for (k, ex) in examples.chunks(chunk.max(1)).enumerate() {
+        tch::manual_seed(seed(k));
+        let b = Batch {
+            source: 0,
+            examples: ex.to_vec(),
+        };
+        for (c, &sc) in cols.iter().enumerate() {
+            let run = || {
+                let col = encode_column(enc, src, &b, sc, train, nest_model::ClsAttention::None);
+                pooled_stack(&col)
+            };
+            parts[c].push(if leaves { tch::no_grad(run) } else { run() });
+        }
+    }
+    parts
+        .into_iter()
+        .map(|p| {
+            let raw = Tensor::cat(&p.iter().map(|x| x.0.shallow_clone()).collect::<Vec<_>>(), 1);
+            let out = p[0].1.is_some().then(|| {
+                Tensor::cat(
+                    &p.iter()
+                        .map(|x| x.1.as_ref().expect("every chunk has the head").shallow_clone())
+                        .collect::<Vec<_>>(),
+                    1,
+                )
+            });
+            if leaves {
+                (
+                    raw.detach().set_requires_grad(true),
+                    out.map(|o| o.detach().set_requires_grad(true)),
+                )
+            } else {
+                (raw, out)
+            }
+        })
+        .collect()
+}
+
+/// The global batch's stack from every rank's slice: the local slice as given (attached), the
+/// others as received (detached). One all-gather for all of a column's tensors.
+///
+/// # Shapes
+/// - `local`: `[L+1, n_local, w]` each; returns `[L+1, n, w]` each
+fn gather(g: &Group, local: &[Tensor], n: usize) -> Result<Vec<Tensor>> {
+    let world = g.world();
+    let most = n.div_ceil(world) as i64;
+    let widths: Vec<i64> = local.iter().map(|t| t.size()[2]).collect();
+    let packed = Tensor::cat(&local.iter().map(Tensor::detach).collect::<Vec<_>>(), 2);
+    let have = packed.size()[1];
+    let packed = if have < most {
+        let s = packed.size();
+        let pad = Tensor::zeros([s[0], most - have, s[2]], (packed.kind(), packed.device()));
+        Tensor::cat(&[packed, pad], 1)
+    } else {
+        packed
+    };
+    let parts = g.all_gather(&packed).map_err(Error::from)?;
+    let mut out = Vec::with_capacity(local.len());
+    let mut at = 0;
+    for (t, &w) in local.iter().zip(&widths) {
+        let pieces: Vec<Tensor> = (0..world)
+            .map(|r| {
+                if r == g.rank() {
+                    t.shallow_clone()
+                } else {
+                    let len = slice(n, r, world).len() as i64;
+                    parts[r].narrow(2, at, w).narrow(1, 0, len)
+                }
+            })
+            .collect();
+        out.push(Tensor::cat(&pieces, 1));
+        at += w;
+    }
+    Ok(out)
+}
+
+/// Turns a column's stacks into the per-layer vectors an objective reads.
+fn pooled_column(enc: &ElasticEncoder, raw: &Tensor, out: Option<&Tensor>) -> Column {
+    let layers = raw.size()[0];
+    Column {
+        hidden: Vec::new(),
+        mask: Tensor::new(),
+        pooling: enc.pooling,
+        head: None,
+        cls_attention: Vec::new(),
+        pooled: (0..layers)
+            .map(|l| PooledLayer {
+                raw: raw.get(l),
+                out: out.unwrap_or(raw).get(l),
+            })
+            .collect(),
+    }
+}
+
+/// One micro-batch, spread: see the module docs. The loss and terms are the global batch's
+/// (the same on every rank); the caller syncs gradients once per optimizer step.
+// long: the five phases of a spread step (slice, encode, gather, score, replay) in order.
+#[allow(clippy::too_many_arguments)]
+pub fn spread_micro_step(
+    enc: &ElasticEncoder,
+    objective: &dyn Objective,
+    src: &Source,
+    b: &Batch,
+    loss: LossKind,
+    ctx: &StepContext,
+    grad_accum: usize,
+    spread: &Spread,
+    train: bool,
+) -> Result<MicroResult> {
+    let (rank, world) = spread.rank_world();
+    let n = b.examples.len();
+    let local = &b.examples[slice(n, rank, world)];
+    let cols = column_sources(src, loss);
+    let cached = spread.chunk.is_some();
+    let chunk = spread.chunk.unwrap_or(local.len());
+    let seed = |k: usize| chunk_seed(ctx, rank, k);
+    // the slice's source is `b.source`; encode_slice builds sub-batches of it
+    let mine = encode_slice(enc, src, local, &cols, chunk, seed, train, cached);
+    let mut columns = Vec::with_capacity(cols.len());
+    for (raw, out) in &mine {
+        let (raw, out) = match spread.group {
+            Some(g) => {
+                let mut ts = vec![raw.shallow_clone()];
+                ts.extend(out.as_ref().map(Tensor::shallow_clone));
+                let mut all = gather(g, &ts, n)?.into_iter();
+                (all.next().expect("raw"), all.next())
+            }
+            None => (raw.shallow_clone(), out.as_ref().map(Tensor::shallow_clone)),
+        };
+        columns.push(pooled_column(enc, &raw, out.as_ref()));
+    }
+    let scores = (!src.scores.is_empty()).then(|| {
+        let s: Vec<f32> = b.examples.iter().map(|&i| src.scores[i] as f32).collect();
+        Tensor::from_slice(&s).to_device(enc.device())
+    });
+    let out = BatchOutput {
+        columns,
+        scores,
+        layers: enc.num_layers(),
+        normalize: enc.normalize,
+        texts: b.examples.iter().map(|&i| src.texts[i][0].clone()).collect(),
+    };
+    // objectives' own random draws (e.g. a randomised SVD) must agree on every rank
+    tch::manual_seed(ctx.seed.wrapping_add(ctx.micro_batch) as i64);
+    let terms = objective.terms(&out, ctx);
+    let total = terms
+        .iter()
+        .map(|t| t.value.shallow_clone())
+        .reduce(|a, b| a + b)
+        .expect("an objective returns terms");
+    let value = total.double_value(&[]);
+    let named: Vec<(String, f64)> = terms
+        .iter()
+        .map(|t| (t.name.clone(), t.value.double_value(&[])))
+        .collect();
+    if !value.is_finite() {
+        return Ok(MicroResult {
+            loss: value,
+            terms: named,
+        });
+    }
+    (total / grad_accum as f64).backward();
+    if cached {
+        replay(enc, src, local, &cols, chunk, seed, train, &mine);
+    }
+    Ok(MicroResult {
+        loss: value,
+        terms: named,
+    })
+}
+
+/// GradCache's second pass: each chunk again, same seed, with a graph; back-propagates the
+/// leaves' cached gradients through it.
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    enc: &ElasticEncoder,
+    src: &Source,
+    local: &[usize],
+    cols: &[usize],
+    chunk: usize,
+    seed: impl Fn(usize) -> i64,
+    train: bool,
+    leaves: &[(Tensor, Option<Tensor>)],
+) {
+    let grads: Vec<(Tensor, Option<Tensor>)> = leaves
+        .iter()
+        .map(|(r, o)| (r.grad(), o.as_ref().map(Tensor::grad)))
+        .collect();
+    for (k, ex) in local.chunks(chunk.max(1)).enumerate() {
+        let at = (k * chunk) as i64;
+        let len = ex.len() as i64;
+        let again = encode_slice(enc, src, ex, cols, ex.len(), |_| seed(k), train, false);
+        let mut surrogate: Option<Tensor> = None;
+        let mut add = |v: &Tensor, g: &Tensor| {
+            if g.defined() {
+                let s = (v * g.narrow(1, at, len)).sum(v.kind());
+                surrogate = Some(match surrogate.take() {
+                    Some(acc) => acc + s,
+                    None => s,
+                });
+            }
+        };
+        for ((raw, out), (g_raw, g_out)) in again.iter().zip(&grads) {
+            add(raw, g_raw);
+            if let (Some(o), Some(g)) = (out, g_out) {
+                add(o, g);
+            }
+        }
+        if let Some(s) = surrogate {
+            s.backward();
+        }
+    }
+}
+
+/// Sums the encoder's gradients over the ranks (bucketed all-reduce, in the optimizer's fixed
+/// name order) and averages those of the objective's own parameters (named `objective.*`),
+/// which every rank computed on the whole batch.
+pub fn sync_gradients(g: &Group, opt: &AdamW) -> Result<()> {
+    let _guard = tch::no_grad_guard();
+    let grads = opt.named_grads();
+    let world = g.world() as f64;
+    let mut start = 0;
+    while start < grads.len() {
+        let mut end = start;
+        let mut size = 0;
+        while end < grads.len() && (end == start || size + grads[end].1.numel() as i64 <= BUCKET) {
+            size += grads[end].1.numel() as i64;
+            end += 1;
+        }
+        let flat: Vec<Tensor> = grads[start..end].iter().map(|(_, t)| t.reshape([-1])).collect();
+        let mut bucket = Tensor::cat(&flat, 0);
+        g.all_reduce_sum(&mut bucket).map_err(Error::from)?;
+        let mut at = 0;
+        for (name, t) in &grads[start..end] {
+            let len = t.numel() as i64;
+            let mut part = bucket.narrow(0, at, len).view_as(t);
+            if name.starts_with("objective.") {
+                part = part / world;
+            }
+            t.shallow_clone().copy_(&part);
+            at += len;
+        }
+        start = end;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_cover_the_batch_once() {
+        for n in [2, 7, 32] {
+            for world in 1..5 {
+                let mut all: Vec<usize> = (0..world).flat_map(|r| slice(n, r, world)).collect();
+                all.dedup();
+                assert_eq!(all, (0..n).collect::<Vec<_>>());
+            }
+        }
+    }
+}
