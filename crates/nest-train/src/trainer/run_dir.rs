@@ -55,13 +55,18 @@ pub(crate) fn start_run_dir(
 /// 300 by default.
 pub(crate) fn dist_timeout() -> Result<std::time::Duration> {
     let secs = match std::env::var("NEST_DIST_TIMEOUT_S") {
-        Ok(v) => v.trim().parse::<u64>().ok().filter(|&s| s > 0).ok_or_else(|| {
-            nest_dist::DistError::from(nest_dist::LaunchError::Invalid {
-                var: "NEST_DIST_TIMEOUT_S",
-                value: v.clone(),
-                expected: "a whole number of seconds >= 1",
-            })
-        })?,
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|&s| s > 0)
+            .ok_or_else(|| {
+                nest_dist::DistError::from(nest_dist::LaunchError::Invalid {
+                    var: "NEST_DIST_TIMEOUT_S",
+                    value: v.clone(),
+                    expected: "a whole number of seconds >= 1",
+                })
+            })?,
         Err(_) => 300,
     };
     Ok(std::time::Duration::from_secs(secs))

@@ -145,11 +145,18 @@ fn encode_slice(
     parts
         .into_iter()
         .map(|p| {
-            let raw = Tensor::cat(&p.iter().map(|x| x.0.shallow_clone()).collect::<Vec<_>>(), 1);
+            let raw = Tensor::cat(
+                &p.iter().map(|x| x.0.shallow_clone()).collect::<Vec<_>>(),
+                1,
+            );
             let out = p[0].1.is_some().then(|| {
                 Tensor::cat(
                     &p.iter()
-                        .map(|x| x.1.as_ref().expect("every chunk has the head").shallow_clone())
+                        .map(|x| {
+                            x.1.as_ref()
+                                .expect("every chunk has the head")
+                                .shallow_clone()
+                        })
                         .collect::<Vec<_>>(),
                     1,
                 )
@@ -268,7 +275,11 @@ pub fn spread_micro_step(
         scores,
         layers: enc.num_layers(),
         normalize: enc.normalize,
-        texts: b.examples.iter().map(|&i| src.texts[i][0].clone()).collect(),
+        texts: b
+            .examples
+            .iter()
+            .map(|&i| src.texts[i][0].clone())
+            .collect(),
     };
     // objectives' own random draws (e.g. a randomised SVD) must agree on every rank
     tch::manual_seed(ctx.seed.wrapping_add(ctx.micro_batch) as i64);
@@ -357,7 +368,10 @@ pub fn sync_gradients(g: &Group, opt: &AdamW) -> Result<()> {
             size += grads[end].1.numel() as i64;
             end += 1;
         }
-        let flat: Vec<Tensor> = grads[start..end].iter().map(|(_, t)| t.reshape([-1])).collect();
+        let flat: Vec<Tensor> = grads[start..end]
+            .iter()
+            .map(|(_, t)| t.reshape([-1]))
+            .collect();
         let mut bucket = Tensor::cat(&flat, 0);
         g.all_reduce_sum(&mut bucket).map_err(Error::from)?;
         let mut at = 0;

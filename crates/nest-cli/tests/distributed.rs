@@ -1,0 +1,440 @@
+//! Data-parallel training and GradCache end to end, with the `nest` binary launched the way
+//! torchrun launches it (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) on loopback:
+//! - 2 processes at global batch 16, 1 process with GradCache chunks of 4, and both at once
+//!   train the same model as 1 plain process (dropout 0): the same loss at every step
+//!   (relative 1e-5) and the same final weights (the difference at most 5e-3 of the distance
+//!   training moved them; measured 0.8-1.2e-3, while in-batch negatives from the local half
+//!   only, the control, land at more than 5e-2), for MRL and for 2DMSE;
+//! - a 2-process run whose rank 1 is killed with SIGKILL stops rank 0 with an error (no hang),
+//!   and `--resume auto` finishes it with the weights of the uninterrupted run;
+//! - a bad launch environment is an error naming the variable, before any model is loaded.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nest_model::tiny::{write_tiny_model, TinySpec};
+use nest_model::Architecture;
+
+const WORDS: [&str; 12] = [
+    "the", "a", "cat", "dog", "sat", "on", "mat", "man", "is", "playing", "guitar", "music",
+];
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Triplets from a fixed generator: anchor, a positive sharing words, a random negative.
+fn write_triplets(path: &Path) {
+    let mut s = String::from("anchor\tpositive\tnegative\n");
+    let mut x: u64 = 99;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % 12) as usize
+    };
+    for _ in 0..64 {
+        let a: Vec<&str> = (0..5).map(|_| WORDS[next()]).collect();
+        let mut p = a[..3].to_vec();
+        p.push(WORDS[next()]);
+        let n: Vec<&str> = (0..4).map(|_| WORDS[next()]).collect();
+        s.push_str(&format!(
+            "{}\t{}\t{}\n",
+            a.join(" "),
+            p.join(" "),
+            n.join(" ")
+        ));
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_model(&dir.path().join("tiny"), &TinySpec::new(Architecture::Bert)).unwrap();
+        write_triplets(&dir.path().join("triplets.tsv"));
+        Setup { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A recipe file: MNRL on triplets, dims 8/16/32, dropout 0; `keys` replace or add
+    /// top-level keys, `tables` is appended (e.g. `[[objective]]`).
+    fn recipe(&self, name: &str, keys: &[(&str, &str)], tables: &str) -> PathBuf {
+        let mut base = vec![
+            (
+                "model",
+                format!("{:?}", self.path("tiny").display().to_string()),
+            ),
+            ("loss", "\"mnrl\"".to_string()),
+            ("matryoshka_dims", "[8, 16, 32]".into()),
+            ("batch_size", "16".into()),
+            ("lr", "1e-3".into()),
+            ("epochs", "2".into()),
+            ("dropout", "0.0".into()),
+            ("save_every", "0".into()),
+            ("seed", "3".into()),
+        ];
+        for (k, v) in keys {
+            base.retain(|(b, _)| b != k);
+            base.push((k, v.to_string()));
+        }
+        let mut text: String = base.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+        text.push_str(&format!(
+            "{tables}\n[[data]]\npath = {:?}\nformat = \"triplets\"\n",
+            self.path("triplets.tsv").display().to_string(),
+        ));
+        let p = self.path(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+fn nest(args: &[String], env: &[(&str, String)]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nest"));
+    c.args(args)
+        .env("NEST_DTYPE", "float32")
+        .env("OMP_NUM_THREADS", "1")
+        .env("NEST_DIST_TIMEOUT_S", "30")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn train_args(recipe: &Path, run: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "train".into(),
+        "--recipe".into(),
+        recipe.display().to_string(),
+        "--run-dir".into(),
+        run.display().to_string(),
+    ];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// Starts `world` ranks of one job.
+fn launch(world: usize, args: &[String]) -> Vec<Child> {
+    let port = free_port().to_string();
+    (0..world)
+        .map(|rank| {
+            let env = [
+                ("WORLD_SIZE", world.to_string()),
+                ("RANK", rank.to_string()),
+                ("LOCAL_RANK", rank.to_string()),
+                ("MASTER_ADDR", "127.0.0.1".to_string()),
+                ("MASTER_PORT", port.clone()),
+            ];
+            nest(args, &env).spawn().unwrap()
+        })
+        .collect()
+}
+
+/// Waits for every child (killing any still running at the deadline): (success, stderr).
+fn finish(children: Vec<Child>, deadline: Duration) -> Vec<(bool, String)> {
+    let start = Instant::now();
+    children
+        .into_iter()
+        .map(|mut c| {
+            while c.try_wait().unwrap().is_none() && start.elapsed() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            c.kill().ok();
+            let out = c.wait_with_output().unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn run_ok(world: usize, args: &[String]) {
+    for (rank, (ok, err)) in finish(launch(world, args), Duration::from_secs(300))
+        .into_iter()
+        .enumerate()
+    {
+        assert!(ok, "rank {rank} of {args:?} failed: {err}");
+    }
+}
+
+fn run_single(args: &[String]) {
+    let out = nest(args, &[]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn losses(run: &Path) -> Vec<f64> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["loss"].as_f64())
+        .collect()
+}
+
+fn weights(model: &Path) -> HashMap<String, tch::Tensor> {
+    tch::Tensor::read_safetensors(model.join("model.safetensors"))
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// `||a - b|| / ||a - start||` over every float weight: how far apart two runs' final weights
+/// are, relative to how far training moved them (Adam turns rounding noise in a near-zero
+/// gradient into a full-size step on that coordinate, so an elementwise bound says little).
+fn relative_weight_diff(start: &Path, a: &Path, b: &Path) -> f64 {
+    let (w0, wa, wb) = (
+        weights(start),
+        weights(&a.join("final")),
+        weights(&b.join("final")),
+    );
+    assert_eq!(wa.len(), wb.len());
+    let (mut diff, mut moved) = (0.0, 0.0);
+    for (k, t) in &wa {
+        if !t.is_floating_point() {
+            continue;
+        }
+        let d = |x: &tch::Tensor| x.to_kind(tch::Kind::Double);
+        diff += (d(t) - d(&wb[k]))
+            .square()
+            .sum(tch::Kind::Double)
+            .double_value(&[]);
+        moved += (d(t) - d(&w0[k]))
+            .square()
+            .sum(tch::Kind::Double)
+            .double_value(&[]);
+    }
+    assert!(moved > 0.0, "training did not move the weights");
+    (diff / moved).sqrt()
+}
+
+fn assert_same_run(s: &Setup, reference: &Path, other: &Path, what: &str) {
+    let (a, b) = (losses(reference), losses(other));
+    assert_eq!(a.len(), b.len(), "{what}: step counts");
+    assert!(a.len() >= 6, "{what}: {a:?}");
+    for (s, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-5 * x.abs().max(1.0),
+            "{what}: step {} loss {x} vs {y}",
+            s + 1
+        );
+    }
+    let d = relative_weight_diff(&s.path("tiny"), reference, other);
+    eprintln!("{what}: relative weight difference {d:.2e}");
+    assert!(
+        d <= 5e-3,
+        "{what}: final weights differ by {d} of the distance trained"
+    );
+}
+
+/// One method: plain 1 process against 2 processes, 1 process + GradCache, 2 + GradCache.
+fn equivalence(s: &Setup, name: &str, extra: &str) {
+    let recipe = s.recipe(&format!("{name}.toml"), &[], extra);
+    let plain = s.path(&format!("{name}-plain"));
+    run_single(&train_args(&recipe, &plain, &[]));
+    let cached = s.path(&format!("{name}-cached"));
+    run_single(&train_args(&recipe, &cached, &["--mini-batch-size", "4"]));
+    assert_same_run(
+        s,
+        &plain,
+        &cached,
+        &format!("{name}: GradCache (chunks of 4)"),
+    );
+    let dp = s.path(&format!("{name}-dp"));
+    run_ok(2, &train_args(&recipe, &dp, &[]));
+    assert_same_run(s, &plain, &dp, &format!("{name}: 2 processes"));
+    let both = s.path(&format!("{name}-dp-cached"));
+    run_ok(2, &train_args(&recipe, &both, &["--mini-batch-size", "4"]));
+    assert_same_run(
+        s,
+        &plain,
+        &both,
+        &format!("{name}: 2 processes + GradCache"),
+    );
+    // only rank 0 writes the run's metrics; rank 1 logs its own throughput and traffic
+    let r1 = std::fs::read_to_string(dp.join("ranks/rank1.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(r1.lines().last().unwrap()).unwrap();
+    assert!(last["comm_bytes"].as_u64().unwrap() > 0, "{last}");
+}
+
+#[test]
+fn mrl_spread_over_processes_and_chunks_trains_the_same_model() {
+    let s = Setup::new();
+    equivalence(&s, "mrl", "");
+    // the control: what a data-parallel run without the gather computes (each process's
+    // in-batch negatives only: batches of 8, gradients summed over 2) is far from the plain run
+    let recipe = s.path("mrl.toml");
+    let local = s.path("mrl-local-negatives");
+    run_single(&train_args(
+        &recipe,
+        &local,
+        &["--batch-size", "8", "--grad-accum", "2"],
+    ));
+    let d = relative_weight_diff(&s.path("tiny"), &s.path("mrl-plain"), &local);
+    eprintln!("mrl: local negatives only: relative weight difference {d:.2e}");
+    assert!(
+        d > 5e-2,
+        "the control should differ from the plain run: {d}"
+    );
+}
+
+#[test]
+fn two_d_mse_spread_over_processes_and_chunks_trains_the_same_model() {
+    let extra = "[[objective]]\nkind = \"2dmse\"\nlayers_per_step = 1\nkl_temperature = 0.3\n";
+    equivalence(&Setup::new(), "2dmse", extra);
+}
+
+#[test]
+fn a_killed_rank_stops_the_job_and_resume_auto_finishes_it() {
+    let s = Setup::new();
+    let keys = [
+        ("epochs", "100"),
+        ("max_steps", "300"),
+        ("save_every", "5"),
+        ("keep_last", "100"),
+    ];
+    let recipe = s.recipe("long.toml", &keys, "");
+    let whole = s.path("whole");
+    run_ok(2, &train_args(&recipe, &whole, &[]));
+
+    let run = s.path("killed");
+    let args = train_args(&recipe, &run, &["--resume", "auto"]);
+    let mut ranks = launch(2, &args);
+    let start = Instant::now();
+    while !run.join("checkpoints/step-00000005").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no checkpoint appeared"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut victim = ranks.pop().unwrap();
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "rank 1 ended before it could be killed"
+    );
+    victim.kill().unwrap(); // SIGKILL
+    victim.wait().unwrap();
+    let killed_at = Instant::now();
+    let (ok, err) = finish(ranks, Duration::from_secs(120)).pop().unwrap();
+    assert!(!ok, "rank 0 should fail when rank 1 dies");
+    assert!(err.contains("rank 0") && err.contains("failed"), "{err}");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(60),
+        "rank 0 took {:?} to notice",
+        killed_at.elapsed()
+    );
+
+    // what torchrun --max-restarts does: the same command again
+    run_ok(2, &args);
+    let d = relative_weight_diff(&s.path("tiny"), &whole, &run);
+    eprintln!("resumed 2-process run: relative weight difference {d:.2e}");
+    assert!(
+        d <= 1e-6,
+        "resumed run differs from the uninterrupted one by {d}"
+    );
+}
+
+#[test]
+fn a_bad_launch_environment_is_an_error_before_any_model_loads() {
+    let s = Setup::new();
+    let recipe = s.recipe("r.toml", &[], "");
+    let args = train_args(&recipe, &s.path("bad"), &[]);
+    let port = free_port().to_string();
+    let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
+        (vec![("WORLD_SIZE", "2".into())], "RANK"),
+        (
+            vec![("WORLD_SIZE", "2".into()), ("RANK", "2".into())],
+            "RANK is 2",
+        ),
+        (
+            vec![("WORLD_SIZE", "x".into()), ("RANK", "0".into())],
+            "WORLD_SIZE",
+        ),
+        (
+            vec![("WORLD_SIZE", "2".into()), ("RANK", "1".into())],
+            "MASTER_ADDR",
+        ),
+        (
+            vec![
+                ("WORLD_SIZE", "2".into()),
+                ("RANK", "1".into()),
+                ("MASTER_ADDR", "127.0.0.1".into()),
+                ("MASTER_PORT", port),
+                ("NEST_DIST_TIMEOUT_S", "2".into()),
+            ],
+            "could not join",
+        ),
+    ];
+    for (env, needle) in cases {
+        let start = Instant::now();
+        let out = nest(&args, &env).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{env:?}: {err}");
+        assert!(
+            err.contains(needle) && !err.contains("panicked"),
+            "{env:?}: {err}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{env:?} took {:?}",
+            start.elapsed()
+        );
+        assert!(
+            !err.contains("objective"),
+            "{env:?}: got past the launch check: {err}"
+        );
+    }
+}
+
+#[test]
+fn what_cannot_be_spread_is_refused_with_the_reason() {
+    let s = Setup::new();
+    let mic = "[[objective]]\nkind = \"mic\"\n";
+    let recipe = s.recipe("mic.toml", &[], mic);
+    let out = nest(
+        &train_args(&recipe, &s.path("mic"), &["--mini-batch-size", "4"]),
+        &[],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("mini_batch_size") && err.contains("SCR"),
+        "{err}"
+    );
+    let recipe = s.recipe("odd.toml", &[], "");
+    let res = finish(
+        launch(
+            2,
+            &train_args(&recipe, &s.path("odd"), &["--batch-size", "15"]),
+        ),
+        Duration::from_secs(120),
+    );
+    for (ok, err) in res {
+        assert!(!ok);
+        assert!(
+            err.contains("batch_size 15") && err.contains("WORLD_SIZE 2"),
+            "{err}"
+        );
+    }
+}
