@@ -273,6 +273,15 @@ fn equivalence(s: &Setup, name: &str, extra: &str) {
     let r1 = std::fs::read_to_string(dp.join("ranks/rank1.jsonl")).unwrap();
     let last: serde_json::Value = serde_json::from_str(r1.lines().last().unwrap()).unwrap();
     assert!(last["comm_bytes"].as_u64().unwrap() > 0, "{last}");
+    // rank 0's TensorBoard event file holds the loss curve; rank 1 writes none
+    let events: Vec<_> = std::fs::read_dir(dp.join("tensorboard"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let bytes = std::fs::read(events[0].path()).unwrap();
+    assert!(bytes.windows(10).any(|w| w == b"train/loss"));
+    assert!(!dp.join("ranks/rank0.jsonl").exists());
 }
 
 #[test]

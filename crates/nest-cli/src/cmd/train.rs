@@ -75,6 +75,9 @@ pub fn run(a: TrainArgs) -> Result<()> {
     let pb = bar();
     let summary = train(&recipe, &opts, &mut |e| on_event(&pb, e))?;
     pb.finish_and_clear();
+    if !summary.main {
+        return Ok(()); // rank 0 reports for the job
+    }
     eprintln!(
         "trained {} steps in {:.1} s (last loss {:.4}); model: {}; log: {}",
         summary.steps,

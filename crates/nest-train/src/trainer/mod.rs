@@ -6,6 +6,7 @@
 //! checkpoint therefore replays the uninterrupted run bit for bit on CPU (same thread count).
 //! libtorch's RNG is global to the process: two trainings in one process must not run at once.
 
+mod board;
 mod eval;
 mod run_dir;
 pub mod spread;
@@ -80,6 +81,8 @@ pub struct Summary {
     /// tokenisation, training, periodic eval and checkpoints; not the final save).
     pub train_seconds: f64,
     pub resumed_from: Option<u64>,
+    /// Whether this process wrote the run's files (the only process, or rank 0).
+    pub main: bool,
 }
 
 /// Events for a progress display.
@@ -287,6 +290,11 @@ pub fn train_with(
         .append(true)
         .open(&log_path)
         .map_err(|e| nest_core::Error::io(&log_path, e))?;
+    let mut board = if main {
+        Some(board::Board::open(&o.run_dir)?)
+    } else {
+        None
+    };
     events(Event::Start {
         total_steps: total,
         resumed_from,
@@ -391,6 +399,20 @@ pub fn train_with(
             writeln!(log, "{line}")
                 .and_then(|_| log.flush())
                 .map_err(|e| nest_core::Error::io(&log_path, e))?;
+            if let Some(b) = &mut board {
+                let mut scalars = vec![
+                    ("train/loss".to_string(), last_loss),
+                    ("train/lr".to_string(), lr),
+                    ("train/grad_norm".to_string(), grad_norm),
+                ];
+                for k in ["comm_seconds", "comm_bytes"] {
+                    if let Some(v) = line[k].as_f64() {
+                        scalars.push((format!("dist/{k}"), v));
+                    }
+                }
+                b.write(step, &scalars)?;
+                b.write_object(step, "terms", &line["terms"])?;
+            }
             accum_loss = 0.0;
             accum_terms.clear();
             in_accum = 0;
@@ -409,6 +431,9 @@ pub fn train_with(
                     let (cells, summary) = evaluate(&enc, task, &eval_layers, &eval_dims)?;
                     writeln!(log, "{}", json!({"step": step, "eval": cells}))
                         .map_err(|e| nest_core::Error::io(&log_path, e))?;
+                    if let Some(b) = &mut board {
+                        b.write_object(step, "eval", &cells["cells"])?;
+                    }
                     events(Event::Eval { step, summary });
                 }
             }
@@ -433,6 +458,7 @@ pub fn train_with(
                     seconds: start.elapsed().as_secs_f64(),
                     train_seconds: train_start.elapsed().as_secs_f64(),
                     resumed_from,
+                    main,
                 });
             }
             if step >= total {
@@ -455,6 +481,7 @@ pub fn train_with(
             seconds: start.elapsed().as_secs_f64(),
             train_seconds,
             resumed_from,
+            main,
         });
     }
     let p = checkpoint::save(
@@ -470,6 +497,9 @@ pub fn train_with(
         let (cells, summary) = evaluate(&enc, task, &eval_layers, &eval_dims)?;
         writeln!(log, "{}", json!({"step": step, "eval": cells}))
             .map_err(|e| nest_core::Error::io(&log_path, e))?;
+        if let Some(b) = &mut board {
+            b.write_object(step, "eval", &cells["cells"])?;
+        }
         events(Event::Eval { step, summary });
     }
     let final_dir = o.run_dir.join("final");
@@ -489,5 +519,6 @@ pub fn train_with(
         seconds: start.elapsed().as_secs_f64(),
         train_seconds,
         resumed_from,
+        main,
     })
 }
