@@ -447,3 +447,58 @@ fn what_cannot_be_spread_is_refused_with_the_reason() {
         );
     }
 }
+
+#[test]
+fn encoding_by_rank_writes_parts_that_are_the_single_process_output() {
+    let s = Setup::new();
+    let input = s.path("in.txt");
+    let lines: Vec<String> = (0..41)
+        .map(|i| {
+            (0..(i % 6 + 1))
+                .map(|k| WORDS[(i * 7 + k) % 12])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let model = s.path("tiny").display().to_string();
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "encode",
+            "--model",
+            &model,
+            "--input",
+            &input.display().to_string(),
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .chain(["--output".to_string(), out.display().to_string()])
+        .collect()
+    };
+    run_single(&args(&s.path("one.jsonl")));
+    run_ok(3, &args(&s.path("three.jsonl")));
+    let rows = |p: &Path| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let one = rows(&s.path("one.jsonl"));
+    let three: Vec<serde_json::Value> = (0..3)
+        .flat_map(|r| rows(&s.path(&format!("three.part-{r:05}-of-00003.jsonl"))))
+        .collect();
+    assert_eq!(one.len(), 41);
+    assert_eq!(three.len(), 41);
+    for (i, (a, b)) in one.iter().zip(&three).enumerate() {
+        assert_eq!(b["index"].as_u64(), Some(i as u64), "global row numbers");
+        let (a, b) = (
+            a["embedding"].as_array().unwrap(),
+            b["embedding"].as_array().unwrap(),
+        );
+        for (x, y) in a.iter().zip(b) {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-5, "row {i}: {x} vs {y}");
+        }
+    }
+}

@@ -55,6 +55,12 @@ impl Matrix {
 
 /// Writes `m` to `path` atomically in the format its extension names.
 pub fn write_embeddings(path: &Path, m: &Matrix) -> Result<()> {
+    write_embeddings_from(path, m, 0)
+}
+
+/// [`write_embeddings`] for a part of a larger output whose first row is row `first` of the
+/// whole (JSONL's `index` counts from it; the other formats hold no row numbers).
+pub fn write_embeddings_from(path: &Path, m: &Matrix, first: usize) -> Result<()> {
     assert_eq!(m.data.len(), m.rows * m.dim, "matrix data length");
     match OutputFormat::from_path(path)? {
         OutputFormat::Npy => {
@@ -78,7 +84,7 @@ pub fn write_embeddings(path: &Path, m: &Matrix) -> Result<()> {
         }
         OutputFormat::Jsonl => write_atomic_with(path, |w| {
             for i in 0..m.rows {
-                let line = serde_json::json!({ "index": i, "embedding": m.row(i) });
+                let line = serde_json::json!({ "index": first + i, "embedding": m.row(i) });
                 writeln!(w, "{line}")?;
             }
             Ok(())

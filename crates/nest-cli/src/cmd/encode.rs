@@ -1,13 +1,35 @@
+use std::path::{Path, PathBuf};
+
 use anyhow::{Context, Result};
-use nest_core::output::{write_embeddings, OutputFormat};
+use nest_core::output::{write_embeddings_from, OutputFormat};
 use nest_model::{EncodeOptions, Keys, Policy};
 
 use crate::args::EncodeArgs;
 use crate::progress;
 
+/// Rank `rank` of `world`'s part of `output`: `emb.npy` -> `emb.part-00001-of-00002.npy`.
+pub fn part_path(output: &Path, rank: usize, world: usize) -> PathBuf {
+    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
+    let ext = output
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    output.with_file_name(format!("{stem}.part-{rank:05}-of-{world:05}{ext}"))
+}
+
+/// Under a multi-process launch (torchrun's RANK / WORLD_SIZE ...), each process encodes its
+/// share of the input's bytes and writes its own part ([`part_path`]); the parts in rank order
+/// are the single-process output, row for row (JSONL rows carry their global index).
 pub fn run(a: EncodeArgs) -> Result<()> {
     anyhow::ensure!(a.model.batch_size >= 1, "--batch-size must be at least 1");
     OutputFormat::from_path(&a.output)?; // fail before loading anything
+    let group = match nest_dist::Launch::from_env()? {
+        Some(l) => Some(nest_dist::Group::join(
+            &l,
+            std::time::Duration::from_secs(300),
+        )?),
+        None => None,
+    };
     let adaptor = match &a.adaptor {
         Some(p) => Some(nest_model::Adaptor::load(p)?),
         None => None,
@@ -16,29 +38,49 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     let offer = nest_model::Offer::new(&model, adaptor.as_ref())?;
     let spec = offer.resolve(a.layer, a.dim, Keys::FLAGS, Policy::AnyInRange)?;
     let prompt = a.prompt.resolve(&model)?;
-    let texts = nest_core::data::read_sentences(&a.input)?;
+    let texts = match &group {
+        Some(g) => nest_core::data::read_sentences_share(&a.input, g.rank(), g.world())?,
+        None => nest_core::data::read_sentences(&a.input)?,
+    };
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pb = progress::bar(refs.len(), "encode");
     let opts = EncodeOptions {
         batch_size: a.model.batch_size,
     };
     let mut tick = |done: usize| pb.set_position(done as u64);
-    let pooled = model.embed_prompted(&refs, &[spec.layer], opts, prompt, &mut tick)?;
-    let e = nest_model::point::finish(&pooled[0], spec.dim, adaptor.as_ref())?;
+    let data = if refs.is_empty() {
+        Vec::new() // a process whose share of a tiny input holds no line
+    } else {
+        let pooled = model.embed_prompted(&refs, &[spec.layer], opts, prompt, &mut tick)?;
+        let e = nest_model::point::finish(&pooled[0], spec.dim, adaptor.as_ref())?;
+        nest_model::pooling::to_vec_f32(&e)
+    };
     let m = nest_core::output::Matrix {
         rows: refs.len(),
         dim: spec.dim,
-        data: nest_model::pooling::to_vec_f32(&e),
+        data,
     };
     pb.finish_and_clear();
-    write_embeddings(&a.output, &m).with_context(|| "writing embeddings")?;
+    let (out, first) = match &group {
+        Some(g) => {
+            // every rank's row count, for JSONL's global row index
+            let counts = g.all_gather(&tch::Tensor::from_slice(&[m.rows as i64]))?;
+            let first: i64 = counts[..g.rank()].iter().map(|c| c.int64_value(&[0])).sum();
+            (part_path(&a.output, g.rank(), g.world()), first as usize)
+        }
+        None => (a.output.clone(), 0),
+    };
+    write_embeddings_from(&out, &m, first).with_context(|| "writing embeddings")?;
     eprintln!(
         "wrote {} embeddings of dim {} (layer {} of {}) to {}",
         m.rows,
         m.dim,
         spec.layer,
         model.num_layers(),
-        a.output.display()
+        out.display()
     );
+    if let Some(g) = &group {
+        g.barrier()?; // every part is on disk when any rank exits
+    }
     Ok(())
 }

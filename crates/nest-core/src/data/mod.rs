@@ -14,6 +14,6 @@ mod tsv;
 pub use beir::Beir;
 pub use documents::{read_documents, Document};
 pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
-pub use sentences::read_sentences;
+pub use sentences::{read_sentences, read_sentences_share};
 pub use sts::{read_sts, StsPair};
 pub use tsv::TsvTable;
