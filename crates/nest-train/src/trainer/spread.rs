@@ -106,6 +106,13 @@ fn pooled_stack(col: &Column) -> (Tensor, Option<Tensor>) {
     (raw, out)
 }
 
+/// `examples` ordered by their tokens over the columns read (stable: ties keep batch order).
+fn by_length(src: &Source, cols: &[usize], examples: &[usize]) -> Vec<usize> {
+    let mut v = examples.to_vec();
+    v.sort_by_key(|&i| cols.iter().map(|&c| src.ids[i][c].len()).sum::<usize>());
+    v
+}
+
 /// Which source column each encoded column reads (SimCSE: the same texts twice).
 fn column_sources(src: &Source, loss: LossKind) -> Vec<usize> {
     if loss == LossKind::Simcse {
@@ -246,9 +253,19 @@ pub fn spread_micro_step(
 ) -> Result<MicroResult> {
     let (rank, world) = spread.rank_world();
     let n = b.examples.len();
-    let local = &b.examples[slice(n, rank, world)];
     let cols = column_sources(src, loss);
     let cached = spread.chunk.is_some();
+    // GradCache chunks pad to their longest text: sort each rank's slice by length first (the
+    // losses do not depend on the order of a batch's rows; every rank derives every slice's
+    // order, so all agree on the global order)
+    let examples: Vec<usize> = if cached {
+        (0..world)
+            .flat_map(|r| by_length(src, &cols, &b.examples[slice(n, r, world)]))
+            .collect()
+    } else {
+        b.examples.clone()
+    };
+    let local = &examples[slice(n, rank, world)];
     let chunk = spread.chunk.unwrap_or(local.len());
     let seed = |k: usize| chunk_seed(ctx, rank, k);
     // the slice's source is `b.source`; encode_slice builds sub-batches of it
