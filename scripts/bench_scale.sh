@@ -5,7 +5,8 @@
 #   2. GradCache: peak RSS and step time at global batch 32, 256, 1024 with chunks of 32,
 #      against the plain batch.
 # MiniLM (models/all-MiniLM-L6-v2), MRL + MNRL on SNLI triplets (dev), 32 tokens, float32,
-# dropout 0. Usage: scripts/bench_scale.sh [STEPS]   (default 6 steps per configuration)
+# dropout 0. Usage: scripts/bench_scale.sh [STEPS]   (default 6 steps per configuration;
+# PARTS="dp gc" by default, PARTS=gc for the GradCache part only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${NEST:-target/release/nest}
@@ -30,6 +31,8 @@ print(f"{1000 * statistics.median(gaps):.0f} ms/step, {per_step / 1e6:.1f} MB se
 PY
 }
 
+PARTS=${PARTS:-dp gc}
+if [[ $PARTS == *dp* ]]; then
 echo "## data parallel, global batch 32"
 OMP_NUM_THREADS=2 $N train "${common[@]}" --batch-size 32 --run-dir "$OUT/dp1" 2>/dev/null
 echo "1 process x 2 threads: $(step_ms "$OUT/dp1/metrics.jsonl")"
@@ -40,6 +43,8 @@ for r in 0 1; do
 done
 wait
 echo "2 processes x 1 thread: $(step_ms "$OUT/dp2/metrics.jsonl") (rank 1: $(step_ms "$OUT/dp2/ranks/rank1.jsonl"))"
+fi
+[[ $PARTS == *gc* ]] || exit 0
 
 echo "## GradCache (chunks of 32) against the plain batch"
 for b in 32 256 1024; do

@@ -59,6 +59,7 @@ impl Spread<'_> {
             message,
         };
         let (_, world) = self.rank_world();
+        #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; MSRV is 1.86
         if batch_size % world != 0 {
             return Err(recipe_err(format!(
                 "batch_size {batch_size} is the global batch and must split evenly over \
@@ -122,18 +123,30 @@ fn column_sources(src: &Source, loss: LossKind) -> Vec<usize> {
     }
 }
 
+/// What encoding a slice needs besides the examples: the model, the data, which source column
+/// each encoded column reads, dropout on or off.
+struct Encoding<'a> {
+    enc: &'a ElasticEncoder,
+    src: &'a Source,
+    cols: &'a [usize],
+    train: bool,
+}
+
 /// Encodes this rank's slice chunk by chunk: per column, the stacked pooled vectors of the
 /// slice (with a graph unless `leaves`, in which case they come back as fresh leaves).
 fn encode_slice(
-    enc: &ElasticEncoder,
-    src: &Source,
+    e: &Encoding,
     examples: &[usize],
-    cols: &[usize],
     chunk: usize,
     seed: impl Fn(usize) -> i64,
-    train: bool,
     leaves: bool,
 ) -> Vec<(Tensor, Option<Tensor>)> {
+    let Encoding {
+        enc,
+        src,
+        cols,
+        train,
+    } = *e;
     let mut parts: Vec<Vec<(Tensor, Option<Tensor>)>> = cols.iter().map(|_| Vec::new()).collect();
     for (k, ex) in examples.chunks(chunk.max(1)).enumerate() {
         tch::manual_seed(seed(k));
@@ -268,8 +281,13 @@ pub fn spread_micro_step(
     let local = &examples[slice(n, rank, world)];
     let chunk = spread.chunk.unwrap_or(local.len());
     let seed = |k: usize| chunk_seed(ctx, rank, k);
-    // the slice's source is `b.source`; encode_slice builds sub-batches of it
-    let mine = encode_slice(enc, src, local, &cols, chunk, seed, train, cached);
+    let encoding = Encoding {
+        enc,
+        src,
+        cols: &cols,
+        train,
+    };
+    let mine = encode_slice(&encoding, local, chunk, seed, cached);
     let mut columns = Vec::with_capacity(cols.len());
     for (raw, out) in &mine {
         let (raw, out) = match spread.group {
@@ -319,7 +337,7 @@ pub fn spread_micro_step(
     }
     (total / grad_accum as f64).backward();
     if cached {
-        replay(enc, src, local, &cols, chunk, seed, train, &mine);
+        replay(&encoding, local, chunk, seed, &mine);
     }
     Ok(MicroResult {
         loss: value,
@@ -329,15 +347,11 @@ pub fn spread_micro_step(
 
 /// GradCache's second pass: each chunk again, same seed, with a graph; back-propagates the
 /// leaves' cached gradients through it.
-#[allow(clippy::too_many_arguments)]
 fn replay(
-    enc: &ElasticEncoder,
-    src: &Source,
+    e: &Encoding,
     local: &[usize],
-    cols: &[usize],
     chunk: usize,
     seed: impl Fn(usize) -> i64,
-    train: bool,
     leaves: &[(Tensor, Option<Tensor>)],
 ) {
     let grads: Vec<(Tensor, Option<Tensor>)> = leaves
@@ -347,7 +361,7 @@ fn replay(
     for (k, ex) in local.chunks(chunk.max(1)).enumerate() {
         let at = (k * chunk) as i64;
         let len = ex.len() as i64;
-        let again = encode_slice(enc, src, ex, cols, ex.len(), |_| seed(k), train, false);
+        let again = encode_slice(e, ex, ex.len(), |_| seed(k), false);
         let mut surrogate: Option<Tensor> = None;
         let mut add = |v: &Tensor, g: &Tensor| {
             if g.defined() {
@@ -396,7 +410,7 @@ pub fn sync_gradients(g: &Group, opt: &AdamW) -> Result<()> {
             let len = t.numel() as i64;
             let mut part = bucket.narrow(0, at, len).view_as(t);
             if name.starts_with("objective.") {
-                part = part / world;
+                part /= world;
             }
             t.shallow_clone().copy_(&part);
             at += len;
