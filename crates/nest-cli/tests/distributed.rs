@@ -502,3 +502,69 @@ fn encoding_by_rank_writes_parts_that_are_the_single_process_output() {
         }
     }
 }
+
+#[test]
+fn an_index_built_by_rank_is_the_single_process_index() {
+    let s = Setup::new();
+    let input = s.path("docs.jsonl");
+    let docs: String = (0..29)
+        .map(|i| {
+            let text = (0..(i % 5 + 2))
+                .map(|k| WORDS[(i * 5 + k) % 12])
+                .collect::<Vec<_>>()
+                .join(" ");
+            if i % 4 == 0 {
+                format!("{{\"text\": \"{text}\", \"n\": {i}}}\n") // an id from the record number
+            } else {
+                format!("{{\"_id\": \"d{i}\", \"text\": \"{text}\", \"n\": {i}}}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&input, docs).unwrap();
+    let model = s.path("tiny").display().to_string();
+    let args = |out: &Path| -> Vec<String> {
+        let input = input.display().to_string();
+        let out = out.display().to_string();
+        [
+            "index", "build", "--model", &model, "--input", &input, "--out", &out,
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .chain(
+            [
+                "--payload",
+                "--precision",
+                "float32,int8",
+                "--dims",
+                "16,32",
+            ]
+            .map(String::from),
+        )
+        .collect()
+    };
+    run_single(&args(&s.path("one")));
+    run_ok(2, &args(&s.path("two")));
+    assert!(!s.path("two.parts").exists(), "rank 0 removes the parts");
+    let (one, two) = (
+        nest_index::Index::open(&s.path("one")).unwrap(),
+        nest_index::Index::open(&s.path("two")).unwrap(),
+    );
+    assert_eq!(one.len(), 29);
+    assert_eq!(two.len(), 29);
+    let level = nest_index::Level {
+        precision: nest_index::Precision::Float32,
+        dim: 32,
+    };
+    for r in 0..29 {
+        assert_eq!(one.id(r), two.id(r), "row {r}");
+        assert_eq!(one.payload(r), two.payload(r), "row {r}");
+        let (a, b) = (one.vector(level, r).unwrap(), two.vector(level, r).unwrap());
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max);
+        assert!(worst <= 1e-5, "row {r}: {worst}");
+    }
+    assert_eq!(one.id(4), "5", "record numbers stay global");
+}

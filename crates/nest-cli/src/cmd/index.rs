@@ -20,6 +20,15 @@ pub fn run(c: IndexCommand) -> Result<()> {
 const CHUNK: usize = 2048;
 
 fn build(a: IndexBuildArgs) -> Result<()> {
+    if let Some(launch) = nest_dist::Launch::from_env()? {
+        anyhow::ensure!(
+            a.embeddings.is_none(),
+            "--embeddings under a multi-process launch: the vectors exist already, build the \
+             index in one process"
+        );
+        let g = nest_dist::Group::join(&launch, std::time::Duration::from_secs(300))?;
+        return super::index_parts::build(a, &g);
+    }
     let docs = nest_core::data::read_documents(&a.input)?;
     let precisions = Precision::parse_list(&a.precision)?;
     let pb = progress::bar(docs.len(), "index");
@@ -72,7 +81,11 @@ fn build(a: IndexBuildArgs) -> Result<()> {
     finish(b, &a.out)
 }
 
-fn levels(dims: Option<&str>, precisions: &[Precision], full: usize) -> Result<Vec<Level>> {
+pub(super) fn levels(
+    dims: Option<&str>,
+    precisions: &[Precision],
+    full: usize,
+) -> Result<Vec<Level>> {
     let dims = match dims {
         Some(s) => nest_core::spec::parse_dims(s)?,
         None => vec![full],
@@ -88,7 +101,7 @@ fn levels(dims: Option<&str>, precisions: &[Precision], full: usize) -> Result<V
         .collect())
 }
 
-fn finish(b: IndexBuilder, out: &std::path::Path) -> Result<()> {
+pub(super) fn finish(b: IndexBuilder, out: &std::path::Path) -> Result<()> {
     let m = b
         .finish()
         .with_context(|| format!("writing {}", out.display()))?;

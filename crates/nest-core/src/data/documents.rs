@@ -21,22 +21,95 @@ pub struct Document {
 /// Ids must be unique and hold no line break; an empty file is an error.
 pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
     let raw = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let share = parse(path, &raw, None)?;
+    let mut seen = std::collections::HashSet::new();
+    for (i, doc) in share.docs.iter().enumerate() {
+        if !seen.insert(doc.id.as_str()) {
+            return Err(Error::Row {
+                path: path.to_path_buf(),
+                line: share.lines_of[i] as u64 + 1,
+                message: format!("duplicate id '{}'", doc.id),
+            });
+        }
+    }
+    if share.docs.is_empty() {
+        return Err(Error::content(path, "no documents"));
+    }
+    Ok(share.docs)
+}
+
+/// Share `share` of `shares` of a documents file, reading only its bytes (cut as
+/// [`super::read_sentences_share`] cuts). Ids that come from a position (plain text's line
+/// number, JSONL's record number when a record has no id) count from the share's start until
+/// [`DocumentShare::renumber`] is told how many lines and records come before it. Duplicate ids
+/// are only checked within the share; the caller checks across shares.
+pub fn read_documents_share(path: &Path, share: usize, shares: usize) -> Result<DocumentShare> {
+    let (raw, start) = super::sentences::read_share(path, share, shares)?;
+    parse(path, &raw, Some(start))
+}
+
+/// The documents of one share of a file ([`read_documents_share`]).
+#[derive(Debug, Clone)]
+pub struct DocumentShare {
+    pub docs: Vec<Document>,
+    /// Lines in the share (blank ones included) and records (non-blank JSONL lines).
+    pub lines: usize,
+    pub records: usize,
+    /// Per document: the 0-based line in the share it came from.
+    lines_of: Vec<usize>,
+    /// Per document: the position its id was made from, when the file gave none.
+    derived: Vec<Option<Derived>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Derived {
+    Line(usize),
+    Record(usize),
+}
+
+impl DocumentShare {
+    /// Makes position-derived ids global, given the lines and records of the shares before.
+    pub fn renumber(&mut self, lines_before: usize, records_before: usize) {
+        for (doc, d) in self.docs.iter_mut().zip(&self.derived) {
+            match d {
+                Some(Derived::Line(i)) => doc.id = (lines_before + i + 1).to_string(),
+                Some(Derived::Record(k)) => doc.id = (records_before + k + 1).to_string(),
+                None => {}
+            }
+        }
+    }
+}
+
+/// The documents of `raw` (a whole file, or a share starting at byte `offset`), ids counted
+/// from the start of `raw`.
+fn parse(path: &Path, raw: &str, offset: Option<u64>) -> Result<DocumentShare> {
     let is_jsonl = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"));
     let row = |i: usize, message: String| Error::Row {
         path: path.to_path_buf(),
         line: i as u64 + 1,
-        message,
+        message: match offset {
+            Some(o) => format!("(line counted from byte {o}) {message}"),
+            None => message,
+        },
     };
-    let mut out = Vec::new();
+    let mut out = DocumentShare {
+        docs: Vec::new(),
+        lines: 0,
+        records: 0,
+        lines_of: Vec::new(),
+        derived: Vec::new(),
+    };
     let mut seen = std::collections::HashSet::new();
     for (i, line) in raw.lines().enumerate() {
+        out.lines += 1;
         let line = line.strip_suffix('\r').unwrap_or(line);
-        let doc = if is_jsonl {
+        let (doc, derived) = if is_jsonl {
             if line.trim().is_empty() {
                 continue;
             }
+            out.records += 1;
             let v: serde_json::Value =
                 serde_json::from_str(line).map_err(|e| row(i, format!("not valid JSON: {e}")))?;
             let serde_json::Value::Object(mut obj) = v else {
@@ -46,27 +119,32 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
                 Some(serde_json::Value::String(s)) => s,
                 _ => return Err(row(i, "expected a string field \"text\"".into())),
             };
-            let id = match obj.remove("id").or_else(|| obj.remove("_id")) {
-                Some(serde_json::Value::String(s)) => s,
-                Some(serde_json::Value::Number(n)) => n.to_string(),
-                None => (out.len() + 1).to_string(),
+            let (id, derived) = match obj.remove("id").or_else(|| obj.remove("_id")) {
+                Some(serde_json::Value::String(s)) => (s, None),
+                Some(serde_json::Value::Number(n)) => (n.to_string(), None),
+                None => (
+                    out.records.to_string(),
+                    Some(Derived::Record(out.records - 1)),
+                ),
                 Some(_) => return Err(row(i, "\"id\" must be a string or a number".into())),
             };
             let text = match obj.get("title") {
                 Some(serde_json::Value::String(t)) if !t.is_empty() => format!("{t} {text}"),
                 _ => text,
             };
-            Document {
+            let doc = Document {
                 id,
                 text,
                 payload: serde_json::Value::Object(obj),
-            }
+            };
+            (doc, derived)
         } else {
-            Document {
+            let doc = Document {
                 id: (i + 1).to_string(),
                 text: line.to_string(),
                 payload: serde_json::Value::Null,
-            }
+            };
+            (doc, Some(Derived::Line(i)))
         };
         if doc.id.is_empty() || doc.id.contains(['\n', '\r']) {
             return Err(row(
@@ -74,13 +152,12 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
                 format!("id {:?} must be non-empty with no line break", doc.id),
             ));
         }
-        if !seen.insert(doc.id.clone()) {
+        if offset.is_some() && !seen.insert(doc.id.clone()) {
             return Err(row(i, format!("duplicate id '{}'", doc.id)));
         }
-        out.push(doc);
-    }
-    if out.is_empty() {
-        return Err(Error::content(path, "no documents"));
+        out.docs.push(doc);
+        out.lines_of.push(i);
+        out.derived.push(derived);
     }
     Ok(out)
 }
@@ -88,6 +165,38 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renumbered_shares_are_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("a.txt", "one\ntwo\n\nfour\nfive\nsix\n".to_string()),
+            (
+                "b.jsonl",
+                (0..23)
+                    .map(|i| match i % 3 {
+                        0 => format!("{{\"id\":\"x{i}\",\"text\":\"t{i}\",\"u\":{i}}}\n"),
+                        1 => format!("{{\"text\":\"t{i}\"}}\n"),
+                        _ => "\n".to_string(),
+                    })
+                    .collect(),
+            ),
+        ] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            let whole = read_documents(&p).unwrap();
+            for shares in 1..6 {
+                let (mut lines, mut records, mut all) = (0, 0, Vec::new());
+                for k in 0..shares {
+                    let mut s = read_documents_share(&p, k, shares).unwrap();
+                    s.renumber(lines, records);
+                    (lines, records) = (lines + s.lines, records + s.records);
+                    all.extend(s.docs);
+                }
+                assert_eq!(all, whole, "{name}, {shares} shares");
+            }
+        }
+    }
 
     #[test]
     fn jsonl_ids_titles_payloads_and_errors() {

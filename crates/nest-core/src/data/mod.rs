@@ -12,7 +12,7 @@ mod sts;
 mod tsv;
 
 pub use beir::Beir;
-pub use documents::{read_documents, Document};
+pub use documents::{read_documents, read_documents_share, Document, DocumentShare};
 pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
 pub use sentences::{read_sentences, read_sentences_share};
 pub use sts::{read_sts, StsPair};

@@ -24,6 +24,12 @@ pub fn read_sentences(path: &Path) -> Result<Vec<String>> {
 /// encoding (one share per process); a share may be empty. Errors name the byte offset where
 /// the share starts (a process does not know how many lines precede it).
 pub fn read_sentences_share(path: &Path, share: usize, shares: usize) -> Result<Vec<String>> {
+    let (raw, start) = read_share(path, share, shares)?;
+    parse(path, &raw, Some(start))
+}
+
+/// The text of share `share` of `shares` of a file and the byte it starts at.
+pub(crate) fn read_share(path: &Path, share: usize, shares: usize) -> Result<(String, u64)> {
     use std::io::{Read, Seek, SeekFrom};
     assert!(share < shares, "share {share} of {shares}");
     let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
@@ -36,7 +42,7 @@ pub fn read_sentences_share(path: &Path, share: usize, shares: usize) -> Result<
         .map_err(|e| Error::io(path, e))?;
     let raw = String::from_utf8(bytes)
         .map_err(|e| Error::content(path, format!("bytes from {start}: not UTF-8: {e}")))?;
-    parse(path, &raw, Some(start))
+    Ok((raw, start))
 }
 
 /// The first line start at or after byte `at` (0 at 0; the file size past the last line).

@@ -1,0 +1,135 @@
+//! `nest index build` under a multi-process launch (torchrun's RANK / WORLD_SIZE ...): every
+//! process reads its byte share of the documents (never the whole file), embeds it and writes
+//! its part (vectors as `.npy`, ids and payloads as `.jsonl`, each written atomically) into
+//! `<out>.parts/`; rank 0 then merges the parts, in rank order, into one index at `<out>`
+//! (identical to the one a single process builds) and removes them.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use nest_core::output::{write_embeddings, Matrix};
+use nest_index::{IndexBuilder, Precision};
+use nest_model::EncodeOptions;
+use tch::Tensor;
+
+use crate::args_search::IndexBuildArgs;
+
+fn parts_dir(out: &Path) -> PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(".parts");
+    out.with_file_name(name)
+}
+
+fn part(dir: &Path, rank: usize, ext: &str) -> PathBuf {
+    dir.join(format!("part-{rank:05}.{ext}"))
+}
+
+pub fn build(a: IndexBuildArgs, g: &nest_dist::Group) -> Result<()> {
+    let precisions = Precision::parse_list(&a.precision)?;
+    // refuse before any work what rank 0 would refuse at the end
+    anyhow::ensure!(
+        a.overwrite || !a.out.exists(),
+        "{}: exists; pass --overwrite to replace it",
+        a.out.display()
+    );
+    let mut share = nest_core::data::read_documents_share(&a.input, g.rank(), g.world())?;
+    // ids made from positions (line or record numbers) need the counts of the shares before
+    let counts = g.all_gather(&Tensor::from_slice(&[
+        share.lines as i64,
+        share.records as i64,
+    ]))?;
+    let before = |k: i64| -> usize {
+        counts[..g.rank()]
+            .iter()
+            .map(|c| c.int64_value(&[k]) as usize)
+            .sum()
+    };
+    share.renumber(before(0), before(1));
+    let model = super::load_model(&a.model)?;
+    let layer = a.layer.unwrap_or(model.num_layers());
+    nest_core::spec::check_layers("--layer", &[layer], model.num_layers())?;
+    let d = model.output_dim();
+    let levels = super::index::levels(a.dims.as_deref(), &precisions, d)?;
+    let texts: Vec<&str> = share.docs.iter().map(|d| d.text.as_str()).collect();
+    let data = if texts.is_empty() {
+        Vec::new()
+    } else {
+        let opts = EncodeOptions {
+            batch_size: a.model.batch_size.max(1),
+        };
+        let pooled = model.embed_layers(&texts, &[layer], opts, &mut |_| {})?;
+        nest_model::pooling::to_vec_f32(&pooled[0])
+    };
+    let dir = parts_dir(&a.out);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let rows: String = share
+        .docs
+        .iter()
+        .map(|doc| serde_json::json!({"id": doc.id, "payload": doc.payload}).to_string() + "\n")
+        .collect();
+    nest_core::fsutil::write_atomic(&part(&dir, g.rank(), "jsonl"), rows.as_bytes())?;
+    let m = Matrix {
+        rows: texts.len(),
+        dim: d,
+        data,
+    };
+    write_embeddings(&part(&dir, g.rank(), "npy"), &m)?;
+    eprintln!(
+        "rank {}: embedded {} documents into {}",
+        g.rank(),
+        m.rows,
+        dir.display()
+    );
+    g.barrier()?; // every part is on disk
+    if g.rank() != 0 {
+        return Ok(());
+    }
+    let source = serde_json::json!({
+        "model": a.model.model,
+        "layer": layer,
+        "max_length": model.tokenizer.max_length(),
+        "processes": g.world(),
+    });
+    let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
+    merge(&dir, g.world(), d, &mut b)?;
+    super::index::finish(b, &a.out)?;
+    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    Ok(())
+}
+
+/// Pushes every part's rows, in rank order, into the builder; ids must be unique across parts.
+fn merge(dir: &Path, world: usize, d: usize, b: &mut IndexBuilder) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for r in 0..world {
+        let ids_path = part(dir, r, "jsonl");
+        let text = std::fs::read_to_string(&ids_path)
+            .with_context(|| format!("reading {}", ids_path.display()))?;
+        let vecs_path = part(dir, r, "npy");
+        let rows: Vec<serde_json::Value> = text
+            .lines()
+            .map(serde_json::from_str)
+            .collect::<std::result::Result<_, _>>()
+            .with_context(|| format!("reading {}", ids_path.display()))?;
+        if rows.is_empty() {
+            continue;
+        }
+        let m = nest_compress::data::read_matrix(&vecs_path)?;
+        let flat = nest_model::pooling::to_vec_f32(&m);
+        anyhow::ensure!(
+            flat.len() == rows.len() * d,
+            "{}: {} values for {} documents of dim {d}",
+            vecs_path.display(),
+            flat.len(),
+            rows.len()
+        );
+        for (i, row) in rows.iter().enumerate() {
+            let id = row["id"].as_str().unwrap_or_default();
+            anyhow::ensure!(
+                seen.insert(id.to_string()),
+                "duplicate id '{id}' (found again by process {r})"
+            );
+            b.push(id, Some(&row["payload"]), &flat[i * d..(i + 1) * d])?;
+        }
+    }
+    Ok(())
+}
