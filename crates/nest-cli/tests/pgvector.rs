@@ -44,6 +44,20 @@ fn as_pg(cmd: &str, args: &[&str]) -> Command {
     }
 }
 
+/// Spawns with stdout/stderr captured, to be collected with `wait_with_output`.
+trait OutputLater {
+    fn output_later(&mut self) -> Child;
+}
+
+impl OutputLater for Command {
+    fn output_later(&mut self) -> Child {
+        self.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -255,6 +269,71 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
             );
         }
     }
+    // the same export from 2 processes (as torchrun launches them) into another table: every
+    // row once, the same HNSW indexes, the same search results
+    let port = free_port().to_string();
+    let ranks: Vec<_> = (0..2)
+        .map(|r| {
+            Command::new(env!("CARGO_BIN_EXE_nest"))
+                .args([
+                    "export", "pgvector", "--index", &idx, "--dsn", &dsn, "--table", "docs2",
+                ])
+                .env("WORLD_SIZE", "2")
+                .env("RANK", r.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port)
+                .output_later()
+        })
+        .collect();
+    for (r, o) in ranks
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .enumerate()
+    {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "rank {r}: {err}");
+    }
+    for q in ["cat dog music", "rain on the road"] {
+        let search = |table: &str| {
+            ids(ok(&[
+                "search",
+                "--engine",
+                "pgvector",
+                "--dsn",
+                &dsn,
+                "--table",
+                table,
+                "--index",
+                &idx,
+                "--query",
+                q,
+                "--funnel",
+                "binary:32@60>float32:32",
+                "--k",
+                "10",
+            ])
+            .trim())
+        };
+        assert_eq!(search("docs2"), search("docs"), "{q}");
+    }
+    let count = ok(&[
+        "search",
+        "--engine",
+        "pgvector",
+        "--dsn",
+        &dsn,
+        "--table",
+        "docs2",
+        "--index",
+        &idx,
+        "--query",
+        "cat",
+        "--funnel",
+        "float32:32",
+        "--k",
+        "500",
+    ]);
+    assert_eq!(ids(count.trim()).len(), 120, "every row exactly once");
     // int8 has no pgvector type: a clear error
     let o = nest(&[
         "search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index", &idx,

@@ -165,8 +165,58 @@ pub fn export(
     overwrite: bool,
     hnsw: Option<&[Level]>,
 ) -> Result<ExportReport> {
-    check_table(table)?;
     let t0 = std::time::Instant::now();
+    let full_level = export_level(index, table)?;
+    let mut client = connect(dsn)?;
+    let mut tx = client.transaction().map_err(pg)?;
+    create_table(&mut tx, table, index.full_dim(), overwrite)?;
+    copy_rows(&mut tx, index, full_level, table, 0..index.len())?;
+    let indexes = create_indexes(&mut tx, index, table, hnsw)?;
+    tx.commit().map_err(pg)?;
+    Ok(ExportReport {
+        rows: index.len(),
+        indexes,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The three phases of [`export`] for several processes filling one table at once (each its
+/// own range of rows, in its own transaction): [`Export::Create`] by one process, then
+/// [`Export::Rows`] by every process, then [`Export::Finish`] by one. Unlike [`export`], a
+/// failure midway leaves a partial table (rerun with `overwrite`).
+#[derive(Debug, Clone)]
+pub enum Export<'a> {
+    /// Create the (empty) table, refusing an existing one unless `overwrite`.
+    Create { overwrite: bool },
+    /// Copy these rows of the index.
+    Rows(std::ops::Range<usize>),
+    /// Build the HNSW indexes and analyse the table.
+    Finish { hnsw: Option<&'a [Level]> },
+}
+
+/// Runs one phase of a parallel export; returns the HNSW indexes made (Finish) or none.
+pub fn export_phase(index: &Index, dsn: &str, table: &str, phase: Export) -> Result<Vec<String>> {
+    let full_level = export_level(index, table)?;
+    let mut client = connect(dsn)?;
+    let mut tx = client.transaction().map_err(pg)?;
+    let made = match phase {
+        Export::Create { overwrite } => {
+            create_table(&mut tx, table, index.full_dim(), overwrite)?;
+            Vec::new()
+        }
+        Export::Rows(rows) => {
+            copy_rows(&mut tx, index, full_level, table, rows)?;
+            Vec::new()
+        }
+        Export::Finish { hnsw } => create_indexes(&mut tx, index, table, hnsw)?,
+    };
+    tx.commit().map_err(pg)?;
+    Ok(made)
+}
+
+/// Checks the table name and that the index has the full float32 level the export copies.
+fn export_level(index: &Index, table: &str) -> Result<Level> {
+    check_table(table)?;
     let full = index.full_dim();
     let full_level = Level {
         precision: Precision::Float32,
@@ -175,8 +225,15 @@ pub fn export(
     index.rows(full_level).map_err(|_| {
         Error::invalid("index", format!("the export needs the full float32 level ({full_level}); rebuild with float32 at dim {full}"))
     })?;
-    let mut client = connect(dsn)?;
-    let mut tx = client.transaction().map_err(pg)?;
+    Ok(full_level)
+}
+
+fn create_table(
+    tx: &mut postgres::Transaction,
+    table: &str,
+    full: usize,
+    overwrite: bool,
+) -> Result<()> {
     tx.batch_execute("CREATE EXTENSION IF NOT EXISTS vector")
         .map_err(pg)?;
     let exists: bool = tx
@@ -192,40 +249,59 @@ pub fn export(
     tx.batch_execute(&format!(
         "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id text PRIMARY KEY, row_no integer NOT NULL, embedding halfvec({full}) NOT NULL, payload jsonb)"
     ))
-    .map_err(pg)?;
-    {
-        let mut w = tx
-            .copy_in(&format!(
-                "COPY {table} (id, row_no, embedding, payload) FROM STDIN"
-            ))
-            .map_err(pg)?;
-        let mut line = String::new();
-        for r in 0..index.len() {
-            line.clear();
-            copy_escape(index.id(r), &mut line);
-            let _ = write!(line, "\t{r}\t[");
-            for (j, x) in index
-                .vector(full_level, r)
-                .unwrap_or(&[])
-                .iter()
-                .enumerate()
-            {
-                if j > 0 {
-                    line.push(',');
-                }
-                let _ = write!(line, "{x}");
+    .map_err(pg)
+}
+
+/// COPYs rows `rows` of the index (id, row number, full vector, payload) into the table.
+fn copy_rows(
+    tx: &mut postgres::Transaction,
+    index: &Index,
+    full_level: Level,
+    table: &str,
+    rows: std::ops::Range<usize>,
+) -> Result<()> {
+    let mut w = tx
+        .copy_in(&format!(
+            "COPY {table} (id, row_no, embedding, payload) FROM STDIN"
+        ))
+        .map_err(pg)?;
+    let mut line = String::new();
+    for r in rows {
+        line.clear();
+        copy_escape(index.id(r), &mut line);
+        let _ = write!(line, "\t{r}\t[");
+        for (j, x) in index
+            .vector(full_level, r)
+            .unwrap_or(&[])
+            .iter()
+            .enumerate()
+        {
+            if j > 0 {
+                line.push(',');
             }
-            line.push_str("]\t");
-            match index.payload(r) {
-                Some(p) if !p.is_null() => copy_escape(&p.to_string(), &mut line),
-                _ => line.push_str("\\N"),
-            }
-            line.push('\n');
-            w.write_all(line.as_bytes())
-                .map_err(|e| Error::Postgres(e.to_string()))?;
+            let _ = write!(line, "{x}");
         }
-        w.finish().map_err(pg)?;
+        line.push_str("]\t");
+        match index.payload(r) {
+            Some(p) if !p.is_null() => copy_escape(&p.to_string(), &mut line),
+            _ => line.push_str("\\N"),
+        }
+        line.push('\n');
+        w.write_all(line.as_bytes())
+            .map_err(|e| Error::Postgres(e.to_string()))?;
     }
+    w.finish().map_err(pg)?;
+    Ok(())
+}
+
+/// The HNSW indexes of the export (see [`export`]'s `hnsw`), then ANALYZE.
+fn create_indexes(
+    tx: &mut postgres::Transaction,
+    index: &Index,
+    table: &str,
+    hnsw: Option<&[Level]>,
+) -> Result<Vec<String>> {
+    let full = index.full_dim();
     let mut indexes = Vec::new();
     let levels = match hnsw {
         Some(l) => l.to_vec(),
@@ -240,12 +316,7 @@ pub fn export(
         }
     }
     tx.batch_execute(&format!("ANALYZE {table}")).map_err(pg)?;
-    tx.commit().map_err(pg)?;
-    Ok(ExportReport {
-        rows: index.len(),
-        indexes,
-        seconds: t0.elapsed().as_secs_f64(),
-    })
+    Ok(indexes)
 }
 
 /// A pgvector hit: the document id and the last stage's score.

@@ -142,11 +142,14 @@ pub fn export(c: ExportCommand) -> Result<()> {
                         .collect::<Result<Vec<_>, _>>()
                 })
                 .transpose()?;
+            let what = || format!("exporting {} to table {}", a.index.display(), a.table);
+            if let Some(launch) = nest_dist::Launch::from_env()? {
+                let g = nest_dist::Group::join(&launch, std::time::Duration::from_secs(300))?;
+                return export_by_rank(&idx, &a, hnsw.as_deref(), &g).with_context(what);
+            }
             let r =
                 nest_index::pgvector::export(&idx, &a.dsn, &a.table, a.overwrite, hnsw.as_deref())
-                    .with_context(|| {
-                        format!("exporting {} to table {}", a.index.display(), a.table)
-                    })?;
+                    .with_context(what)?;
             eprintln!(
                 "exported {} rows to {} in {:.1} s; HNSW indexes: {}",
                 r.rows,
@@ -161,4 +164,49 @@ pub fn export(c: ExportCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `nest export pgvector` under a multi-process launch: rank 0 creates the table, every rank
+/// copies its contiguous share of the rows in its own transaction, rank 0 builds the HNSW
+/// indexes once all have committed.
+fn export_by_rank(
+    idx: &Index,
+    a: &crate::args_search::ExportPgvectorArgs,
+    hnsw: Option<&[nest_index::Level]>,
+    g: &nest_dist::Group,
+) -> Result<()> {
+    use nest_index::pgvector::{export_phase, Export};
+    let t0 = std::time::Instant::now();
+    if g.rank() == 0 {
+        export_phase(
+            idx,
+            &a.dsn,
+            &a.table,
+            Export::Create {
+                overwrite: a.overwrite,
+            },
+        )?;
+    }
+    g.barrier()?;
+    let n = idx.len();
+    let rows = n * g.rank() / g.world()..n * (g.rank() + 1) / g.world();
+    let mine = rows.len();
+    export_phase(idx, &a.dsn, &a.table, Export::Rows(rows))?;
+    g.barrier()?;
+    if g.rank() != 0 {
+        return Ok(());
+    }
+    let made = export_phase(idx, &a.dsn, &a.table, Export::Finish { hnsw })?;
+    eprintln!(
+        "exported {n} rows to {} from {} processes ({mine} by rank 0) in {:.1} s; HNSW indexes: {}",
+        a.table,
+        g.world(),
+        t0.elapsed().as_secs_f64(),
+        if made.is_empty() {
+            "none".to_string()
+        } else {
+            made.join(", ")
+        }
+    );
+    Ok(())
 }
