@@ -568,3 +568,62 @@ fn an_index_built_by_rank_is_the_single_process_index() {
     }
     assert_eq!(one.id(4), "5", "record numbers stay global");
 }
+
+#[test]
+fn ibkd_distillation_runs_both_stages_data_parallel() {
+    let s = Setup::new();
+    let teacher = s.path("teacher");
+    let mut spec = TinySpec::new(Architecture::Mpnet);
+    spec.seed = 11;
+    write_tiny_model(&teacher, &spec).unwrap();
+    let texts: String = (0..48)
+        .map(|i| {
+            format!(
+                "{} {} {}\n",
+                WORDS[i % 12],
+                WORDS[(i * 5) % 12],
+                WORDS[(i * 7) % 12]
+            )
+        })
+        .collect();
+    std::fs::write(s.path("texts.tsv"), format!("text\n{texts}")).unwrap();
+    let common =
+        "batch_size = 16\nepochs = 1\nsave_every = 0\neval_every = 0\nseed = 3\ndropout = 0.0\n";
+    let recipe = s.path("ibkd.toml");
+    std::fs::write(
+        &recipe,
+        format!(
+            "teacher = {:?}\nstudent = {:?}\ncache_dir = {:?}\nteacher_max_length = 32\n\n\
+             [stage1]\nloss = \"none\"\nlr = 1e-3\n{common}\
+             data = [{{ path = {:?}, format = \"single\" }}]\n\
+             objective = [{{ kind = \"distill\", temperature = 0.1 }}, {{ kind = \"hsic\", weight = 1.0 }}]\n\n\
+             [stage2]\nloss = \"mnrl\"\nlr = 3e-4\nmatryoshka_dims = [8, 16]\n{common}\
+             data = [{{ path = {:?}, format = \"triplets\" }}]\n",
+            teacher.display().to_string(),
+            s.path("tiny").display().to_string(),
+            s.path("cache").display().to_string(),
+            s.path("texts.tsv").display().to_string(),
+            s.path("triplets.tsv").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let run = s.path("ibkd");
+    let args: Vec<String> = [
+        "distill",
+        "--recipe",
+        &recipe.display().to_string(),
+        "--run-dir",
+        &run.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    run_ok(2, &args);
+    assert!(run.join("stage2/final/model.safetensors").exists());
+    for stage in ["stage1", "stage2"] {
+        assert!(losses(&run.join(stage)).len() >= 3, "{stage}");
+        assert!(
+            run.join(stage).join("ranks/rank1.jsonl").exists(),
+            "{stage}"
+        );
+    }
+}

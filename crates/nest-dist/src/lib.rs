@@ -16,6 +16,9 @@ use tch::Tensor;
 
 pub use launch::{Launch, LaunchError};
 
+/// Groups this process has joined so far.
+static JOINED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// A failed collective or rendezvous, with c10d's own message.
 #[derive(Debug, thiserror::Error)]
 pub enum DistError {
@@ -144,7 +147,11 @@ impl Group {
             message,
         };
         let host = CString::new(launch.master_addr.as_str()).map_err(|e| fail(e.to_string()))?;
-        let prefix = CString::new(launch.store_prefix()).map_err(|e| fail(e.to_string()))?;
+        // every group this process joins gets its own keys (e.g. `nest distill`'s two stages
+        // under torchrun's long-lived agent store); all ranks join in the same order
+        let k = JOINED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let prefix = format!("{}group_{k}/", launch.store_prefix());
+        let prefix = CString::new(prefix).map_err(|e| fail(e.to_string()))?;
         let mut raw: *mut c_void = std::ptr::null_mut();
         call(|err| unsafe {
             // SAFETY: pointers live for the call; `raw` is written on success only.

@@ -471,8 +471,14 @@ pub fn train_with(
         next_batch = 0;
     }
     let train_seconds = train_start.elapsed().as_secs_f64();
-    if !main {
-        // rank 0 writes the final checkpoint and the model
+    if let (false, Some(g)) = (main, &group) {
+        // rank 0 writes the final checkpoint and the model; wait until they are on disk (what
+        // comes next, e.g. `nest distill`'s second stage, reads them). The final evaluation
+        // runs here too, so that this rank's wait is the save's, not the evaluation's.
+        if let Some(task) = &eval_task {
+            evaluate(&enc, task, &eval_layers, &eval_dims)?;
+        }
+        g.barrier()?;
         return Ok(Summary {
             steps: step,
             final_dir: o.run_dir.join("final"),
@@ -511,6 +517,9 @@ pub fn train_with(
         training_dtype: Some(enc.dtype().name().into()),
     };
     crate::export::save(&enc, &final_dir, &meta)?;
+    if let Some(g) = &group {
+        g.barrier()?;
+    }
     Ok(Summary {
         steps: step,
         final_dir,
