@@ -3,22 +3,25 @@
 # scripts/search_corpus.py encoded by one process and by 2 processes launched as torchrun
 # launches them (each reads its byte share, writes its part); compares the parts, in rank
 # order, with the single-process output. float32 (bf16 roundings depend on batch padding).
-# PY: a python with numpy for the comparison (default python3).
+# PY: a python with numpy for the comparison (default python3). LINES_USED=N: only the
+# corpus's first N lines (the whole corpus in float32 takes about 15 min per launch on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${NEST:-target/release/nest}
 OUT=${OUT:-runs/encode-by-rank}
 mkdir -p "$OUT"
 [ -f runs/search/corpus.jsonl ] || python3 scripts/search_corpus.py
+LINES=${LINES_USED:-0}   # 0: the whole corpus; N: its first N lines (runs/encode-by-rank/input.jsonl)
+if [ "$LINES" -gt 0 ]; then head -n "$LINES" runs/search/corpus.jsonl > "$OUT/input.jsonl"; IN="$OUT/input.jsonl"; else IN=runs/search/corpus.jsonl; fi
 lscpu | grep "Model name"
 s=$(date +%s.%N)
-OMP_NUM_THREADS=2 $N encode --input runs/search/corpus.jsonl --output "$OUT/one.npy" --dtype float32 2>&1 | tail -1
+OMP_NUM_THREADS=2 $N encode --input "$IN" --output "$OUT/one.npy" --dtype float32 2>&1 | tail -1
 echo "1 process x 2 threads: $(echo "$(date +%s.%N) - $s" | bc) s"
 s=$(date +%s.%N)
 port=$((29000 + RANDOM % 1000))
 for r in 0 1; do
   OMP_NUM_THREADS=1 WORLD_SIZE=2 RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-    $N encode --input runs/search/corpus.jsonl --output "$OUT/two.npy" --dtype float32 2>&1 | tail -1 &
+    $N encode --input "$IN" --output "$OUT/two.npy" --dtype float32 2>&1 | tail -1 &
 done
 wait
 echo "2 processes x 1 thread: $(echo "$(date +%s.%N) - $s" | bc) s"

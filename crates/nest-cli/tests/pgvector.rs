@@ -270,7 +270,8 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
         }
     }
     // the same export from 2 processes (as torchrun launches them) into another table: every
-    // row once, the same HNSW indexes, the same search results
+    // row once, the same exact search results (an exact scan: HNSW graphs depend on the order
+    // rows arrived in, which differs when two processes copy at once)
     let port = free_port().to_string();
     let ranks: Vec<_> = (0..2)
         .map(|r| {

@@ -1,7 +1,8 @@
-use anyhow::{Context, Result};
-use nest_index::{IndexBuilder, Level, Precision};
+use anyhow::Result;
+use nest_index::{IndexBuilder, Precision};
 use nest_model::EncodeOptions;
 
+use super::index_common::{finish, levels};
 use crate::args_search::{IndexBuildArgs, IndexCommand};
 use crate::progress;
 
@@ -79,39 +80,4 @@ fn build(a: IndexBuildArgs) -> Result<()> {
     }
     pb.finish_and_clear();
     finish(b, &a.out)
-}
-
-pub(super) fn levels(
-    dims: Option<&str>,
-    precisions: &[Precision],
-    full: usize,
-) -> Result<Vec<Level>> {
-    let dims = match dims {
-        Some(s) => nest_core::spec::parse_dims(s)?,
-        None => vec![full],
-    };
-    nest_core::spec::check_dims("--dims", &dims, full)?;
-    Ok(dims
-        .iter()
-        .flat_map(|&dim| {
-            precisions
-                .iter()
-                .map(move |&precision| Level { precision, dim })
-        })
-        .collect())
-}
-
-pub(super) fn finish(b: IndexBuilder, out: &std::path::Path) -> Result<()> {
-    let m = b
-        .finish()
-        .with_context(|| format!("writing {}", out.display()))?;
-    let lv: Vec<String> = m.levels.iter().map(|l| l.level().to_string()).collect();
-    eprintln!(
-        "indexed {} vectors of dim {} at levels {} into {}",
-        m.count,
-        m.full_dim,
-        lv.join(", "),
-        out.display()
-    );
-    Ok(())
 }

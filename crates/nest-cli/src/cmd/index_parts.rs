@@ -49,7 +49,7 @@ pub fn build(a: IndexBuildArgs, g: &nest_dist::Group) -> Result<()> {
     let layer = a.layer.unwrap_or(model.num_layers());
     nest_core::spec::check_layers("--layer", &[layer], model.num_layers())?;
     let d = model.output_dim();
-    let levels = super::index::levels(a.dims.as_deref(), &precisions, d)?;
+    let levels = super::index_common::levels(a.dims.as_deref(), &precisions, d)?;
     let texts: Vec<&str> = share.docs.iter().map(|d| d.text.as_str()).collect();
     let data = if texts.is_empty() {
         Vec::new()
@@ -92,7 +92,7 @@ pub fn build(a: IndexBuildArgs, g: &nest_dist::Group) -> Result<()> {
     });
     let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
     merge(&dir, g.world(), d, &mut b)?;
-    super::index::finish(b, &a.out)?;
+    super::index_common::finish(b, &a.out)?;
     std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     Ok(())
 }

@@ -8,6 +8,7 @@ mod distill;
 mod encode;
 mod eval;
 mod index;
+mod index_common;
 mod index_parts;
 mod info;
 mod inspect;

@@ -259,6 +259,22 @@ pub const RESUMABLE_KEYS: [&str; 6] = [
 ];
 
 impl Recipe {
+    /// The keys of GradCache and deterministic runs.
+    fn validate_scale(&self) -> std::result::Result<(), String> {
+        if let Some(p) = self.dropout {
+            if !(0.0..1.0).contains(&p) {
+                return Err(format!("dropout must be in [0, 1), got {p}"));
+            }
+        }
+        if self.mini_batch_size > 0 && self.mini_batch_size >= self.batch_size {
+            return Err(format!(
+                "mini_batch_size {} must be below batch_size {} (0 turns GradCache off)",
+                self.mini_batch_size, self.batch_size
+            ));
+        }
+        Ok(())
+    }
+
     /// Value checks that need no model (the dims are checked against the model later).
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.dtype == nest_model::DtypeChoice::Fixed(nest_model::Dtype::Int8) {
@@ -315,17 +331,7 @@ impl Recipe {
                 return Err(format!("{k} must be at least {lo}, got {v}"));
             }
         }
-        if let Some(p) = self.dropout {
-            if !(0.0..1.0).contains(&p) {
-                return Err(format!("dropout must be in [0, 1), got {p}"));
-            }
-        }
-        if self.mini_batch_size > 0 && self.mini_batch_size >= self.batch_size {
-            return Err(format!(
-                "mini_batch_size {} must be below batch_size {} (0 turns GradCache off)",
-                self.mini_batch_size, self.batch_size
-            ));
-        }
+        self.validate_scale()?;
         if !(self.lr > 0.0 && self.lr.is_finite()) {
             return Err(format!("lr must be > 0, got {}", self.lr));
         }

@@ -11,6 +11,7 @@ mod eval;
 mod run_dir;
 pub mod spread;
 pub mod step;
+mod sync;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -379,7 +380,7 @@ pub fn train_with(
                 continue;
             }
             if let Some(g) = &group {
-                spread::sync_gradients(g, &opt)?;
+                sync::sync_gradients(g, &opt)?;
             }
             let lr = lr_at(r.lr, step, total, warmup, r.decay);
             let grad_norm = apply_update(&mut opt, r.max_grad_norm, lr);

@@ -1,0 +1,41 @@
+//! What `nest index build` shares between its single-process path (`index.rs`) and its
+//! multi-process one (`index_parts.rs`): the stored levels and the closing report. A leaf, so
+//! that the two need not import each other.
+
+use anyhow::{Context, Result};
+use nest_index::{IndexBuilder, Level, Precision};
+
+pub(super) fn levels(
+    dims: Option<&str>,
+    precisions: &[Precision],
+    full: usize,
+) -> Result<Vec<Level>> {
+    let dims = match dims {
+        Some(s) => nest_core::spec::parse_dims(s)?,
+        None => vec![full],
+    };
+    nest_core::spec::check_dims("--dims", &dims, full)?;
+    Ok(dims
+        .iter()
+        .flat_map(|&dim| {
+            precisions
+                .iter()
+                .map(move |&precision| Level { precision, dim })
+        })
+        .collect())
+}
+
+pub(super) fn finish(b: IndexBuilder, out: &std::path::Path) -> Result<()> {
+    let m = b
+        .finish()
+        .with_context(|| format!("writing {}", out.display()))?;
+    let lv: Vec<String> = m.levels.iter().map(|l| l.level().to_string()).collect();
+    eprintln!(
+        "indexed {} vectors of dim {} at levels {} into {}",
+        m.count,
+        m.full_dim,
+        lv.join(", "),
+        out.display()
+    );
+    Ok(())
+}
