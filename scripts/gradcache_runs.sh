@@ -2,8 +2,8 @@
 # GradCache real runs (issue 21): MRL and 2DMSE on SNLI triplets, batch 32 vs batch 256 (chunks of 32),
 # 4 epochs at lr 5e-5, everything else as the recipes. Resumable: each run resumes if its dir exists.
 set -x
-cd /work/main
-N=target/release/nest
+cd "$(dirname "$0")/.."
+N=${NEST:-target/release/nest}
 for m in mrl 2dmse; do
   for b in 32 256; do
     run=runs/gc-$m-snli-b$b
