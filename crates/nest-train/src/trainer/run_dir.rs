@@ -17,6 +17,11 @@ pub(crate) fn identity_hash(r: &Recipe) -> String {
         for k in RESUMABLE_KEYS {
             t.remove(k);
         }
+        // keys added later hash as before when they keep their default, so that runs started
+        // before they existed still resume
+        if t.get("mini_batch_size") == Some(&toml::Value::Integer(0)) {
+            t.remove("mini_batch_size");
+        }
     }
     format!("{:x}", Sha256::digest(v.to_string().as_bytes()))
 }
