@@ -12,6 +12,7 @@ mod run_dir;
 pub mod spread;
 pub mod step;
 mod sync;
+mod types;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -21,11 +22,10 @@ use nest_eval::tasks::{Task, TaskSource};
 use nest_model::{ElasticEncoder, NestMeta};
 use serde_json::json;
 use tch::nn::VarStore;
-use tch::Device;
 
 use crate::checkpoint::{self, State};
 use crate::data::{epoch_plan, load_sources, padding, Batch, Source};
-use crate::objective::{Objective, StepContext};
+use crate::objective::StepContext;
 use crate::optim::AdamW;
 use crate::recipe::{LossKind, Recipe};
 use crate::schedule::lr_at;
@@ -34,80 +34,7 @@ use eval::evaluate;
 use run_dir::{dist_timeout, identity_hash, run_err, start_run_dir, trim_log};
 use spread::{spread_micro_step, Spread};
 pub use step::{apply_update, batch_output, micro_step, MicroResult};
-
-/// Builds a run's objective from the recipe and the loaded model; trainable parameters go
-/// under the given path (optimised, checkpointed, never exported).
-pub type ObjectiveBuilder<'a> =
-    dyn Fn(&Recipe, &ElasticEncoder, &tch::nn::Path) -> Result<Box<dyn Objective>> + 'a;
-
-/// The objective a recipe names ([`crate::objective::build`]).
-pub fn recipe_objective(
-    r: &Recipe,
-    enc: &ElasticEncoder,
-    params: &tch::nn::Path,
-) -> Result<Box<dyn Objective>> {
-    Ok(Box::new(crate::objective::build(
-        r,
-        enc.output_dim(),
-        enc.num_layers(),
-        params,
-    )?))
-}
-
-/// How to run.
-#[derive(Debug, Clone)]
-pub struct TrainOptions {
-    pub run_dir: PathBuf,
-    pub resume: bool,
-    pub overwrite: bool,
-    pub device: Device,
-    /// Stop (as if interrupted) after this many optimizer steps of this process, leaving the
-    /// checkpoints as they are: no final checkpoint, no export. For time-boxed runs and tests.
-    pub stop_after_steps: Option<u64>,
-    /// Resume a checkpoint written by another number of processes (not bit-exact then).
-    pub allow_world_change: bool,
-}
-
-/// What a finished run reports.
-#[derive(Debug, Clone)]
-pub struct Summary {
-    pub steps: u64,
-    pub final_dir: PathBuf,
-    pub last_loss: f64,
-    /// (real tokens, padded tokens) of epoch 0 with the recipe's batching, and without length
-    /// batching, for the padding report.
-    pub padding: ((usize, usize), (usize, usize)),
-    pub seconds: f64,
-    /// Seconds from after the model is loaded to the end of the last step (data reading and
-    /// tokenisation, training, periodic eval and checkpoints; not the final save).
-    pub train_seconds: f64,
-    pub resumed_from: Option<u64>,
-    /// Whether this process wrote the run's files (the only process, or rank 0).
-    pub main: bool,
-}
-
-/// Events for a progress display.
-#[derive(Debug, Clone)]
-pub enum Event {
-    Start {
-        total_steps: u64,
-        resumed_from: Option<u64>,
-    },
-    Step {
-        step: u64,
-        loss: f64,
-        lr: f64,
-    },
-    Eval {
-        step: u64,
-        summary: String,
-    },
-    Checkpoint {
-        step: u64,
-        path: PathBuf,
-    },
-    Message(String),
-}
+pub use types::{recipe_objective, Event, ObjectiveBuilder, Summary, TrainOptions};
 
 /// Trains as the recipe says; see the module docs for the resume guarantees.
 pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Result<Summary> {
@@ -336,29 +263,17 @@ pub fn train_with(
                 micro_batch: offsets[epoch as usize] + bi as u64,
                 seed: r.seed,
             };
-            let res = if spread.is_plain() {
-                micro_step(
-                    &enc,
-                    objective.as_ref(),
-                    &sources[b.source],
-                    b,
-                    r.loss,
-                    &ctx,
-                    r.grad_accum,
-                )
-            } else {
-                spread_micro_step(
-                    &enc,
-                    objective.as_ref(),
-                    &sources[b.source],
-                    b,
-                    r.loss,
-                    &ctx,
-                    r.grad_accum,
-                    &spread,
-                    r.dropout != Some(0.0),
-                )?
-            };
+            let res = spread_micro_step(
+                &enc,
+                objective.as_ref(),
+                &sources[b.source],
+                b,
+                r.loss,
+                &ctx,
+                r.grad_accum,
+                &spread,
+                r.dropout != Some(0.0),
+            )?;
             if !res.loss.is_finite() {
                 return Err(Error::NonFinite {
                     step: step + 1,

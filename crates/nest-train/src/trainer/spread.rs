@@ -22,7 +22,7 @@ use nest_dist::Group;
 use nest_model::ElasticEncoder;
 use tch::Tensor;
 
-use super::step::{encode_column, MicroResult};
+use super::step::{encode_column, micro_step, score, MicroResult};
 use crate::data::{Batch, Source};
 use crate::objective::{BatchOutput, Column, Objective, PooledLayer, StepContext};
 use crate::recipe::LossKind;
@@ -245,7 +245,7 @@ fn pooled_column(enc: &ElasticEncoder, raw: &Tensor, out: Option<&Tensor>) -> Co
     }
 }
 
-/// One micro-batch, spread: see the module docs. The loss and terms are the global batch's
+/// One micro-batch, spread (a plain [`micro_step`] when `spread` is plain): see the module docs. The loss and terms are the global batch's
 /// (the same on every rank); the caller syncs gradients once per optimizer step.
 // long: the five phases of a spread step (slice, encode, gather, score, replay) in order.
 #[allow(clippy::too_many_arguments)]
@@ -260,6 +260,9 @@ pub fn spread_micro_step(
     spread: &Spread,
     train: bool,
 ) -> Result<MicroResult> {
+    if spread.is_plain() {
+        return Ok(micro_step(enc, objective, src, b, loss, ctx, grad_accum));
+    }
     let (rank, world) = spread.rank_world();
     let n = b.examples.len();
     let cols = column_sources(src, loss);
@@ -314,31 +317,11 @@ pub fn spread_micro_step(
     };
     // objectives' own random draws (e.g. a randomised SVD) must agree on every rank
     tch::manual_seed(ctx.seed.wrapping_add(ctx.micro_batch) as i64);
-    let terms = objective.terms(&out, ctx);
-    let total = terms
-        .iter()
-        .map(|t| t.value.shallow_clone())
-        .reduce(|a, b| a + b)
-        .expect("an objective returns terms");
-    let value = total.double_value(&[]);
-    let named: Vec<(String, f64)> = terms
-        .iter()
-        .map(|t| (t.name.clone(), t.value.double_value(&[])))
-        .collect();
-    if !value.is_finite() {
-        return Ok(MicroResult {
-            loss: value,
-            terms: named,
-        });
-    }
-    (total / grad_accum as f64).backward();
-    if cached {
+    let (res, finite) = score(objective, &out, ctx, grad_accum);
+    if cached && finite {
         replay(&encoding, local, chunk, seed, &mine);
     }
-    Ok(MicroResult {
-        loss: value,
-        terms: named,
-    })
+    Ok(res)
 }
 
 /// GradCache's second pass: each chunk again, same seed, with a graph; back-propagates the

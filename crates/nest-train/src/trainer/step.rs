@@ -97,7 +97,19 @@ pub fn micro_step(
 ) -> MicroResult {
     tch::manual_seed(ctx.seed.wrapping_add(ctx.micro_batch) as i64);
     let out = batch_output(enc, src, b, loss, true, objective.attention());
-    let terms = objective.terms(&out, ctx);
+    let (res, _) = score(objective, &out, ctx, grad_accum);
+    res
+}
+
+/// The objective on one batch's outputs: its terms summed and, when the sum is finite,
+/// back-propagated as `sum / grad_accum`. Returns the values and whether it back-propagated.
+pub(crate) fn score(
+    objective: &dyn Objective,
+    out: &BatchOutput,
+    ctx: &StepContext,
+    grad_accum: usize,
+) -> (MicroResult, bool) {
+    let terms = objective.terms(out, ctx);
     let total = terms
         .iter()
         .map(|t| t.value.shallow_clone())
@@ -108,10 +120,11 @@ pub fn micro_step(
         .iter()
         .map(|t| (t.name.clone(), t.value.double_value(&[])))
         .collect();
-    if value.is_finite() {
+    let finite = value.is_finite();
+    if finite {
         (total / grad_accum as f64).backward();
     }
-    MicroResult { loss: value, terms }
+    (MicroResult { loss: value, terms }, finite)
 }
 
 /// The optimizer update after the accumulated micro-batches: clip, AdamW step at `lr`, zero

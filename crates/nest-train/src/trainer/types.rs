@@ -1,0 +1,85 @@
+//! What a training run takes and gives back: its options and objective builder, its summary,
+//! its progress events.
+
+use std::path::PathBuf;
+
+use nest_model::ElasticEncoder;
+use tch::Device;
+
+use crate::objective::Objective;
+use crate::recipe::Recipe;
+use crate::Result;
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct TrainOptions {
+    pub run_dir: PathBuf,
+    pub resume: bool,
+    pub overwrite: bool,
+    pub device: Device,
+    /// Stop (as if interrupted) after this many optimizer steps of this process, leaving the
+    /// checkpoints as they are: no final checkpoint, no export. For time-boxed runs and tests.
+    pub stop_after_steps: Option<u64>,
+    /// Resume a checkpoint written by another number of processes (not bit-exact then).
+    pub allow_world_change: bool,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub steps: u64,
+    pub final_dir: PathBuf,
+    pub last_loss: f64,
+    /// (real tokens, padded tokens) of epoch 0 with the recipe's batching, and without length
+    /// batching, for the padding report.
+    pub padding: ((usize, usize), (usize, usize)),
+    pub seconds: f64,
+    /// Seconds from after the model is loaded to the end of the last step (data reading and
+    /// tokenisation, training, periodic eval and checkpoints; not the final save).
+    pub train_seconds: f64,
+    pub resumed_from: Option<u64>,
+    /// Whether this process wrote the run's files (the only process, or rank 0).
+    pub main: bool,
+}
+
+/// Events for a progress display.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Start {
+        total_steps: u64,
+        resumed_from: Option<u64>,
+    },
+    Step {
+        step: u64,
+        loss: f64,
+        lr: f64,
+    },
+    Eval {
+        step: u64,
+        summary: String,
+    },
+    Checkpoint {
+        step: u64,
+        path: PathBuf,
+    },
+    Message(String),
+}
+
+/// Builds a run's objective from the recipe and the loaded model; trainable parameters go
+/// under the given path (optimised, checkpointed, never exported).
+pub type ObjectiveBuilder<'a> =
+    dyn Fn(&Recipe, &ElasticEncoder, &tch::nn::Path) -> Result<Box<dyn Objective>> + 'a;
+
+/// The objective a recipe names ([`crate::objective::build`]).
+pub fn recipe_objective(
+    r: &Recipe,
+    enc: &ElasticEncoder,
+    params: &tch::nn::Path,
+) -> Result<Box<dyn Objective>> {
+    Ok(Box::new(crate::objective::build(
+        r,
+        enc.output_dim(),
+        enc.num_layers(),
+        params,
+    )?))
+}
