@@ -119,6 +119,11 @@ pub struct GridArgs {
     /// Apply an adaptor made by `nest compress` to every vector (dims default to its dims).
     #[arg(long)]
     pub adaptor: Option<PathBuf>,
+    /// Leave the per-item scores (each pair's similarity, each query's nDCG@10, each
+    /// example's prediction) out of report.json; `nest eval compare` then cannot test
+    /// significance.
+    #[arg(long)]
+    pub no_items: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -142,12 +147,22 @@ pub struct EvalStsArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// report.json files; each after the first is compared with the first.
+    /// report.json files; each after the first is compared with the first. Several runs of one
+    /// method (seeds) make one side when comma-separated: `a1.json,a2.json,a3.json`.
     #[arg(required = true, num_args = 2..)]
-    pub reports: Vec<PathBuf>,
-    /// Where compare.md and the delta heatmaps go (default: beside the last report).
+    pub reports: Vec<String>,
+    /// Where compare.md, compare.json and the heatmaps go (default: beside the last report).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Paired-bootstrap resamples over the test items per cell (0: no significance test).
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: usize,
+    /// Seed of the bootstrap's draws.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Family-wise error rate of Holm's correction over all cells compared.
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
 }
 
 #[derive(Debug, Args)]

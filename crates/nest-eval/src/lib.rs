@@ -10,10 +10,12 @@ pub mod compare;
 pub mod error;
 mod files;
 pub mod inspect;
+pub mod items;
 pub mod metrics;
 pub mod plots;
 pub mod quantize;
 pub mod report;
+pub mod significance;
 pub mod suite;
 pub mod tasks;
 

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::items::Items;
 use crate::quantize::Precision;
 use crate::tasks::TaskKind;
 use crate::{Error, Result};
@@ -35,6 +36,10 @@ pub struct Cell {
     pub precision: Precision,
     #[serde(deserialize_with = "nullable_map")]
     pub metrics: BTreeMap<String, f64>,
+    /// Per-item scores for significance tests (see [`crate::items`]); absent with
+    /// `nest eval --no-items` and in reports written before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Items>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -55,14 +60,21 @@ pub struct TaskResult {
     pub warnings: Vec<String>,
     pub seconds: f64,
     pub cells: Vec<Cell>,
+    /// Per-item gold for significance tests (see [`crate::items`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gold: Option<Items>,
 }
 
 impl TaskResult {
     pub fn main(&self, layer: usize, dim: usize, precision: Precision) -> Option<f64> {
+        self.cell(layer, dim, precision)
+            .and_then(|c| c.metrics.get(&self.main_metric).copied())
+    }
+
+    pub fn cell(&self, layer: usize, dim: usize, precision: Precision) -> Option<&Cell> {
         self.cells
             .iter()
             .find(|c| c.layer == layer && c.dim == dim && c.precision == precision)
-            .and_then(|c| c.metrics.get(&self.main_metric).copied())
     }
 }
 
@@ -375,6 +387,7 @@ mod tests {
                 ("pearson".to_string(), 1.5),
             ]
             .into(),
+            items: None,
         };
         let json = serde_json::to_string(&c).unwrap();
         assert!(json.contains("null"), "{json}");

@@ -9,6 +9,7 @@ use nest_model::pooling::truncate_normalize;
 use nest_model::{ElasticEncoder, EncodeOptions};
 use tch::{Kind, Tensor};
 
+use crate::items::Items;
 use crate::metrics::classify::{accuracy_macro_f1, LogReg, LogRegConfig};
 use crate::metrics::pair::pair_scores;
 use crate::metrics::retrieval::{mean, query_scores, rank_docs};
@@ -31,6 +32,9 @@ pub struct GridSpec {
     /// An adaptor applied to every pooled vector (`nest eval --adaptor`); `dims` must be dims
     /// it serves.
     pub adaptor: Option<std::rc::Rc<nest_model::Adaptor>>,
+    /// Keep per-item scores in the report for significance tests (`nest eval --no-items`
+    /// leaves them out).
+    pub items: bool,
 }
 
 /// The L2-normalised `dim`-vectors of the given rows: the prefix, or the adaptor's output.
@@ -171,15 +175,29 @@ fn row_cos(a: &Tensor, b: &Tensor) -> Vec<f64> {
     Vec::<f64>::try_from(&c).unwrap_or_default()
 }
 
+/// The per-item gold a significance test needs beside the cells' items (see [`crate::items`]).
+fn gold_of(rows: &Rows) -> Option<Items> {
+    match rows {
+        Rows::Scored { gold, .. } => Some(Items::from_f64(gold)),
+        Rows::Labelled { labels, .. } => Some(Items(
+            labels.iter().map(|&l| if l { 1.0 } else { 0.0 }).collect(),
+        )),
+        Rows::Classes { yte, .. } => Some(Items(yte.iter().map(|&c| c as f32).collect())),
+        Rows::Search { .. } => None,
+    }
+}
+
 // long: one match over the task families, each arm a few lines of the same cell protocol.
+/// The metrics of one cell and its per-item scores (see [`crate::items`]).
 fn cell_metrics(
     rows: &Rows,
     pooled: &Tensor,
     dim: usize,
     p: Precision,
     g: &GridSpec,
-) -> BTreeMap<String, f64> {
+) -> (BTreeMap<String, f64>, Items) {
     let mut m = BTreeMap::new();
+    let items;
     match rows {
         Rows::Scored { a, b, gold } => {
             let all = Tensor::cat(&[a, b], 0);
@@ -192,6 +210,7 @@ fn cell_metrics(
                 "pearson".into(),
                 100.0 * crate::metrics::pearson(&cos, gold),
             );
+            items = Items::from_f64(&cos);
         }
         Rows::Labelled { a, b, labels } => {
             let all = Tensor::cat(&[a, b], 0);
@@ -205,6 +224,7 @@ fn cell_metrics(
             m.insert("ap".into(), 100.0 * s.ap);
             m.insert("accuracy_threshold".into(), s.accuracy_threshold);
             m.insert("f1_threshold".into(), s.f1_threshold);
+            items = Items::from_f64(&cos);
         }
         Rows::Classes {
             train,
@@ -216,7 +236,9 @@ fn cell_metrics(
             let xtr = space(pooled, train, train, dim, p, g);
             let xte = space(pooled, test, train, dim, p, g);
             let model = LogReg::fit(&xtr, ytr, *classes, g.logreg);
-            let (acc, f1) = accuracy_macro_f1(yte, &model.predict(&xte), *classes);
+            let pred = model.predict(&xte);
+            let (acc, f1) = accuracy_macro_f1(yte, &pred, *classes);
+            items = Items(pred.iter().map(|&c| c as f32).collect());
             m.insert("accuracy".into(), 100.0 * acc);
             m.insert("macro_f1".into(), 100.0 * f1);
             m.insert("logreg_iterations".into(), model.iterations as f64);
@@ -270,6 +292,7 @@ fn cell_metrics(
                 }
             }
             let s = mean(&per_query);
+            items = Items(per_query.iter().map(|q| q.ndcg_at_10 as f32).collect());
             m.insert("ndcg_at_10".into(), 100.0 * s.ndcg_at_10);
             m.insert("mrr_at_10".into(), 100.0 * s.mrr_at_10);
             m.insert("recall_at_100".into(), 100.0 * s.recall_at_100);
@@ -283,7 +306,7 @@ fn cell_metrics(
             }
         }
     }
-    m
+    (m, items)
 }
 
 fn n_examples(rows: &Rows) -> usize {
@@ -320,12 +343,13 @@ pub fn run(
         for (li, &layer) in g.layers.iter().enumerate() {
             for &dim in &g.dims {
                 for &precision in &g.precisions {
-                    let metrics = cell_metrics(r, &pooled[li], dim, precision, g);
+                    let (metrics, items) = cell_metrics(r, &pooled[li], dim, precision, g);
                     cells.push(Cell {
                         layer,
                         dim,
                         precision,
                         metrics,
+                        items: g.items.then_some(items),
                     });
                     progress(Progress::Cells {
                         task: &task.name,
@@ -352,6 +376,7 @@ pub fn run(
             warnings: task.warnings.clone(),
             seconds: start.elapsed().as_secs_f64(),
             cells,
+            gold: if g.items { gold_of(r) } else { None },
         });
     }
     Ok(out)

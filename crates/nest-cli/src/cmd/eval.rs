@@ -1,10 +1,12 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use nest_core::{parse_dims, parse_layers};
+use nest_eval::compare::{Group, Legend};
 use nest_eval::quantize::Precision;
 use nest_eval::report::{grid_text, Costs, ModelInfo};
+use nest_eval::significance::Bootstrap;
 use nest_eval::suite::{self, GridSpec, Progress};
 use nest_eval::tasks::{default_sources, Task, TaskKind, TaskSource};
 use nest_eval::Report;
@@ -60,8 +62,17 @@ fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
         let report = run_one_grid(m, fixed, sources, g, &out)?;
         written.push((name, report));
     }
-    let reports: Vec<std::path::PathBuf> = written.into_iter().map(|(_, p)| p).collect();
-    compare(CompareArgs { reports, out: None })
+    let reports = written
+        .into_iter()
+        .map(|(_, p)| p.display().to_string())
+        .collect();
+    compare(CompareArgs {
+        reports,
+        out: None,
+        resamples: 1000,
+        seed: 0,
+        alpha: 0.05,
+    })
 }
 
 // Long (~115 lines): read, check, load, run the suite, measure, write, in that order; the
@@ -104,6 +115,7 @@ fn run_one_grid(
         rescore: g.rescore,
         logreg: Default::default(),
         adaptor,
+        items: !g.no_items,
     };
     let opts = EncodeOptions {
         batch_size: m.batch_size,
@@ -228,33 +240,83 @@ fn report_name(p: &Path) -> String {
         .unwrap_or_else(|| p.display().to_string())
 }
 
+/// One side from `a.json` or `a1.json,a2.json,...` (runs of one method); named after the
+/// reports' folders, their common prefix for several.
+fn read_group(arg: &str) -> Result<Group> {
+    let paths: Vec<PathBuf> = arg
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    anyhow::ensure!(!paths.is_empty(), "'{arg}' names no report.json");
+    let names: Vec<String> = paths.iter().map(|p| report_name(p)).collect();
+    let name = match names.as_slice() {
+        [one] => one.clone(),
+        [first, rest @ ..] => {
+            let common = rest.iter().fold(first.len(), |n, s| {
+                first
+                    .bytes()
+                    .zip(s.bytes())
+                    .take(n)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            });
+            let prefix = first[..common].trim_end_matches(['-', '_', '.']);
+            if prefix.is_empty() {
+                format!("{first} (+{})", rest.len())
+            } else {
+                format!("{prefix} (x{})", names.len())
+            }
+        }
+        [] => unreachable!("paths is not empty"),
+    };
+    Ok(Group::read(name, paths)?)
+}
+
 fn compare(c: CompareArgs) -> Result<()> {
-    let reports = c
+    anyhow::ensure!(
+        c.alpha > 0.0 && c.alpha < 1.0,
+        "--alpha {} is not in (0, 1)",
+        c.alpha
+    );
+    let groups = c
         .reports
         .iter()
-        .map(|p| Report::read(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let base_name = report_name(&c.reports[0]);
-    for (i, r) in reports.iter().enumerate().skip(1) {
-        let name = report_name(&c.reports[i]);
-        let deltas = nest_eval::compare::compare(&reports[0], r);
+        .map(|a| read_group(a))
+        .collect::<Result<Vec<_>>>()?;
+    let boot = (c.resamples > 0).then_some(Bootstrap {
+        resamples: c.resamples,
+        seed: c.seed,
+    });
+    let mut all = Vec::new();
+    for g in &groups[1..] {
+        let deltas = nest_eval::compare::compare(&groups[0], g, boot)?;
         anyhow::ensure!(
             !deltas.is_empty(),
             "{} and {} share no task and precision",
-            c.reports[0].display(),
-            c.reports[i].display()
+            groups[0].paths[0].display(),
+            g.paths[0].display()
         );
+        all.push(deltas);
+    }
+    let family = nest_eval::compare::correct(&mut all);
+    let legend = Legend {
+        boot,
+        alpha: c.alpha,
+        family,
+    };
+    for (g, deltas) in groups[1..].iter().zip(&all) {
         print!(
             "{}",
-            nest_eval::compare::markdown(&base_name, &name, &deltas)
+            nest_eval::compare::markdown(&groups[0], g, deltas, legend)
         );
         let out = c.out.clone().unwrap_or_else(|| {
-            c.reports[i]
+            g.paths[0]
                 .parent()
                 .unwrap_or(Path::new("."))
-                .join(format!("compare-vs-{base_name}"))
+                .join(format!("compare-vs-{}", report_name(&groups[0].paths[0])))
         });
-        let written = nest_eval::compare::write(&out, &base_name, &name, &deltas)?;
+        let written = nest_eval::compare::write(&out, &groups[0], g, deltas, legend)?;
         eprintln!("wrote {} files to {}", written.len(), out.display());
     }
     Ok(())

@@ -22,6 +22,7 @@ pub(crate) fn evaluate(
         rescore: 0,
         logreg: Default::default(),
         adaptor: None,
+        items: false,
     };
     let res = nest_eval::suite::run(
         enc,
