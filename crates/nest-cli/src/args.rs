@@ -130,8 +130,21 @@ pub struct GridArgs {
 pub enum EvalCommand {
     /// STS on given files: Spearman x100 of cosine vs gold per (layer, dim, precision).
     Sts(EvalStsArgs),
-    /// Per-cell deltas of reports against the first: prints tables, writes compare.md and plots.
+    /// Per-cell deltas of reports against the first, with paired-bootstrap intervals and
+    /// Holm-corrected significance: prints tables, writes compare.md, compare.json and plots.
     Compare(CompareArgs),
+    /// Several runs of one method (seeds): mean, sd and 95% t-interval per cell.
+    Seeds(SeedsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SeedsArgs {
+    /// report.json of each run (2 or more).
+    #[arg(required = true, num_args = 2..)]
+    pub reports: Vec<PathBuf>,
+    /// Where seeds.md and seeds.json go (default: beside the first report).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -236,6 +249,11 @@ pub struct TrainArgs {
     /// bit-exact: dropout masks and summation order change).
     #[arg(long)]
     pub allow_world_change: bool,
+    /// One run per seed, e.g. `--seeds 1,2,3`: each in `<run dir>-seed<S>` with the recipe's
+    /// `seed` set to S, started or continued where it stopped; evaluate each and pass the
+    /// reports comma-separated to `nest eval compare` for mean, spread and paired intervals.
+    #[arg(long, value_delimiter = ',')]
+    pub seeds: Vec<u64>,
     /// Recipe keys as flags: `--lr 3e-5 --matryoshka-dims "[16, 32]" --data file.tsv:scored`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "--KEY VALUE")]
     pub overrides: Vec<String>,

@@ -12,7 +12,7 @@ use nest_eval::tasks::{default_sources, Task, TaskKind, TaskSource};
 use nest_eval::Report;
 use nest_model::{ElasticEncoder, EncodeOptions};
 
-use crate::args::{CompareArgs, EvalArgs, EvalCommand, GridArgs, ModelArgs};
+use crate::args::{CompareArgs, EvalArgs, EvalCommand, GridArgs, ModelArgs, SeedsArgs};
 use crate::progress;
 
 pub fn run(a: EvalArgs) -> Result<()> {
@@ -23,6 +23,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
             run_grid(&s.model, &sources, &s.grid)
         }
         Some(EvalCommand::Compare(c)) => compare(c),
+        Some(EvalCommand::Seeds(c)) => seeds(c),
         None => {
             let kinds = TaskKind::parse_list(&a.tasks)?;
             anyhow::ensure!(
@@ -319,5 +320,25 @@ fn compare(c: CompareArgs) -> Result<()> {
         let written = nest_eval::compare::write(&out, &groups[0], g, deltas, legend)?;
         eprintln!("wrote {} files to {}", written.len(), out.display());
     }
+    Ok(())
+}
+
+fn seeds(c: SeedsArgs) -> Result<()> {
+    let runs = c
+        .reports
+        .iter()
+        .map(|p| Report::read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let names: Vec<String> = c.reports.iter().map(|p| report_name(p)).collect();
+    let tasks = nest_eval::seeds::summarise(&runs)?;
+    print!("{}", nest_eval::seeds::markdown(&names, &tasks));
+    let out = c.out.clone().unwrap_or_else(|| {
+        c.reports[0]
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("seeds")
+    });
+    let written = nest_eval::seeds::write(&out, &c.reports, &names, &tasks)?;
+    eprintln!("wrote {} files to {}", written.len(), out.display());
     Ok(())
 }

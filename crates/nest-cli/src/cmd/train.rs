@@ -30,6 +30,16 @@ fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
             "--resume" => a.resume = Some(value("--resume")?),
             "--overwrite" => a.overwrite = true,
             "--allow-world-change" => a.allow_world_change = true,
+            "--seeds" => {
+                let v = value("--seeds")?;
+                for s in v.to_string_lossy().split(',').filter(|s| !s.is_empty()) {
+                    a.seeds.push(
+                        s.trim()
+                            .parse()
+                            .map_err(|_| anyhow::anyhow!("--seeds: '{s}' is not a whole number"))?,
+                    );
+                }
+            }
             _ => rest.push(f),
         }
     }
@@ -50,7 +60,6 @@ pub fn run(a: TrainArgs) -> Result<()> {
         // resuming without a recipe: the run's own resolved recipe
         a.recipe = Some(run.join("recipe.toml"));
     }
-    let recipe = Recipe::load(a.recipe.as_deref(), &a.overrides)?;
     let run_dir = match (&a.resume, &a.run_dir) {
         (Some(r), _) => r.clone(),
         (None, Some(d)) => d.clone(),
@@ -72,8 +81,39 @@ pub fn run(a: TrainArgs) -> Result<()> {
         stop_after_steps: None,
         allow_world_change: a.allow_world_change,
     };
+    if a.seeds.is_empty() {
+        let recipe = Recipe::load(a.recipe.as_deref(), &a.overrides)?;
+        return run_one(&recipe, &opts);
+    }
+    anyhow::ensure!(
+        a.resume.is_none(),
+        "--seeds starts or continues each seed's run itself; leave out --resume"
+    );
+    let mut finals = Vec::new();
+    for &seed in &a.seeds {
+        let mut overrides = a.overrides.clone();
+        overrides.extend(["--seed".to_string(), seed.to_string()]);
+        let recipe = Recipe::load(a.recipe.as_deref(), &overrides)?;
+        let dir = PathBuf::from(format!("{}-seed{seed}", run_dir.display()));
+        eprintln!("== seed {seed}: {} ==", dir.display());
+        let opts = TrainOptions {
+            resume: !a.overwrite && dir.join("recipe.toml").is_file(),
+            run_dir: dir.clone(),
+            ..opts.clone()
+        };
+        run_one(&recipe, &opts)?;
+        finals.push(dir.join("final"));
+    }
+    eprintln!(
+        "{} seeds trained; evaluate each (`nest eval --model DIR --out reports/NAME-seedS`) and compare the reports comma-separated (`nest eval compare base.json a1.json,a2.json,...`)",
+        finals.len()
+    );
+    Ok(())
+}
+
+fn run_one(recipe: &Recipe, opts: &TrainOptions) -> Result<()> {
     let pb = bar();
-    let summary = train(&recipe, &opts, &mut |e| on_event(&pb, e))?;
+    let summary = train(recipe, opts, &mut |e| on_event(&pb, e))?;
     pb.finish_and_clear();
     if !summary.main {
         return Ok(()); // rank 0 reports for the job
@@ -84,7 +124,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         summary.seconds,
         summary.last_loss,
         summary.final_dir.display(),
-        run_dir.join("metrics.jsonl").display()
+        opts.run_dir.join("metrics.jsonl").display()
     );
     Ok(())
 }

@@ -1,0 +1,201 @@
+//! `nest eval compare` on reports with and without per-item scores, runs of one method as a
+//! side, Holm's correction, and the seed spread, on small reports made here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use nest_eval::compare::{compare, correct, Group};
+use nest_eval::items::{statistic, Items};
+use nest_eval::quantize::Precision;
+use nest_eval::report::{Cell, Costs, FileRef, ModelInfo, Report, TaskResult};
+use nest_eval::significance::Bootstrap;
+use nest_eval::tasks::TaskKind;
+
+const N: usize = 400;
+
+/// A deterministic pseudo-random stream (a linear congruential generator), so that the
+/// reports need no fixture.
+fn noise(seed: u64) -> impl FnMut() -> f32 {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
+}
+
+fn gold() -> Vec<f32> {
+    let mut r = noise(1);
+    (0..N).map(|_| (r() + 0.5) * 5.0).collect()
+}
+
+/// An STS report whose similarities are gold plus noise of the given size; layers 1 and 2
+/// (layer 2 is what `quality` says, layer 1 is pure noise for every report).
+fn report(seed: u64, quality: f32, items: bool) -> Report {
+    let g = gold();
+    let mut r = noise(seed);
+    let mut cells = Vec::new();
+    for layer in [1usize, 2] {
+        let sims: Vec<f32> = g
+            .iter()
+            .map(|x| {
+                if layer == 2 {
+                    x / 5.0 + r() / quality
+                } else {
+                    r()
+                }
+            })
+            .collect();
+        let all: Vec<usize> = (0..N).collect();
+        let main = statistic(TaskKind::Sts, &g, &sims, &all);
+        cells.push(Cell {
+            layer,
+            dim: 8,
+            precision: Precision::Float32,
+            metrics: BTreeMap::from([("spearman".to_string(), main)]),
+            items: items.then_some(Items(sims)),
+        });
+    }
+    Report {
+        nest_version: "test".into(),
+        command: "test".into(),
+        model: ModelInfo {
+            path: "m".into(),
+            architecture: "bert".into(),
+            num_layers: 2,
+            hidden_size: 8,
+            pooling: "mean".into(),
+            max_seq_length: 8,
+            dtype: "float32".into(),
+        },
+        layers: vec![1, 2],
+        dims: vec![8],
+        precisions: vec![Precision::Float32],
+        costs: Costs::default(),
+        tasks: vec![TaskResult {
+            task: "toy/test".into(),
+            kind: TaskKind::Sts,
+            main_metric: "spearman".into(),
+            files: vec![FileRef {
+                path: "toy/test.tsv".into(),
+                sha256: "abc".into(),
+            }],
+            n_examples: N,
+            warnings: vec![],
+            seconds: 0.0,
+            cells,
+            gold: items.then_some(Items(g)),
+        }],
+        seconds: 0.0,
+    }
+}
+
+fn save(dir: &Path, name: &str, r: &Report) -> PathBuf {
+    let p = dir.join(name).join("report.json");
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, serde_json::to_string(r).unwrap()).unwrap();
+    p
+}
+
+fn group(dir: &Path, name: &str, runs: &[Report]) -> Group {
+    let paths = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| save(dir, &format!("{name}-{i}"), r))
+        .collect();
+    Group::read(name.into(), paths).unwrap()
+}
+
+const BOOT: Bootstrap = Bootstrap {
+    resamples: 500,
+    seed: 3,
+};
+
+#[test]
+fn a_clear_gain_survives_and_noise_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = group(dir.path(), "a", &[report(10, 1.0, true)]);
+    let b = group(dir.path(), "b", &[report(20, 4.0, true)]);
+    let mut all = vec![compare(&a, &b, Some(BOOT)).unwrap()];
+    assert_eq!(correct(&mut all), 2);
+    let t = &all[0][0];
+    let gain = t.cell(2, 8).unwrap();
+    assert!(gain.delta() > 5.0 && gain.significant(0.05), "{gain:?}");
+    let test = gain.test.unwrap();
+    assert!(test.lo > 0.0 && test.lo < gain.delta() && gain.delta() < test.hi);
+    let noise = t.cell(1, 8).unwrap();
+    assert!(!noise.significant(0.05), "{noise:?}");
+    // Holm over 2 cells: the adjusted p-value is at least the raw one
+    assert!(gain.p_holm.unwrap() >= test.p);
+}
+
+#[test]
+fn missing_items_are_a_clear_error_unless_no_test_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = group(dir.path(), "a", &[report(10, 1.0, true)]);
+    let bare = group(dir.path(), "bare", &[report(20, 4.0, false)]);
+    let e = compare(&a, &bare, Some(BOOT)).unwrap_err().to_string();
+    assert!(
+        e.contains("bare-0") && e.contains("per-item") && e.contains("--resamples 0"),
+        "{e}"
+    );
+    let d = compare(&a, &bare, None).unwrap();
+    let c = d[0].cell(2, 8).unwrap();
+    assert!(c.test.is_none() && c.delta() > 5.0);
+    // old reports, written before per-item scores existed, still read
+    let text = std::fs::read_to_string(&bare.paths[0]).unwrap();
+    assert!(!text.contains("\"items\"") && !text.contains("\"gold\""));
+}
+
+#[test]
+fn other_test_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = group(dir.path(), "a", &[report(10, 1.0, true)]);
+    let mut r = report(20, 4.0, true);
+    r.tasks[0].files[0].sha256 = "def".into();
+    let b = group(dir.path(), "other", &[r]);
+    let e = compare(&a, &b, Some(BOOT)).unwrap_err().to_string();
+    assert!(e.contains("other-0") && e.contains("other files"), "{e}");
+}
+
+#[test]
+fn runs_of_one_method_make_one_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = group(
+        dir.path(),
+        "a",
+        &[report(10, 1.0, true), report(11, 1.0, true)],
+    );
+    let b = group(
+        dir.path(),
+        "b",
+        &[
+            report(20, 4.0, true),
+            report(21, 4.0, true),
+            report(22, 4.0, true),
+        ],
+    );
+    let mut all = vec![compare(&a, &b, Some(BOOT)).unwrap()];
+    correct(&mut all);
+    let c = all[0][0].cell(2, 8).unwrap();
+    let mean = |g: &Group| {
+        g.reports
+            .iter()
+            .map(|r| r.tasks[0].main(2, 8, Precision::Float32).unwrap())
+            .sum::<f64>()
+            / g.reports.len() as f64
+    };
+    assert!((c.base - mean(&a)).abs() < 1e-9 && (c.other - mean(&b)).abs() < 1e-9);
+    assert!(c.base_sd.is_finite() && c.other_sd > 0.0);
+    assert!((c.test.unwrap().delta - c.delta()).abs() < 1e-3, "{c:?}");
+    assert!(c.significant(0.05));
+
+    let s = nest_eval::seeds::summarise(&b.reports).unwrap();
+    let cell = s[0].cell(2, 8).unwrap();
+    assert_eq!(cell.n, 3);
+    assert!((cell.mean - c.other).abs() < 1e-9 && cell.lo < cell.mean && cell.mean < cell.hi);
+    assert!(nest_eval::seeds::summarise(&b.reports[..1]).is_err());
+}
