@@ -340,6 +340,88 @@ fn full_suite_compare_and_advise() {
         "only shared tasks are compared"
     );
     assert!(d.path().join("cmp/compare.md").is_file());
+    assert!(
+        stdout.contains("Holm") && stdout.contains("paired-bootstrap"),
+        "{stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("cmp/compare.json")).unwrap())
+            .unwrap();
+    let cell = &json["tasks"][0]["cells"][0][0];
+    assert!(
+        cell["test"]["p"].is_number() && cell["p_holm"].is_number(),
+        "{cell}"
+    );
+    assert!(d
+        .path()
+        .join("cmp/compare-stsb-test-float32-significant.svg")
+        .is_file());
+    // runs of one method as a side, and their spread
+    let stdout = ok(&[
+        "eval",
+        "compare",
+        &p(d.path(), "a/report.json"),
+        &format!(
+            "{},{}",
+            p(d.path(), "a/report.json"),
+            p(d.path(), "b/report.json")
+        ),
+        "--resamples",
+        "50",
+        "--out",
+        &cmp,
+    ]);
+    assert!(stdout.contains("mean ± sd over 2 runs"), "{stdout}");
+    let stdout = ok(&[
+        "eval",
+        "seeds",
+        &p(d.path(), "a/report.json"),
+        &p(d.path(), "b/report.json"),
+        "--out",
+        &cmp,
+    ]);
+    assert!(
+        stdout.contains("2 runs") && stdout.contains(" ± "),
+        "{stdout}"
+    );
+    // a report without per-item scores: a clear error when a test is asked for, none without
+    let c = p(d.path(), "c");
+    ok(&[
+        "eval",
+        "--model",
+        &m2.display().to_string(),
+        "--data-root",
+        &root,
+        "--tasks",
+        "sts",
+        "--dims",
+        "8",
+        "--latency-texts",
+        "0",
+        "--no-items",
+        "--out",
+        &c,
+    ]);
+    let e = fails(&[
+        "eval",
+        "compare",
+        &p(d.path(), "a/report.json"),
+        &p(d.path(), "c/report.json"),
+    ]);
+    assert!(
+        e.contains("c/report.json") && e.contains("--no-items"),
+        "{e}"
+    );
+    ok(&[
+        "eval",
+        "compare",
+        &p(d.path(), "a/report.json"),
+        &p(d.path(), "c/report.json"),
+        "--resamples",
+        "0",
+        "--out",
+        &cmp,
+    ]);
     // advise: a floor every cell meets gives the cheapest cell; an impossible one a clear error
     let stdout = ok(&[
         "advise",
