@@ -92,6 +92,11 @@ pub struct EvalArgs {
     /// Folder holding the datasets (stsb/, sick-r/, banking77/, ... as in shared/datasets).
     #[arg(long, default_value = "../shared/datasets")]
     pub data_root: PathBuf,
+    /// More STS files (TSV: sentence1, sentence2, score) in the sts family, e.g. STS12-16's
+    /// test sets for the papers' 7-task average; report.md then has the average over every STS
+    /// task per cell.
+    #[arg(long, value_delimiter = ',')]
+    pub sts_extra: Vec<PathBuf>,
     #[command(flatten)]
     pub grid: GridArgs,
 }

@@ -385,6 +385,10 @@ fn full_suite_compare_and_advise() {
         "{stdout}"
     );
     // a report without per-item scores: a clear error when a test is asked for, none without
+    // (with one more STS file: the report averages the STS family)
+    let sts12 = data.join("sts12/test.tsv");
+    std::fs::create_dir_all(sts12.parent().unwrap()).unwrap();
+    std::fs::copy(data.join("stsb/test.tsv"), &sts12).unwrap();
     let c = p(d.path(), "c");
     ok(&[
         "eval",
@@ -394,6 +398,8 @@ fn full_suite_compare_and_advise() {
         &root,
         "--tasks",
         "sts",
+        "--sts-extra",
+        &sts12.display().to_string(),
         "--dims",
         "8",
         "--latency-texts",
@@ -402,6 +408,11 @@ fn full_suite_compare_and_advise() {
         "--out",
         &c,
     ]);
+    let md = std::fs::read_to_string(d.path().join("c/report.md")).unwrap();
+    assert!(
+        md.contains("sts average over 3 tasks (stsb/test, sick-r/test, sts12/test)"),
+        "{md}"
+    );
     let e = fails(&[
         "eval",
         "compare",

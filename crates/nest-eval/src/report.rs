@@ -202,6 +202,7 @@ impl Report {
             }
             s.push('\n');
         }
+        self.family_averages(&mut s);
         for t in &self.tasks {
             let _ = writeln!(
                 s,
@@ -271,6 +272,33 @@ impl Report {
             }
         }
         s
+    }
+
+    /// The mean main metric over a family's tasks per cell (e.g. the papers' STS average over
+    /// STS12-16, STS-B and SICK-R), where the report has two tasks of the family or more.
+    fn family_averages(&self, s: &mut String) {
+        for kind in [TaskKind::Sts, TaskKind::Cls, TaskKind::Pair] {
+            let members: Vec<&TaskResult> = self.tasks.iter().filter(|t| t.kind == kind).collect();
+            if members.len() < 2 {
+                continue;
+            }
+            let names: Vec<&str> = members.iter().map(|t| t.task.as_str()).collect();
+            let _ = writeln!(
+                s,
+                "## {} average over {} tasks ({})\n",
+                kind.name(),
+                members.len(),
+                names.join(", ")
+            );
+            for &p in &self.precisions {
+                let _ = writeln!(s, "{} {}:\n", kind.main_metric(), p.name());
+                s.push_str(&grid_markdown(&self.layers, &self.dims, |l, d| {
+                    let v: Option<Vec<f64>> = members.iter().map(|t| t.main(l, d, p)).collect();
+                    v.map(|v| format!("{:.2}", v.iter().sum::<f64>() / v.len() as f64))
+                }));
+                s.push('\n');
+            }
+        }
     }
 
     /// Reads a `report.json`.

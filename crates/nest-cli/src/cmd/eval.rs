@@ -31,7 +31,19 @@ pub fn run(a: EvalArgs) -> Result<()> {
                 "--data-root {}: not a folder (expected the datasets layout of shared/datasets)",
                 a.data_root.display()
             );
-            run_grid(&a.model, &default_sources(&a.data_root, &kinds), &a.grid)
+            anyhow::ensure!(
+                a.sts_extra.is_empty() || kinds.contains(&TaskKind::Sts),
+                "--sts-extra adds to the sts family, which --tasks {} leaves out",
+                a.tasks
+            );
+            let mut sources = default_sources(&a.data_root, &kinds);
+            let at = sources
+                .iter()
+                .rposition(|s| matches!(s, TaskSource::Sts(_)))
+                .map_or(0, |i| i + 1);
+            let extra = a.sts_extra.iter().map(|p| TaskSource::Sts(p.clone()));
+            sources.splice(at..at, extra);
+            run_grid(&a.model, &sources, &a.grid)
         }
     }
 }
