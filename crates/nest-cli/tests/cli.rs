@@ -816,6 +816,17 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
     );
     let a = nest_model::Adaptor::load(Path::new(&out)).unwrap();
     assert_eq!(a.dims(), vec![8, 16, 32]);
+    // the test scoring as a report with each test query's nDCG@10, the same as adaptor.json's
+    let report = nest_eval::Report::read(&Path::new(&out).join("report.json")).unwrap();
+    let t = &report.tasks[0];
+    assert!(t.task.ends_with("/test") && t.n_examples == 6, "{}", t.task);
+    for c in &t.cells {
+        let items = &c.items.as_ref().unwrap().0;
+        let mean = items.iter().map(|&x| x as f64).sum::<f64>() / items.len() as f64;
+        let recorded = a.meta.info["test_ndcg_at_10"][c.dim.to_string()].as_f64().unwrap();
+        assert!((100.0 * mean - c.metrics["ndcg_at_10"]).abs() < 1e-4);
+        assert!((100.0 * recorded - c.metrics["ndcg_at_10"]).abs() < 1e-9, "{c:?}");
+    }
     let frozen = a.heads[0].0.narrow(0, 8, 24).copy();
     // resume with a smaller stage: no data flags needed, earlier stages untouched
     ok(&["compress", "--resume", &out, "--dims", "4"]);

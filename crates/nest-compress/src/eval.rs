@@ -17,6 +17,17 @@ pub fn retrieval(
     qrels: &Qrels,
     dim: usize,
 ) -> Result<RetrievalScores> {
+    Ok(mean(&per_query(adaptor, corpus, queries, qrels, dim)?))
+}
+
+/// [`retrieval`]'s scores of each query, in the qrels' (sorted) order.
+pub fn per_query(
+    adaptor: Option<&Adaptor>,
+    corpus: &Embeddings,
+    queries: &Embeddings,
+    qrels: &Qrels,
+    dim: usize,
+) -> Result<Vec<RetrievalScores>> {
     let qi = queries.index();
     let rows: Vec<i64> = qrels.keys().map(|q| qi[q.as_str()]).collect();
     let q = queries.x.index_select(0, &Tensor::from_slice(&rows));
@@ -45,5 +56,5 @@ pub fn retrieval(
         let ranked: Vec<&str> = scored.iter().map(|x| x.1).collect();
         per.push(query_scores(&ranked, rel));
     }
-    Ok(mean(&per))
+    Ok(per)
 }

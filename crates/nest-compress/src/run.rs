@@ -7,6 +7,11 @@ use nest_model::Adaptor;
 use serde_json::json;
 use tch::{Kind, Tensor};
 
+use nest_eval::items::Items;
+use nest_eval::quantize::Precision;
+use nest_eval::report::{Cell, FileRef, ModelInfo, Report, TaskResult};
+use nest_eval::tasks::TaskKind;
+
 use crate::data::{split, Embeddings, Qrels};
 use crate::method::{check_dims, Method, Options};
 use crate::train::{train, EpochLog};
@@ -158,4 +163,79 @@ pub fn compress(
         "test_ndcg_at_10": match &inp.test { Some(t) => scores(&a, inp, t, &all_dims)?, None => json!(null) },
     });
     Ok(a)
+}
+
+/// The test scoring of an adaptor as a Nest evaluation report (one retrieval task, one cell
+/// per dim at "layer 1" = the given embeddings, float32), with each test query's nDCG@10 as
+/// per-item scores: `nest eval compare` and `nest eval seeds` then read adaptors like models.
+/// `None` without test qrels.
+pub fn test_report(a: &Adaptor, inp: &Inputs, command: &str) -> Result<Option<Report>> {
+    let Some(test) = &inp.test else {
+        return Ok(None);
+    };
+    let src = |k: &str| inp.source.get(k).and_then(|v| v.as_str());
+    let (task, file) = match (src("beir"), src("test_qrels")) {
+        (Some(b), _) => {
+            let dir = std::path::Path::new(b);
+            let name = dir.file_name().map(|s| s.to_string_lossy().into_owned());
+            (
+                format!("{}/test", name.unwrap_or_default()),
+                dir.join("qrels/test.tsv"),
+            )
+        }
+        (None, Some(q)) => (
+            nest_eval::tasks::task_name(std::path::Path::new(q)),
+            q.into(),
+        ),
+        (None, None) => return Ok(None),
+    };
+    let t0 = std::time::Instant::now();
+    let mut cells = Vec::new();
+    for d in a.dims() {
+        let per = eval::per_query(Some(a), &inp.corpus, &inp.queries, test, d)?;
+        let m = nest_eval::metrics::retrieval::mean(&per);
+        cells.push(Cell {
+            layer: 1,
+            dim: d,
+            precision: Precision::Float32,
+            metrics: [("ndcg_at_10".to_string(), 100.0 * m.ndcg_at_10)].into(),
+            items: Some(Items(per.iter().map(|q| q.ndcg_at_10 as f32).collect())),
+        });
+    }
+    let source = src("model")
+        .or(src("embeddings"))
+        .unwrap_or("-")
+        .to_string();
+    Ok(Some(Report {
+        nest_version: env!("CARGO_PKG_VERSION").into(),
+        command: command.into(),
+        model: ModelInfo {
+            path: source,
+            architecture: format!("adaptor ({})", a.meta.method),
+            num_layers: 1,
+            hidden_size: a.meta.input_dim,
+            pooling: "-".into(),
+            max_seq_length: 0,
+            dtype: "float32".into(),
+        },
+        layers: vec![1],
+        dims: a.dims(),
+        precisions: vec![Precision::Float32],
+        costs: Default::default(),
+        tasks: vec![TaskResult {
+            task,
+            kind: TaskKind::Retrieval,
+            main_metric: "ndcg_at_10".into(),
+            files: vec![FileRef {
+                sha256: nest_core::fsutil::sha256_file(&file).unwrap_or_default(),
+                path: file.display().to_string(),
+            }],
+            n_examples: test.len(),
+            warnings: vec![],
+            seconds: t0.elapsed().as_secs_f64(),
+            cells,
+            gold: None,
+        }],
+        seconds: t0.elapsed().as_secs_f64(),
+    }))
 }

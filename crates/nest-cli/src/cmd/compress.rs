@@ -248,6 +248,13 @@ pub fn run(a: CompressArgs) -> Result<()> {
             g("test_ndcg_at_10")
         );
     }
+    if let Some(r) = nest_compress::run::test_report(
+        &adaptor,
+        &inp,
+        &std::env::args().collect::<Vec<_>>().join(" "),
+    )? {
+        r.write(&out)?;
+    }
     eprintln!("wrote {}", out.display());
     Ok(())
 }
