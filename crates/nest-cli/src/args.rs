@@ -169,7 +169,8 @@ pub struct CompareArgs {
     /// method (seeds) make one side when comma-separated: `a1.json,a2.json,a3.json`.
     #[arg(required = true, num_args = 2..)]
     pub reports: Vec<String>,
-    /// Where compare.md, compare.json and the heatmaps go (default: beside the last report).
+    /// Where compare.md, compare.json and the heatmaps go (default: beside each compared
+    /// report); with three sides or more, one folder per compared side inside it.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Paired-bootstrap resamples over the test items per cell (0: no significance test).

@@ -823,9 +823,14 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
     for c in &t.cells {
         let items = &c.items.as_ref().unwrap().0;
         let mean = items.iter().map(|&x| x as f64).sum::<f64>() / items.len() as f64;
-        let recorded = a.meta.info["test_ndcg_at_10"][c.dim.to_string()].as_f64().unwrap();
+        let recorded = a.meta.info["test_ndcg_at_10"][c.dim.to_string()]
+            .as_f64()
+            .unwrap();
         assert!((100.0 * mean - c.metrics["ndcg_at_10"]).abs() < 1e-4);
-        assert!((100.0 * recorded - c.metrics["ndcg_at_10"]).abs() < 1e-9, "{c:?}");
+        assert!(
+            (100.0 * recorded - c.metrics["ndcg_at_10"]).abs() < 1e-9,
+            "{c:?}"
+        );
     }
     let frozen = a.heads[0].0.narrow(0, 8, 24).copy();
     // resume with a smaller stage: no data flags needed, earlier stages untouched

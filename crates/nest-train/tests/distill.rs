@@ -13,7 +13,7 @@ use nest_model::{Architecture, ElasticEncoder};
 use nest_train::distill::cache::TeacherCache;
 use nest_train::distill::{self, DistillRecipe, Stages};
 use nest_train::objective::distill::infonce_to_teacher;
-use nest_train::objective::hsic::{gram, hsic, Kernel};
+use nest_train::objective::hsic::{gram, hsic, side_gram, Bandwidth, HsicConfig, Kernel};
 use nest_train::trainer::TrainOptions;
 use tch::{Kind, Tensor};
 
@@ -56,6 +56,25 @@ fn hsic_and_infonce_through_w_match_pytorch() {
             &hsic(&kx, &ks),
             &f[&format!("hsic_{name}")],
             &format!("HSIC {name}"),
+        );
+    }
+    // the options: median-heuristic bandwidth, rows normalised before the kernel
+    for (k, bandwidth, normalize, name) in [
+        (Kernel::Rbf, Bandwidth::Median, false, "hsic_rbf_median"),
+        (Kernel::Rbf, Bandwidth::Fixed, true, "hsic_rbf_fixed_norm"),
+        (Kernel::Rbf, Bandwidth::Median, true, "hsic_rbf_median_norm"),
+        (Kernel::Imq, Bandwidth::Median, false, "hsic_imq_median"),
+    ] {
+        let c = HsicConfig {
+            kernel: k,
+            bandwidth,
+            normalize,
+            ..HsicConfig::default()
+        };
+        close(
+            &hsic(&side_gram(&f["x"], &c), &side_gram(&f["s"], &c)),
+            &f[name],
+            name,
         );
     }
     let mapped = f["s"].linear(&f["w"], Some(&f["b"]));

@@ -286,6 +286,19 @@ fn read_group(arg: &str) -> Result<Group> {
     Ok(Group::read(name, paths)?)
 }
 
+/// A side's name as a folder name.
+fn slug(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 fn compare(c: CompareArgs) -> Result<()> {
     anyhow::ensure!(
         c.alpha > 0.0 && c.alpha < 1.0,
@@ -323,12 +336,14 @@ fn compare(c: CompareArgs) -> Result<()> {
             "{}",
             nest_eval::compare::markdown(&groups[0], g, deltas, legend)
         );
-        let out = c.out.clone().unwrap_or_else(|| {
-            g.paths[0]
+        let out = match &c.out {
+            Some(o) if groups.len() > 2 => o.join(slug(&g.name)),
+            Some(o) => o.clone(),
+            None => g.paths[0]
                 .parent()
                 .unwrap_or(Path::new("."))
-                .join(format!("compare-vs-{}", report_name(&groups[0].paths[0])))
-        });
+                .join(format!("compare-vs-{}", report_name(&groups[0].paths[0]))),
+        };
         let written = nest_eval::compare::write(&out, &groups[0], g, deltas, legend)?;
         eprintln!("wrote {} files to {}", written.len(), out.display());
     }
