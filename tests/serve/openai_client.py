@@ -11,7 +11,16 @@ import sys
 import openai
 
 base, model = sys.argv[1], sys.argv[2]
-client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
+key = sys.argv[3] if len(sys.argv) > 3 else "unused"
+client = openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0)
+if len(sys.argv) > 3:
+    # the server has keys: a wrong one is the client's typed 401
+    wrong = openai.OpenAI(base_url=base + "/v1", api_key=key + "x", max_retries=0)
+    try:
+        wrong.embeddings.create(model=model, input="x")
+        raise AssertionError("a wrong key should be refused")
+    except openai.AuthenticationError as e:
+        assert e.status_code == 401 and e.body["code"] == "invalid_api_key", e.body
 
 
 def norm(v):

@@ -152,6 +152,21 @@ pub struct ServeArgs {
     /// Largest request body in bytes (413 above).
     #[arg(long, default_value_t = 2 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Accept only requests with `Authorization: Bearer <key>` (repeat, or comma-separate in
+    /// NEST_API_KEY); /health stays open. Default: no keys, open to anyone who can connect.
+    #[arg(
+        long = "api-key",
+        env = "NEST_API_KEY",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+    /// More keys, one per line (`#` comments); errors name FILE:LINE.
+    #[arg(long)]
+    pub api_key_file: Option<PathBuf>,
+    /// Leave /metrics open when keys are set (for a scraper on a private network).
+    #[arg(long)]
+    pub open_metrics: bool,
 }
 
 #[derive(Debug, Args)]

@@ -26,21 +26,30 @@ impl Drop for Server {
 
 /// Spawns `nest serve --port 0 ARGS` and reads the bound address from its first stderr line.
 fn spawn(args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
+    let child = Command::new(env!("CARGO_BIN_EXE_nest"))
         .env("NEST_DTYPE", "float32") // the figures these tests check are float32 (bf16/int8: tests/dtype.rs)
+        .env_remove("NEST_API_KEY")
         .args(["serve", "--port", "0"])
         .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    listening(child)
+}
+
+/// Reads the bound address from the server's stderr (the line with `http://`).
+fn listening(mut child: Child) -> Server {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.next().unwrap().unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let mut seen = Vec::new();
+    let addr = loop {
+        let Some(Ok(line)) = lines.next() else {
+            panic!("the server ended without listening: {seen:?}")
+        };
+        if let Some(rest) = line.split("http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+        seen.push(line);
+    };
     std::thread::spawn(move || for _ in lines {});
     Server { child, addr }
 }
@@ -72,19 +81,36 @@ fn start(model: &Path, extra: &[&str]) -> Server {
 
 /// One HTTP/1.1 request on a fresh connection; (status, body).
 fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    http_with(addr, method, path, body, "")
+}
+
+/// [`http`] with more header lines (each ending in `\r\n`).
+fn http_with(addr: &str, method: &str, path: &str, body: &[u8], headers: &str) -> (u16, Vec<u8>) {
+    let (status, _, body) = http_full(addr, method, path, body, headers);
+    (status, body)
+}
+
+/// (status, response head, body).
+fn http_full(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    headers: &str,
+) -> (u16, String, Vec<u8>) {
     let Ok(mut s) = TcpStream::connect(addr) else {
-        return (0, Vec::new());
+        return (0, String::new(), Vec::new());
     };
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}Connection: close\r\n\r\n",
         body.len()
     );
     if s.write_all(head.as_bytes())
         .and_then(|_| s.write_all(body))
         .is_err()
     {
-        return (0, Vec::new());
+        return (0, String::new(), Vec::new());
     }
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
@@ -105,7 +131,11 @@ fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
     {
         body = dechunk(&body);
     }
-    (status, body)
+    (
+        status,
+        String::from_utf8_lossy(&out[..split]).into_owned(),
+        body,
+    )
 }
 
 fn dechunk(b: &[u8]) -> Vec<u8> {
@@ -219,6 +249,7 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
     let out = d.path().join("l1.jsonl");
     let o = Command::new(env!("CARGO_BIN_EXE_nest"))
         .env("NEST_DTYPE", "float32") // the figures these tests check are float32 (bf16/int8: tests/dtype.rs)
+        .env_remove("NEST_API_KEY")
         .args([
             "encode",
             "--model",
@@ -453,10 +484,11 @@ fn the_official_openai_python_client_works() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let s = start(&tiny(d.path()), &[]);
+    let key = "nest-test-key-0123456789";
+    let s = start(&tiny(d.path()), &["--api-key", key]);
     let o = Command::new(&py)
         .arg(root.join("tests/serve/openai_client.py"))
-        .args([format!("http://{}", s.addr), "tiny".into()])
+        .args([format!("http://{}", s.addr), "tiny".into(), key.into()])
         .env("PYTHONPATH", &pypath)
         .output()
         .unwrap();
@@ -586,4 +618,80 @@ fn prompts_by_name_or_text_match_sentence_transformers() {
         (400, Some("prompt")),
         "{r}"
     );
+}
+
+/// API keys: every route but /health needs `Authorization: Bearer <key>` (keys from
+/// `--api-key`, NEST_API_KEY and `--api-key-file`); 401 in OpenAI's shape otherwise; bad keys
+/// and key files are refused at start with where they came from.
+#[test]
+fn api_keys_guard_every_route_but_health() {
+    let d = tempfile::tempdir().unwrap();
+    let m = tiny(d.path());
+    let file = d.path().join("keys.txt");
+    std::fs::write(&file, "# the search team\nfile-key-0123456789abcdef\n").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32")
+        .env(
+            "NEST_API_KEY",
+            "env-key-0123456789abcdef,env-key-2-0123456789ab",
+        )
+        .args(["serve", "--port", "0", "--model", &m.display().to_string()])
+        .args(["--api-key-file", &file.display().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let s = listening(child);
+    let t = Instant::now();
+    while http(&s.addr, "GET", "/health", b"").0 != 200 {
+        assert!(t.elapsed() < Duration::from_secs(60), "never healthy");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let body = json!({"input": "the cat"}).to_string();
+    let (st, head, b) = http_full(&s.addr, "POST", "/v1/embeddings", body.as_bytes(), "");
+    let v: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(st, 401, "{v}");
+    assert_eq!(v["error"]["code"], "invalid_api_key", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("Bearer"),
+        "{v}"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{head}"
+    );
+    let wrong = "Authorization: Bearer env-key-0123456789abcdeF\r\n";
+    let (st, b) = http_with(&s.addr, "POST", "/v1/embeddings", body.as_bytes(), wrong);
+    assert_eq!(st, 401, "{}", String::from_utf8_lossy(&b));
+    for path in ["/v1/models", "/metrics"] {
+        assert_eq!(http(&s.addr, "GET", path, b"").0, 401, "{path}");
+    }
+    for key in [
+        "env-key-0123456789abcdef",
+        "env-key-2-0123456789ab",
+        "file-key-0123456789abcdef",
+    ] {
+        let h = format!("Authorization: Bearer {key}\r\n");
+        let (st, b) = http_with(&s.addr, "POST", "/v1/embeddings", body.as_bytes(), &h);
+        assert_eq!(st, 200, "{key}: {}", String::from_utf8_lossy(&b));
+        assert_eq!(http_with(&s.addr, "GET", "/metrics", b"", &h).0, 200);
+    }
+    drop(s);
+    // refused at start, naming the source
+    let bad = d.path().join("bad.txt");
+    std::fs::write(&bad, "good-key-0123456789abcdef\nshort\n").unwrap();
+    for (args, want) in [
+        (vec!["--api-key-file", bad.to_str().unwrap()], "bad.txt:2"),
+        (vec!["--api-key", "short"], "--api-key"),
+        (vec!["--open-metrics"], "--open-metrics"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_nest"))
+            .env_remove("NEST_API_KEY")
+            .args(["serve", "--port", "0", "--model", &m.display().to_string()])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
+    }
 }

@@ -19,6 +19,12 @@ pub enum Error {
         message: String,
         param: Option<&'static str>,
     },
+    /// No API key, or not one of the server's (`--api-key`).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A bad server setting (startup only, never an HTTP answer).
+    #[error("{0}")]
+    Config(String),
     /// The queue is full.
     #[error("the server is at capacity ({queued} inputs queued, limit {limit}); retry later")]
     Overloaded { queued: usize, limit: usize },
@@ -66,6 +72,12 @@ impl Error {
                 *param,
                 "too_large",
             ),
+            Error::Unauthorized(_) => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                None,
+                "invalid_api_key",
+            ),
             Error::Overloaded { .. } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_error",
@@ -78,7 +90,11 @@ impl Error {
                 None,
                 "model_loading",
             ),
-            Error::Internal(_) | Error::Model(_) | Error::Io(_) | Error::Http(_) => (
+            Error::Internal(_)
+            | Error::Config(_)
+            | Error::Model(_)
+            | Error::Io(_)
+            | Error::Http(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
                 None,
@@ -104,7 +120,14 @@ impl IntoResponse for Error {
             }
         });
         crate::metrics::METRICS.errors(status.as_u16());
-        (status, axum::Json(body)).into_response()
+        let mut r = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            r.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        r
     }
 }
 

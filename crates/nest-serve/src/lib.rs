@@ -5,8 +5,10 @@
 //! - [`batcher`]: the bounded queue and token-bounded, per-layer dynamic batches;
 //! - [`engine`]: model loading in the background, trained-point checks, worker threads;
 //! - [`routes`]: the HTTP API; [`error`]: the one place errors become statuses;
+//! - [`auth`]: API keys;
 //! - [`metrics`]: Prometheus metrics; [`load`]: the load generator of `nest bench serve`.
 
+pub mod auth;
 pub mod batcher;
 pub mod engine;
 mod error;
@@ -27,6 +29,7 @@ pub use routes::Limits;
 pub async fn serve(
     config: EngineConfig,
     limits: Limits,
+    access: auth::Access,
     addr: &str,
     on_listen: impl FnOnce(std::net::SocketAddr),
 ) -> Result<()> {
@@ -36,6 +39,7 @@ pub async fn serve(
     let app = routes::router(routes::AppState {
         engine: Arc::clone(&engine),
         limits,
+        access: Arc::new(access),
     });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

@@ -36,11 +36,14 @@ pub struct Limits {
 pub struct AppState {
     pub engine: Arc<Engine>,
     pub limits: Limits,
+    pub access: Arc<crate::auth::Access>,
 }
 
-/// The router, with the body limit applied (axum's own limit answers 413 before parsing).
+/// The router, with the body limit applied (axum's own limit answers 413 before parsing) and,
+/// outermost, the API-key check (401 before the body is read).
 pub fn router(state: AppState) -> Router {
     let limit = state.limits.max_body_bytes;
+    let access = Arc::clone(&state.access);
     Router::new()
         .route("/v1/embeddings", post(embeddings))
         .route("/embeddings", post(embeddings))
@@ -49,6 +52,10 @@ pub fn router(state: AppState) -> Router {
         .route("/models", get(models))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            access,
+            crate::auth::guard,
+        ))
         .with_state(state)
 }
 

@@ -35,16 +35,48 @@ pub fn run(a: ServeArgs) -> Result<()> {
         max_tokens: a.max_batch_tokens,
         max_body_bytes: a.max_body_bytes,
     };
+    let access = access(&a)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     let addr = format!("{}:{}", a.host, a.port);
-    rt.block_on(nest_serve::serve(config, limits, &addr, |bound| {
+    rt.block_on(nest_serve::serve(config, limits, access, &addr, |bound| {
         eprintln!("nest serve: listening on http://{bound} (model loading in the background; /health is 200 once ready)");
     }))
     .with_context(|| format!("serving on {addr}"))?;
     eprintln!("nest serve: stopped");
     Ok(())
+}
+
+/// The API keys of `--api-key` / `NEST_API_KEY` and `--api-key-file`.
+fn access(a: &ServeArgs) -> Result<nest_serve::auth::Access> {
+    let mut keys: Vec<(String, String)> = a
+        .api_keys
+        .iter()
+        .filter(|k| !k.trim().is_empty())
+        .map(|k| ("--api-key / NEST_API_KEY".to_string(), k.trim().to_string()))
+        .collect();
+    if let Some(f) = &a.api_key_file {
+        keys.extend(nest_serve::auth::Access::read_file(f)?);
+        anyhow::ensure!(
+            !keys.is_empty(),
+            "--api-key-file {}: no keys in it",
+            f.display()
+        );
+    }
+    anyhow::ensure!(
+        !a.open_metrics || !keys.is_empty(),
+        "--open-metrics only means something with --api-key or --api-key-file"
+    );
+    let access = nest_serve::auth::Access::new(&keys, a.open_metrics)?;
+    if !access.is_open() {
+        eprintln!(
+            "nest serve: {} API key(s); /health{} open",
+            keys.len(),
+            if a.open_metrics { " and /metrics" } else { "" }
+        );
+    }
+    Ok(access)
 }
