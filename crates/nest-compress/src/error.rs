@@ -16,8 +16,12 @@ pub enum Error {
     #[error("{key}: {message}")]
     Option { key: String, message: String },
     /// The loss became NaN or infinite; nothing was written.
-    #[error("non-finite loss at stage {stage}, epoch {epoch}: training stopped, nothing written")]
-    NonFinite { stage: usize, epoch: usize },
+    #[error("non-finite {what} at stage {stage}, epoch {epoch}: training stopped before the update, nothing written")]
+    NonFinite {
+        what: &'static str,
+        stage: usize,
+        epoch: usize,
+    },
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
 }

@@ -189,7 +189,11 @@ pub fn train(
                 );
                 let lv = f64::try_from(&loss).unwrap_or(f64::NAN);
                 if !lv.is_finite() {
-                    return Err(Error::NonFinite { stage: pi, epoch });
+                    return Err(Error::NonFinite {
+                        what: "loss",
+                        stage: pi,
+                        epoch,
+                    });
                 }
                 for l in leaves.iter_mut() {
                     l.zero_grad();
@@ -217,6 +221,13 @@ pub fn train(
                             .to_kind(Kind::Double),
                     )
                     .unwrap_or(0.0);
+                }
+                if !adam.grads_finite() {
+                    return Err(Error::NonFinite {
+                        what: "gradient",
+                        stage: pi,
+                        epoch,
+                    });
                 }
                 adam.step(cfg.opts.lr);
                 sum += lv;

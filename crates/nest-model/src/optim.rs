@@ -67,6 +67,16 @@ impl AdamW {
         }
     }
 
+    /// Whether every defined gradient is finite (no NaN, no infinity).
+    pub fn grads_finite(&self) -> bool {
+        let _g = tch::no_grad_guard();
+        self.params
+            .iter()
+            .map(Tensor::grad)
+            .filter(Tensor::defined)
+            .all(|g| g.isfinite().all().int64_value(&[]) != 0)
+    }
+
     /// Global L2 norm of the gradients; scales them to at most `max_norm` when `max_norm > 0`
     /// (`torch.nn.utils.clip_grad_norm_`). Returns the norm before clipping.
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> f64 {
@@ -199,5 +209,20 @@ mod tests {
                 && !decays("x.bias")
                 && decays("x.weight")
         );
+    }
+
+    #[test]
+    fn a_finite_loss_with_an_infinite_gradient_is_seen() {
+        // sqrt at 0: loss 0, gradient 1 / (2 sqrt(0)) = inf
+        let p = Tensor::from_slice(&[0.0f32, 1.0]).set_requires_grad(true);
+        let mut opt = AdamW::new(vec![("w.weight".into(), p.shallow_clone())], 0.0);
+        let loss = p.sqrt().sum(Kind::Float);
+        assert!(loss.double_value(&[]).is_finite());
+        loss.backward();
+        assert!(!opt.grads_finite());
+        assert!(!opt.clip_grad_norm(1.0).is_finite());
+        opt.zero_grad();
+        (&p * 2.0).sum(Kind::Float).backward();
+        assert!(opt.grads_finite());
     }
 }

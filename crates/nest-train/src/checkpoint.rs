@@ -28,6 +28,9 @@ pub struct State {
     /// Processes of the data-parallel run that wrote it (1: one process).
     #[serde(default = "one")]
     pub world_size: usize,
+    /// libtorch intra-op threads of the process that wrote it (absent in older checkpoints).
+    #[serde(default)]
+    pub threads: Option<usize>,
 }
 
 fn one() -> usize {

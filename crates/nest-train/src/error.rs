@@ -18,9 +18,11 @@ pub enum Error {
     /// The run directory holds another run, or a resume does not match the checkpoint.
     #[error("{path}: {message}")]
     Run { path: PathBuf, message: String },
-    /// The loss became NaN or infinite; the last good checkpoint is untouched.
-    #[error("non-finite loss {value} at step {step}: training stopped; the last good checkpoint is {last_checkpoint}")]
+    /// The loss or the gradient became NaN or infinite: stopped before the update, the last
+    /// good checkpoint untouched.
+    #[error("non-finite {what} {value} at step {step}: training stopped before the update; the last good checkpoint is {last_checkpoint}")]
     NonFinite {
+        what: &'static str,
         step: u64,
         value: f64,
         last_checkpoint: String,

@@ -167,6 +167,31 @@ fn resume_replays_the_run_bit_for_bit() {
     let wa = std::fs::read(full.join("final/model.safetensors")).unwrap();
     let wb = std::fs::read(cut.join("final/model.safetensors")).unwrap();
     assert!(wa == wb, "final weights differ");
+    // a checkpoint from a process with other thread counts: resumed with a warning
+    let other = d.path().join("other");
+    let mut o = opts(&other);
+    o.stop_after_steps = Some(4);
+    train(&r, &o, &mut |_| {}).unwrap();
+    let (_, last) = nest_train::checkpoint::list(&other).pop().unwrap();
+    let sj = last.join("state.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&sj).unwrap()).unwrap();
+    assert_eq!(v["threads"], tch::get_num_threads() as i64);
+    v["threads"] = 99.into();
+    std::fs::write(&sj, v.to_string()).unwrap();
+    let mut o = opts(&other);
+    o.resume = true;
+    let mut said = Vec::new();
+    train(&r, &o, &mut |e| {
+        if let nest_train::trainer::Event::Message(m) = e {
+            said.push(m)
+        }
+    })
+    .unwrap();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("99 libtorch thread(s)") && m.contains("not bit-exact")),
+        "{said:?}"
+    );
 }
 
 #[test]

@@ -223,7 +223,8 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
                 &ctx,
                 1,
             );
-            apply_update(&mut opt, 1.0, 2e-5);
+            apply_update(&mut opt, 1.0, 2e-5)
+                .map_err(|g| anyhow::anyhow!("non-finite gradient norm {g}"))?;
             if i >= 3 {
                 times[o].push(start.elapsed().as_secs_f64());
                 if o == 0 {

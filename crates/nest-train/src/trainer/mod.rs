@@ -191,6 +191,14 @@ pub fn train_with(
                 state.world_size
             )));
         }
+        let threads = tch::get_num_threads().max(1) as usize;
+        if let Some(t) = state.threads.filter(|&t| t != threads) {
+            events(Event::Message(format!(
+                "warning: the checkpoint was written with {t} libtorch thread(s), this process \
+                 has {threads}: matrix products may sum in another order, so the resumed run \
+                 is not bit-exact (pass --threads {t} to keep it so)"
+            )));
+        }
         if state.model != r.model {
             return Err(run_err(
                 ck,
@@ -239,6 +247,7 @@ pub fn train_with(
         model: r.model.clone(),
         last_loss: loss,
         world_size: world,
+        threads: Some(tch::get_num_threads().max(1) as usize),
     };
     // micro-batches before epoch e: for the per-micro-batch RNG seed
     let offsets: Vec<u64> = plans
@@ -276,6 +285,7 @@ pub fn train_with(
             )?;
             if !res.loss.is_finite() {
                 return Err(Error::NonFinite {
+                    what: "loss",
                     step: step + 1,
                     value: res.loss,
                     last_checkpoint: last_ck,
@@ -298,7 +308,13 @@ pub fn train_with(
                 sync::sync_gradients(g, &opt)?;
             }
             let lr = lr_at(r.lr, step, total, warmup, r.decay);
-            let grad_norm = apply_update(&mut opt, r.max_grad_norm, lr);
+            let grad_norm =
+                apply_update(&mut opt, r.max_grad_norm, lr).map_err(|value| Error::NonFinite {
+                    what: "gradient norm",
+                    step: step + 1,
+                    value,
+                    last_checkpoint: last_ck.clone(),
+                })?;
             step += 1;
             last_loss = accum_loss * r.grad_accum as f64 / in_accum as f64;
             let terms_json: serde_json::Map<String, serde_json::Value> = accum_terms

@@ -128,10 +128,39 @@ pub(crate) fn score(
 }
 
 /// The optimizer update after the accumulated micro-batches: clip, AdamW step at `lr`, zero
-/// the gradients. Returns the gradient norm before clipping.
-pub fn apply_update(opt: &mut AdamW, max_grad_norm: f64, lr: f64) -> f64 {
+/// the gradients. Returns the gradient norm before clipping, or `Err(norm)` without touching
+/// the weights or the optimizer state when a gradient is NaN or infinite (a finite loss can
+/// still have one, e.g. the square root's at 0).
+pub fn apply_update(opt: &mut AdamW, max_grad_norm: f64, lr: f64) -> Result<f64, f64> {
     let grad_norm = opt.clip_grad_norm(max_grad_norm);
+    if !grad_norm.is_finite() {
+        opt.zero_grad();
+        return Err(grad_norm);
+    }
     opt.step(lr);
     opt.zero_grad();
-    grad_norm
+    Ok(grad_norm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Kind, Tensor};
+
+    #[test]
+    fn an_infinite_gradient_leaves_weights_and_moments_untouched() {
+        let p = Tensor::from_slice(&[0.0f32, 1.0]).set_requires_grad(true);
+        let mut opt = AdamW::new(vec![("w.weight".into(), p.shallow_clone())], 0.01);
+        p.sqrt().sum(Kind::Float).backward(); // finite loss, infinite gradient
+        let before: Vec<f32> = Vec::try_from(&p.detach()).unwrap();
+        let e = apply_update(&mut opt, 1.0, 0.1).unwrap_err();
+        assert!(!e.is_finite());
+        assert_eq!(Vec::<f32>::try_from(&p.detach()).unwrap(), before);
+        assert_eq!(opt.step, 0);
+        assert_eq!(opt.m[0].abs().sum(Kind::Float).double_value(&[]), 0.0);
+        // the gradients were dropped: a finite step afterwards goes through
+        (&p * 2.0).sum(Kind::Float).backward();
+        assert!(apply_update(&mut opt, 1.0, 0.1).is_ok());
+        assert_eq!(opt.step, 1);
+    }
 }
