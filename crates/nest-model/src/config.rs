@@ -246,6 +246,10 @@ pub struct PoolingConfig {
     /// yes; INSTRUCTOR-style models: no).
     #[serde(default = "yes")]
     pub include_prompt: bool,
+    /// Keys Nest does not read; a `pooling_mode_*` among them that is on is refused (a pooling
+    /// Nest does not have, e.g. weighted mean), anything else is ignored.
+    #[serde(flatten, skip_serializing)]
+    pub other: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 fn yes() -> bool {
@@ -254,6 +258,22 @@ fn yes() -> bool {
 
 impl PoolingConfig {
     pub fn pooling(&self, path: &Path) -> Result<Pooling> {
+        let unknown_on: Vec<&str> = self
+            .other
+            .iter()
+            .filter(|(k, v)| k.starts_with("pooling_mode_") && v.as_bool() == Some(true))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        if !unknown_on.is_empty() {
+            return Err(Error::Config {
+                path: path.to_path_buf(),
+                message: format!(
+                    "{} is true, a pooling Nest does not have (supported: cls, mean, max, \
+                     mean_sqrt_len, lasttoken)",
+                    unknown_on.join(", ")
+                ),
+            });
+        }
         if let Some(mode) = &self.pooling_mode {
             return match mode.as_str() {
                 "mean" | "mean_tokens" => Ok(Pooling::Mean),
@@ -289,8 +309,10 @@ impl PoolingConfig {
     }
 }
 
-/// `nest.json`: what a Nest training run records about the elastic axes it trained.
+/// `nest.json`: what a Nest training run records about the elastic axes it trained. Nest's
+/// own file, so an unknown key (a typo in a hand edit) is an error naming it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct NestMeta {
     /// Prefix dimensions the model was trained for (Matryoshka dims), if recorded.
     #[serde(default)]
@@ -376,4 +398,35 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
         path: path.to_path_buf(),
         message: format!("invalid JSON or missing key: {e}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nest_json_typos_and_unknown_poolings_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("nest.json");
+        std::fs::write(&p, r#"{"matryoshka_dims": [8, 16], "trained_layer": [1]}"#).unwrap();
+        let e = read_json::<NestMeta>(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("nest.json")
+                && e.contains("unknown field `trained_layer`")
+                && e.contains("trained_layers"),
+            "{e}"
+        );
+        let q = d.path().join("config.json");
+        std::fs::write(&q, r#"{"word_embedding_dimension": 8, "pooling_mode_mean_tokens": false, "pooling_mode_weightedmean_tokens": true, "pooling_mode_lasttoken": false}"#).unwrap();
+        let c: PoolingConfig = read_json(&q).unwrap();
+        let e = c.pooling(&q).unwrap_err().to_string();
+        assert!(
+            e.contains("pooling_mode_weightedmean_tokens is true"),
+            "{e}"
+        );
+        // keys Nest does not read, off or not a mode, are fine
+        std::fs::write(&q, r#"{"pooling_mode_mean_tokens": true, "pooling_mode_weightedmean_tokens": false, "something_new": 3}"#).unwrap();
+        let c: PoolingConfig = read_json(&q).unwrap();
+        assert_eq!(c.pooling(&q).unwrap(), Pooling::Mean);
+    }
 }

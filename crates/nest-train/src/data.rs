@@ -41,6 +41,10 @@ impl Source {
 /// Reads one source in its format (checked layouts; file and line in every error).
 pub fn read_source(spec: &DataSource) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
     let p: &Path = &spec.path;
+    if let (Some(cmd), false) = (&spec.made_by, p.exists()) {
+        let message = format!("not found; this recipe's data is made by `{cmd}`");
+        return Err(nest_core::Error::content(p, message).into());
+    }
     Ok(match spec.format {
         DataFormat::Scored => {
             let rows = read_sts(p)?;
@@ -266,6 +270,7 @@ mod tests {
             spec: DataSource {
                 path: "x".into(),
                 format: DataFormat::Pairs,
+                made_by: None,
                 weight,
             },
             texts: texts

@@ -256,6 +256,7 @@ fn source(enc: &ElasticEncoder, rows: Vec<Vec<String>>, scores: Vec<f64>) -> Sou
             } else {
                 DataFormat::Scored
             },
+            made_by: None,
             weight: 1.0,
         },
         texts: rows,

@@ -197,6 +197,7 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
                     path: a.data.clone(),
                     format: DataFormat::Pairs,
                     weight: 1.0,
+                    made_by: None,
                 },
                 texts: chunk
                     .iter()

@@ -82,6 +82,10 @@ pub struct DataSource {
     /// Sampling weight in the mixture (batches are drawn from sources in proportion).
     #[serde(default = "one")]
     pub weight: f64,
+    /// The command that makes the file when a script does (named in the error when the file
+    /// is missing). Not part of the run's identity.
+    #[serde(default, skip_serializing)]
+    pub made_by: Option<String>,
 }
 
 /// The task loss wrapped by the objective.

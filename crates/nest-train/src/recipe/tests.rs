@@ -175,3 +175,27 @@ fn every_shipped_recipe_loads_and_validates() {
         dir.display()
     );
 }
+
+#[test]
+fn data_a_script_makes_names_the_script_when_missing_and_stays_out_of_the_identity() {
+    let with = BASE.replace(
+        "format = \"scored\"\n",
+        "format = \"scored\"\nmade_by = \"python3 scripts/make.py\"\n",
+    );
+    let (_d, p) = write(&with);
+    let r = Recipe::load(Some(&p), &[]).unwrap();
+    let (_e, q) = write(BASE);
+    let plain = Recipe::load(Some(&q), &[]).unwrap();
+    assert_eq!(
+        r.to_toml(),
+        plain.to_toml(),
+        "made_by is not part of the identity"
+    );
+    let mut spec = r.data[0].clone();
+    spec.path = _d.path().join("missing.tsv");
+    let e = crate::data::read_source(&spec).unwrap_err().to_string();
+    assert!(
+        e.contains("missing.tsv") && e.contains("made by `python3 scripts/make.py`"),
+        "{e}"
+    );
+}
