@@ -167,6 +167,14 @@ pub struct ServeArgs {
     /// Leave /metrics open when keys are set (for a scraper on a private network).
     #[arg(long)]
     pub open_metrics: bool,
+    /// Seconds a request may take, reading its body included (408 after; a client has at
+    /// most 10 s of it to send the request head).
+    #[arg(long, default_value_t = 60)]
+    pub request_timeout: u64,
+    /// Allow browsers on this origin to call the API (CORS; repeatable, `*` for any).
+    /// Default: no CORS headers.
+    #[arg(long = "cors-allow-origin")]
+    pub cors_allow_origin: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -695,3 +695,75 @@ fn api_keys_guard_every_route_but_health() {
         assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// Slow clients are cut off (a body that never completes: 408; a request head that never
+/// completes: the connection closed), and CORS headers appear only for allowed origins.
+#[test]
+fn slow_clients_time_out_and_cors_is_opt_in() {
+    let d = tempfile::tempdir().unwrap();
+    let m = tiny(d.path());
+    let s = start(
+        &m,
+        &[
+            "--request-timeout",
+            "2",
+            "--cors-allow-origin",
+            "https://app.example",
+        ],
+    );
+    // a body announced as 100 bytes, 10 sent
+    let t = Instant::now();
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"input\":")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("--request-timeout"), "{text}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    // a head that never ends: closed by the server
+    let t = Instant::now();
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    // CORS: a preflight from the allowed origin is answered with it, another origin is not
+    let pre = |origin: &str| {
+        http_full(
+            &s.addr,
+            "OPTIONS",
+            "/v1/embeddings",
+            b"",
+            &format!("Origin: {origin}\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization\r\n"),
+        )
+        .1
+        .to_ascii_lowercase()
+    };
+    let ok = pre("https://app.example");
+    assert!(
+        ok.contains("access-control-allow-origin: https://app.example"),
+        "{ok}"
+    );
+    assert!(!pre("https://evil.example").contains("access-control-allow-origin"));
+    let (st, _) = post(&s.addr, &json!({"input": "still serving"}));
+    assert_eq!(st, 200);
+    drop(s);
+    // no flag: no CORS headers at all
+    let s = start(&m, &[]);
+    let (_, head, _) = http_full(
+        &s.addr,
+        "POST",
+        "/v1/embeddings",
+        json!({"input": "x"}).to_string().as_bytes(),
+        "Origin: https://app.example\r\n",
+    );
+    assert!(
+        !head.to_ascii_lowercase().contains("access-control"),
+        "{head}"
+    );
+}

@@ -25,6 +25,9 @@ pub enum Error {
     /// A bad server setting (startup only, never an HTTP answer).
     #[error("{0}")]
     Config(String),
+    /// The request (its body included) took longer than `--request-timeout`.
+    #[error("the request took longer than {0} s (--request-timeout)")]
+    Timeout(u64),
     /// The queue is full.
     #[error("the server is at capacity ({queued} inputs queued, limit {limit}); retry later")]
     Overloaded { queued: usize, limit: usize },
@@ -77,6 +80,12 @@ impl Error {
                 "invalid_request_error",
                 None,
                 "invalid_api_key",
+            ),
+            Error::Timeout(_) => (
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                None,
+                "timeout",
             ),
             Error::Overloaded { .. } => (
                 StatusCode::TOO_MANY_REQUESTS,

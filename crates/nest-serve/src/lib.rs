@@ -25,7 +25,8 @@ pub use routes::Limits;
 
 /// Serves until SIGTERM or Ctrl-C, then stops accepting connections, lets in-flight requests
 /// finish, drains the queue and returns. `on_listen` is called with the bound address (port 0
-/// picks a free one).
+/// picks a free one). A client has `header_timeout` to send its request head (slowloris);
+/// the body and the answer are bounded by `limits.request_timeout`.
 pub async fn serve(
     config: EngineConfig,
     limits: Limits,
@@ -33,17 +34,45 @@ pub async fn serve(
     addr: &str,
     on_listen: impl FnOnce(std::net::SocketAddr),
 ) -> Result<()> {
+    let header_timeout = limits
+        .request_timeout
+        .min(std::time::Duration::from_secs(10));
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    on_listen(listener.local_addr()?);
     let engine = Engine::start(config);
     let app = routes::router(routes::AppState {
         engine: Arc::clone(&engine),
         limits,
         access: Arc::new(access),
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    })?;
+    on_listen(listener.local_addr()?);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        let stream = tokio::select! {
+            conn = listener.accept() => match conn {
+                Ok((stream, _)) => stream,
+                // out of file descriptors and the like: wait a moment rather than spin
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut stop => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
+        let watched = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = watched.await;
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
     engine.queue.close();
     Ok(())
 }

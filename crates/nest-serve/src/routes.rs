@@ -24,12 +24,68 @@ use crate::{Error, Result};
 /// ones on the blocking pool.
 const INLINE_TOKENIZE_BYTES: usize = 8192;
 
-/// Per-request limits (`413` beyond them).
-#[derive(Debug, Clone, Copy)]
+/// Per-request limits (`413` beyond them, `408` past the timeout) and who may call from a
+/// browser.
+#[derive(Debug, Clone)]
 pub struct Limits {
     pub max_inputs: usize,
     pub max_tokens: usize,
     pub max_body_bytes: usize,
+    /// The longest a request may take, reading its body included (a slow client is cut off).
+    pub request_timeout: std::time::Duration,
+    /// Origins allowed cross-origin (CORS); empty = no CORS headers, `*` = any origin.
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_inputs: 32,
+            max_tokens: 16384,
+            max_body_bytes: 2 * 1024 * 1024,
+            request_timeout: std::time::Duration::from_secs(60),
+            cors_origins: Vec::new(),
+        }
+    }
+}
+
+/// The CORS layer of `origins` (`*` = any); `None` when there are none.
+fn cors(origins: &[String]) -> Result<Option<tower_http::cors::CorsLayer>> {
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        let values = origins
+            .iter()
+            .map(|o| {
+                axum::http::HeaderValue::from_str(o).map_err(|_| {
+                    Error::Config(format!("--cors-allow-origin {o:?}: not a valid origin"))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        AllowOrigin::list(values)
+    };
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]),
+    ))
+}
+
+/// 408 when the request (body read included) outlasts the limit.
+async fn deadline(
+    State(limit): State<std::time::Duration>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => Error::Timeout(limit.as_secs()).into_response(),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -39,12 +95,15 @@ pub struct AppState {
     pub access: Arc<crate::auth::Access>,
 }
 
-/// The router, with the body limit applied (axum's own limit answers 413 before parsing) and,
-/// outermost, the API-key check (401 before the body is read).
-pub fn router(state: AppState) -> Router {
+/// The router, with the body limit applied (axum's own limit answers 413 before parsing), the
+/// API-key check (401 before the body is read), the request deadline and, outermost, CORS
+/// when asked for (so that preflights and errors carry its headers).
+pub fn router(state: AppState) -> Result<Router> {
     let limit = state.limits.max_body_bytes;
+    let timeout = state.limits.request_timeout;
+    let cors = cors(&state.limits.cors_origins)?;
     let access = Arc::clone(&state.access);
-    Router::new()
+    let app = Router::new()
         .route("/v1/embeddings", post(embeddings))
         .route("/embeddings", post(embeddings))
         .route("/health", get(health))
@@ -56,7 +115,12 @@ pub fn router(state: AppState) -> Router {
             access,
             crate::auth::guard,
         ))
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(timeout, deadline))
+        .with_state(state);
+    Ok(match cors {
+        Some(c) => app.layer(c),
+        None => app,
+    })
 }
 
 async fn health(State(s): State<AppState>) -> Response {
@@ -194,6 +258,21 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
     })))
 }
 
+/// Tokenises `texts`; a text the tokenizer fails on is the client's: 400 naming it.
+fn tokenize(tok: &nest_model::tokenize::TextTokenizer, texts: &[String]) -> Result<Vec<Vec<i64>>> {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    tok.encode(&refs).map_err(|e| {
+        let i = refs
+            .iter()
+            .position(|t| tok.encode(&[t]).is_err())
+            .unwrap_or(0);
+        Error::bad(
+            Some("input"),
+            format!("input[{i}] could not be tokenised: {e}"),
+        )
+    })
+}
+
 /// The request's token ids: texts tokenised (inline when short, else off the async threads),
 /// id lists checked against the vocabulary; both truncated to the model's max length.
 /// A prompt, when given, is prepended to every text (token-id inputs are taken as they are).
@@ -218,16 +297,12 @@ async fn token_ids(
             let bytes: usize = texts.iter().map(String::len).sum();
             if bytes <= INLINE_TOKENIZE_BYTES {
                 // short inputs: tokenising takes microseconds, less than a thread hand-off
-                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                info.tokenizer.encode(&refs)?
+                tokenize(&info.tokenizer, &texts)?
             } else {
                 let tok = Arc::clone(&info.tokenizer);
-                tokio::task::spawn_blocking(move || {
-                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                    tok.encode(&refs)
-                })
-                .await
-                .map_err(|e| Error::Internal(e.to_string()))??
+                tokio::task::spawn_blocking(move || tokenize(&tok, &texts))
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))??
             }
         }
         Inputs::Tokens(mut seqs) => {

@@ -9,6 +9,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         "--max-client-batch-size must be at least 1"
     );
     anyhow::ensure!(
+        a.request_timeout >= 1,
+        "--request-timeout must be at least 1 (seconds)"
+    );
+    anyhow::ensure!(
         a.max_batch_tokens >= 1,
         "--max-batch-tokens must be at least 1"
     );
@@ -34,6 +38,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
         max_inputs: a.max_client_batch_size,
         max_tokens: a.max_batch_tokens,
         max_body_bytes: a.max_body_bytes,
+        request_timeout: std::time::Duration::from_secs(a.request_timeout),
+        cors_origins: a.cors_allow_origin.clone(),
     };
     let access = access(&a)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
