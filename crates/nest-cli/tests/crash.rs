@@ -190,6 +190,10 @@ fn train_killed_at_random_moments_resumes_to_the_same_model() {
             "seed {seed}: the loss curve differs"
         );
     }
+    assert!(
+        kills >= 2,
+        "only {kills} of 4 runs were killed before they ended"
+    );
 }
 
 #[test]
