@@ -330,6 +330,10 @@ pub enum BenchCommand {
     Serve(crate::args_search::BenchServeArgs),
     /// Recall@k (relative to exact search) and QPS of funnels over an index.
     Search(crate::args_search::BenchSearchArgs),
+    /// Soak a running Nest server: valid, oversized, malformed and unauthorised requests from
+    /// many clients, each answer's status checked; p99 latency and memory sampled; a queue-full
+    /// burst and recovery.
+    Soak(crate::args_search::BenchSoakArgs),
 }
 
 #[derive(Debug, Args)]

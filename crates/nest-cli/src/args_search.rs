@@ -213,6 +213,34 @@ pub struct BenchServeArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct BenchSoakArgs {
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
+    #[arg(long, default_value_t = 600.0)]
+    pub seconds: f64,
+    /// Seconds between samples of p99 latency and memory.
+    #[arg(long, default_value_t = 10.0)]
+    pub sample_every: f64,
+    /// Texts to send (one per line, or `.jsonl` with `text`), cycled through.
+    #[arg(long)]
+    pub texts: PathBuf,
+    /// The server's API key (then requests without it are in the mix, expecting 401).
+    #[arg(long, env = "NEST_API_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+    /// The server's --max-client-batch-size (oversized requests send one input more).
+    #[arg(long, default_value_t = 32)]
+    pub max_client_batch_size: usize,
+    /// Concurrent full-size requests in the closing burst (0: none).
+    #[arg(long, default_value_t = 256)]
+    pub burst: usize,
+    /// The server's process id, for its resident memory.
+    #[arg(long)]
+    pub pid: Option<u32>,
+}
+
+#[derive(Debug, Args)]
 pub struct BenchSearchArgs {
     #[arg(long)]
     pub index: PathBuf,

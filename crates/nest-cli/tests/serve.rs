@@ -767,3 +767,45 @@ fn slow_clients_time_out_and_cors_is_opt_in() {
         "{head}"
     );
 }
+
+/// The soak in its short form (the full one is a benchmark, docs/RELIABILITY.md): 16 clients
+/// for 30 s with valid, oversized, malformed and unauthorised requests, every status as
+/// expected; a burst beyond the queue gets 429s and the server answers again afterwards.
+#[test]
+fn a_short_soak_sees_only_expected_statuses_and_recovers_from_a_burst() {
+    let d = tempfile::tempdir().unwrap();
+    let m = tiny(d.path());
+    let key = "soak-key-0123456789abcdef";
+    let s = start(&m, &["--api-key", key, "--max-queued-inputs", "64"]);
+    let texts = d.path().join("texts.txt");
+    std::fs::write(
+        &texts,
+        "the cat sat on the mat\na man is playing music\nrain on the road\na bird over the sea\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .args(["bench", "soak", "--url", &format!("http://{}", s.addr)])
+        .args(["--clients", "16", "--seconds", "30", "--sample-every", "5"])
+        .args(["--texts", &texts.display().to_string(), "--key", key])
+        .args(["--max-client-batch-size", "4", "--burst", "64"])
+        .args(["--pid", &s.child.id().to_string()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["unexpected"], 0, "{v}");
+    for k in v["by_kind"].as_array().unwrap() {
+        if k[0] != "bad_dimensions" {
+            assert!(k[1].as_u64().unwrap() > 0, "{v}");
+        }
+    }
+    assert!(v["burst_429"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["recovered"], true);
+    assert!(v["samples"].as_array().unwrap().len() >= 5, "{v}");
+    assert!(v["samples"][0]["rss_mib"].as_f64().unwrap() > 0.0, "{v}");
+}

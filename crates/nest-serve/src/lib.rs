@@ -16,6 +16,7 @@ pub mod load;
 pub mod metrics;
 pub mod request;
 pub mod routes;
+pub mod soak;
 
 use std::sync::Arc;
 

@@ -58,6 +58,41 @@ pub fn serve(a: BenchServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// `nest bench soak`: one JSON line with the soak's report; fails when an answer had an
+/// unexpected status or the server did not recover from the burst.
+pub fn soak(a: crate::args_search::BenchSoakArgs) -> Result<()> {
+    let texts = nest_core::data::read_sentences(&a.texts)?;
+    let texts: Vec<String> = texts.into_iter().filter(|t| !t.is_empty()).collect();
+    let cfg = nest_serve::soak::SoakConfig {
+        url: a.url,
+        clients: a.clients,
+        seconds: a.seconds,
+        sample_every: a.sample_every,
+        key: a.key.filter(|k| !k.is_empty()),
+        max_inputs: a.max_client_batch_size,
+        burst: a.burst,
+        pid: a.pid,
+        texts,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let r = rt.block_on(nest_serve::soak::run(cfg))?;
+    println!("{}", serde_json::to_string(&r)?);
+    anyhow::ensure!(
+        r.unexpected == 0,
+        "{} answers with an unexpected status; the first: {}",
+        r.unexpected,
+        r.first_unexpected.unwrap_or_default()
+    );
+    anyhow::ensure!(
+        r.recovered,
+        "the server did not answer within 10 s after the burst"
+    );
+    Ok(())
+}
+
 /// Recall of `got` against `want` (ids of the exact top-k), averaged over queries.
 fn recall(got: &[Vec<u32>], want: &[Vec<u32>]) -> f64 {
     let mut s = 0.0;
