@@ -10,9 +10,11 @@
 # Budget: a seed-42 sample of 3,200 stage-1 texts (scripts/ibkd_data.py --sample 3200), one epoch
 # at batch 64 = 50 steps, lr LR (default Table 1's 1e-4). Measured: STS-B dev after the stage
 # (the trainer's final grid; the choice is made there), and the relative weight change against
-# crd (scripts/weight_diff.py). Resumable: a finished run is skipped.
+# crd (scripts/weight_diff.py); then each student on the sts family (STS-B test, SICK-R test;
+# last layer, 384 dims) and a paired bootstrap of every variant against crd (nest eval compare,
+# 2,000 resamples, Holm over the variants). Resumable: a finished run or report is skipped.
 #
-#   scripts/evidence_hsic.sh        then: python3 scripts/hsic_table.py
+#   scripts/evidence_hsic.sh        (prints each variant's weight change against crd at the end)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${NEST:-target/release/nest}
@@ -39,3 +41,10 @@ done
 for name in paper median norm norm-median; do
   echo "$name vs crd: $($PY scripts/weight_diff.py runs/hsic-lr$LR-crd/stage1/final runs/hsic-lr$LR-$name/stage1/final)"
 done
+R=reports/hsic-lr$LR
+for name in crd paper median norm norm-median; do
+  [ -f "$R/$name/report.json" ] || $N eval --model runs/hsic-lr$LR-$name/stage1/final --tasks sts \
+    --layers 6 --dims 384 --latency-texts 0 --dtype float32 --out "$R/$name" > /dev/null
+done
+$N eval compare "$R/crd/report.json" "$R/paper/report.json" "$R/median/report.json" \
+  "$R/norm/report.json" "$R/norm-median/report.json" --resamples 2000 --out "$R/compare"
