@@ -10,4 +10,8 @@ scripts/setup_pgvector.sh || echo "warning: PostgreSQL + pgvector not installed;
 if ! PYTHONPATH=.deps/pyclient python3 -c "import openai" 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check --target .deps/pyclient "openai>=1.40,<3"
 fi
+# schemathesis, for the property-based API test against the server's /openapi.json
+if ! PYTHONPATH=.deps/schemathesis python3 -c "import schemathesis" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check --target .deps/schemathesis "schemathesis>=4.0,<5"
+fi
 cargo test --workspace "$@"

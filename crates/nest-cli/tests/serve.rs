@@ -809,3 +809,67 @@ fn a_short_soak_sees_only_expected_statuses_and_recovers_from_a_burst() {
     assert!(v["samples"].as_array().unwrap().len() >= 5, "{v}");
     assert!(v["samples"][0]["rss_mib"].as_f64().unwrap() > 0.0, "{v}");
 }
+
+/// `GET /openapi.json` describes the API, and schemathesis (property-based, from the document)
+/// finds no 5xx and no answer outside the document, with the key and without it (every answer
+/// a documented 401 then). scripts/test.sh installs schemathesis into `.deps/schemathesis`;
+/// skipped with a reason elsewhere, required under CI.
+#[test]
+fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let py = std::env::var("NEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let pypath = root.join(".deps/schemathesis");
+    let has = Command::new(&py)
+        .args(["-c", "import schemathesis"])
+        .env("PYTHONPATH", &pypath)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1")
+            || std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(!required, "schemathesis is missing and CI requires it: run scripts/test.sh (it installs it into .deps/schemathesis)");
+        eprintln!("skipping: {py} cannot import schemathesis (scripts/test.sh installs it)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let key = "schema-key-0123456789abcdef";
+    let s = start(&tiny(d.path()), &["--api-key", key]);
+    let (st, doc) = http(&s.addr, "GET", "/openapi.json", b"");
+    assert_eq!(st, 200, "the document needs no key");
+    let doc: Value = serde_json::from_slice(&doc).unwrap();
+    assert_eq!(doc["openapi"], "3.0.3");
+    assert_eq!(
+        doc["paths"]["/v1/embeddings"]["post"]["responses"]["413"]["content"]["application/json"]
+            ["schema"]["$ref"],
+        "#/components/schemas/Error"
+    );
+    assert_eq!(
+        doc["components"]["schemas"]["EmbeddingRequest"]["properties"]["input"]["oneOf"][1]
+            ["maxItems"],
+        4,
+        "the limits of this server"
+    );
+    let auth = format!("Authorization: Bearer {key}");
+    for header in [Some(auth.as_str()), None] {
+        let mut c = Command::new(&py);
+        c.args(["-m", "schemathesis.cli", "run"])
+            .arg(format!("http://{}/openapi.json", s.addr))
+            .args(["--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"])
+            .args(["--max-examples", "25", "--seed", "1", "--workers", "1"])
+            .args(["--phases", "examples,coverage,fuzzing", "--request-timeout", "30"])
+            .env("PYTHONPATH", &pypath)
+            .env("SCHEMATHESIS_HOOKS", "")
+            .current_dir(d.path());
+        if let Some(h) = header {
+            c.args(["-H", h]);
+        }
+        let o = c.output().unwrap();
+        assert!(
+            o.status.success(),
+            "with key: {}\n{}{}",
+            header.is_some(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

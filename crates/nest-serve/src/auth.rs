@@ -1,6 +1,6 @@
 //! Who may ask: API keys (`nest serve --api-key`, `--api-key-file`, `NEST_API_KEY`).
 //!
-//! With keys set, every route but `/health` (and `/metrics` with `--open-metrics`) needs
+//! With keys set, every route but `/health` and `/openapi.json` (and `/metrics` with `--open-metrics`) needs
 //! `Authorization: Bearer <key>`; anything else gets 401 in OpenAI's error shape before the
 //! body is read. Keys are kept as SHA-256 digests and compared in constant time
 //! ([`subtle::ConstantTimeEq`]) against every key, so neither a key's content nor which key
@@ -85,7 +85,10 @@ impl Access {
     }
 
     fn needs_key(&self, path: &str) -> bool {
-        !(self.is_open() || path == "/health" || (self.open_metrics && path == "/metrics"))
+        !(self.is_open()
+            || path == "/health"
+            || path == "/openapi.json"
+            || (self.open_metrics && path == "/metrics"))
     }
 
     /// Whether `authorization` (the header's value) carries one of the keys.

@@ -14,6 +14,7 @@ pub mod engine;
 mod error;
 pub mod load;
 pub mod metrics;
+pub mod openapi;
 pub mod request;
 pub mod routes;
 pub mod soak;

@@ -156,6 +156,49 @@ fn parse_input(v: &Value) -> Result<Inputs> {
     }
 }
 
+/// A field of the request body: its name and what it means (the OpenAPI document's source).
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    pub name: &'static str,
+    pub doc: &'static str,
+}
+
+/// Every field [`parse`] reads; others are ignored, as OpenAI's server ignores unknown ones.
+pub const FIELDS: [Field; 8] = [
+    Field {
+        name: "input",
+        doc: "a string, an array of strings, an array of token ids or an array of token-id arrays",
+    },
+    Field {
+        name: "model",
+        doc: "the served model's name (optional)",
+    },
+    Field {
+        name: "dimensions",
+        doc: "prefix dims to keep (re-normalised); a dim the model was trained for",
+    },
+    Field {
+        name: "layers",
+        doc: "Nest: the exit layer (how many layers run)",
+    },
+    Field {
+        name: "encoding_format",
+        doc: "float (default) or base64 (little-endian float32)",
+    },
+    Field {
+        name: "user",
+        doc: "accepted and ignored",
+    },
+    Field {
+        name: "prompt_name",
+        doc: "Nest: a prompt the model names (config_sentence_transformers.json)",
+    },
+    Field {
+        name: "prompt",
+        doc: "Nest: a prompt text prepended to every text input",
+    },
+];
+
 /// Parses a request body.
 pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
     let v: Value = serde_json::from_slice(body)
@@ -248,6 +291,23 @@ mod tests {
                 "{:?}: {e}",
                 String::from_utf8_lossy(body)
             );
+        }
+    }
+
+    #[test]
+    fn every_documented_field_is_read() {
+        let body = br#"{"input":["a"],"model":"m","dimensions":8,"layers":1,"encoding_format":"base64","user":"u","prompt_name":"query","prompt":"q: ","other":1}"#;
+        let r = parse(body).unwrap();
+        assert_eq!((r.dimensions, r.layers), (Some(8), Some(1)));
+        assert_eq!(r.prompt_name.as_deref(), Some("query"));
+        assert_eq!(r.prompt.as_deref(), Some("q: "));
+        assert_eq!(r.model.as_deref(), Some("m"));
+        assert!(matches!(r.encoding, Encoding::Base64));
+        // a wrong type in any documented field but `user` is named in the error
+        for f in FIELDS.iter().filter(|f| f.name != "input") {
+            let body = format!(r#"{{"input":"a","{}":[1]}}"#, f.name);
+            let e = parse(body.as_bytes()).unwrap_err().to_string();
+            assert!(e.contains(f.name), "{}: {e}", f.name);
         }
     }
 

@@ -1,5 +1,5 @@
 //! HTTP routes: `POST /v1/embeddings` (and `/embeddings`), `GET /health`, `GET /v1/models`,
-//! `GET /metrics`.
+//! `GET /metrics`, `GET /openapi.json`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -103,7 +103,18 @@ pub fn router(state: AppState) -> Result<Router> {
     let timeout = state.limits.request_timeout;
     let cors = cors(&state.limits.cors_origins)?;
     let access = Arc::clone(&state.access);
+    let doc = Arc::new(crate::openapi::document(
+        &state.limits,
+        !state.access.is_open(),
+    ));
     let app = Router::new()
+        .route(
+            "/openapi.json",
+            get(move || {
+                let doc = Arc::clone(&doc);
+                async move { Json((*doc).clone()) }
+            }),
+        )
         .route("/v1/embeddings", post(embeddings))
         .route("/embeddings", post(embeddings))
         .route("/health", get(health))

@@ -1,0 +1,165 @@
+//! `GET /openapi.json`: the OpenAPI 3.0 document of the server, built here from the request
+//! fields [`crate::request::FIELDS`] parses, the statuses [`crate::Error`] maps to, and the
+//! server's limits and keys, so that the document and the handlers cannot drift apart
+//! unnoticed (`schemathesis` checks every answer against it: docs/RELIABILITY.md).
+
+use serde_json::{json, Value};
+
+use crate::request::{Field, FIELDS};
+use crate::routes::Limits;
+
+fn field_schema(f: &Field, limits: &Limits) -> Value {
+    match f.name {
+        "input" => json!({
+            "description": f.doc,
+            "oneOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "minItems": 1, "maxItems": limits.max_inputs, "items": {"type": "string", "minLength": 1}},
+                {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
+                {"type": "array", "minItems": 1, "maxItems": limits.max_inputs, "items": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}},
+            ]
+        }),
+        "dimensions" | "layers" => {
+            json!({"type": "integer", "minimum": 1, "nullable": true, "description": f.doc})
+        }
+        "encoding_format" => {
+            json!({"type": "string", "enum": ["float", "base64"], "nullable": true, "description": f.doc})
+        }
+        _ => json!({"type": "string", "nullable": true, "description": f.doc}),
+    }
+}
+
+fn error_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    })
+}
+
+/// The statuses a route answers with besides its success, with what they mean.
+fn errors(keyed: bool, with_body: bool) -> Vec<(&'static str, &'static str)> {
+    let mut v = vec![
+        ("408", "the request took longer than --request-timeout"),
+        ("503", "the model is loading or failed to load"),
+    ];
+    if with_body {
+        v.push(("400", "bad input: malformed JSON, wrong types, untrained points, unknown model, token ids outside the vocabulary"));
+        v.push(("413", "more inputs, tokens or bytes than the limits"));
+        v.push(("429", "the queue is full; retry later"));
+        v.push(("500", "a failed forward pass"));
+    }
+    if keyed {
+        v.push(("401", "no API key, or not one of the server's"));
+    }
+    v
+}
+
+fn responses(ok: Value, keyed: bool, with_body: bool) -> Value {
+    let mut r = serde_json::Map::new();
+    r.insert("200".into(), ok);
+    for (code, what) in errors(keyed, with_body) {
+        r.insert(code.into(), error_response(what));
+    }
+    Value::Object(r)
+}
+
+/// The document for a server with these limits; `keyed`: whether it has API keys.
+pub fn document(limits: &Limits, keyed: bool) -> Value {
+    let props: serde_json::Map<String, Value> = FIELDS
+        .iter()
+        .map(|f| (f.name.to_string(), field_schema(f, limits)))
+        .collect();
+    let security = if keyed {
+        json!([{"bearer": []}])
+    } else {
+        json!([])
+    };
+    let embed = json!({
+        "summary": "Embeddings (OpenAI's API, with Nest's `layers` and prompts)",
+        "security": security,
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingRequest"}}}},
+        "responses": responses(json!({"description": "the vectors", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingResponse"}}}}), keyed, true),
+    });
+    let models = json!({
+        "summary": "The served model, its trained dims and layers, and its arithmetic",
+        "security": security,
+        "responses": responses(json!({"description": "the model", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Models"}}}}), keyed, false),
+    });
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "Nest embeddings server", "version": env!("CARGO_PKG_VERSION")},
+        "paths": {
+            "/v1/embeddings": {"post": embed},
+            "/embeddings": {"post": embed},
+            "/v1/models": {"get": models},
+            "/models": {"get": models},
+            "/health": {"get": {
+                "summary": "200 once the model is loaded (never needs a key)",
+                "security": [],
+                "responses": {
+                    "200": {"description": "ready", "content": {"application/json": {"schema": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string", "enum": ["ok"]}}}}}},
+                    "408": error_response("the request took longer than --request-timeout"),
+                    "503": error_response("the model is loading or failed to load"),
+                }
+            }},
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "EmbeddingRequest": {"type": "object", "required": ["input"], "properties": props},
+                "EmbeddingResponse": {
+                    "type": "object",
+                    "required": ["object", "data", "model", "usage"],
+                    "properties": {
+                        "object": {"type": "string", "enum": ["list"]},
+                        "data": {"type": "array", "items": {
+                            "type": "object",
+                            "required": ["object", "index", "embedding"],
+                            "properties": {
+                                "object": {"type": "string", "enum": ["embedding"]},
+                                "index": {"type": "integer", "minimum": 0},
+                                "embedding": {"oneOf": [
+                                    {"type": "array", "items": {"type": "number"}},
+                                    {"type": "string", "description": "base64 of little-endian float32"},
+                                ]},
+                            }
+                        }},
+                        "model": {"type": "string"},
+                        "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"], "properties": {
+                            "prompt_tokens": {"type": "integer", "minimum": 0},
+                            "total_tokens": {"type": "integer", "minimum": 0},
+                        }},
+                    }
+                },
+                "Models": {
+                    "type": "object",
+                    "required": ["object", "data"],
+                    "properties": {
+                        "object": {"type": "string", "enum": ["list"]},
+                        "data": {"type": "array", "items": {"type": "object", "required": ["id", "object"], "properties": {
+                            "id": {"type": "string"},
+                            "object": {"type": "string", "enum": ["model"]},
+                            "dimensions": {"type": "array", "items": {"type": "integer"}},
+                            "layers": {"type": "array", "items": {"type": "integer"}},
+                            "dtype": {"type": "string"},
+                        }}},
+                    }
+                },
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {"error": {
+                        "type": "object",
+                        "required": ["message", "type", "code"],
+                        "properties": {
+                            "message": {"type": "string"},
+                            "type": {"type": "string"},
+                            "param": {"type": "string", "nullable": true},
+                            "code": {"type": "string"},
+                        }
+                    }}
+                },
+            }
+        }
+    })
+}
