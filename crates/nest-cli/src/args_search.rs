@@ -175,6 +175,12 @@ pub struct ServeArgs {
     /// Default: no CORS headers.
     #[arg(long = "cors-allow-origin")]
     pub cors_allow_origin: Vec<String>,
+    /// glibc: allocations of at least this many MiB get their own mappings, returned to the
+    /// system when freed (1: resident memory stays flat under a long mixed load, at a cost in
+    /// throughput: docs/RELIABILITY.md); 0: glibc's adaptive default. MALLOC_MMAP_THRESHOLD_
+    /// in the environment wins.
+    #[arg(long, default_value_t = 0)]
+    pub mmap_threshold_mib: usize,
 }
 
 #[derive(Debug, Args)]

@@ -42,6 +42,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
         cors_origins: a.cors_allow_origin.clone(),
     };
     let access = access(&a)?;
+    anyhow::ensure!(
+        a.mmap_threshold_mib <= 32,
+        "--mmap-threshold-mib must be at most 32 (glibc's limit), or 0 for glibc's default"
+    );
+    if let Some(line) = nest_serve::heap::fix_mmap_threshold(a.mmap_threshold_mib) {
+        eprintln!("nest serve: {line}");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
