@@ -53,7 +53,8 @@ fn kill_after(args: &[&str], after: Duration) -> bool {
     true
 }
 
-/// Seeded shares of a run's duration in (0.02, 0.98): SplitMix64.
+/// Seeded shares of a run's duration in (0.02, 0.7) (the uninterrupted run may have paid for a
+/// cold start the later ones do not): SplitMix64.
 fn shares(seed: u64, n: usize) -> Vec<f64> {
     let mut x = seed;
     (0..n)
@@ -63,7 +64,7 @@ fn shares(seed: u64, n: usize) -> Vec<f64> {
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
             z ^= z >> 31;
-            0.02 + 0.96 * (z >> 11) as f64 / (1u64 << 53) as f64
+            0.02 + 0.68 * (z >> 11) as f64 / (1u64 << 53) as f64
         })
         .collect()
 }
@@ -362,6 +363,80 @@ fn compress_killed_at_random_moments_leaves_no_readable_half() {
             std::fs::read(out.join("adaptor.safetensors")).unwrap(),
             std::fs::read(full.join("adaptor.safetensors")).unwrap(),
             "seed {seed}: a rerun gives the uninterrupted adaptor"
+        );
+    }
+    assert!(
+        kills >= 2,
+        "only {kills} of 4 runs were killed before they ended"
+    );
+}
+
+#[test]
+fn distill_killed_at_random_moments_resumes_to_the_same_student() {
+    let (d, m) = setup();
+    let teacher = d.path().join("teacher");
+    let mut spec = TinySpec::new(Architecture::Mpnet);
+    spec.seed = 11;
+    write_tiny_model(&teacher, &spec).unwrap();
+    let texts: String = (0..480).map(|i| format!("{} {i}\n", words(i))).collect();
+    std::fs::write(d.path().join("texts.tsv"), format!("text\n{texts}")).unwrap();
+    let triplets: String = (0..64)
+        .map(|i| format!("{}\t{}\t{}\n", words(i), words(i + 1), words(i + 50)))
+        .collect();
+    std::fs::write(
+        d.path().join("triplets.tsv"),
+        format!("anchor\tpositive\tnegative\n{triplets}"),
+    )
+    .unwrap();
+    // one recipe per run: each its own teacher cache, so kills land in its fill too
+    let recipe = |name: &str| -> String {
+        let common = "batch_size = 16\nepochs = 1\nsave_every = 5\neval_every = 0\nseed = 3\n";
+        let r = d.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &r,
+            format!(
+                "teacher = {:?}\nstudent = {m:?}\ncache_dir = {:?}\nteacher_max_length = 32\n\n\
+                 [stage1]\nloss = \"none\"\nlr = 1e-3\n{common}\
+                 data = [{{ path = {:?}, format = \"single\" }}]\n\
+                 objective = [{{ kind = \"distill\", temperature = 0.1 }}, {{ kind = \"hsic\", weight = 1.0 }}]\n\n\
+                 [stage2]\nloss = \"mnrl\"\nlr = 3e-4\nmatryoshka_dims = [8, 16]\n{common}\
+                 data = [{{ path = {:?}, format = \"triplets\" }}]\n",
+                s(&teacher),
+                s(&d.path().join(format!("cache-{name}"))),
+                s(&d.path().join("texts.tsv")),
+                s(&d.path().join("triplets.tsv")),
+            ),
+        )
+        .unwrap();
+        s(&r)
+    };
+    let args = |name: &str, resume: bool| -> Vec<String> {
+        let mut a: Vec<String> = ["--threads", "1", "distill", "--recipe"]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        a.push(recipe(name));
+        a.extend(["--run-dir".into(), s(&d.path().join(name))]);
+        if resume {
+            a.push("--resume".into());
+        }
+        a
+    };
+    let a = args("full", false);
+    let t_full = timed(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let want = files(&d.path().join("full/stage2/final"));
+    let mut kills = 0;
+    for (seed, share) in shares(17, 4).into_iter().enumerate() {
+        let name = format!("cut{seed}");
+        let a = args(&name, false);
+        let first: Vec<&str> = a.iter().map(String::as_str).collect();
+        kills += usize::from(kill_after(&first, t_full.mul_f64(share)));
+        let a = args(&name, d.path().join(&name).exists());
+        ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            files(&d.path().join(&name).join("stage2/final")),
+            want,
+            "seed {seed}: the student differs from the uninterrupted one"
         );
     }
     assert!(
