@@ -147,6 +147,20 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
+/// The y range of a quality axis: the finite values' range with a point of margin; 0-100 when no
+/// value is defined (e.g. Spearman of constant gold scores), where an infinite range would make
+/// the plotting library loop forever.
+fn axis_range(vals: &[f64]) -> (f64, f64) {
+    let finite = vals.iter().copied().filter(|v| v.is_finite());
+    let lo = finite.clone().fold(f64::INFINITY, f64::min);
+    let hi = finite.fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() {
+        (0.0, 100.0)
+    } else {
+        (lo - 1.0, hi.max(lo) + 1.0)
+    }
+}
+
 /// Quality vs dim (log2 x), one line per layer at float32, and one dashed-style line per other
 /// precision at the deepest layer.
 fn curves_svg(path: &Path, r: &Report, t: &TaskResult) -> Result<()> {
@@ -158,15 +172,7 @@ fn curves_svg(path: &Path, r: &Report, t: &TaskResult) -> Result<()> {
         .filter_map(|c| c.metrics.get(&t.main_metric).copied())
         .filter(|v| v.is_finite())
         .collect();
-    let (lo, hi) = (
-        vals.iter().copied().fold(f64::INFINITY, f64::min),
-        vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-    );
-    let (lo, hi) = if lo < hi {
-        (lo - 1.0, hi + 1.0)
-    } else {
-        (lo - 1.0, lo + 1.0)
-    };
+    let (lo, hi) = axis_range(&vals);
     let xmin = (*r.dims.first().unwrap_or(&1) as f64).log2();
     let xmax = (*r.dims.last().unwrap_or(&2) as f64).log2().max(xmin + 1.0);
     {
@@ -268,10 +274,7 @@ fn cost_svg(path: &Path, r: &Report, t: &TaskResult) -> Result<()> {
         .map(|p| p.quality)
         .filter(|v| v.is_finite())
         .collect();
-    let (lo, hi) = (
-        q.iter().copied().fold(f64::INFINITY, f64::min) - 1.0,
-        q.iter().copied().fold(f64::NEG_INFINITY, f64::max) + 1.0,
-    );
+    let (lo, hi) = axis_range(&q);
     let lat: Vec<f64> = points
         .iter()
         .map(|p| p.latency_ms)
@@ -408,4 +411,17 @@ pub fn write_all(r: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_ranges_are_finite() {
+        assert_eq!(axis_range(&[]), (0.0, 100.0));
+        assert_eq!(axis_range(&[f64::NAN]), (0.0, 100.0));
+        assert_eq!(axis_range(&[5.0]), (4.0, 6.0));
+        assert_eq!(axis_range(&[5.0, f64::NAN, 7.0]), (4.0, 8.0));
+    }
 }
