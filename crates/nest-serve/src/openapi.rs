@@ -6,17 +6,16 @@
 use serde_json::{json, Value};
 
 use crate::request::{Field, FIELDS};
-use crate::routes::Limits;
 
-fn field_schema(f: &Field, limits: &Limits) -> Value {
+fn field_schema(f: &Field, max_inputs: usize) -> Value {
     match f.name {
         "input" => json!({
             "description": f.doc,
             "oneOf": [
                 {"type": "string", "minLength": 1},
-                {"type": "array", "minItems": 1, "maxItems": limits.max_inputs, "items": {"type": "string", "minLength": 1}},
+                {"type": "array", "minItems": 1, "maxItems": max_inputs, "items": {"type": "string", "minLength": 1}},
                 {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
-                {"type": "array", "minItems": 1, "maxItems": limits.max_inputs, "items": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}},
+                {"type": "array", "minItems": 1, "maxItems": max_inputs, "items": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}},
             ]
         }),
         "dimensions" | "layers" => {
@@ -63,12 +62,9 @@ fn responses(ok: Value, keyed: bool, with_body: bool) -> Value {
     Value::Object(r)
 }
 
-/// The document for a server with these limits; `keyed`: whether it has API keys.
-pub fn document(limits: &Limits, keyed: bool) -> Value {
-    let props: serde_json::Map<String, Value> = FIELDS
-        .iter()
-        .map(|f| (f.name.to_string(), field_schema(f, limits)))
-        .collect();
+/// The document for a server that takes at most `max_inputs` inputs per request; `keyed`:
+/// whether it has API keys.
+pub fn document(max_inputs: usize, keyed: bool) -> Value {
     let security = if keyed {
         json!([{"bearer": []}])
     } else {
@@ -105,61 +101,70 @@ pub fn document(limits: &Limits, keyed: bool) -> Value {
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "EmbeddingRequest": {"type": "object", "required": ["input"], "properties": props},
-                "EmbeddingResponse": {
-                    "type": "object",
-                    "required": ["object", "data", "model", "usage"],
-                    "properties": {
-                        "object": {"type": "string", "enum": ["list"]},
-                        "data": {"type": "array", "items": {
-                            "type": "object",
-                            "required": ["object", "index", "embedding"],
-                            "properties": {
-                                "object": {"type": "string", "enum": ["embedding"]},
-                                "index": {"type": "integer", "minimum": 0},
-                                "embedding": {"oneOf": [
-                                    {"type": "array", "items": {"type": "number"}},
-                                    {"type": "string", "description": "base64 of little-endian float32"},
-                                ]},
-                            }
-                        }},
-                        "model": {"type": "string"},
-                        "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"], "properties": {
-                            "prompt_tokens": {"type": "integer", "minimum": 0},
-                            "total_tokens": {"type": "integer", "minimum": 0},
-                        }},
-                    }
-                },
-                "Models": {
-                    "type": "object",
-                    "required": ["object", "data"],
-                    "properties": {
-                        "object": {"type": "string", "enum": ["list"]},
-                        "data": {"type": "array", "items": {"type": "object", "required": ["id", "object"], "properties": {
-                            "id": {"type": "string"},
-                            "object": {"type": "string", "enum": ["model"]},
-                            "dimensions": {"type": "array", "items": {"type": "integer"}},
-                            "layers": {"type": "array", "items": {"type": "integer"}},
-                            "dtype": {"type": "string"},
-                        }}},
-                    }
-                },
-                "Error": {
-                    "type": "object",
-                    "required": ["error"],
-                    "properties": {"error": {
-                        "type": "object",
-                        "required": ["message", "type", "code"],
-                        "properties": {
-                            "message": {"type": "string"},
-                            "type": {"type": "string"},
-                            "param": {"type": "string", "nullable": true},
-                            "code": {"type": "string"},
-                        }
-                    }}
-                },
-            }
+            "schemas": schemas(max_inputs),
         }
+    })
+}
+
+/// The request, response, model list and error bodies.
+fn schemas(max_inputs: usize) -> Value {
+    let props: serde_json::Map<String, Value> = FIELDS
+        .iter()
+        .map(|f| (f.name.to_string(), field_schema(f, max_inputs)))
+        .collect();
+    json!({
+        "EmbeddingRequest": {"type": "object", "required": ["input"], "properties": props},
+        "EmbeddingResponse": {
+            "type": "object",
+            "required": ["object", "data", "model", "usage"],
+            "properties": {
+                "object": {"type": "string", "enum": ["list"]},
+                "data": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["object", "index", "embedding"],
+                    "properties": {
+                        "object": {"type": "string", "enum": ["embedding"]},
+                        "index": {"type": "integer", "minimum": 0},
+                        "embedding": {"oneOf": [
+                            {"type": "array", "items": {"type": "number"}},
+                            {"type": "string", "description": "base64 of little-endian float32"},
+                        ]},
+                    }
+                }},
+                "model": {"type": "string"},
+                "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"], "properties": {
+                    "prompt_tokens": {"type": "integer", "minimum": 0},
+                    "total_tokens": {"type": "integer", "minimum": 0},
+                }},
+            }
+        },
+        "Models": {
+            "type": "object",
+            "required": ["object", "data"],
+            "properties": {
+                "object": {"type": "string", "enum": ["list"]},
+                "data": {"type": "array", "items": {"type": "object", "required": ["id", "object"], "properties": {
+                    "id": {"type": "string"},
+                    "object": {"type": "string", "enum": ["model"]},
+                    "dimensions": {"type": "array", "items": {"type": "integer"}},
+                    "layers": {"type": "array", "items": {"type": "integer"}},
+                    "dtype": {"type": "string"},
+                }}},
+            }
+        },
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {
+                "type": "object",
+                "required": ["message", "type", "code"],
+                "properties": {
+                    "message": {"type": "string"},
+                    "type": {"type": "string"},
+                    "param": {"type": "string", "nullable": true},
+                    "code": {"type": "string"},
+                }
+            }}
+        },
     })
 }

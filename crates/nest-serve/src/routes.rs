@@ -104,7 +104,7 @@ pub fn router(state: AppState) -> Result<Router> {
     let cors = cors(&state.limits.cors_origins)?;
     let access = Arc::clone(&state.access);
     let doc = Arc::new(crate::openapi::document(
-        &state.limits,
+        state.limits.max_inputs,
         !state.access.is_open(),
     ));
     let app = Router::new()
