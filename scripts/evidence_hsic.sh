@@ -14,7 +14,12 @@
 # last layer, 384 dims) and a paired bootstrap of every variant against crd (nest eval compare,
 # 2,000 resamples, Holm over the variants). Resumable: a finished run or report is skipped.
 #
-#   scripts/evidence_hsic.sh        (prints each variant's weight change against crd at the end)
+# SEEDS (default "42") are training seeds (dropout, batch order; the text sample stays seed 42's);
+# with several, each variant's runs form one side of the comparison (per-item scores averaged
+# over its runs) and nest eval seeds gives each variant's spread.
+#
+#   scripts/evidence_hsic.sh                   one seed (prints the weight changes against crd)
+#   SEEDS="42 1 2" scripts/evidence_hsic.sh    three
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${NEST:-target/release/nest}
@@ -30,21 +35,36 @@ declare -A OBJ=(
   [norm]='[{kind = "distill", loss = "infonce", temperature = 0.1}, {kind = "hsic", weight = 1.0, kernel = "rbf", gamma = 0.5, normalize = true}]'
   [norm-median]='[{kind = "distill", loss = "infonce", temperature = 0.1}, {kind = "hsic", weight = 1.0, kernel = "rbf", bandwidth = "median", normalize = true}]'
 )
-for name in crd paper median norm norm-median; do
-  dir=runs/hsic-lr$LR-$name
-  [ -f "$dir/done" ] && continue
-  resume=(); [ -d "$dir" ] && resume=(--resume)
-  /usr/bin/time -f "$name: %e s wall" $N distill --recipe recipes/ibkd.toml --stage 1 --run-dir "$dir" \
-    "${resume[@]}" --stage1.data "$S1:single" --stage1.lr "$LR" --stage1.objective "${OBJ[$name]}"
-  touch "$dir/done"
-done
-for name in paper median norm norm-median; do
-  echo "$name vs crd: $($PY scripts/weight_diff.py runs/hsic-lr$LR-crd/stage1/final runs/hsic-lr$LR-$name/stage1/final)"
-done
+SEEDS=${SEEDS:-42}
+dir_of() { if [ "$2" = 42 ]; then echo "runs/hsic-lr$LR-$1"; else echo "runs/hsic-lr$LR-seed$2-$1"; fi; }
 R=reports/hsic-lr$LR
-for name in crd paper median norm norm-median; do
-  [ -f "$R/$name/report.json" ] || $N eval --model runs/hsic-lr$LR-$name/stage1/final --tasks sts \
-    --layers 6 --dims 384 --latency-texts 0 --dtype float32 --out "$R/$name" > /dev/null
+rep_of() { if [ "$2" = 42 ]; then echo "$R/$1"; else echo "$R/seed$2-$1"; fi; }
+for seed in $SEEDS; do
+  for name in crd paper median norm norm-median; do
+    dir=$(dir_of "$name" "$seed")
+    [ -f "$dir/done" ] && continue
+    resume=(); [ -d "$dir" ] && resume=(--resume)
+    /usr/bin/time -f "$name seed $seed: %e s wall" $N distill --recipe recipes/ibkd.toml --stage 1 \
+      --run-dir "$dir" "${resume[@]}" --stage1.data "$S1:single" --stage1.lr "$LR" \
+      --stage1.seed "$seed" --stage1.objective "${OBJ[$name]}"
+    touch "$dir/done"
+  done
+  for name in paper median norm norm-median; do
+    echo "$name vs crd, seed $seed: $($PY scripts/weight_diff.py "$(dir_of crd "$seed")/stage1/final" "$(dir_of "$name" "$seed")/stage1/final")"
+  done
+  for name in crd paper median norm norm-median; do
+    out=$(rep_of "$name" "$seed")
+    [ -f "$out/report.json" ] || $N eval --model "$(dir_of "$name" "$seed")/stage1/final" --tasks sts \
+      --layers 6 --dims 384 --latency-texts 0 --dtype float32 --out "$out" > /dev/null
+  done
 done
-$N eval compare "$R/crd/report.json" "$R/paper/report.json" "$R/median/report.json" \
-  "$R/norm/report.json" "$R/norm-median/report.json" --resamples 2000 --out "$R/compare"
+side() { local v=(); for seed in $SEEDS; do v+=("$(rep_of "$1" "$seed")/report.json"); done; (IFS=,; echo "${v[*]}"); }
+tag=$(echo "$SEEDS" | tr ' ' '-')
+$N eval compare "$(side crd)" "$(side paper)" "$(side median)" "$(side norm)" "$(side norm-median)" \
+  --resamples 2000 --out "$R/compare-seeds-$tag"
+if [ "$(echo "$SEEDS" | wc -w)" -ge 2 ]; then
+  for name in crd paper median norm norm-median; do
+    # shellcheck disable=SC2046
+    $N eval seeds $(side "$name" | tr , ' ') --out "$R/seeds-$tag-$name" > /dev/null
+  done
+fi
