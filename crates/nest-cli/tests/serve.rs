@@ -462,27 +462,36 @@ fn concurrent_requests_are_batched_without_changing_vectors_and_sigterm_drains()
     }
 }
 
-/// The official `openai` client, where Python has it (scripts/test.sh installs it into
-/// `.deps/pyclient`); skipped with a reason elsewhere, required under CI.
-#[test]
-fn the_official_openai_python_client_works() {
+/// A Python (`NEST_PYTHON`, default `python3`) and the `.deps/<folder>` path with which it can
+/// import `module` (scripts/test.sh installs it there); `None`, with the reason printed, when it
+/// cannot, which fails the test under CI.
+fn python_with(module: &str, folder: &str) -> Option<(String, std::path::PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let py = std::env::var("NEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let pypath = root.join(".deps/pyclient");
+    let pypath = root.join(".deps").join(folder);
     let has = Command::new(&py)
-        .args(["-c", "import openai"])
+        .args(["-c", &format!("import {module}")])
         .env("PYTHONPATH", &pypath)
         .output()
         .is_ok_and(|o| o.status.success());
     if !has {
         let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1")
             || std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!required, "the openai package is missing and CI requires it: run scripts/test.sh (it installs it into .deps/pyclient)");
-        eprintln!(
-            "skipping: {py} cannot import openai (scripts/test.sh installs it into .deps/pyclient)"
-        );
-        return;
+        assert!(!required, "{module} is missing and CI requires it: run scripts/test.sh (it installs it into .deps/{folder})");
+        eprintln!("skipping: {py} cannot import {module} (scripts/test.sh installs it into .deps/{folder})");
+        return None;
     }
+    Some((py, pypath))
+}
+
+/// The official `openai` client, where Python has it (scripts/test.sh installs it into
+/// `.deps/pyclient`); skipped with a reason elsewhere, required under CI.
+#[test]
+fn the_official_openai_python_client_works() {
+    let Some((py, pypath)) = python_with("openai", "pyclient") else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let d = tempfile::tempdir().unwrap();
     let key = "nest-test-key-0123456789";
     let s = start(&tiny(d.path()), &["--api-key", key]);
@@ -817,21 +826,9 @@ fn a_short_soak_sees_only_expected_statuses_and_recovers_from_a_burst() {
 /// skipped with a reason elsewhere, required under CI.
 #[test]
 fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let py = std::env::var("NEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let pypath = root.join(".deps/schemathesis");
-    let has = Command::new(&py)
-        .args(["-c", "import schemathesis"])
-        .env("PYTHONPATH", &pypath)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has {
-        let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1")
-            || std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!required, "schemathesis is missing and CI requires it: run scripts/test.sh (it installs it into .deps/schemathesis)");
-        eprintln!("skipping: {py} cannot import schemathesis (scripts/test.sh installs it)");
+    let Some((py, pypath)) = python_with("schemathesis", "schemathesis") else {
         return;
-    }
+    };
     let d = tempfile::tempdir().unwrap();
     let key = "schema-key-0123456789abcdef";
     let s = start(&tiny(d.path()), &["--api-key", key]);

@@ -132,6 +132,9 @@ fn p(sorted: &[f64], q: f64) -> f64 {
     sorted[(((sorted.len() - 1) as f64) * q).round() as usize]
 }
 
+/// A body that is not JSON (the array is never closed).
+const MALFORMED: &[u8] = b"{\"input\": [\"unterminated\"}";
+
 fn body(kind: Kind, cfg: &SoakConfig, i: usize) -> Vec<u8> {
     let text = |k: usize| cfg.texts[(i + k) % cfg.texts.len()].clone();
     match kind {
@@ -140,7 +143,7 @@ fn body(kind: Kind, cfg: &SoakConfig, i: usize) -> Vec<u8> {
             serde_json::json!({"input": (0..=cfg.max_inputs).map(text).collect::<Vec<_>>()})
         }
         Kind::BadDims => serde_json::json!({"input": text(0), "dimensions": 7}),
-        Kind::Malformed => return b"{\"input\": [\"unterminated".to_vec(),
+        Kind::Malformed => return MALFORMED.to_vec(),
     }
     .to_string()
     .into_bytes()

@@ -168,46 +168,7 @@ pub fn train_with(
     let mut resumed_from = None;
     if let Some(ck) = &resume_from {
         let (state, opt_state) = checkpoint::load(ck)?;
-        if state.recipe_sha256 != recipe_sha {
-            return Err(run_err(
-                ck,
-                "checkpoint was written by another recipe (its identity hash differs)",
-            ));
-        }
-        if state.world_size != world {
-            if !o.allow_world_change {
-                return Err(run_err(
-                    ck,
-                    format!(
-                        "checkpoint was written by {} process(es), this run has {world}: pass \
-                         --allow-world-change to resume anyway (not bit-exact then)",
-                        state.world_size
-                    ),
-                ));
-            }
-            events(Event::Message(format!(
-                "resuming a {}-process checkpoint with {world}: the global batches stay the \
-                 same, dropout masks and summation order change, so the run is no longer bit-exact",
-                state.world_size
-            )));
-        }
-        let threads = tch::get_num_threads().max(1) as usize;
-        if let Some(t) = state.threads.filter(|&t| t != threads) {
-            events(Event::Message(format!(
-                "warning: the checkpoint was written with {t} libtorch thread(s), this process \
-                 has {threads}: matrix products may sum in another order, so the resumed run \
-                 is not bit-exact (pass --threads {t} to keep it so)"
-            )));
-        }
-        if state.model != r.model {
-            return Err(run_err(
-                ck,
-                format!(
-                    "checkpoint is of model '{}', the recipe names '{}'",
-                    state.model, r.model
-                ),
-            ));
-        }
+        run_dir::check_checkpoint(ck, &state, &recipe_sha, &r.model, world, o, events)?;
         enc.load_weights(&ck.join("model.safetensors"))?;
         checkpoint::load_objective(ck, &mut obj_vs)?;
         opt.load_state(&opt_state, state.step as i64)

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::TrainOptions;
-use crate::checkpoint;
+use super::{Event, TrainOptions};
+use crate::checkpoint::{self, State};
 use crate::recipe::{Recipe, RESUMABLE_KEYS};
 use crate::{Error, Result};
 
@@ -144,5 +144,60 @@ pub(crate) fn trim_log(path: &Path, step: u64) -> Result<()> {
         out.push('\n');
     }
     nest_core::fsutil::write_atomic(path, out.as_bytes())?;
+    Ok(())
+}
+
+/// Whether the checkpoint `ck` (its `state`) may be resumed by this run: the same recipe
+/// identity and model (else an error), the same world size (else an error unless
+/// `--allow-world-change`) and libtorch threads (else a warning: not bit-exact).
+pub(crate) fn check_checkpoint(
+    ck: &Path,
+    state: &State,
+    recipe_sha: &str,
+    model: &str,
+    world: usize,
+    o: &TrainOptions,
+    events: &mut dyn FnMut(Event),
+) -> Result<()> {
+    if state.recipe_sha256 != recipe_sha {
+        return Err(run_err(
+            ck,
+            "checkpoint was written by another recipe (its identity hash differs)",
+        ));
+    }
+    if state.world_size != world {
+        if !o.allow_world_change {
+            return Err(run_err(
+                ck,
+                format!(
+                    "checkpoint was written by {} process(es), this run has {world}: pass \
+                     --allow-world-change to resume anyway (not bit-exact then)",
+                    state.world_size
+                ),
+            ));
+        }
+        events(Event::Message(format!(
+            "resuming a {}-process checkpoint with {world}: the global batches stay the \
+             same, dropout masks and summation order change, so the run is no longer bit-exact",
+            state.world_size
+        )));
+    }
+    let threads = tch::get_num_threads().max(1) as usize;
+    if let Some(t) = state.threads.filter(|&t| t != threads) {
+        events(Event::Message(format!(
+            "warning: the checkpoint was written with {t} libtorch thread(s), this process \
+             has {threads}: matrix products may sum in another order, so the resumed run \
+             is not bit-exact (pass --threads {t} to keep it so)"
+        )));
+    }
+    if state.model != model {
+        return Err(run_err(
+            ck,
+            format!(
+                "checkpoint is of model '{}', the recipe names '{model}'",
+                state.model
+            ),
+        ));
+    }
     Ok(())
 }
