@@ -242,18 +242,32 @@ pub fn epoch_plan(
     plan
 }
 
-/// Padding of a plan: (real tokens, padded tokens), every column padded to its batch's longest.
-pub fn padding(sources: &[Source], plan: &[Batch]) -> (usize, usize) {
-    let (mut real, mut padded) = (0, 0);
+/// Padding of a plan, every column padded to its batch's longest.
+pub fn padding(sources: &[Source], plan: &[Batch]) -> Padding {
+    let mut p = Padding::default();
     for b in plan {
         let s = &sources[b.source];
         for c in 0..s.columns() {
             let lens: Vec<usize> = b.examples.iter().map(|&i| s.ids[i][c].len()).collect();
-            real += lens.iter().sum::<usize>();
-            padded += lens.iter().max().unwrap_or(&0) * lens.len();
+            p.real_tokens += lens.iter().sum::<usize>();
+            p.padded_tokens += lens.iter().max().unwrap_or(&0) * lens.len();
         }
     }
-    (real, padded)
+    p
+}
+
+/// Tokens of a batch plan: those of the texts and those the padded batches hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Padding {
+    pub real_tokens: usize,
+    pub padded_tokens: usize,
+}
+
+impl Padding {
+    /// The share of the padded tokens that are padding, in percent.
+    pub fn percent(&self) -> f64 {
+        100.0 * (1.0 - self.real_tokens as f64 / self.padded_tokens.max(1) as f64)
+    }
 }
 
 #[cfg(test)]
@@ -337,9 +351,12 @@ mod tests {
         );
         let sorted = epoch_plan(std::slice::from_ref(&s), 16, 7, 0, true, false);
         let random = epoch_plan(std::slice::from_ref(&s), 16, 7, 0, false, false);
-        let (r1, p1) = padding(std::slice::from_ref(&s), &sorted);
-        let (r2, p2) = padding(std::slice::from_ref(&s), &random);
-        assert_eq!(r1, r2);
+        let (a, b) = (
+            padding(std::slice::from_ref(&s), &sorted),
+            padding(std::slice::from_ref(&s), &random),
+        );
+        let (p1, p2) = (a.padded_tokens, b.padded_tokens);
+        assert_eq!(a.real_tokens, b.real_tokens);
         assert!(p1 < p2, "length batching pads less: {p1} vs {p2}");
         let t: Vec<Vec<String>> = (0..400)
             .map(|i| vec![format!("t{i}"), format!("u{i}")])

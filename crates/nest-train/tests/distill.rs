@@ -367,7 +367,8 @@ fn two_stages_resume_exactly_across_the_boundary() {
     )
     .unwrap();
     let vs = tch::nn::VarStore::new(tch::Device::Cpu);
-    let err = nest_train::objective::build(&e, 32, 2, &vs.root())
+    let err = e
+        .build_objective(32, 2, &vs.root(), None)
         .unwrap_err()
         .to_string();
     assert!(err.contains("nest distill"), "{err}");

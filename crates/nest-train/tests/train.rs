@@ -132,7 +132,7 @@ fn loss_goes_down_and_the_model_is_saved() {
     assert_eq!(enc.meta.matryoshka_dims, vec![8, 16, 32]);
     assert_eq!(enc.meta.trained_layers, vec![2]);
     // the padding report: length batching pads no more than random batching
-    assert!(s.padding.0 .1 <= s.padding.1 .1);
+    assert!(s.padding.padded_tokens <= s.padding_unbatched.padded_tokens);
 }
 
 #[test]
@@ -257,7 +257,7 @@ fn run_directories_are_protected() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("dim 64 is above the model's hidden size 32"),
+        e.contains("dimension 64 is outside the model's 1..=32"),
         "{e}"
     );
 }
@@ -299,7 +299,7 @@ fn with_projector(
     enc: &ElasticEncoder,
     p: &tch::nn::Path,
 ) -> nest_train::Result<Box<dyn nest_train::objective::Objective>> {
-    let base = nest_train::objective::build(r, enc.hidden_size(), enc.num_layers(), p)?;
+    let base = r.build_objective(enc.hidden_size(), enc.num_layers(), p, None)?;
     let proj = tch::nn::linear(p / "proj", 8, enc.hidden_size() as i64, Default::default());
     Ok(Box::new(nest_train::objective::Composite {
         parts: vec![

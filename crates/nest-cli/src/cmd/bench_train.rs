@@ -13,11 +13,7 @@ use anyhow::{bail, Context, Result};
 use nest_core::data::TsvTable;
 use nest_core::parse_dims;
 use nest_model::ElasticEncoder;
-use nest_train::data::{Batch, Source};
-use nest_train::objective::{Objective, StepContext};
-use nest_train::optim::AdamW;
-use nest_train::recipe::{DataFormat, DataSource, LossKind};
-use nest_train::trainer::{apply_update, micro_step, train, TrainOptions};
+use nest_train::trainer::{train, StepTimer, TrainOptions};
 use nest_train::Recipe;
 
 use super::bench_objectives::{bench_teacher, objective_toml};
@@ -80,41 +76,188 @@ fn column_flops(enc: &ElasticEncoder, b: usize, s: usize) -> f64 {
     3.0 * fwd
 }
 
-// Long (~310 lines): the whole benchmark protocol read top to bottom (steps, epoch, peer, table).
-// Splitting it around library entry points is issue 19's (a step-timing API in nest-train).
-// long: one benchmark protocol (data, warm-up, timed steps, epoch, peers, table) in the order
-// it runs; it rebuilds the trainer's parts by hand until nest-train offers a step-timing API
-// (issue 19, open).
-pub fn run(a: BenchTrainArgs) -> Result<()> {
-    let dims = parse_dims(&a.dims)?;
+/// The benchmark's pairs and the flags every recipe in it shares.
+struct Setup {
+    dims: Vec<usize>,
+    pairs: Vec<(String, String)>,
+    dims_toml: String,
+}
+
+impl Setup {
+    fn read(a: &BenchTrainArgs) -> Result<Setup> {
+        let dims = parse_dims(&a.dims)?;
+        anyhow::ensure!(
+            matches!(
+                a.dtype,
+                nest_model::Dtype::Float32 | nest_model::Dtype::Bf16
+            ),
+            "--dtype {}: training runs in float32 or bf16",
+            a.dtype
+        );
+        let t = TsvTable::read(&a.data, &["anchor", "positive"])?;
+        let need = (a.batch_size * (a.steps + 3)).max(a.epoch_pairs);
+        if t.rows.len() < need {
+            bail!(
+                "{}: {} rows, the benchmark needs {need}",
+                a.data.display(),
+                t.rows.len()
+            );
+        }
+        let pairs = t
+            .rows
+            .iter()
+            .map(|(_, r)| (r[0].clone(), r[1].clone()))
+            .collect();
+        Ok(Setup {
+            dims,
+            pairs,
+            dims_toml: format!("[{}]", a.dims),
+        })
+    }
+
+    /// The recipe flags of the step benchmark and of the epoch run (MNRL on pairs, the
+    /// benchmark's dims, lr 2e-5, weight decay 0.01, gradient clipping at 1, seed 42).
+    fn flags(&self, a: &BenchTrainArgs, data: &Path, extra: &[&str]) -> Vec<String> {
+        let data = format!("{}:pairs", data.display());
+        let mut f: Vec<&str> = vec![
+            "--model",
+            &a.model,
+            "--data",
+            &data,
+            "--loss",
+            "mnrl",
+            "--matryoshka-dims",
+            &self.dims_toml,
+            "--lr",
+            "2e-5",
+            "--weight-decay",
+            "0.01",
+            "--max-grad-norm",
+            "1.0",
+            "--seed",
+            "42",
+        ];
+        f.extend_from_slice(extra);
+        f.iter().map(|s| s.to_string()).collect()
+    }
+}
+
+/// What the step benchmark measured: each objective's median step, MRL's FLOP rate and the
+/// peak RSS after it.
+struct StepFigures {
+    medians: Vec<f64>,
+    mrl_steps: usize,
+    gflops: f64,
+    rss: f64,
+}
+
+/// Interleaved timed steps of every objective on the same batches (3 warm-up steps first).
+fn step_benchmark(a: &BenchTrainArgs, s: &Setup, kinds: &[String]) -> Result<StepFigures> {
     let model_dir = nest_model::hub::resolve(&a.model)?;
     let mut enc =
         ElasticEncoder::load(&model_dir, nest_model::default_device(), Some(a.max_length))?;
-    enc.check(&[], &dims)?;
-    anyhow::ensure!(
-        matches!(
-            a.dtype,
-            nest_model::Dtype::Float32 | nest_model::Dtype::Bf16
-        ),
-        "--dtype {}: training runs in float32 or bf16",
-        a.dtype
-    );
+    enc.check(&[], &s.dims)?;
     enc.set_training_dtype(a.dtype)?;
-    let t = TsvTable::read(&a.data, &["anchor", "positive"])?;
-    let need = a.batch_size * (a.steps + 3);
-    if t.rows.len() < need.max(a.epoch_pairs) {
-        bail!(
-            "{}: {} rows, the benchmark needs {}",
-            a.data.display(),
-            t.rows.len(),
-            need.max(a.epoch_pairs)
-        );
-    }
-    let pairs: Vec<(String, String)> = t
-        .rows
+    // a cached teacher for the objectives that need one (the anchors' vectors)
+    let teacher = match kinds.iter().any(|k| k == "ibkd" || k == "distill") {
+        true => Some(std::rc::Rc::new(bench_teacher(a, &s.pairs)?)),
+        false => None,
+    };
+    let recipes = kinds
         .iter()
-        .map(|(_, r)| (r[0].clone(), r[1].clone()))
-        .collect();
+        .map(|k| {
+            let toml = objective_toml(k);
+            Recipe::load(None, &s.flags(a, &a.data, &["--objective", &toml]))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut timer = StepTimer::new(enc, recipes, teacher, 2e-5)?;
+    eprintln!(
+        "bench train: {} in {} (max {} tokens), batch {} pairs, {} dims, {} libtorch threads; objectives {}",
+        a.model,
+        a.dtype,
+        a.max_length,
+        a.batch_size,
+        s.dims.len(),
+        tch::get_num_threads(),
+        a.objectives
+    );
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
+    let mut flops = 0.0;
+    for i in 0..a.steps + 3 {
+        let chunk = &s.pairs[i * a.batch_size..(i + 1) * a.batch_size];
+        for (o, t) in times.iter_mut().enumerate() {
+            let start = Instant::now();
+            let longest = timer.step(o, chunk, i as u64)?;
+            if i < 3 {
+                continue;
+            }
+            t.push(start.elapsed().as_secs_f64());
+            if o == 0 {
+                flops += longest
+                    .iter()
+                    .map(|&len| column_flops(timer.encoder(), chunk.len(), len))
+                    .sum::<f64>();
+            }
+        }
+    }
+    let median = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    };
+    Ok(StepFigures {
+        medians: times.iter().map(|t| median(t)).collect(),
+        mrl_steps: times[0].len(),
+        gflops: flops / times[0].iter().sum::<f64>() / 1e9,
+        rss: peak_rss_mb(),
+    })
+}
+
+/// One epoch over the first `epoch_pairs` pairs, the trainer as `nest train` runs it (written
+/// to `epoch_file`): (training seconds, optimizer steps).
+fn epoch_benchmark(a: &BenchTrainArgs, s: &Setup, dir: &Path) -> Result<(f64, u64)> {
+    let epoch_file = dir.join("pairs.tsv");
+    let mut text = String::from("anchor\tpositive\n");
+    for p in s.pairs.iter().take(a.epoch_pairs) {
+        let _ = writeln!(text, "{}\t{}", p.0, p.1);
+    }
+    std::fs::write(&epoch_file, text)
+        .with_context(|| format!("writing {}", epoch_file.display()))?;
+    let (batch, max_len) = (a.batch_size.to_string(), a.max_length.to_string());
+    let extra = [
+        "--batch-size",
+        &batch,
+        "--warmup-ratio",
+        "0.1",
+        "--decay",
+        "linear",
+        "--max-length",
+        &max_len,
+        "--save-every",
+        "0",
+        "--dtype",
+        a.dtype.name(),
+    ];
+    let recipe = Recipe::load(None, &s.flags(a, &epoch_file, &extra))?;
+    let opts = TrainOptions {
+        run_dir: dir.join("run"),
+        resume: false,
+        overwrite: true,
+        device: nest_model::default_device(),
+        stop_after_steps: None,
+        allow_world_change: false,
+    };
+    let summary = train(&recipe, &opts, &mut |_| {})?;
+    eprintln!(
+        "  nest epoch ({} pairs, {} steps): {:.1} s",
+        a.epoch_pairs, summary.steps, summary.train_seconds
+    );
+    Ok((summary.train_seconds, summary.steps))
+}
+
+/// (a) the step benchmark, (b) one epoch, (c) the peers with `--python`, then the table.
+pub fn run(a: BenchTrainArgs) -> Result<()> {
+    let s = Setup::read(&a)?;
     // each objective as a recipe builds it, all on the same model and batches
     let kinds: Vec<String> = a
         .objectives
@@ -126,239 +269,61 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
         "--objectives must start with mrl (the reference), got '{}'",
         a.objectives
     );
-    let dims_toml = format!("[{}]", a.dims);
-    let base_flags = |extra: &[String]| -> Vec<String> {
-        let mut f: Vec<String> = [
-            "--model",
-            &a.model,
-            "--data",
-            &format!("{}:pairs", a.data.display()),
-            "--loss",
-            "mnrl",
-            "--matryoshka-dims",
-            &dims_toml,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        f.extend_from_slice(extra);
-        f
-    };
-    // a cached teacher for the objectives that need one (the anchors' vectors)
-    let teacher = if kinds.iter().any(|k| k == "ibkd" || k == "distill") {
-        Some(std::rc::Rc::new(bench_teacher(&a, &pairs)?))
-    } else {
-        None
-    };
-    let params = tch::nn::VarStore::new(enc.device());
-    let objectives: Vec<Box<dyn Objective>> = kinds
-        .iter()
-        .map(|k| -> Result<Box<dyn Objective>> {
-            let r = Recipe::load(
-                None,
-                &base_flags(&["--objective".into(), objective_toml(k)]),
-            )?;
-            Ok(Box::new(nest_train::objective::build_with(
-                &r,
-                enc.output_dim(),
-                enc.num_layers(),
-                &(params.root() / k.as_str()),
-                teacher.clone(),
-            )?))
-        })
-        .collect::<Result<_>>()?;
-    // the objectives' own parameters (MIPIC's projectors) are optimised too, as in training
-    let mut named: Vec<(String, tch::Tensor)> = enc.vs.variables().into_iter().collect();
-    named.extend(params.variables());
-    let mut opt = AdamW::new(named, 0.01);
+    let steps = step_benchmark(&a, &s, &kinds)?;
     eprintln!(
-        "bench train: {} in {} (max {} tokens), batch {} pairs, {} dims, {} libtorch threads; objectives {}",
-        a.model,
-        a.dtype,
-        a.max_length,
-        a.batch_size,
-        dims.len(),
-        tch::get_num_threads(),
-        a.objectives
+        "  nest step: median {:.3} s over {} steps; {:.1} GFLOP/s",
+        steps.medians[0], steps.mrl_steps, steps.gflops
     );
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); objectives.len()];
-    let mut flops = Vec::new();
-    for i in 0..a.steps + 3 {
-        let chunk = &pairs[i * a.batch_size..(i + 1) * a.batch_size];
-        for (o, objective) in objectives.iter().enumerate() {
-            let start = Instant::now();
-            let texts: Vec<&str> = chunk
-                .iter()
-                .flat_map(|p| [p.0.as_str(), p.1.as_str()])
-                .collect();
-            let ids = enc.tokenizer.encode(&texts)?;
-            let src = Source {
-                spec: DataSource {
-                    path: a.data.clone(),
-                    format: DataFormat::Pairs,
-                    weight: 1.0,
-                    made_by: None,
-                },
-                texts: chunk
-                    .iter()
-                    .map(|p| vec![p.0.clone(), p.1.clone()])
-                    .collect(),
-                ids: ids.chunks(2).map(|c| c.to_vec()).collect(),
-                scores: vec![],
-            };
-            let batch = Batch {
-                source: 0,
-                examples: (0..chunk.len()).collect(),
-            };
-            let ctx = StepContext {
-                step: i as u64,
-                micro_batch: i as u64,
-                seed: 42,
-            };
-            micro_step(
-                &enc,
-                objective.as_ref(),
-                &src,
-                &batch,
-                LossKind::Mnrl,
-                &ctx,
-                1,
-            );
-            apply_update(&mut opt, 1.0, 2e-5)
-                .map_err(|g| anyhow::anyhow!("non-finite gradient norm {g}"))?;
-            if i >= 3 {
-                times[o].push(start.elapsed().as_secs_f64());
-                if o == 0 {
-                    let f: f64 = (0..2)
-                        .map(|c| {
-                            column_flops(
-                                &enc,
-                                chunk.len(),
-                                src.ids.iter().map(|x| x[c].len()).max().unwrap_or(0),
-                            )
-                        })
-                        .sum();
-                    flops.push(f);
-                }
-            }
-        }
-    }
-    let median = |v: &[f64]| {
-        let mut s = v.to_vec();
-        s.sort_by(f64::total_cmp);
-        s[s.len() / 2]
-    };
-    let medians: Vec<f64> = times.iter().map(|t| median(t)).collect();
-    let times = times[0].clone();
-    let mut sorted = times.clone();
-    sorted.sort_by(f64::total_cmp);
-    let step = sorted[sorted.len() / 2];
-    let gflops = flops.iter().sum::<f64>() / times.iter().sum::<f64>() / 1e9;
-    let rss_step = peak_rss_mb();
-    eprintln!(
-        "  nest step: median {step:.3} s over {} steps; {gflops:.1} GFLOP/s",
-        times.len()
-    );
-
-    // one epoch end to end over `epoch_pairs` pairs, the trainer as `nest train` runs it
     let tmp = std::env::temp_dir().join(format!("nest-bench-train-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let epoch_file = tmp.join("pairs.tsv");
-    let mut text = String::from("anchor\tpositive\n");
-    for p in pairs.iter().take(a.epoch_pairs) {
-        let _ = writeln!(text, "{}\t{}", p.0, p.1);
-    }
-    std::fs::write(&epoch_file, text)?;
-    let flags: Vec<String> = [
-        "--model",
-        &a.model,
-        "--data",
-        &format!("{}:pairs", epoch_file.display()),
-        "--loss",
-        "mnrl",
-        "--matryoshka-dims",
-        &dims_toml,
-        "--batch-size",
-        &a.batch_size.to_string(),
-        "--lr",
-        "2e-5",
-        "--weight-decay",
-        "0.01",
-        "--warmup-ratio",
-        "0.1",
-        "--decay",
-        "linear",
-        "--max-grad-norm",
-        "1.0",
-        "--seed",
-        "42",
-        "--max-length",
-        &a.max_length.to_string(),
-        "--save-every",
-        "0",
-        "--dtype",
-        a.dtype.name(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let recipe = Recipe::load(None, &flags)?;
-    let opts = TrainOptions {
-        run_dir: tmp.join("run"),
-        resume: false,
-        overwrite: true,
-        device: nest_model::default_device(),
-        stop_after_steps: None,
-        allow_world_change: false,
-    };
-    let summary = train(&recipe, &opts, &mut |_| {})?;
-    let epoch = summary.train_seconds;
+    let (epoch, _) = epoch_benchmark(&a, &s, &tmp)?;
     let rss = peak_rss_mb();
-    eprintln!(
-        "  nest epoch ({} pairs, {} steps): {epoch:.1} s",
-        a.epoch_pairs, summary.steps
-    );
-
     let py = match &a.python {
-        Some(py) => Some(run_python(py, &a, &epoch_file)?),
+        Some(py) => Some(run_python(py, &a, &tmp.join("pairs.tsv"))?),
         None => None,
     };
     let _ = std::fs::remove_dir_all(&tmp);
-    let peak = peak_gflops();
-    let sgemm = sgemm_gflops();
+    let md = table(&a, &kinds, &steps, epoch, rss, py.as_ref());
+    println!("{md}");
+    if let Some(p) = &a.markdown {
+        super::bench::append_markdown(p, &md)?;
+    }
+    Ok(())
+}
+
+/// The Markdown table of the figures, the peers' beside Nest's where measured.
+fn table(
+    a: &BenchTrainArgs,
+    kinds: &[String],
+    steps: &StepFigures,
+    epoch: f64,
+    rss: f64,
+    py: Option<&serde_json::Value>,
+) -> String {
     let mut md = String::new();
     let _ = writeln!(
         md,
         "| measure | nest | PyTorch / sentence-transformers | ratio |\n|---|---:|---:|---:|"
     );
-    let get = |k: &str| py.as_ref().and_then(|v| v[k].as_f64());
-    let row = |md: &mut String,
-               name: &str,
-               ours: f64,
-               theirs: Option<f64>,
-               unit: &str,
-               ratio: Option<f64>| {
+    let get = |k: &str| py.and_then(|v| v[k].as_f64());
+    let mut row = |name: &str, ours: f64, theirs: Option<f64>, unit: &str| {
+        let fmt = |v: f64| format!("{v:.3} {unit}");
         let _ = writeln!(
             md,
-            "| {name} | {ours:.3} {unit} | {} | {} |",
-            theirs
-                .map(|v| format!("{v:.3} {unit}"))
-                .unwrap_or_else(|| "-".into()),
-            ratio
-                .map(|r| format!("{r:.2}x"))
-                .unwrap_or_else(|| "-".into())
+            "| {name} | {} | {} | {} |",
+            fmt(ours),
+            theirs.map_or_else(|| "-".into(), fmt),
+            theirs.map_or_else(|| "-".into(), |t| format!("{:.2}x", t / ours))
         );
     };
+    let step = steps.medians[0];
     row(
-        &mut md,
         "MRL(MNRL) step, median (vs plain PyTorch)",
         step,
         get("torch_step_s"),
         "s",
-        get("torch_step_s").map(|t| t / step),
     );
     row(
-        &mut md,
         &format!(
             "one epoch, {} pairs (vs sentence-transformers)",
             a.epoch_pairs
@@ -366,39 +331,29 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
         epoch,
         get("st_epoch_s"),
         "s",
-        get("st_epoch_s").map(|t| t / epoch),
     );
-    row(
-        &mut md,
-        "peak RSS, whole benchmark",
-        rss,
-        get("peak_rss_mb"),
-        "MiB",
-        get("peak_rss_mb").map(|t| t / rss),
-    );
+    row("peak RSS, whole benchmark", rss, get("peak_rss_mb"), "MiB");
     let _ = writeln!(
         md,
-        "| peak RSS after the step benchmark | {rss_step:.0} MiB | | |"
+        "| peak RSS after the step benchmark | {:.0} MiB | | |",
+        steps.rss
     );
-    for (k, m) in kinds.iter().zip(&medians).skip(1) {
+    for (k, m) in kinds.iter().zip(&steps.medians).skip(1) {
         let _ = writeln!(
             md,
-            "| {k}(MNRL) step, median (vs Nest's MRL step in the same run, {:.3} s) | {m:.3} s | | {:.2}x MRL |",
-            medians[0],
-            m / medians[0]
+            "| {k}(MNRL) step, median (vs Nest's MRL step in the same run, {step:.3} s) | {m:.3} s | | {:.2}x MRL |",
+            m / step
         );
     }
+    let (peak, sgemm) = (peak_gflops(), sgemm_gflops());
     let _ = writeln!(
         md,
-        "| achieved GFLOP/s in the {} step | {gflops:.1} ({:.0}% of the measured fp32 SGEMM ceiling {sgemm:.0}; nominal fp32 peak at the reported clock {peak:.0}) | | |",
+        "| achieved GFLOP/s in the {} step | {:.1} ({:.0}% of the measured fp32 SGEMM ceiling {sgemm:.0}; nominal fp32 peak at the reported clock {peak:.0}) | | |",
         a.dtype,
-        100.0 * gflops / sgemm
+        steps.gflops,
+        100.0 * steps.gflops / sgemm
     );
-    println!("{md}");
-    if let Some(p) = &a.markdown {
-        super::bench::append_markdown(p, &md)?;
-    }
-    Ok(())
+    md
 }
 
 fn run_python(py: &Path, a: &BenchTrainArgs, epoch_file: &Path) -> Result<serde_json::Value> {

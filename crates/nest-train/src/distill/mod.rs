@@ -253,8 +253,7 @@ pub fn run(
                          enc: &ElasticEncoder,
                          p: &tch::nn::Path|
              -> Result<Box<dyn crate::objective::Objective>> {
-                Ok(Box::new(crate::objective::build_with(
-                    r,
+                Ok(Box::new(r.build_objective(
                     enc.output_dim(),
                     enc.num_layers(),
                     p,

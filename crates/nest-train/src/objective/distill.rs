@@ -13,14 +13,15 @@
 //! Matryoshka student (beyond the paper). The `W`s live in the objective's parameter store:
 //! optimised, checkpointed and resumed, never exported.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
+use super::component::{increasing, BuildContext, Component};
 use super::{BatchOutput, Objective, StepContext, Term};
 use crate::losses;
+
+pub use super::teacher::TeacherTable;
 
 fn one() -> f64 {
     1.0
@@ -56,42 +57,6 @@ pub struct DistillConfig {
     /// Student prefix dims matched to the teacher; empty = the student's full dim.
     #[serde(default)]
     pub dims: Vec<usize>,
-}
-
-/// The teacher's vectors of the training texts, found by text.
-#[derive(Debug)]
-pub struct TeacherTable {
-    /// `[n, teacher dim]`.
-    pub vectors: Tensor,
-    pub rows: HashMap<String, i64>,
-}
-
-impl TeacherTable {
-    /// The table of `texts` (row `i` of `vectors` is `texts[i]`).
-    pub fn new(texts: &[String], vectors: Tensor) -> Self {
-        let rows = texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.clone(), i as i64))
-            .collect();
-        TeacherTable { vectors, rows }
-    }
-
-    pub fn dim(&self) -> usize {
-        self.vectors.size()[1] as usize
-    }
-
-    /// The rows of `texts`, or the first text the table lacks.
-    ///
-    /// # Shapes
-    /// - returns `[texts.len(), teacher dim]`
-    pub fn lookup(&self, texts: &[String]) -> std::result::Result<Tensor, String> {
-        let idx: Vec<i64> = texts
-            .iter()
-            .map(|t| self.rows.get(t).copied().ok_or_else(|| t.clone()))
-            .collect::<std::result::Result<_, _>>()?;
-        Ok(self.vectors.index_select(0, &Tensor::from_slice(&idx)))
-    }
 }
 
 /// InfoNCE through `W` (eq. 5 with the authors' cosine): `CE(cos(W s_i, t_j) / tau, i)`.
@@ -184,5 +149,40 @@ impl Objective for Distill {
 
     fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
         vec![num_layers]
+    }
+}
+
+impl Component for DistillConfig {
+    fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !self.dims.is_empty() {
+            increasing(&self.dims, &[])?;
+        }
+        if self.temperature.is_nan() || self.temperature <= 0.0 {
+            return Err("temperature must be > 0".into());
+        }
+        Ok(())
+    }
+
+    /// The dims default to the full width (not the recipe's `matryoshka_dims`).
+    fn build(&self, cx: &BuildContext) -> Result<Box<dyn Objective>, String> {
+        let table = cx
+            .teacher
+            .clone()
+            .ok_or("needs a teacher's vectors: run it with `nest distill`")?;
+        let dims = match self.dims.is_empty() {
+            true => vec![cx.hidden],
+            false => self.dims.clone(),
+        };
+        cx.in_range(&dims)?;
+        Ok(Box::new(Distill::new(
+            self.clone(),
+            dims,
+            table,
+            &cx.params,
+        )))
     }
 }

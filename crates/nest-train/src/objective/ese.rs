@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::component::{BuildContext, Component};
 use super::{BatchOutput, LayerWeighting, Objective, StepContext, TaskLoss, Term};
 use crate::losses;
 
@@ -162,5 +163,34 @@ impl Objective for Ese {
 
     fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
         (1..=num_layers).collect()
+    }
+}
+
+impl Component for EseConfig {
+    fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    fn uses_task_loss(&self) -> bool {
+        true
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.compression_size == 0 {
+            return Err("compression_size must be >= 1".into());
+        }
+        if self.kl_temperature < 0.0 || self.mse_weight < 0.0 {
+            return Err("kl_temperature and mse_weight must be >= 0".into());
+        }
+        Ok(())
+    }
+
+    fn build(&self, cx: &BuildContext) -> Result<Box<dyn Objective>, String> {
+        cx.in_range(&[self.compression_size])?;
+        Ok(Box::new(Ese {
+            task: cx.task,
+            config: self.clone(),
+            hidden: cx.hidden,
+        }))
     }
 }

@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
+use super::component::{BuildContext, Component};
 use super::{BatchOutput, Objective, StepContext, Term};
 
 fn one() -> f64 {
@@ -206,5 +207,30 @@ impl Objective for Hsic {
 
     fn trained_layers(&self, _num_layers: usize) -> Vec<usize> {
         Vec::new()
+    }
+}
+
+impl Component for HsicConfig {
+    fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.gamma.is_nan() || self.gamma <= 0.0 {
+            return Err("gamma must be > 0".into());
+        }
+        Ok(())
+    }
+
+    fn build(&self, cx: &BuildContext) -> Result<Box<dyn Objective>, String> {
+        if self.input_layer > cx.num_layers {
+            return Err(format!(
+                "input_layer {} is above the model's {} layers",
+                self.input_layer, cx.num_layers
+            ));
+        }
+        Ok(Box::new(Hsic {
+            config: self.clone(),
+        }))
     }
 }

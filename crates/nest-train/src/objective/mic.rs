@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
+use super::component::{increasing, BuildContext, Component};
 use super::{BatchOutput, Objective, StepContext, Term};
 
 fn one() -> f64 {
@@ -269,5 +270,34 @@ impl Objective for Mic {
 
     fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
         vec![num_layers]
+    }
+}
+
+impl Component for MicConfig {
+    fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !self.dims.is_empty() {
+            increasing(&self.dims, &[])?;
+        }
+        if !(0.0..=1.0).contains(&self.tau_corr)
+            || self.lambda_var < 0.0
+            || self.uniformity_t <= 0.0
+        {
+            return Err("tau_corr must be in [0, 1], lambda_var >= 0, uniformity_t > 0".into());
+        }
+        Ok(())
+    }
+
+    fn build(&self, cx: &BuildContext) -> Result<Box<dyn Objective>, String> {
+        let (dims, _) = cx.dims(&self.dims, &[])?;
+        Ok(Box::new(Mic::new(
+            self.clone(),
+            dims,
+            cx.hidden,
+            cx.num_layers,
+        )?))
     }
 }

@@ -8,13 +8,15 @@
 //! [`mipic`] (MIPIC's SIA and PIC), [`mic`] (MIC's SCR and SIR), [`distill`] and [`hsic`]
 //! (IBKD's teacher matching and information bottleneck).
 
-mod build;
+mod component;
 pub mod distill;
 pub mod ese;
 pub mod hsic;
 pub mod mic;
 pub mod mipic;
 pub mod mrl;
+pub mod registry;
+mod teacher;
 pub mod two_d;
 
 use nest_model::{ClsAttention, Dense, Pooling};
@@ -22,14 +24,16 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tch::Tensor;
 
-use crate::losses;
-use crate::recipe::LossKind;
+use serde::{Deserialize, Serialize};
 
-pub use build::{build, build_with};
+use crate::losses;
+
+pub use component::{BuildContext, Component};
 pub use ese::{Ese, EseConfig};
 pub use mic::{Mic, MicConfig};
 pub use mipic::{Mipic, MipicConfig};
 pub use mrl::{Matryoshka, MrlConfig};
+pub use registry::ObjectiveSpec;
 pub use two_d::{TwoDConfig, TwoDMse};
 
 /// One encoded column of a batch (anchors, positives, negatives, or a SimCSE view).
@@ -166,6 +170,23 @@ pub trait Objective {
         (self.attention() != ClsAttention::None)
             .then(|| "it reads attention probabilities".to_string())
     }
+}
+
+/// The task loss wrapped by the objective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossKind {
+    /// MultipleNegativesRanking / InfoNCE with in-batch negatives (+ hard negatives).
+    Mnrl,
+    /// MNRL in both directions (anchor -> positive and positive -> anchor), averaged.
+    MnrlSymmetric,
+    /// CoSENT on scored pairs.
+    Cosent,
+    /// Unsupervised SimCSE: each sentence twice with different dropout masks, MNRL between them.
+    Simcse,
+    /// No task loss: the components score the batch themselves (e.g. `distill` + `hsic` on
+    /// unlabeled texts, one forward pass per column).
+    None,
 }
 
 /// A task loss on the embeddings of the batch's columns.

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::component::{increasing, BuildContext, Component};
 use super::{BatchOutput, Objective, StepContext, TaskLoss, Term};
 
 fn one() -> f64 {
@@ -56,5 +57,33 @@ impl Objective for Matryoshka {
 
     fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
         vec![num_layers]
+    }
+}
+
+impl Component for MrlConfig {
+    fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    fn uses_task_loss(&self) -> bool {
+        true
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        increasing(&self.dims, &self.dim_weights)
+    }
+
+    fn build(&self, cx: &BuildContext) -> Result<Box<dyn Objective>, String> {
+        let (dims, w) = cx.dims(&self.dims, &self.dim_weights)?;
+        let weights = if w.is_empty() {
+            vec![1.0; dims.len()]
+        } else {
+            w
+        };
+        Ok(Box::new(Matryoshka {
+            task: cx.task,
+            dims,
+            weights,
+        }))
     }
 }

@@ -3,6 +3,7 @@
 use rand::seq::index::sample;
 use serde::{Deserialize, Serialize};
 
+use super::component::{increasing, BuildContext, Component};
 use super::{BatchOutput, LayerWeighting, Objective, StepContext, TaskLoss, Term};
 use crate::losses;
 
@@ -307,5 +308,33 @@ impl Objective for TwoDMse {
 
     fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
         (1..=num_layers).collect()
+    }
+}
+
+impl Component for TwoDConfig {
+    fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    fn uses_task_loss(&self) -> bool {
+        true
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        increasing(&self.dims, &self.dim_weights)?;
+        if self.kl_temperature < 0.0 || self.kl_weight < 0.0 {
+            return Err("kl_temperature and kl_weight must be >= 0".into());
+        }
+        Ok(())
+    }
+
+    fn build(&self, cx: &BuildContext) -> Result<Box<dyn Objective>, String> {
+        let (dims, dim_weights) = cx.dims(&self.dims, &self.dim_weights)?;
+        let config = TwoDConfig {
+            dims,
+            dim_weights,
+            ..self.clone()
+        };
+        Ok(Box::new(TwoDMse::new(cx.task, config, cx.hidden)))
     }
 }

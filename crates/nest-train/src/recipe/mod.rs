@@ -7,56 +7,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::objective::distill::DistillConfig;
-use crate::objective::ese::EseConfig;
-use crate::objective::hsic::HsicConfig;
-use crate::objective::mic::MicConfig;
-use crate::objective::mipic::MipicConfig;
-use crate::objective::mrl::MrlConfig;
-use crate::objective::two_d::TwoDConfig;
+mod objective;
 
-/// One component of the training objective: a `[[objective]]` table with a `kind` and that
-/// kind's own keys (unknown keys are refused with the valid ones listed). Components are summed,
-/// each scaled by its `weight`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind")]
-pub enum ObjectiveSpec {
-    /// Matryoshka at the last layer ([`crate::objective::Matryoshka`]).
-    #[serde(rename = "mrl")]
-    Mrl(MrlConfig),
-    /// 2DMSE ([`crate::objective::TwoDMse`]).
-    #[serde(rename = "2dmse")]
-    TwoD(TwoDConfig),
-    /// ESE ([`crate::objective::Ese`]).
-    #[serde(rename = "ese")]
-    Ese(EseConfig),
-    /// MIPIC's SIA and PIC ([`crate::objective::Mipic`]).
-    #[serde(rename = "mipic")]
-    Mipic(MipicConfig),
-    /// MIC's SCR and SIR ([`crate::objective::Mic`]).
-    #[serde(rename = "mic")]
-    Mic(MicConfig),
-    /// IBKD's teacher matching ([`crate::objective::distill::Distill`]; `nest distill` only).
-    #[serde(rename = "distill")]
-    Distill(DistillConfig),
-    /// IBKD's `beta * HSIC(X, S)` ([`crate::objective::hsic::Hsic`]).
-    #[serde(rename = "hsic")]
-    Hsic(HsicConfig),
-}
-
-impl ObjectiveSpec {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ObjectiveSpec::Mrl(_) => "mrl",
-            ObjectiveSpec::TwoD(_) => "2dmse",
-            ObjectiveSpec::Ese(_) => "ese",
-            ObjectiveSpec::Mipic(_) => "mipic",
-            ObjectiveSpec::Mic(_) => "mic",
-            ObjectiveSpec::Distill(_) => "distill",
-            ObjectiveSpec::Hsic(_) => "hsic",
-        }
-    }
-}
+pub use crate::objective::{LossKind, ObjectiveSpec};
 
 /// How a data file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,23 +39,6 @@ pub struct DataSource {
     /// is missing). Not part of the run's identity.
     #[serde(default, skip_serializing)]
     pub made_by: Option<String>,
-}
-
-/// The task loss wrapped by the objective.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LossKind {
-    /// MultipleNegativesRanking / InfoNCE with in-batch negatives (+ hard negatives).
-    Mnrl,
-    /// MNRL in both directions (anchor -> positive and positive -> anchor), averaged.
-    MnrlSymmetric,
-    /// CoSENT on scored pairs.
-    Cosent,
-    /// Unsupervised SimCSE: each sentence twice with different dropout masks, MNRL between them.
-    Simcse,
-    /// No task loss: the components score the batch themselves (e.g. `distill` + `hsic` on
-    /// unlabeled texts, one forward pass per column).
-    None,
 }
 
 /// Learning-rate decay after warm-up.

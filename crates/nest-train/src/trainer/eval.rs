@@ -2,14 +2,43 @@
 
 use nest_eval::quantize::Precision;
 use nest_eval::suite::{GridSpec, Progress};
-use nest_eval::tasks::Task;
+use nest_eval::tasks::{Task, TaskSource};
 use nest_model::{ElasticEncoder, EncodeOptions};
 use serde_json::json;
 
 use crate::{Recipe, Result};
 
+/// A run's evaluation: the recipe's `eval_data` task over its (layer x dim) grid.
+pub(crate) struct EvalGrid {
+    task: Task,
+    layers: Vec<usize>,
+    dims: Vec<usize>,
+}
+
+impl EvalGrid {
+    /// The recipe's evaluation (absent without `eval_data`); the grid is checked either way,
+    /// so a bad `eval_dims` fails before training.
+    pub(crate) fn load(
+        r: &Recipe,
+        enc: &ElasticEncoder,
+        trained_dims: Vec<usize>,
+    ) -> Result<Option<EvalGrid>> {
+        let (layers, dims) = grid(r, enc, trained_dims)?;
+        if r.eval_data.is_empty() {
+            return Ok(None);
+        }
+        let task = Task::load(&TaskSource::Sts(r.eval_data.clone().into()))?;
+        Ok(Some(EvalGrid { task, layers, dims }))
+    }
+
+    /// Runs the grid: (log line JSON, summary text).
+    pub(crate) fn run(&self, enc: &ElasticEncoder) -> Result<(serde_json::Value, String)> {
+        evaluate(enc, &self.task, &self.layers, &self.dims)
+    }
+}
+
 /// Runs the (layer x dim) STS grid on `task` and returns (log line JSON, summary text).
-pub(crate) fn evaluate(
+fn evaluate(
     enc: &ElasticEncoder,
     task: &Task,
     layers: &[usize],
@@ -58,7 +87,7 @@ pub(crate) fn evaluate(
 /// The recipe's evaluation grid: `eval_layers` (default: the last layer) and `eval_dims`
 /// (default: the objective's trained dims), parsed and range-checked through
 /// `nest_model::point`, errors naming the recipe key.
-pub(crate) fn grid(
+fn grid(
     r: &Recipe,
     enc: &ElasticEncoder,
     trained_dims: Vec<usize>,

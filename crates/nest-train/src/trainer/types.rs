@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use nest_model::ElasticEncoder;
 use tch::Device;
 
+use crate::data::Padding;
 use crate::objective::Objective;
 use crate::recipe::Recipe;
 use crate::Result;
@@ -30,9 +31,10 @@ pub struct Summary {
     pub steps: u64,
     pub final_dir: PathBuf,
     pub last_loss: f64,
-    /// (real tokens, padded tokens) of epoch 0 with the recipe's batching, and without length
-    /// batching, for the padding report.
-    pub padding: ((usize, usize), (usize, usize)),
+    /// Tokens of epoch 0 with the recipe's batching, for the padding report.
+    pub padding: Padding,
+    /// The same without length batching.
+    pub padding_unbatched: Padding,
     pub seconds: f64,
     /// Seconds from after the model is loaded to the end of the last step (data reading and
     /// tokenisation, training, periodic eval and checkpoints; not the final save).
@@ -70,16 +72,16 @@ pub enum Event {
 pub type ObjectiveBuilder<'a> =
     dyn Fn(&Recipe, &ElasticEncoder, &tch::nn::Path) -> Result<Box<dyn Objective>> + 'a;
 
-/// The objective a recipe names ([`crate::objective::build`]).
+/// The objective a recipe names ([`Recipe::build_objective`]).
 pub fn recipe_objective(
     r: &Recipe,
     enc: &ElasticEncoder,
     params: &tch::nn::Path,
 ) -> Result<Box<dyn Objective>> {
-    Ok(Box::new(crate::objective::build(
-        r,
+    Ok(Box::new(r.build_objective(
         enc.output_dim(),
         enc.num_layers(),
         params,
+        None,
     )?))
 }

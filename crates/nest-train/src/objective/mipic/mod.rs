@@ -18,6 +18,7 @@ pub use terms::{
     attention_kl, chain_link, checkpoint_layers, masked_linear_cka, teacher_scores, top_k, topk_cka,
 };
 
+use super::component::{increasing, BuildContext, Component};
 use super::{BatchOutput, Objective, StepContext, Term};
 
 fn one() -> f64 {
@@ -327,5 +328,30 @@ impl Objective for Mipic {
 
     fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
         vec![num_layers]
+    }
+}
+
+impl Component for MipicConfig {
+    fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !self.dims.is_empty() {
+            increasing(&self.dims, &[])?;
+        }
+        if !self.sia && !self.pic {
+            return Err("sia and pic are both off: the component would do nothing".into());
+        }
+        if !(self.attention_temperature > 0.0 && self.pic_temperature > 0.0) {
+            return Err("attention_temperature and pic_temperature must be > 0".into());
+        }
+        Ok(())
+    }
+
+    fn build(&self, cx: &BuildContext) -> Result<Box<dyn Objective>, String> {
+        let (dims, _) = cx.dims(&self.dims, &[])?;
+        let m = Mipic::new(self.clone(), dims, cx.hidden, cx.num_layers, &cx.params)?;
+        Ok(Box::new(m))
     }
 }

@@ -1,0 +1,71 @@
+//! The recipe's objective: its `[[objective]]` components (or MRL over `matryoshka_dims` when
+//! there are none) built for one model through the registry
+//! ([`crate::objective::registry`]), errors naming the recipe key.
+
+use std::rc::Rc;
+
+use super::{LossKind, ObjectiveSpec, Recipe};
+use crate::objective::distill::TeacherTable;
+use crate::objective::{BuildContext, Composite, MrlConfig, TaskLoss};
+use crate::{Error, Result};
+
+impl Recipe {
+    /// Builds the objective for a model with `hidden` output dims and `num_layers` layers.
+    /// `params` is where components with trainable parameters register them (the trainer
+    /// optimises and checkpoints that store; the exported model never holds it), each under its
+    /// own `c{i}_{kind}` prefix; `teacher` is the teacher's vectors that `distill` components
+    /// need.
+    pub fn build_objective(
+        &self,
+        hidden: usize,
+        num_layers: usize,
+        params: &tch::nn::Path,
+        teacher: Option<Rc<TeacherTable>>,
+    ) -> Result<Composite> {
+        let task = TaskLoss {
+            kind: self.loss,
+            scale: self.scale,
+            angle_weight: self.angle_weight,
+        };
+        let implicit = self.objective.is_empty();
+        let specs = match implicit {
+            true => vec![ObjectiveSpec::Mrl(MrlConfig {
+                weight: 1.0,
+                dims: Vec::new(),
+                dim_weights: Vec::new(),
+            })],
+            false => self.objective.clone(),
+        };
+        let mut parts = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let bad = |message: String| Error::Recipe {
+                source_name: match implicit {
+                    true => "matryoshka_dims".into(),
+                    false => format!("objective[{i}] ({})", spec.kind()),
+                },
+                message,
+            };
+            let c = spec.component();
+            if c.uses_task_loss() && self.loss == LossKind::None {
+                return Err(bad(
+                    "needs a task loss, but the recipe's loss is \"none\"".into()
+                ));
+            }
+            let cx = BuildContext {
+                task,
+                hidden,
+                num_layers,
+                default_dims: &self.matryoshka_dims,
+                default_weights: &self.matryoshka_weights,
+                params: params / format!("c{i}_{}", spec.kind()),
+                teacher: teacher.clone(),
+            };
+            parts.push((
+                spec.kind().to_string(),
+                c.weight(),
+                c.build(&cx).map_err(bad)?,
+            ));
+        }
+        Ok(Composite { parts })
+    }
+}

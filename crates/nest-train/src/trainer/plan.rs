@@ -1,0 +1,118 @@
+//! A run's data plan, its position in it, and what a step accumulates.
+
+use serde_json::json;
+
+use super::step::MicroResult;
+use crate::data::{epoch_plan, padding, Batch, Padding, Source};
+use crate::recipe::{LossKind, Recipe};
+use crate::{Error, Result};
+
+/// Where a run stands: optimizer steps taken, the next micro-batch (epoch, index in the epoch's
+/// plan) and the loss of the last step.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Progress {
+    pub(crate) step: u64,
+    pub(crate) epoch: u64,
+    pub(crate) next_batch: usize,
+    pub(crate) last_loss: f64,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress {
+            step: 0,
+            epoch: 0,
+            next_batch: 0,
+            last_loss: f64::NAN,
+        }
+    }
+}
+
+/// Every epoch's batches, known in advance, so that the schedule knows its length exactly.
+pub(crate) struct Plan {
+    pub(crate) epochs: Vec<Vec<Batch>>,
+    /// Micro-batches before each epoch: for the per-micro-batch RNG seed.
+    pub(crate) offsets: Vec<u64>,
+    pub(crate) total: u64,
+    pub(crate) warmup: u64,
+    pub(crate) padding: Padding,
+    pub(crate) padding_unbatched: Padding,
+}
+
+impl Plan {
+    pub(crate) fn new(r: &Recipe, sources: &[Source]) -> Result<Plan> {
+        // losses whose in-batch negatives must not hold the same text twice
+        let no_dup = matches!(
+            r.loss,
+            LossKind::Mnrl | LossKind::MnrlSymmetric | LossKind::Simcse | LossKind::None
+        );
+        let epochs: Vec<Vec<Batch>> = (0..r.epochs as u64)
+            .map(|e| epoch_plan(sources, r.batch_size, r.seed, e, r.length_batching, no_dup))
+            .collect();
+        let mut total: u64 = epochs
+            .iter()
+            .map(|p| p.len().div_ceil(r.grad_accum) as u64)
+            .sum();
+        if r.max_steps > 0 {
+            total = total.min(r.max_steps);
+        }
+        if total == 0 {
+            return Err(Error::Recipe {
+                source_name: "data".into(),
+                message: "no batch can be formed (too few examples for batch_size)".into(),
+            });
+        }
+        let offsets = epochs
+            .iter()
+            .scan(0u64, |acc, p| {
+                let o = *acc;
+                *acc += p.len() as u64;
+                Some(o)
+            })
+            .collect();
+        let unbatched = epoch_plan(sources, r.batch_size, r.seed, 0, false, no_dup);
+        Ok(Plan {
+            padding: padding(sources, &epochs[0]),
+            padding_unbatched: padding(sources, &unbatched),
+            warmup: (r.warmup_ratio * total as f64).round() as u64,
+            epochs,
+            offsets,
+            total,
+        })
+    }
+}
+
+/// The summed loss and named terms of the micro-batches since the last optimizer step.
+#[derive(Default)]
+pub(crate) struct Accum {
+    loss: f64,
+    terms: Vec<(String, f64)>,
+    pub(crate) n: usize,
+}
+
+impl Accum {
+    pub(crate) fn add(&mut self, res: MicroResult, grad_accum: usize) {
+        self.loss += res.loss / grad_accum as f64;
+        for (name, v) in res.terms {
+            let v = v / grad_accum as f64;
+            match self.terms.iter_mut().find(|x| x.0 == name) {
+                Some(x) => x.1 += v,
+                None => self.terms.push((name, v)),
+            }
+        }
+        self.n += 1;
+    }
+
+    /// The step's mean loss and terms (over the micro-batches it had); resets.
+    pub(crate) fn take(&mut self, grad_accum: usize) -> (f64, serde_json::Value) {
+        let scale = grad_accum as f64 / self.n as f64;
+        let terms: serde_json::Map<String, serde_json::Value> = self
+            .terms
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v * scale)))
+            .collect();
+        let loss = self.loss * scale;
+        *self = Accum::default();
+        (loss, terms.into())
+    }
+}

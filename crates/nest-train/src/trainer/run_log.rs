@@ -1,0 +1,95 @@
+//! Where a run's progress is written: `metrics.jsonl` (one JSON line per optimizer step and per
+//! evaluation, flushed at once) and, on the main process, the TensorBoard event file.
+//!
+//! In a data-parallel run rank 0 writes the run's `metrics.jsonl`; every other rank writes its
+//! own `ranks/rank<r>.jsonl` (throughput, communication) and no event file.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::board::Board;
+use super::run_dir::trim_log;
+use crate::Result;
+
+/// The open logs of one process of a run.
+pub(crate) struct RunLog {
+    path: PathBuf,
+    file: File,
+    board: Option<Board>,
+}
+
+impl RunLog {
+    /// Opens (appending) this process's log under `run_dir`; a resumed run first drops the lines
+    /// written after its checkpoint's step.
+    pub(crate) fn open(
+        run_dir: &Path,
+        rank: Option<usize>,
+        main: bool,
+        resumed_at: Option<u64>,
+    ) -> Result<RunLog> {
+        let path = match rank {
+            Some(r) if !main => {
+                let dir = run_dir.join("ranks");
+                std::fs::create_dir_all(&dir).map_err(|e| nest_core::Error::io(&dir, e))?;
+                dir.join(format!("rank{r}.jsonl"))
+            }
+            _ => run_dir.join("metrics.jsonl"),
+        };
+        if let Some(step) = resumed_at {
+            trim_log(&path, step)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| nest_core::Error::io(&path, e))?;
+        let board = if main {
+            Some(Board::open(run_dir)?)
+        } else {
+            None
+        };
+        Ok(RunLog { path, file, board })
+    }
+
+    /// One optimizer step's line (`step`, `loss`, `lr`, `grad_norm`, `terms`, and, in a
+    /// data-parallel run, `comm_seconds` / `comm_bytes`); the board gets the same scalars.
+    pub(crate) fn step(&mut self, line: &serde_json::Value) -> Result<()> {
+        self.line(line)?;
+        let Some(b) = &mut self.board else {
+            return Ok(());
+        };
+        let step = line["step"].as_u64().unwrap_or(0);
+        let mut scalars = Vec::new();
+        for (key, tag) in [
+            ("loss", "train/loss"),
+            ("lr", "train/lr"),
+            ("grad_norm", "train/grad_norm"),
+            ("comm_seconds", "dist/comm_seconds"),
+            ("comm_bytes", "dist/comm_bytes"),
+        ] {
+            if let Some(v) = line[key].as_f64() {
+                scalars.push((tag.to_string(), v));
+            }
+        }
+        b.write(step, &scalars)?;
+        b.write_object(step, "terms", &line["terms"])
+    }
+
+    /// One evaluation's cells (the JSON that `eval::EvalGrid::run` returns).
+    pub(crate) fn eval(&mut self, step: u64, cells: &serde_json::Value) -> Result<()> {
+        self.line(&json!({"step": step, "eval": cells}))?;
+        match &mut self.board {
+            Some(b) => b.write_object(step, "eval", &cells["cells"]),
+            None => Ok(()),
+        }
+    }
+
+    fn line(&mut self, v: &serde_json::Value) -> Result<()> {
+        writeln!(self.file, "{v}")
+            .and_then(|_| self.file.flush())
+            .map_err(|e| nest_core::Error::io(&self.path, e).into())
+    }
+}

@@ -1,0 +1,122 @@
+//! Training steps of several objectives on one model and the same batches, through the trainer's
+//! own micro-step and update: what `nest bench train` times. Not a training run (no data plan,
+//! no schedule, no checkpoints): the learning rate is constant and each step's seed is its index.
+
+use std::rc::Rc;
+
+use nest_model::ElasticEncoder;
+use tch::nn::VarStore;
+
+use super::step::{apply_update, micro_step};
+use crate::data::{Batch, Source};
+use crate::objective::distill::TeacherTable;
+use crate::objective::{Objective, StepContext};
+use crate::optim::AdamW;
+use crate::recipe::{DataFormat, DataSource, Recipe};
+use crate::{Error, Result};
+
+/// Steps of each recipe's objective on one encoder, one AdamW over the encoder's weights and
+/// every objective's own parameters (as in training).
+pub struct StepTimer {
+    enc: ElasticEncoder,
+    objectives: Vec<Box<dyn Objective>>,
+    recipes: Vec<Recipe>,
+    // holds the objectives' parameters (the optimizer has their tensors)
+    _params: VarStore,
+    opt: AdamW,
+    lr: f64,
+}
+
+impl StepTimer {
+    /// One objective per recipe, built as `nest train` builds it on `enc` (the recipes' model,
+    /// data and schedule keys are not read); `teacher` for the objectives that need one.
+    pub fn new(
+        enc: ElasticEncoder,
+        recipes: Vec<Recipe>,
+        teacher: Option<Rc<TeacherTable>>,
+        lr: f64,
+    ) -> Result<StepTimer> {
+        let params = VarStore::new(enc.device());
+        let objectives = recipes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| -> Result<Box<dyn Objective>> {
+                let path = params.root() / format!("objective{i}");
+                Ok(Box::new(r.build_objective(
+                    enc.output_dim(),
+                    enc.num_layers(),
+                    &path,
+                    teacher.clone(),
+                )?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let weight_decay = recipes.first().map_or(0.01, |r| r.weight_decay);
+        let mut named: Vec<(String, tch::Tensor)> = enc.vs.variables().into_iter().collect();
+        named.extend(params.variables());
+        Ok(StepTimer {
+            opt: AdamW::new(named, weight_decay),
+            enc,
+            objectives,
+            recipes,
+            _params: params,
+            lr,
+        })
+    }
+
+    pub fn encoder(&self) -> &ElasticEncoder {
+        &self.enc
+    }
+
+    /// One optimizer step of objective `o` on `pairs` (anchor, positive), tokenisation
+    /// included; returns the longest anchor and the longest positive in tokens.
+    pub fn step(&mut self, o: usize, pairs: &[(String, String)], step: u64) -> Result<[usize; 2]> {
+        let texts: Vec<&str> = pairs
+            .iter()
+            .flat_map(|p| [p.0.as_str(), p.1.as_str()])
+            .collect();
+        let ids = self.enc.tokenizer.encode(&texts)?;
+        let src = Source {
+            spec: DataSource {
+                path: "(benchmark pairs)".into(),
+                format: DataFormat::Pairs,
+                weight: 1.0,
+                made_by: None,
+            },
+            texts: pairs
+                .iter()
+                .map(|p| vec![p.0.clone(), p.1.clone()])
+                .collect(),
+            ids: ids.chunks(2).map(|c| c.to_vec()).collect(),
+            scores: vec![],
+        };
+        let batch = Batch {
+            source: 0,
+            examples: (0..pairs.len()).collect(),
+        };
+        let r = &self.recipes[o];
+        let ctx = StepContext {
+            step,
+            micro_batch: step,
+            seed: r.seed,
+        };
+        micro_step(
+            &self.enc,
+            self.objectives[o].as_ref(),
+            &src,
+            &batch,
+            r.loss,
+            &ctx,
+            1,
+        );
+        apply_update(&mut self.opt, r.max_grad_norm, self.lr).map_err(|value| {
+            Error::NonFinite {
+                what: "gradient norm",
+                step: step + 1,
+                value,
+                last_checkpoint: "(a benchmark: none)".into(),
+            }
+        })?;
+        let longest = |c: usize| src.ids.iter().map(|x| x[c].len()).max().unwrap_or(0);
+        Ok([longest(0), longest(1)])
+    }
+}
