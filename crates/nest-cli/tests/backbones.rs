@@ -141,6 +141,16 @@ fn trains_and_exports(arch: &str) {
     ]);
     let (_, info) = nest(&["info", "--model", &s(&slim), "--json"]);
     let _ = info;
+    // the Dense modules (EmbeddingGemma's two) are exported in order, each in its own folder
+    let modules = std::fs::read_to_string(final_.join("modules.json")).unwrap();
+    let source = std::fs::read_to_string(fixture(arch).join("modules.json")).unwrap();
+    for folder in ["2_Dense", "3_Dense"] {
+        assert_eq!(
+            modules.contains(folder),
+            source.contains(folder),
+            "{arch}: {folder}"
+        );
+    }
 }
 
 #[test]
@@ -161,4 +171,9 @@ fn qwen3_trains_and_exports() {
 #[test]
 fn gemma3_trains_and_exports() {
     trains_and_exports("gemma3");
+}
+
+#[test]
+fn embeddinggemma_trains_and_exports() {
+    trains_and_exports("embeddinggemma");
 }

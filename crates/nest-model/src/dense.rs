@@ -10,8 +10,12 @@
 //! 2_Dense/model.safetensors  linear.weight [out, in] (and linear.bias [out] when bias)
 //! ```
 //!
-//! In the encoder's `VarStore` the weights are `dense.linear.weight` / `dense.linear.bias`, so a
-//! trainer optimises and checkpoints them with the encoder's own.
+//! A pipeline may hold several Dense modules, applied in order after pooling ([`Head`]):
+//! EmbeddingGemma has two (`2_Dense` 768 -> 3072 and `3_Dense` 3072 -> 768, no bias, Identity).
+//!
+//! In the encoder's `VarStore` the first module's weights are `dense.linear.weight` /
+//! `dense.linear.bias`, the `k`-th's (k >= 1) `dense{k}.linear.*` ([`var_prefix`]), so a trainer
+//! optimises and checkpoints them with the encoder's own.
 
 use std::path::{Path, PathBuf};
 
@@ -20,8 +24,28 @@ use tch::{nn, Tensor};
 
 use crate::{Error, Result};
 
-/// Prefix of the head's variables in the encoder's `VarStore`.
+/// Prefix of the first Dense module's variables in the encoder's `VarStore`.
 pub const VAR_PREFIX: &str = "dense.";
+
+/// Prefix of the `k`-th Dense module's variables (0-based): `dense.`, then `dense1.`, ...
+pub fn var_prefix(k: usize) -> String {
+    match k {
+        0 => VAR_PREFIX.to_string(),
+        k => format!("dense{k}."),
+    }
+}
+
+/// The Dense module a variable of the encoder's `VarStore` belongs to, and its name inside the
+/// module (`linear.weight`); `None` for the transformer's own variables.
+pub fn module_of(name: &str) -> Option<(usize, &str)> {
+    let rest = name.strip_prefix("dense")?;
+    let (k, inner) = rest.split_once('.')?;
+    match k {
+        "" => Some((0, inner)),
+        k if !k.starts_with('0') => Some((k.parse().ok()?, inner)),
+        _ => None,
+    }
+}
 
 const IDENTITY: &str = "torch.nn.modules.linear.Identity";
 const TANH: &str = "torch.nn.modules.activation.Tanh";
@@ -147,6 +171,99 @@ impl Dense {
             out_features,
             bias: false,
             activation_function: IDENTITY.into(),
+        }
+    }
+}
+
+/// The Dense modules after pooling, in pipeline order; empty when the pipeline has none.
+#[derive(Debug, Default)]
+pub struct Head {
+    modules: Vec<Dense>,
+}
+
+impl Head {
+    /// A head of these modules; each one's `in_features` must be the previous one's
+    /// `out_features` (`path` names the pipeline in the error).
+    pub fn new(modules: Vec<Dense>, path: &Path) -> Result<Head> {
+        for w in modules.windows(2) {
+            if w[1].config.in_features != w[0].config.out_features {
+                return Err(Error::Config {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "Dense module {} takes {} features, but {} gives {}",
+                        w[1].folder, w[1].config.in_features, w[0].folder, w[0].config.out_features
+                    ),
+                });
+            }
+        }
+        Ok(Head { modules })
+    }
+
+    pub fn modules(&self) -> &[Dense] {
+        &self.modules
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.modules.is_empty()
+    }
+
+    /// The last module's `out_features` (`None` without modules).
+    pub fn out_features(&self) -> Option<usize> {
+        self.modules.last().map(|d| d.config.out_features)
+    }
+
+    /// Every module in order: `[batch, hidden]` -> `[batch, out_features]` (the input itself,
+    /// shallow-cloned, without modules).
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let mut y = x.shallow_clone();
+        for d in &self.modules {
+            y = d.forward(&y);
+        }
+        y
+    }
+
+    /// Handles on the same tensors (gradients flow to the originals).
+    pub fn shallow_clone(&self) -> Head {
+        Head {
+            modules: self.modules.iter().map(Dense::shallow_clone).collect(),
+        }
+    }
+
+    /// `in -> out` per module, e.g. `768 -> 3072 -> 768`.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .modules
+            .first()
+            .map(|d| d.config.in_features.to_string())
+            .into_iter()
+            .collect();
+        parts.extend(
+            self.modules
+                .iter()
+                .map(|d| d.config.out_features.to_string()),
+        );
+        parts.join(" -> ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names_round_trip() {
+        for k in [0, 1, 2, 11] {
+            let name = format!("{}linear.weight", var_prefix(k));
+            assert_eq!(module_of(&name), Some((k, "linear.weight")));
+        }
+        for other in [
+            "dense",
+            "densely.x",
+            "dense01.x",
+            "dense_1.x",
+            "layers.0.dense.weight",
+        ] {
+            assert_eq!(module_of(other), None, "{other}");
         }
     }
 }

@@ -36,7 +36,7 @@ pub mod xlm_roberta;
 
 pub use adaptor::Adaptor;
 pub use config::{Architecture, ModelConfig, ModelFiles, NestMeta};
-pub use dense::{Dense, DenseConfig};
+pub use dense::{Dense, DenseConfig, Head};
 pub use dtype::{Dtype, DtypeChoice};
 pub use encoder::{ClsAttention, ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput};
 pub use error::{Error, Result};

@@ -96,10 +96,10 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
     if let Some(k) = keep {
         named.retain(|(n, _)| !dropped(n, k));
     }
-    // the Dense head goes to its own folder, as sentence-transformers keeps it
-    let (mut head, mut named): (Vec<_>, Vec<_>) = named
+    // each Dense module goes to its own folder, as sentence-transformers keeps it
+    let (head, mut named): (Vec<_>, Vec<_>) = named
         .into_iter()
-        .partition(|(n, _)| n.starts_with(nest_model::dense::VAR_PREFIX));
+        .partition(|(n, _)| nest_model::dense::module_of(n).is_some());
     named.sort_by(|a, b| a.0.cmp(&b.0));
     tch::Tensor::write_safetensors(&named, tmp.join("model.safetensors"))?;
     let write_json = |rel: &str, v: serde_json::Value| -> Result<()> {
@@ -133,21 +133,23 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
         json!({"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}),
         json!({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}),
     ];
-    if let Some(d) = &enc.dense {
+    for (k, d) in enc.head.modules().iter().enumerate() {
         let folder = format!("{}_Dense", modules.len());
         std::fs::create_dir_all(tmp.join(&folder)).map_err(|e| io(&tmp, e))?;
-        for (n, _) in head.iter_mut() {
-            *n = n[nest_model::dense::VAR_PREFIX.len()..].to_string();
-        }
-        head.sort_by(|a, b| a.0.cmp(&b.0));
-        tch::Tensor::write_safetensors(&head, tmp.join(&folder).join("model.safetensors"))?;
-        write_json(
-            &format!("{folder}/config.json"),
-            serde_json::to_value(&d.config).map_err(|e| Error::Run {
-                path: tmp.join(&folder),
-                message: e.to_string(),
-            })?,
-        )?;
+        let mut own: Vec<(String, tch::Tensor)> = head
+            .iter()
+            .filter_map(|(n, t)| match nest_model::dense::module_of(n) {
+                Some((m, inner)) if m == k => Some((inner.to_string(), t.shallow_clone())),
+                _ => None,
+            })
+            .collect();
+        own.sort_by(|a, b| a.0.cmp(&b.0));
+        tch::Tensor::write_safetensors(&own, tmp.join(&folder).join("model.safetensors"))?;
+        let config = serde_json::to_value(&d.config).map_err(|e| Error::Run {
+            path: tmp.join(&folder),
+            message: e.to_string(),
+        })?;
+        write_json(&format!("{folder}/config.json"), config)?;
         let i = modules.len();
         modules.push(json!({"idx": i, "name": i.to_string(), "path": folder, "type": "sentence_transformers.models.Dense"}));
     }

@@ -315,7 +315,7 @@ fn two_stages_resume_exactly_across_the_boundary() {
     // exported student gives what the trained one gave
     let student2 = ElasticEncoder::load(&out.final_dir, tch::Device::Cpu, None).unwrap();
     assert_eq!(student2.output_dim(), 16);
-    let dense = student2.dense.as_ref().unwrap();
+    let dense = &student2.head.modules()[0];
     let start = Tensor::eye_m(16, 32, (tch::Kind::Float, tch::Device::Cpu));
     assert!(
         (&dense.weight - start).abs().max().double_value(&[]) > 1e-4,

@@ -110,7 +110,7 @@ fn fixed_output(f: &HashMap<String, Tensor>) -> BatchOutput {
                 .collect(),
             mask: f["ese_mask"].shallow_clone(),
             pooling: Pooling::Mean,
-            head: None,
+            head: Default::default(),
             cls_attention: Vec::new(),
             pooled: Vec::new(),
         })

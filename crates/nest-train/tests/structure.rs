@@ -131,7 +131,7 @@ fn output(f: &HashMap<String, Tensor>) -> BatchOutput {
                 .collect(),
             mask: f["mask"].shallow_clone(),
             pooling: Pooling::Mean,
-            head: None,
+            head: Default::default(),
             cls_attention: Vec::new(),
             pooled: Vec::new(),
         }],

@@ -72,10 +72,19 @@ fn print_text(m: &nest_model::ElasticEncoder, params: i64, auto: &nest_model::dt
     println!(
         "pooling        {:?}{}{}",
         m.pooling,
-        m.dense.as_ref().map_or(String::new(), |d| format!(
-            " + Dense {} -> {} ({})",
-            d.config.in_features, d.config.out_features, d.folder
-        )),
+        match m.head.is_empty() {
+            true => String::new(),
+            false => format!(
+                " + Dense {} ({})",
+                m.head.describe(),
+                m.head
+                    .modules()
+                    .iter()
+                    .map(|d| d.folder.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
         if m.normalize { " + L2 normalise" } else { "" }
     );
     println!("max tokens     {}", m.tokenizer.max_length());

@@ -6,7 +6,7 @@ use tch::nn::VarStore;
 
 use crate::bert::Bert;
 use crate::config::{read_json, Architecture, ModelConfig, ModelFiles, PoolingConfig, SbertConfig};
-use crate::dense::Dense;
+use crate::dense::{var_prefix, Dense, Head};
 use crate::gemma3::{Gemma3, Gemma3Config};
 use crate::modernbert::{ModernBert, ModernBertConfig};
 use crate::mpnet::Mpnet;
@@ -57,32 +57,36 @@ pub(crate) fn net(
     })
 }
 
-/// The Dense head of the pipeline's `Dense` module, if any, registered under `dense` in `vs`.
-pub(super) fn dense(
-    folder: Option<&str>,
+/// The pipeline's Dense modules in order, the `k`-th registered under [`var_prefix`]`(k)` in
+/// `vs`; the first must take the model's `hidden_size`, each next one its predecessor's output.
+pub(super) fn head(
+    folders: &[String],
     vs: &VarStore,
     config: &ModelConfig,
     files: &ModelFiles,
-) -> Result<Option<Dense>> {
-    let Some(folder) = folder else {
-        return Ok(None);
-    };
-    let (cfg, p) = Dense::read_config(&files.dir, folder)?;
-    if cfg.in_features != config.hidden_size {
-        return Err(Error::Config {
-            path: p,
-            message: format!(
-                "in_features {} differs from the model's hidden_size {}",
-                cfg.in_features, config.hidden_size
-            ),
-        });
+) -> Result<Head> {
+    let mut modules = Vec::new();
+    for (k, folder) in folders.iter().enumerate() {
+        let (cfg, p) = Dense::read_config(&files.dir, folder)?;
+        if k == 0 && cfg.in_features != config.hidden_size {
+            return Err(Error::Config {
+                path: p,
+                message: format!(
+                    "in_features {} differs from the model's hidden_size {}",
+                    cfg.in_features, config.hidden_size
+                ),
+            });
+        }
+        let prefix = var_prefix(k);
+        let path = vs.root() / prefix.trim_end_matches('.');
+        modules.push(Dense::new(&path, cfg, folder, &p)?);
     }
-    Ok(Some(Dense::new(&(vs.root() / "dense"), cfg, folder, &p)?))
+    Head::new(modules, &files.dir.join("modules.json"))
 }
 
 /// The sentence-transformers pipeline around the transformer: the pooling mode, whether it ends
-/// with `Normalize`, and the folder of its `Dense` module if it has one (at most one).
-pub(super) fn read_pipeline(files: &ModelFiles) -> Result<(Pooling, bool, Option<String>)> {
+/// with `Normalize`, and the folders of its `Dense` modules in order.
+pub(super) fn read_pipeline(files: &ModelFiles) -> Result<(Pooling, bool, Vec<String>)> {
     let pooling = match &files.pooling_config {
         Some(p) => read_json::<PoolingConfig>(p)?.pooling(p)?,
         None => Pooling::Mean,
@@ -105,21 +109,16 @@ pub(super) fn read_pipeline(files: &ModelFiles) -> Result<(Pooling, bool, Option
         path: files.dir.join("modules.json"),
         message: message.into(),
     };
-    let dense_folder = match of_type("Dense").as_slice() {
-        [] => None,
-        [m] => Some(
+    let dense_folders = of_type("Dense")
+        .iter()
+        .map(|m| {
             m.get("path")
                 .and_then(|p| p.as_str())
-                .ok_or_else(|| config_error("the Dense module has no \"path\""))?
-                .to_string(),
-        ),
-        _ => {
-            return Err(config_error(
-                "several Dense modules; Nest supports at most one after pooling",
-            ))
-        }
-    };
-    Ok((pooling, normalize, dense_folder))
+                .map(str::to_string)
+                .ok_or_else(|| config_error("a Dense module has no \"path\""))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((pooling, normalize, dense_folders))
 }
 
 /// The token limit: the caller's, else sentence-transformers' (`sentence_bert_config.json` up

@@ -8,7 +8,7 @@ use tch::{nn::VarStore, Device, Kind, Tensor};
 
 use crate::adaptor::Adaptor;
 use crate::config::{read_json, Architecture, ModelConfig, ModelFiles, NestMeta, PoolingConfig};
-use crate::dense::{Dense, DenseConfig, VAR_PREFIX};
+use crate::dense::{module_of, Dense, DenseConfig, Head};
 use crate::dtype::Dtype;
 use crate::pooling::Pooling;
 use crate::prompt::Prompts;
@@ -73,8 +73,9 @@ pub struct ElasticEncoder {
     pub files: ModelFiles,
     /// Whether the sentence-transformers pipeline ends with `Normalize`.
     pub normalize: bool,
-    /// A `Dense` module after pooling (IBKD's projection, section 3.4), if the pipeline has one.
-    pub dense: Option<Dense>,
+    /// The `Dense` modules after pooling (IBKD's projection, section 3.4; EmbeddingGemma's
+    /// two), empty when the pipeline has none.
+    pub head: Head,
     /// Forward passes run so far (tests count them).
     forwards: std::sync::atomic::AtomicUsize,
     /// What a Nest training run recorded (trained dims and layers), if anything.
@@ -97,7 +98,7 @@ impl ElasticEncoder {
         let files = ModelFiles::locate(dir)?;
         let config = ModelConfig::read(&files.config)?;
         let arch = config.architecture()?;
-        let (pooling, normalize, dense_folder) = build::read_pipeline(&files)?;
+        let (pooling, normalize, dense_folders) = build::read_pipeline(&files)?;
         let include_prompt = match &files.pooling_config {
             Some(p) => read_json::<PoolingConfig>(p)?.include_prompt,
             None => true,
@@ -113,15 +114,14 @@ impl ElasticEncoder {
         let tokenizer = TextTokenizer::load(&files.tokenizer, max_len)?;
         let mut vs = VarStore::new(device);
         let net = build::net(arch, &vs, &config, &files.config)?;
-        let dense = build::dense(dense_folder.as_deref(), &vs, &config, &files)?;
-        let is_head = |n: &str| n.starts_with(VAR_PREFIX);
+        let head = build::head(&dense_folders, &vs, &config, &files)?;
         weights::load_part(&mut vs, &files.weights, &|n| {
-            (!is_head(n)).then(|| n.to_string())
+            module_of(n).is_none().then(|| n.to_string())
         })?;
-        if let Some(folder) = &dense_folder {
+        for (k, folder) in dense_folders.iter().enumerate() {
             let p = Dense::weights_file(&files.dir, folder)?;
             weights::load_part(&mut vs, &p, &|n| {
-                n.strip_prefix(VAR_PREFIX).map(str::to_string)
+                module_of(n).and_then(|(m, inner)| (m == k).then(|| inner.to_string()))
             })?;
         }
         Ok(ElasticEncoder {
@@ -132,7 +132,7 @@ impl ElasticEncoder {
             config,
             files,
             normalize,
-            dense,
+            head,
             meta,
             prompts,
             include_prompt,
@@ -189,11 +189,9 @@ impl ElasticEncoder {
         self.config.hidden_size
     }
 
-    /// The embedding's width: the Dense head's `out_features`, else `hidden_size`.
+    /// The embedding's width: the last Dense module's `out_features`, else `hidden_size`.
     pub fn output_dim(&self) -> usize {
-        self.dense
-            .as_ref()
-            .map_or(self.config.hidden_size, |d| d.config.out_features)
+        self.head.out_features().unwrap_or(self.config.hidden_size)
     }
 
     /// Adds IBKD's projection head (section 3.4, eq. 11: linear, no bias, `[I | 0]` start) with
@@ -201,12 +199,12 @@ impl ElasticEncoder {
     /// and export writes it as `2_Dense`. Refused when the model already has a head.
     pub fn add_projection(&mut self, out: usize) -> Result<()> {
         let path = self.files.dir.join("modules.json");
-        if let Some(d) = &self.dense {
+        if !self.head.is_empty() {
             return Err(Error::Config {
                 path,
                 message: format!(
-                    "the model already has a Dense head ({} -> {})",
-                    d.config.in_features, d.config.out_features
+                    "the model already has a Dense head ({})",
+                    self.head.describe()
                 ),
             });
         }
@@ -220,20 +218,17 @@ impl ElasticEncoder {
             });
         }
         let cfg: DenseConfig = Dense::projection(self.hidden_size(), out);
-        self.dense = Some(Dense::new(
-            &(self.vs.root() / "dense"),
-            cfg,
-            "2_Dense",
-            &path,
-        )?);
+        let d = Dense::new(&(self.vs.root() / "dense"), cfg, "2_Dense", &path)?;
+        self.head = Head::new(vec![d], &path)?;
         Ok(())
     }
 
-    /// Applies the Dense head, if any, to pooled vectors: `[batch, hidden]` -> `[batch, output_dim]`.
-    pub fn head(&self, pooled: Tensor) -> Tensor {
-        match &self.dense {
-            Some(d) => d.forward(&pooled),
-            None => pooled,
+    /// Applies the Dense modules, if any, to pooled vectors: `[batch, hidden]` ->
+    /// `[batch, output_dim]`.
+    pub fn apply_head(&self, pooled: Tensor) -> Tensor {
+        match self.head.is_empty() {
+            true => pooled,
+            false => self.head.forward(&pooled),
         }
     }
 
@@ -310,6 +305,6 @@ impl ElasticEncoder {
     /// The sentence vector of one layer's token states: pooled, then the Dense head if any, not
     /// normalised (`[batch, seq, hidden]` -> `[batch, output_dim]`).
     pub fn embed_pooled(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
-        self.head(self.pool(hidden, mask))
+        self.apply_head(self.pool(hidden, mask))
     }
 }

@@ -19,7 +19,7 @@ pub mod registry;
 mod teacher;
 pub mod two_d;
 
-use nest_model::{ClsAttention, Dense, Pooling};
+use nest_model::{ClsAttention, Head, Pooling};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tch::Tensor;
@@ -44,8 +44,8 @@ pub struct Column {
     /// `[B, seq]`, 1 = token.
     pub mask: Tensor,
     pub pooling: Pooling,
-    /// The model's Dense head (IBKD's projection, section 3.4), applied after pooling.
-    pub head: Option<Dense>,
+    /// The model's Dense modules (IBKD's projection, section 3.4), applied after pooling.
+    pub head: Head,
     /// Index `l - 1` = layer `l`'s [CLS]-row attention probabilities, when the objective asked
     /// for them ([`Objective::attention`]); empty otherwise.
     pub cls_attention: Vec<Tensor>,
@@ -71,11 +71,7 @@ impl Column {
         if let Some(p) = self.pooled.get(layer) {
             return p.out.shallow_clone();
         }
-        let p = self.pooled_raw(layer);
-        match &self.head {
-            Some(d) => d.forward(&p),
-            None => p,
-        }
+        self.head.forward(&self.pooled_raw(layer))
     }
 
     /// Pooled token states at `layer`, without the Dense head: `[B, hidden]`.

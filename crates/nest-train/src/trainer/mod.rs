@@ -19,7 +19,9 @@ mod sync;
 mod timer;
 mod types;
 
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Instant;
 
 use nest_dist::Group;
@@ -52,24 +54,22 @@ pub fn train_with(
     events: &mut dyn FnMut(Event),
 ) -> Result<Summary> {
     let start = Instant::now();
-    let group = match nest_dist::Launch::from_env().map_err(nest_dist::DistError::from)? {
-        Some(l) => Some(Group::join(&l, dist_timeout()?)?),
-        None => None,
-    };
-    let main = group.as_ref().is_none_or(|g| g.rank() == 0);
+    let group = process_group()?;
+    let group = group.as_deref();
+    let main = group.is_none_or(|g| g.rank() == 0);
     let events = &mut |e: Event| {
         if main {
             events(e)
         }
     };
-    let resume_from = start_run_dir(r, o, group.as_ref())?;
-    let mut run = Run::prepare(r, o, build, group.as_ref(), start, events)?;
+    let resume_from = start_run_dir(r, o, group)?;
+    let mut run = Run::prepare(r, o, build, group, start, events)?;
     let mut at = Progress::default();
     if let Some(ck) = &resume_from {
         at = run.resume(ck, events)?;
     }
     let resumed_from = resume_from.is_some().then_some(at.step);
-    let rank = group.as_ref().map(Group::rank);
+    let rank = group.map(Group::rank);
     let mut log = RunLog::open(&o.run_dir, rank, main, resumed_from)?;
     events(Event::Start {
         total_steps: run.plan.total,
@@ -80,4 +80,31 @@ pub fn train_with(
         return Ok(run.summary(&at, PathBuf::new(), train_seconds, resumed_from));
     }
     run.finish(&at, &mut log, resumed_from, events)
+}
+
+thread_local! {
+    /// This process's group, joined by its first training run and kept for the next one (`nest
+    /// distill`'s second stage). Joining anew would race: rank 0 serves each group's store on
+    /// the same port, and a rank that left the first group's final barrier early could reach
+    /// the first store, still up, instead of the second.
+    static GROUP: RefCell<Option<(nest_dist::Launch, Rc<Group>)>> = const { RefCell::new(None) };
+}
+
+/// The process group of the launch environment (none for a single process), joined once per
+/// process.
+fn process_group() -> Result<Option<Rc<Group>>> {
+    let Some(launch) = nest_dist::Launch::from_env().map_err(nest_dist::DistError::from)? else {
+        return Ok(None);
+    };
+    let kept = GROUP.with_borrow(|g| {
+        g.as_ref()
+            .filter(|(l, _)| *l == launch)
+            .map(|(_, g)| g.clone())
+    });
+    if let Some(g) = kept {
+        return Ok(Some(g));
+    }
+    let g = Rc::new(Group::join(&launch, dist_timeout()?)?);
+    GROUP.set(Some((launch, g.clone())));
+    Ok(Some(g))
 }

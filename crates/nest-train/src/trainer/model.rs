@@ -29,9 +29,9 @@ pub(crate) fn load_model(
         dtype.dtype, dtype.reason
     )));
     if r.projection > 0 {
-        match &enc.dense {
+        match enc.head.out_features() {
             // a resumed or continued run whose model already has its head
-            Some(d) if d.config.out_features == r.projection => {}
+            Some(out) if out == r.projection => {}
             _ => enc.add_projection(r.projection)?,
         }
     }

@@ -45,6 +45,7 @@ pub(crate) struct Run<'a> {
     last_ck: String,
     start: Instant,
     pub(super) train_start: Instant,
+    traffic_start: nest_dist::Traffic,
 }
 
 impl<'a> Run<'a> {
@@ -108,6 +109,7 @@ impl<'a> Run<'a> {
             eval,
             start,
             train_start,
+            traffic_start: group.map(Group::traffic).unwrap_or_default(),
         })
     }
 
@@ -242,10 +244,11 @@ impl<'a> Run<'a> {
         at.last_loss = loss;
         let mut line = json!({"step": at.step, "epoch": at.epoch, "loss": loss, "lr": lr, "grad_norm": grad_norm, "terms": terms, "seconds": self.start.elapsed().as_secs_f64()});
         if let Some(g) = self.group {
-            let t = g.traffic();
+            // this run's collectives (the group may have served an earlier stage)
+            let (t, t0) = (g.traffic(), self.traffic_start);
             line["rank"] = json!(g.rank());
-            line["comm_seconds"] = json!(t.seconds);
-            line["comm_bytes"] = json!(t.bytes);
+            line["comm_seconds"] = json!(t.seconds - t0.seconds);
+            line["comm_bytes"] = json!(t.bytes - t0.bytes);
         }
         log.step(&line)?;
         events(Event::Step {

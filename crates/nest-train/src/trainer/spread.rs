@@ -19,7 +19,7 @@
 //! spread; [`Spread::check`] refuses them before any data is read.
 
 use nest_dist::Group;
-use nest_model::ElasticEncoder;
+use nest_model::{ElasticEncoder, Head};
 use tch::Tensor;
 
 use super::step::{encode_column, micro_step, score, MicroResult};
@@ -99,7 +99,7 @@ fn pooled_stack(col: &Column) -> (Tensor, Option<Tensor>) {
     let layers = col.hidden.len();
     let raw: Vec<Tensor> = (0..layers).map(|l| col.pooled_raw(l)).collect();
     let raw = Tensor::stack(&raw, 0);
-    let out = col.head.as_ref().map(|d| d.forward(&raw));
+    let out = (!col.head.is_empty()).then(|| col.head.forward(&raw));
     (raw, out)
 }
 
@@ -234,7 +234,7 @@ fn pooled_column(enc: &ElasticEncoder, raw: &Tensor, out: Option<&Tensor>) -> Co
         hidden: Vec::new(),
         mask: Tensor::new(),
         pooling: enc.pooling,
-        head: None,
+        head: Head::default(),
         cls_attention: Vec::new(),
         pooled: (0..layers)
             .map(|l| PooledLayer {

@@ -30,7 +30,7 @@ pub(crate) fn encode_column(
         hidden: out.hidden_states,
         mask: input.mask,
         pooling: enc.pooling,
-        head: enc.dense.as_ref().map(nest_model::Dense::shallow_clone),
+        head: enc.head.shallow_clone(),
         cls_attention: out.cls_attention,
         pooled: Vec::new(),
     }
