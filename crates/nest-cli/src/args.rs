@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use crate::args_model::{ModelArgs, PromptArgs};
+pub use crate::args_model::{EvalPromptArgs, ModelArgs, PromptArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -129,12 +129,14 @@ pub struct GridArgs {
     /// significance.
     #[arg(long)]
     pub no_items: bool,
+    #[command(flatten)]
+    pub prompts: EvalPromptArgs,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
     /// STS on given files: Spearman x100 of cosine vs gold per (layer, dim, precision).
-    Sts(EvalStsArgs),
+    Sts(Box<EvalStsArgs>),
     /// Per-cell deltas of reports against the first, with paired-bootstrap intervals and
     /// Holm-corrected significance: prints tables, writes compare.md, compare.json and plots.
     Compare(CompareArgs),

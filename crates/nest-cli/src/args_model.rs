@@ -54,3 +54,56 @@ impl PromptArgs {
         model.prompts.resolve(choice, "--prompt-name")
     }
 }
+
+/// The prompt of each side of `nest eval`'s tasks, chosen as sentence-transformers' `encode`,
+/// `encode_query` and `encode_document` choose theirs.
+#[derive(Debug, Args, Clone, Default)]
+pub struct EvalPromptArgs {
+    /// A prompt the model names, for every text (default: the model's `default_prompt_name`);
+    /// retrieval queries and documents take it unless they have their own.
+    #[arg(long, conflicts_with = "prompt")]
+    pub prompt_name: Option<String>,
+    /// A prompt's text for every text (see `--prompt-name`).
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// Retrieval queries: a prompt the model names (default: its `query` prompt if it has one,
+    /// else the texts' prompt).
+    #[arg(long, conflicts_with = "query_prompt")]
+    pub query_prompt_name: Option<String>,
+    /// Retrieval queries: a prompt's text.
+    #[arg(long)]
+    pub query_prompt: Option<String>,
+    /// Retrieval documents: a prompt the model names (default: its `document`, `passage` or
+    /// `corpus` prompt if it has one, else the texts' prompt).
+    #[arg(long, conflicts_with = "document_prompt")]
+    pub document_prompt_name: Option<String>,
+    /// Retrieval documents: a prompt's text.
+    #[arg(long)]
+    pub document_prompt: Option<String>,
+}
+
+impl EvalPromptArgs {
+    /// Each side's prompt for `model`, or an error naming the flag and the model's prompts.
+    pub fn resolve(
+        &self,
+        model: &nest_model::ElasticEncoder,
+    ) -> Result<nest_model::prompt::TaskPrompts, nest_core::Error> {
+        use nest_model::prompt::{PromptChoice, TaskPromptChoice};
+        fn choice<'a>(name: &'a Option<String>, text: &'a Option<String>) -> PromptChoice<'a> {
+            PromptChoice {
+                name: name.as_deref(),
+                text: text.as_deref(),
+            }
+        }
+        model.prompts.for_tasks(TaskPromptChoice {
+            text: choice(&self.prompt_name, &self.prompt),
+            query: choice(&self.query_prompt_name, &self.query_prompt),
+            document: choice(&self.document_prompt_name, &self.document_prompt),
+            keys: [
+                "--prompt-name",
+                "--query-prompt-name",
+                "--document-prompt-name",
+            ],
+        })
+    }
+}

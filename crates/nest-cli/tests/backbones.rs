@@ -177,3 +177,94 @@ fn gemma3_trains_and_exports() {
 fn embeddinggemma_trains_and_exports() {
     trains_and_exports("embeddinggemma");
 }
+
+/// `nest eval` reads each side of a task with its prompt, as sentence-transformers'
+/// `encode_query` / `encode_document` do: on the tiny EmbeddingGemma (prompts `query` and
+/// `document`), retrieval queries and documents get them without a flag, and the report records
+/// them; naming the same prompts gives the same cells; `--prompt-name query` changes the STS
+/// similarities; an unknown prompt name is an error naming the flag.
+#[test]
+fn eval_reads_each_side_with_its_prompt() {
+    let d = tempfile::tempdir().unwrap();
+    let s = |p: &Path| p.display().to_string();
+    let data = d.path().join("data");
+    let w = |rel: &str, text: &str| {
+        let p = data.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    w("stsb/test.tsv", "sentence1\tsentence2\tscore\nthe cat sat\tthe cat sat on the mat\t4.5\na man is playing\ta man is playing music\t4.0\ndog\tmusic\t0.2\nthe dog sat\ta cat sat\t2.0\n");
+    w("sick-r/test.tsv", "sentence1\tsentence2\tscore\nthe cat sat\ta cat sat\t4.0\ndog\tmusic\t0.5\na frog\tthe frog jumps\t3.0\n");
+    w("scifact/corpus.jsonl", "{\"_id\":\"1\",\"title\":\"cats\",\"text\":\"the cat sat on the mat\"}\n{\"_id\":\"2\",\"text\":\"a man is playing music\"}\n{\"_id\":\"3\",\"text\":\"the dog is playing\"}\n{\"_id\":\"4\",\"text\":\"a frog jumps\"}\n");
+    w(
+        "scifact/queries.jsonl",
+        "{\"_id\":\"q1\",\"text\":\"cat on mat\"}\n{\"_id\":\"q2\",\"text\":\"music\"}\n{\"_id\":\"q3\",\"text\":\"frog\"}\n",
+    );
+    w(
+        "scifact/qrels/test.tsv",
+        "query-id\tcorpus-id\tscore\nq1\t1\t1\nq2\t2\t1\nq3\t4\t1\n",
+    );
+    let model = s(&fixture("embeddinggemma"));
+    let eval = |name: &str, extra: &[&str]| -> serde_json::Value {
+        let out = d.path().join(name);
+        let (root, o) = (s(&data), s(&out));
+        let mut args = vec!["eval", "--model", &model, "--data-root", &root];
+        args.extend(["--tasks", "sts,retrieval", "--latency-texts", "0"]);
+        args.extend(["--out", &o]);
+        args.extend(extra);
+        ok(&args);
+        let text = std::fs::read_to_string(out.join("report.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let auto = eval("auto", &[]);
+    let prompts = &auto["model"]["prompts"];
+    assert_eq!(prompts["query"], "task: search result | query: ");
+    assert_eq!(prompts["document"], "title: none | text: ");
+    assert!(prompts["text"].is_null(), "{prompts}");
+    let named = eval(
+        "named",
+        &[
+            "--query-prompt-name",
+            "query",
+            "--document-prompt-name",
+            "document",
+        ],
+    );
+    let cells = |r: &serde_json::Value, t: usize| r["tasks"][t]["cells"].clone();
+    for t in 0..3 {
+        assert_eq!(cells(&auto, t), cells(&named, t), "task {t}");
+    }
+    let bare = eval("bare", &["--query-prompt", "", "--document-prompt", ""]);
+    assert_ne!(
+        cells(&auto, 2)[0]["items"],
+        cells(&bare, 2)[0]["items"],
+        "the retrieval prompts change the query scores"
+    );
+    let query = eval("query", &["--prompt-name", "query"]);
+    assert_eq!(
+        query["model"]["prompts"]["text"],
+        "task: search result | query: "
+    );
+    assert_ne!(
+        cells(&auto, 0)[0]["items"],
+        cells(&query, 0)[0]["items"],
+        "a prompt for every text changes the STS similarities"
+    );
+    let (good, err) = nest(&[
+        "eval",
+        "--model",
+        &model,
+        "--data-root",
+        &s(&data),
+        "--tasks",
+        "sts",
+        "--query-prompt-name",
+        "nope",
+        "--out",
+        &s(&d.path().join("bad")),
+    ]);
+    assert!(
+        !good && err.contains("--query-prompt-name") && err.contains("nope"),
+        "{err}"
+    );
+}

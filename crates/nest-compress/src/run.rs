@@ -217,6 +217,7 @@ pub fn test_report(a: &Adaptor, inp: &Inputs, command: &str) -> Result<Option<Re
             pooling: "-".into(),
             max_seq_length: 0,
             dtype: "float32".into(),
+            prompts: Default::default(),
         },
         layers: vec![1],
         dims: a.dims(),

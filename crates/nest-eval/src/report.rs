@@ -91,6 +91,10 @@ pub struct ModelInfo {
     /// float32.
     #[serde(default = "float32")]
     pub dtype: String,
+    /// The prompt of each side (`nest eval --prompt*`); reports written before it existed
+    /// used the model's default prompt, if any, everywhere.
+    #[serde(default)]
+    pub prompts: nest_model::prompt::TaskPrompts,
 }
 
 fn float32() -> String {

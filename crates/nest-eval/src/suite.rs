@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use nest_model::pooling::truncate_normalize;
+use nest_model::prompt::TaskPrompts;
 use nest_model::{ElasticEncoder, EncodeOptions};
 use tch::{Kind, Tensor};
 
@@ -35,6 +36,8 @@ pub struct GridSpec {
     /// Keep per-item scores in the report for significance tests (`nest eval --no-items`
     /// leaves them out).
     pub items: bool,
+    /// The prompt of each side (texts of symmetric tasks, retrieval queries, documents).
+    pub prompts: TaskPrompts,
 }
 
 /// The L2-normalised `dim`-vectors of the given rows: the prefix, or the adaptor's output.
@@ -61,26 +64,69 @@ pub enum Progress<'a> {
     },
 }
 
-/// Distinct texts across tasks.
+/// Distinct (prompt, text) pairs across tasks: a text embedded once per prompt it is read with.
 #[derive(Debug, Default)]
 struct TextIndex {
-    ids: HashMap<String, i64>,
-    texts: Vec<String>,
+    ids: HashMap<(Option<String>, String), i64>,
+    texts: Vec<(Option<String>, String)>,
 }
 
 impl TextIndex {
-    fn id(&mut self, s: &str) -> i64 {
-        if let Some(&i) = self.ids.get(s) {
+    fn id(&mut self, prompt: Option<&str>, s: &str) -> i64 {
+        let key = (prompt.map(str::to_string), s.to_string());
+        if let Some(&i) = self.ids.get(&key) {
             return i;
         }
         let i = self.texts.len() as i64;
-        self.texts.push(s.to_string());
-        self.ids.insert(s.to_string(), i);
+        self.texts.push(key.clone());
+        self.ids.insert(key, i);
         i
     }
-    fn ids<'a>(&mut self, it: impl Iterator<Item = &'a str>) -> Tensor {
-        let v: Vec<i64> = it.map(|s| self.id(s)).collect();
+    fn ids<'a>(&mut self, prompt: &Option<String>, it: impl Iterator<Item = &'a str>) -> Tensor {
+        let v: Vec<i64> = it.map(|s| self.id(prompt.as_deref(), s)).collect();
         Tensor::from_slice(&v)
+    }
+
+    /// Every text's pooled vectors at each of `layers`, one pass per distinct prompt, rows in
+    /// index order.
+    fn embed(
+        &self,
+        encoder: &ElasticEncoder,
+        layers: &[usize],
+        opts: EncodeOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<Tensor>> {
+        let mut prompts: Vec<Option<&str>> = self.texts.iter().map(|t| t.0.as_deref()).collect();
+        prompts.sort_unstable();
+        prompts.dedup();
+        let total = self.texts.len();
+        let mut out: Vec<Option<Tensor>> = layers.iter().map(|_| None).collect();
+        let mut done_before = 0;
+        for prompt in prompts {
+            let (rows, texts): (Vec<i64>, Vec<&str>) = (0..total as i64)
+                .zip(&self.texts)
+                .filter(|(_, t)| t.0.as_deref() == prompt)
+                .map(|(i, t)| (i, t.1.as_str()))
+                .unzip();
+            let pooled = encoder.embed_prompted(&texts, layers, opts, prompt, &mut |done| {
+                progress(Progress::Embed {
+                    done: done_before + done,
+                    total,
+                })
+            })?;
+            done_before += texts.len();
+            let rows = Tensor::from_slice(&rows);
+            for (slot, p) in out.iter_mut().zip(pooled) {
+                let all = slot.get_or_insert_with(|| {
+                    Tensor::zeros([total as i64, p.size()[1]], (p.kind(), p.device()))
+                });
+                let _ = all.index_copy_(0, &rows, &p);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|t| t.unwrap_or_else(|| Tensor::zeros([0, 0], tch::kind::FLOAT_CPU)))
+            .collect())
     }
 }
 
@@ -111,16 +157,17 @@ enum Rows {
     },
 }
 
-fn rows_of(task: &Task, index: &mut TextIndex) -> Rows {
+fn rows_of(task: &Task, index: &mut TextIndex, prompts: &TaskPrompts) -> Rows {
+    let text = &prompts.text;
     match &task.data {
         TaskData::Sts(p) => Rows::Scored {
-            a: index.ids(p.iter().map(|x| x.sentence1.as_str())),
-            b: index.ids(p.iter().map(|x| x.sentence2.as_str())),
+            a: index.ids(text, p.iter().map(|x| x.sentence1.as_str())),
+            b: index.ids(text, p.iter().map(|x| x.sentence2.as_str())),
             gold: p.iter().map(|x| x.score).collect(),
         },
         TaskData::Pair(p) => Rows::Labelled {
-            a: index.ids(p.iter().map(|x| x.sentence1.as_str())),
-            b: index.ids(p.iter().map(|x| x.sentence2.as_str())),
+            a: index.ids(text, p.iter().map(|x| x.sentence1.as_str())),
+            b: index.ids(text, p.iter().map(|x| x.sentence2.as_str())),
             labels: p.iter().map(|x| x.label).collect(),
         },
         TaskData::Cls { train, test } => {
@@ -133,17 +180,17 @@ fn rows_of(task: &Task, index: &mut TextIndex) -> Rows {
             names.dedup();
             let cls = |l: &str| names.binary_search(&l).map(|i| i as i64).unwrap_or(0);
             Rows::Classes {
-                train: index.ids(train.iter().map(|t| t.text.as_str())),
-                test: index.ids(test.iter().map(|t| t.text.as_str())),
+                train: index.ids(text, train.iter().map(|t| t.text.as_str())),
+                test: index.ids(text, test.iter().map(|t| t.text.as_str())),
                 ytr: train.iter().map(|t| cls(&t.label)).collect(),
                 yte: test.iter().map(|t| cls(&t.label)).collect(),
                 classes: names.len(),
             }
         }
         TaskData::Retrieval(b) => Rows::Search {
-            docs: index.ids(b.corpus.iter().map(|d| d.1.as_str())),
+            docs: index.ids(&prompts.document, b.corpus.iter().map(|d| d.1.as_str())),
             doc_ids: b.corpus.iter().map(|d| d.0.clone()).collect(),
-            queries: index.ids(b.queries.iter().map(|q| q.1.as_str())),
+            queries: index.ids(&prompts.query, b.queries.iter().map(|q| q.1.as_str())),
             qrels: b
                 .queries
                 .iter()
@@ -328,12 +375,11 @@ pub fn run(
 ) -> Result<Vec<TaskResult>> {
     encoder.check(&g.layers, &g.dims)?;
     let mut index = TextIndex::default();
-    let rows: Vec<Rows> = tasks.iter().map(|t| rows_of(t, &mut index)).collect();
-    let refs: Vec<&str> = index.texts.iter().map(String::as_str).collect();
-    let total = refs.len();
-    let pooled = encoder.embed_layers(&refs, &g.layers, opts, &mut |done| {
-        progress(Progress::Embed { done, total })
-    })?;
+    let rows: Vec<Rows> = tasks
+        .iter()
+        .map(|t| rows_of(t, &mut index, &g.prompts))
+        .collect();
+    let pooled = index.embed(encoder, &g.layers, opts, progress)?;
     let _guard = tch::no_grad_guard();
     let mut out = Vec::with_capacity(tasks.len());
     for (task, r) in tasks.iter().zip(&rows) {

@@ -70,6 +70,7 @@ fn report(seed: u64, quality: f32, items: bool) -> Report {
             pooling: "mean".into(),
             max_seq_length: 8,
             dtype: "float32".into(),
+            prompts: Default::default(),
         },
         layers: vec![1, 2],
         dims: vec![8],

@@ -129,6 +129,63 @@ impl Prompts {
     }
 }
 
+/// The prompt of each side of an evaluation: symmetric texts (STS, pairs, classification),
+/// retrieval queries and retrieval documents (`None`: no prompt).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct TaskPrompts {
+    pub text: Option<String>,
+    pub query: Option<String>,
+    pub document: Option<String>,
+}
+
+/// What a caller asked for on each side, and the flag or field that names each side's prompt
+/// name (for errors).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TaskPromptChoice<'a> {
+    pub text: PromptChoice<'a>,
+    pub query: PromptChoice<'a>,
+    pub document: PromptChoice<'a>,
+    pub keys: [&'a str; 3],
+}
+
+/// The names sentence-transformers' `encode_document` looks for, in its order.
+const DOCUMENT_NAMES: [&str; 3] = ["document", "passage", "corpus"];
+
+impl Prompts {
+    /// Each side's prompt, chosen as sentence-transformers' `encode`, `encode_query` and
+    /// `encode_document` choose theirs: texts get `choice.text` (else the model's default
+    /// prompt); queries get `choice.query`, else the model's `query` prompt, else the texts'
+    /// prompt; documents get `choice.document`, else the model's `document`, `passage` or
+    /// `corpus` prompt, else the texts' prompt.
+    pub fn for_tasks(
+        &self,
+        choice: TaskPromptChoice,
+    ) -> std::result::Result<TaskPrompts, nest_core::Error> {
+        let [text_key, query_key, document_key] = choice.keys;
+        let text = self.resolve(choice.text, text_key)?.map(str::to_string);
+        let asked = |c: PromptChoice| c.name.is_some() || c.text.is_some();
+        let query = match asked(choice.query) {
+            true => self.resolve(choice.query, query_key)?.map(str::to_string),
+            false => self.get("query").map(str::to_string).or(text.clone()),
+        };
+        let document = match asked(choice.document) {
+            true => self
+                .resolve(choice.document, document_key)?
+                .map(str::to_string),
+            false => DOCUMENT_NAMES
+                .iter()
+                .find_map(|n| self.get(n))
+                .map(str::to_string)
+                .or(text.clone()),
+        };
+        Ok(TaskPrompts {
+            text,
+            query,
+            document,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +222,80 @@ mod tests {
                 .resolve(ask(None, None), "k")
                 .unwrap(),
             None
+        );
+    }
+
+    #[test]
+    fn task_sides_follow_sentence_transformers() {
+        let named: BTreeMap<String, String> =
+            [("query", "q: "), ("passage", "p: "), ("sts", "s: ")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let p = Prompts::new(named, None);
+        let keys = [
+            "--prompt-name",
+            "--query-prompt-name",
+            "--document-prompt-name",
+        ];
+        let none = p
+            .for_tasks(TaskPromptChoice {
+                keys,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(none.text, None);
+        assert_eq!(none.query.as_deref(), Some("q: "));
+        assert_eq!(none.document.as_deref(), Some("p: "));
+        let sts = PromptChoice {
+            name: Some("sts"),
+            text: None,
+        };
+        let asked = p
+            .for_tasks(TaskPromptChoice {
+                text: sts,
+                document: PromptChoice {
+                    name: None,
+                    text: Some("d: "),
+                },
+                keys,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(asked.text.as_deref(), Some("s: "));
+        assert_eq!(asked.query.as_deref(), Some("q: "));
+        assert_eq!(asked.document.as_deref(), Some("d: "));
+        // no named query / document prompts: both sides take the texts' prompt
+        let plain = Prompts::new(BTreeMap::new(), None);
+        let t = PromptChoice {
+            name: None,
+            text: Some("x: "),
+        };
+        let r = plain
+            .for_tasks(TaskPromptChoice {
+                text: t,
+                keys,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(
+            (r.query.as_deref(), r.document.as_deref()),
+            (Some("x: "), Some("x: "))
+        );
+        let e = p
+            .for_tasks(TaskPromptChoice {
+                query: PromptChoice {
+                    name: Some("nope"),
+                    text: None,
+                },
+                keys,
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--query-prompt-name") && e.contains("nope"),
+            "{e}"
         );
     }
 }

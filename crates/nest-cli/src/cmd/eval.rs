@@ -129,6 +129,7 @@ fn run_one_grid(
         logreg: Default::default(),
         adaptor,
         items: !g.no_items,
+        prompts: g.prompts.resolve(&model)?,
     };
     let opts = EncodeOptions {
         batch_size: m.batch_size,
@@ -164,7 +165,10 @@ fn run_one_grid(
     let report = Report {
         nest_version: env!("CARGO_PKG_VERSION").into(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        model: model_info(&m.model, &model),
+        model: ModelInfo {
+            prompts: spec.prompts.clone(),
+            ..model_info(&m.model, &model)
+        },
         layers: layers.clone(),
         dims: dims.clone(),
         precisions: precisions.clone(),
@@ -200,6 +204,7 @@ pub fn model_info(path: &str, model: &ElasticEncoder) -> ModelInfo {
         pooling: format!("{:?}", model.pooling).to_lowercase(),
         max_seq_length: model.tokenizer.max_length(),
         dtype: model.dtype().name().into(),
+        prompts: Default::default(),
     }
 }
 

@@ -3,6 +3,7 @@
 use nest_eval::quantize::Precision;
 use nest_eval::suite::{GridSpec, Progress};
 use nest_eval::tasks::{Task, TaskSource};
+use nest_model::prompt::TaskPrompts;
 use nest_model::{ElasticEncoder, EncodeOptions};
 use serde_json::json;
 
@@ -52,6 +53,11 @@ fn evaluate(
         logreg: Default::default(),
         adaptor: None,
         items: false,
+        // STS texts read with the model's default prompt, as `nest eval` reads them
+        prompts: TaskPrompts {
+            text: enc.prompts.default_prompt().map(str::to_string),
+            ..Default::default()
+        },
     };
     let res = nest_eval::suite::run(
         enc,
