@@ -21,6 +21,9 @@ pub struct Source {
     pub ids: Vec<Vec<Vec<i64>>>,
     /// Gold scores of scored pairs.
     pub scores: Vec<f64>,
+    /// Per column, the prompt's tokens at the start of each text that pooling leaves out (0:
+    /// none, or the model pools them: `include_prompt`).
+    pub prompt_tokens: Vec<usize>,
 }
 
 impl Source {
@@ -105,9 +108,13 @@ pub fn read_source(spec: &DataSource) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
 pub type Tokenize<'a> = &'a dyn Fn(&[&str]) -> Result<Vec<Vec<i64>>>;
 
 /// Reads and tokenises every source.
-pub fn load_sources(specs: &[DataSource], tokenize: Tokenize) -> Result<Vec<Source>> {
+pub fn load_sources(
+    specs: &[DataSource],
+    tokenize: Tokenize,
+    include_prompt: bool,
+) -> Result<Vec<Source>> {
     let mut out = Vec::new();
-    for spec in specs {
+    for (i, spec) in specs.iter().enumerate() {
         let (texts, scores) = read_source(spec)?;
         if texts.is_empty() {
             return Err(nest_core::Error::content(
@@ -116,7 +123,14 @@ pub fn load_sources(specs: &[DataSource], tokenize: Tokenize) -> Result<Vec<Sour
             )
             .into());
         }
-        let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
+        let columns = texts[0].len();
+        let prompts = column_prompts(spec, columns)
+            .map_err(|m| nest_core::Error::value(format!("data[{i}].prompts"), m))?;
+        let prompted: Vec<String> = texts
+            .iter()
+            .flat_map(|row| row.iter().zip(&prompts).map(|(t, p)| format!("{p}{t}")))
+            .collect();
+        let flat: Vec<&str> = prompted.iter().map(String::as_str).collect();
         let mut ids_flat = tokenize(&flat)?.into_iter();
         let ids = texts
             .iter()
@@ -126,14 +140,40 @@ pub fn load_sources(specs: &[DataSource], tokenize: Tokenize) -> Result<Vec<Sour
                     .collect()
             })
             .collect();
+        // the prompt's own tokens less its final special token (sentence-transformers'
+        // `prompt_length`), left out of the pooling unless the model pools them
+        let prompt_tokens = prompts
+            .iter()
+            .map(|p| match p.is_empty() || include_prompt {
+                true => Ok(0),
+                false => Ok(tokenize(&[p.as_str()])?[0].len().saturating_sub(1)),
+            })
+            .collect::<Result<Vec<usize>>>()?;
         out.push(Source {
             spec: spec.clone(),
             texts,
             ids,
             scores,
+            prompt_tokens,
         });
     }
     Ok(out)
+}
+
+/// The prompt of each of a source's `columns` (empty strings: none): its `prompts` key holds
+/// none, one for every column, or one per column.
+fn column_prompts(spec: &DataSource, columns: usize) -> std::result::Result<Vec<String>, String> {
+    match spec.prompts.as_slice() {
+        [] => Ok(vec![String::new(); columns]),
+        [one] => Ok(vec![one.clone(); columns]),
+        many if many.len() == columns => Ok(many.to_vec()),
+        many => Err(format!(
+            "{} prompts for the {columns} column(s) of a {:?} file: give one for every column \
+             or one per column",
+            many.len(),
+            spec.format
+        )),
+    }
 }
 
 /// One batch: examples of one source.
@@ -285,6 +325,7 @@ mod tests {
                 path: "x".into(),
                 format: DataFormat::Pairs,
                 made_by: None,
+                prompts: vec![],
                 weight,
             },
             texts: texts
@@ -293,6 +334,7 @@ mod tests {
                 .collect(),
             ids,
             scores: vec![],
+            prompt_tokens: vec![],
         }
     }
 

@@ -257,11 +257,13 @@ fn source(enc: &ElasticEncoder, rows: Vec<Vec<String>>, scores: Vec<f64>) -> Sou
                 DataFormat::Scored
             },
             made_by: None,
+            prompts: vec![],
             weight: 1.0,
         },
         texts: rows,
         ids: ids.chunks(cols).map(|c| c.to_vec()).collect(),
         scores,
+        prompt_tokens: vec![],
     }
 }
 

@@ -608,3 +608,84 @@ fn bad_eval_grids_name_the_recipe_key() {
         assert!(!e.contains("--dim"), "{e}");
     }
 }
+
+/// Training prompts (issue 22): a data source's `prompts` are prepended to its texts and, with
+/// the model's `include_prompt = false`, left out of the pooling, so that the training forward
+/// pass gives what sentence-transformers gives for `encode(sentences, prompt="query: ")`
+/// (`prompt_query` / `prompt_query_excluded` of tests/fixtures/xlmr-tiny, made by
+/// tests/reference/make_xlmr.py); cosine >= 0.99999 per sentence. The parity sentences that a
+/// TSV cannot hold (a tab, a double quote) are left out.
+#[test]
+fn training_prompts_match_sentence_transformers() {
+    use nest_train::data::{load_sources, Batch};
+    use nest_train::recipe::{DataFormat, DataSource, LossKind};
+    use nest_train::trainer::batch_output;
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let mut enc =
+        ElasticEncoder::load(&fixtures.join("xlmr-tiny/model"), tch::Device::Cpu, None).unwrap();
+    let fx: std::collections::HashMap<String, tch::Tensor> =
+        tch::Tensor::read_safetensors(fixtures.join("xlmr-tiny/reference.safetensors"))
+            .unwrap()
+            .into_iter()
+            .collect();
+    let all: Vec<String> = serde_json::from_str(
+        &std::fs::read_to_string(fixtures.join("parity/sentences.json")).unwrap(),
+    )
+    .unwrap();
+    let keep: Vec<i64> = (0..all.len())
+        .filter(|&i| !all[i].contains(['\t', '"']) && !all[i].trim().is_empty())
+        .map(|i| i as i64)
+        .collect();
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("single.tsv");
+    let mut text = String::from("text\n");
+    for &i in &keep {
+        text.push_str(&all[i as usize]);
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    let spec = DataSource {
+        path,
+        format: DataFormat::Single,
+        weight: 1.0,
+        made_by: None,
+        prompts: vec!["query: ".into()],
+    };
+    for (include, key) in [(true, "prompt_query"), (false, "prompt_query_excluded")] {
+        enc.include_prompt = include;
+        let tokenize =
+            |t: &[&str]| -> nest_train::Result<Vec<Vec<i64>>> { Ok(enc.tokenizer.encode(t)?) };
+        let sources = load_sources(std::slice::from_ref(&spec), &tokenize, include).unwrap();
+        let src = &sources[0];
+        assert_eq!(src.len(), keep.len(), "every kept sentence is one example");
+        let b = Batch {
+            source: 0,
+            examples: (0..src.len()).collect(),
+        };
+        let out =
+            tch::no_grad(|| batch_output(&enc, src, &b, LossKind::Mnrl, false, Default::default()));
+        let got = out.columns[0].pooled(enc.num_layers());
+        let want = fx[key].index_select(0, &tch::Tensor::from_slice(&keep));
+        let cos =
+            nest_model::pooling::l2_normalize(&got) * nest_model::pooling::l2_normalize(&want);
+        let worst = cos
+            .sum_dim_intlist(1, false, tch::Kind::Double)
+            .min()
+            .double_value(&[]);
+        eprintln!("training prompt, include_prompt = {include}: min cosine {worst:.8}");
+        assert!(worst >= 0.99999, "{key}: {worst}");
+    }
+    let bad = DataSource {
+        prompts: vec!["a: ".into(), "b: ".into()],
+        ..spec
+    };
+    let tokenize =
+        |t: &[&str]| -> nest_train::Result<Vec<Vec<i64>>> { Ok(enc.tokenizer.encode(t)?) };
+    let e = load_sources(&[bad], &tokenize, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("data[0].prompts") && e.contains("2 prompts"),
+        "{e}"
+    );
+}

@@ -39,6 +39,12 @@ pub struct DataSource {
     /// is missing). Not part of the run's identity.
     #[serde(default, skip_serializing)]
     pub made_by: Option<String>,
+    /// Prompts prepended to the texts, as sentence-transformers' training `prompts`: one for
+    /// every column, or one per column (e.g. `["query: ", "passage: ", "passage: "]` for
+    /// triplets); empty = none. With the model's `include_prompt = false` the prompt's tokens
+    /// are left out of the pooling, as at inference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<String>,
 }
 
 /// Learning-rate decay after warm-up.

@@ -78,7 +78,8 @@ impl<'a> Run<'a> {
             "objective {}",
             objective.describe()
         )));
-        let sources = load_sources(&r.data, &|t: &[&str]| Ok(enc.tokenizer.encode(t)?))?;
+        let tokenize = |t: &[&str]| Ok(enc.tokenizer.encode(t)?);
+        let sources = load_sources(&r.data, &tokenize, enc.include_prompt)?;
         let plan = Plan::new(r, &sources)?;
         events(Event::Message(format!(
             "{} examples in {} source(s); {} optimizer steps; padding {:.1}% of tokens ({:.1}% without length batching)",

@@ -26,9 +26,18 @@ pub(crate) fn encode_column(
         .collect();
     let input = enc.make_input(&seqs);
     let out = enc.forward_with(&input, enc.num_layers(), train, attention);
+    // the prompt's tokens attend and are attended to, but are not pooled
+    let mask = match src.prompt_tokens.get(col).copied().unwrap_or(0) {
+        0 => input.mask,
+        k => {
+            let m = input.mask.copy();
+            let _ = m.narrow(1, 0, (k as i64).min(m.size()[1])).fill_(0);
+            m
+        }
+    };
     Column {
         hidden: out.hidden_states,
-        mask: input.mask,
+        mask,
         pooling: enc.pooling,
         head: enc.head.shallow_clone(),
         cls_attention: out.cls_attention,

@@ -81,6 +81,7 @@ impl StepTimer {
                 format: DataFormat::Pairs,
                 weight: 1.0,
                 made_by: None,
+                prompts: vec![],
             },
             texts: pairs
                 .iter()
@@ -88,6 +89,7 @@ impl StepTimer {
                 .collect(),
             ids: ids.chunks(2).map(|c| c.to_vec()).collect(),
             scores: vec![],
+            prompt_tokens: vec![],
         };
         let batch = Batch {
             source: 0,
