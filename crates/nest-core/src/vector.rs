@@ -22,6 +22,24 @@ pub fn prefix_normalized(v: &[f32], dim: usize) -> Vec<f32> {
     p
 }
 
+/// Nest's int8 storage: symmetric per-row quantisation, the codes `round(x / s)` (halves away
+/// from zero, within -127..=127) and the scale `s = max|x| / 127` (0 for an all-zero or
+/// non-finite row, whose codes are 0). A dot product of two rows is estimated as
+/// `dot(codes_a, codes_b) * s_a * s_b`. What `nest index` stores and `nest eval --precision
+/// int8` scores.
+pub fn quantize_int8(x: &[f32]) -> (Vec<i8>, f32) {
+    let m = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if m == 0.0 || !m.is_finite() {
+        return (vec![0; x.len()], 0.0);
+    }
+    let s = m / 127.0;
+    let q = x
+        .iter()
+        .map(|v| (v / s).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    (q, s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use crate::metrics::classify::{accuracy_macro_f1, LogReg, LogRegConfig};
 use crate::metrics::pair::pair_scores;
 use crate::metrics::retrieval::{mean, query_scores, rank_docs};
 use crate::metrics::spearman;
-use crate::quantize::{normalize_rows, quantize, Calibration, Precision};
+use crate::quantize::{quantize, scoring_rows, Calibration, Precision};
 use crate::report::{Cell, FileRef, TaskResult};
 use crate::tasks::{Task, TaskData};
 use crate::Result;
@@ -217,8 +217,9 @@ fn space(
     quantize(&e, p, &Calibration::from(&c))
 }
 
-fn row_cos(a: &Tensor, b: &Tensor) -> Vec<f64> {
-    let c = (normalize_rows(a) * normalize_rows(b)).sum_dim_intlist(1, false, Kind::Double);
+/// Each row pair's similarity at precision `p` (cosine; int8: the index's estimate).
+fn row_sim(a: &Tensor, b: &Tensor, p: Precision) -> Vec<f64> {
+    let c = (scoring_rows(a, p) * scoring_rows(b, p)).sum_dim_intlist(1, false, Kind::Double);
     Vec::<f64>::try_from(&c).unwrap_or_default()
 }
 
@@ -248,9 +249,10 @@ fn cell_metrics(
     match rows {
         Rows::Scored { a, b, gold } => {
             let all = Tensor::cat(&[a, b], 0);
-            let cos = row_cos(
+            let cos = row_sim(
                 &space(pooled, a, &all, dim, p, g),
                 &space(pooled, b, &all, dim, p, g),
+                p,
             );
             m.insert("spearman".into(), 100.0 * spearman(&cos, gold));
             m.insert(
@@ -261,9 +263,10 @@ fn cell_metrics(
         }
         Rows::Labelled { a, b, labels } => {
             let all = Tensor::cat(&[a, b], 0);
-            let cos = row_cos(
+            let cos = row_sim(
                 &space(pooled, a, &all, dim, p, g),
                 &space(pooled, b, &all, dim, p, g),
+                p,
             );
             let s = pair_scores(&cos, labels);
             m.insert("accuracy".into(), 100.0 * s.accuracy);
@@ -296,8 +299,8 @@ fn cell_metrics(
             queries,
             qrels,
         } => {
-            let d = normalize_rows(&space(pooled, docs, docs, dim, p, g));
-            let q = normalize_rows(&space(pooled, queries, docs, dim, p, g));
+            let d = scoring_rows(&space(pooled, docs, docs, dim, p, g), p);
+            let q = scoring_rows(&space(pooled, queries, docs, dim, p, g), p);
             let scores = q.matmul(&d.transpose(0, 1)).to_kind(Kind::Double); // [nq, nd]
             let rescore = (p == Precision::Binary && g.rescore > 0).then(|| {
                 let qf = rows_at(pooled, queries, dim, g);

@@ -153,7 +153,8 @@ fn quantization_matches_sentence_transformers() {
     let d = x[0].len() as i64;
     let t = tch::Tensor::from_slice(&x.into_iter().flatten().collect::<Vec<f32>>()).view([-1, d]);
     let cal = Calibration::from(&t);
-    let i8s: Vec<f32> = Vec::try_from(&quantize(&t, Precision::Int8, &cal).view([-1])).unwrap();
+    let i8s: Vec<f32> =
+        Vec::try_from(&quantize(&t, Precision::Int8Calibrated, &cal).view([-1])).unwrap();
     let want: Vec<i64> = q["int8"]
         .as_array()
         .unwrap()

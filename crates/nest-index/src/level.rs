@@ -122,19 +122,8 @@ impl Level {
 /// normalisation, `nest_core::vector`.
 pub use nest_core::vector::prefix_normalized;
 
-/// Symmetric per-row int8 quantisation: the codes and the scale `max|x| / 127`.
-pub fn quantize_int8(x: &[f32]) -> (Vec<i8>, f32) {
-    let m = x.iter().fold(0f32, |m, v| m.max(v.abs()));
-    if m == 0.0 || !m.is_finite() {
-        return (vec![0; x.len()], 0.0);
-    }
-    let s = m / 127.0;
-    let q = x
-        .iter()
-        .map(|v| (v / s).round().clamp(-127.0, 127.0) as i8)
-        .collect();
-    (q, s)
-}
+/// Symmetric per-row int8 quantisation (`nest_core::vector`, shared with `nest eval`).
+pub use nest_core::vector::quantize_int8;
 
 /// Sign bits packed most significant first, `ceil(len / 8)` bytes.
 pub fn pack_bits(x: &[f32]) -> Vec<u8> {
