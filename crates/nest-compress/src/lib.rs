@@ -27,6 +27,7 @@ pub mod pca;
 mod phase;
 pub mod run;
 pub mod train;
+mod trained;
 
 pub use error::{Error, Result};
 pub use method::Method;

@@ -29,45 +29,12 @@ use crate::ads::Ads;
 pub use crate::config::{Neighbours, TrainConfig};
 use crate::data::{Embeddings, Qrels};
 use crate::memory::Memory;
-use crate::phase::{batch, in_batch_neighbours, prepare, validate, Phase};
+use crate::phase::{batch, in_batch_neighbours, prepare, validate, Phase, Split};
+pub use crate::trained::{EpochLog, Trained};
 use crate::{Error, Result};
 use nest_model::optim::AdamW;
 
-/// One epoch of one phase, for the history and the diagnostics.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct EpochLog {
-    pub phase: usize,
-    pub dims: Vec<usize>,
-    pub epoch: usize,
-    pub train_loss: f64,
-    pub val_loss: f64,
-    /// Mean |gradient| of `W`'s rows `[0, d_min)` and `[d_min, 2 d_min)` of the run's smallest
-    /// dim (SMEC Figure 7), and the variance of the gradient over those rows' entries, averaged
-    /// over steps (Figure 6a).
-    pub grad_low: f64,
-    pub grad_high: f64,
-    pub grad_var: f64,
-    pub seconds: f64,
-    /// Of which spent retrieving S-XBM neighbours.
-    pub memory_seconds: f64,
-    pub steps: usize,
-}
-
-/// Trainable state: the nested map (or one per dim) and the ADS logits of each level.
-#[derive(Debug)]
-pub struct Trained {
-    /// `(W [out, D], b [out], dims served)` per head.
-    pub heads: Vec<(Tensor, Tensor, Vec<usize>)>,
-    pub history: Vec<EpochLog>,
-    /// For each ADS level, the chosen dims (indices into the phase's base, before reordering).
-    pub selections: Vec<Vec<i64>>,
-    /// For each ADS level: `(k, ADS achievement rate, truncation achievement rate)` against
-    /// the WARE ranking of the phase's base dims on the training pairs (SMEC Table 2).
-    pub ware: Vec<(usize, f64, f64)>,
-}
-
-// long: one engine for every adaptor method, phase by phase (batches, loss, Adam, validation,
-// early stop, freezing, ADS reordering); the split into phase steps is open in issue 19.
+/// Trains the adaptor of `cfg` on the `train` pairs, choosing each phase's epoch on `val`.
 /// `init` continues a saved nested map `(W, b)` (a resume: only the rows of `cfg.dims` train).
 pub fn train(
     cfg: &TrainConfig,
@@ -79,39 +46,122 @@ pub fn train(
     progress: &mut dyn FnMut(&EpochLog),
 ) -> Result<Trained> {
     let dim = corpus.dim();
-    let d0 = cfg.dims[0];
-    let tr = prepare(train, queries, corpus, cfg.opts.hard_negatives);
-    let va = prepare(val, queries, corpus, cfg.opts.hard_negatives);
+    let mut engine = Engine {
+        cfg,
+        corpus,
+        queries,
+        tr: prepare(train, queries, corpus, cfg.opts.hard_negatives),
+        va: prepare(val, queries, corpus, cfg.opts.hard_negatives),
+        mem: match cfg.neighbours {
+            Neighbours::Memory { size, .. } => Some(Memory::new(size, dim)),
+            _ => None,
+        },
+        rng: rand_chacha::ChaCha8Rng::seed_from_u64(cfg.opts.seed),
+        step_no: 0,
+        d_min: *cfg.dims.last().expect("dims"),
+    };
+    let mut heads = initial_heads(cfg, dim, init);
+    let chains: Vec<Vec<usize>> = match cfg.sequential {
+        true => cfg.dims.windows(2).map(|w| w.to_vec()).collect(),
+        false => vec![cfg.dims.clone()],
+    };
+    let mut out = Trained {
+        heads: Vec::new(),
+        history: Vec::new(),
+        selections: Vec::new(),
+        ware: Vec::new(),
+    };
+    for (pi, chain) in chains.iter().enumerate() {
+        let phase = engine.phase(pi, chain, &heads, &mut out.history, progress)?;
+        // write the phase's best rows back into the heads (later phases keep them frozen)
+        for (h, (w, b)) in heads.iter_mut().enumerate() {
+            let (pw, pb) = &phase.params[h];
+            let r = pw.size()[0];
+            w.narrow(0, 0, r).copy_(&pw.detach());
+            b.narrow(0, 0, r).copy_(&pb.detach());
+        }
+        if !phase.ads.is_empty() {
+            engine.ads_reorder(&phase, &mut heads[0], &mut out)?;
+        }
+    }
+    out.heads = heads
+        .into_iter()
+        .enumerate()
+        .map(|(h, (w, b))| {
+            let dims = match cfg.per_dim_heads {
+                true => vec![cfg.dims[h]],
+                false => cfg.dims.clone(),
+            };
+            (w, b, dims)
+        })
+        .collect();
+    Ok(out)
+}
+
+/// The starting maps: `init` (one nested head), else the identity's first rows per head.
+fn initial_heads(
+    cfg: &TrainConfig,
+    dim: usize,
+    init: Option<(Tensor, Tensor)>,
+) -> Vec<(Tensor, Tensor)> {
     let eye = Tensor::eye(dim as i64, (Kind::Float, tch::Device::Cpu));
     let n_heads = if cfg.per_dim_heads { cfg.dims.len() } else { 1 };
-    let mut heads: Vec<(Tensor, Tensor)> = match init {
+    match init {
         Some((w, b)) if !cfg.per_dim_heads => vec![(w.copy(), b.copy())],
         _ => (0..n_heads)
             .map(|h| {
-                let out = if cfg.per_dim_heads { cfg.dims[h] } else { d0 };
+                let out = if cfg.per_dim_heads {
+                    cfg.dims[h]
+                } else {
+                    cfg.dims[0]
+                };
                 (
                     eye.narrow(0, 0, out as i64).copy(),
                     Tensor::zeros([out as i64], (Kind::Float, tch::Device::Cpu)),
                 )
             })
             .collect(),
-    };
-    let chains: Vec<Vec<usize>> = if cfg.sequential {
-        cfg.dims.windows(2).map(|w| w.to_vec()).collect()
-    } else {
-        vec![cfg.dims.clone()]
-    };
-    let d_min = *cfg.dims.last().expect("dims");
-    let mut history = Vec::new();
-    let mut selections = Vec::new();
-    let mut ware = Vec::new();
-    let mut mem = match cfg.neighbours {
-        Neighbours::Memory { size, .. } => Some(Memory::new(size, dim)),
-        _ => None,
-    };
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.opts.seed);
-    let mut step_no: u64 = 0;
-    for (pi, chain) in chains.iter().enumerate() {
+    }
+}
+
+/// What stays across phases: the data, the S-XBM memory, the shuffling RNG and the step count
+/// (each step re-seeds libtorch with `seed + step`).
+struct Engine<'a> {
+    cfg: &'a TrainConfig,
+    corpus: &'a Embeddings,
+    queries: &'a Embeddings,
+    tr: Split,
+    va: Split,
+    mem: Option<Memory>,
+    rng: rand_chacha::ChaCha8Rng,
+    step_no: u64,
+    d_min: usize,
+}
+
+/// The sums an epoch's steps accumulate.
+#[derive(Default)]
+struct EpochSums {
+    loss: f64,
+    steps: usize,
+    memory_seconds: f64,
+    grad_low: f64,
+    grad_high: f64,
+    grad_var: f64,
+}
+
+impl<'a> Engine<'a> {
+    /// One phase over `chain`: its trainable rows (copied from `heads`), epochs until the epoch
+    /// budget or (sequential) `patience` epochs without a better validation loss, the best
+    /// epoch's state restored.
+    fn phase(
+        &mut self,
+        pi: usize,
+        chain: &[usize],
+        heads: &[(Tensor, Tensor)],
+        history: &mut Vec<EpochLog>,
+        progress: &mut dyn FnMut(&EpochLog),
+    ) -> Result<Phase<'a>> {
+        let cfg = self.cfg;
         let rows = chain[0] as i64;
         let params: Vec<(Tensor, Tensor)> = heads
             .iter()
@@ -132,7 +182,7 @@ pub fn train(
         };
         let phase = Phase {
             cfg,
-            chain: chain.clone(),
+            chain: chain.to_vec(),
             params,
             ads,
         };
@@ -152,101 +202,8 @@ pub fn train(
         let mut best: Option<(f64, Vec<Tensor>)> = None;
         let mut since_best = 0;
         for epoch in 0..cfg.opts.epochs {
-            let t0 = Instant::now();
-            let mut order: Vec<usize> = (0..tr.q.len()).collect();
-            order.shuffle(&mut rng);
-            let (mut sum, mut n, mut mem_s) = (0.0, 0usize, 0.0);
-            let (mut g_lo, mut g_hi, mut g_var) = (0.0, 0.0, 0.0);
-            for members in order.chunks(cfg.opts.batch_size) {
-                tch::manual_seed((cfg.opts.seed + step_no) as i64);
-                step_no += 1;
-                let b = batch(&tr, members);
-                let levels = phase.levels(true);
-                let items = Tensor::cat(
-                    &[
-                        queries.x.index_select(0, &Tensor::from_slice(&b.0)),
-                        corpus.x.index_select(0, &Tensor::from_slice(&b.1)),
-                    ],
-                    0,
-                );
-                let tm = Instant::now();
-                let nb = match (cfg.neighbours, mem.as_ref()) {
-                    (Neighbours::Memory { k, .. }, Some(mm)) => mm.neighbours(&items, k),
-                    _ => None,
-                };
-                mem_s += tm.elapsed().as_secs_f64();
-                let inb = match cfg.neighbours {
-                    Neighbours::Batch { k } => Some(in_batch_neighbours(&items, k)),
-                    _ => None,
-                };
-                let loss = phase.loss(
-                    queries,
-                    corpus,
-                    &b,
-                    &levels,
-                    nb.as_ref().map(|(v, _)| (v, &items)),
-                    inb.as_ref(),
-                );
-                let lv = f64::try_from(&loss).unwrap_or(f64::NAN);
-                if !lv.is_finite() {
-                    return Err(Error::NonFinite {
-                        what: "loss",
-                        stage: pi,
-                        epoch,
-                    });
-                }
-                for l in leaves.iter_mut() {
-                    l.zero_grad();
-                }
-                loss.backward();
-                if let Some(mm) = mem.as_mut() {
-                    let tm = Instant::now();
-                    mm.push(&items);
-                    mem_s += tm.elapsed().as_secs_f64();
-                }
-                if !cfg.per_dim_heads {
-                    let g = phase.params[0].0.grad();
-                    let lo = g.narrow(0, 0, d_min.min(chain[0]) as i64);
-                    let hi_rows = (2 * d_min).min(chain[0]) as i64 - d_min as i64;
-                    g_lo += f64::try_from(lo.abs().mean(Kind::Double)).unwrap_or(0.0);
-                    if hi_rows > 0 {
-                        g_hi += f64::try_from(
-                            g.narrow(0, d_min as i64, hi_rows).abs().mean(Kind::Double),
-                        )
-                        .unwrap_or(0.0);
-                    }
-                    g_var += f64::try_from(
-                        g.narrow(0, 0, (2 * d_min).min(chain[0]) as i64)
-                            .var(true)
-                            .to_kind(Kind::Double),
-                    )
-                    .unwrap_or(0.0);
-                }
-                if !adam.grads_finite() {
-                    return Err(Error::NonFinite {
-                        what: "gradient",
-                        stage: pi,
-                        epoch,
-                    });
-                }
-                adam.step(cfg.opts.lr);
-                sum += lv;
-                n += 1;
-            }
-            let val_loss = validate(&phase, queries, corpus, &va);
-            let log = EpochLog {
-                phase: pi,
-                dims: chain.clone(),
-                epoch,
-                train_loss: sum / n.max(1) as f64,
-                val_loss,
-                grad_low: g_lo / n.max(1) as f64,
-                grad_high: g_hi / n.max(1) as f64,
-                grad_var: g_var / n.max(1) as f64,
-                seconds: t0.elapsed().as_secs_f64(),
-                memory_seconds: mem_s,
-                steps: n,
-            };
+            let log = self.epoch(&phase, &mut leaves, &mut adam, pi, epoch)?;
+            let val_loss = log.val_loss;
             progress(&log);
             history.push(log);
             if best.as_ref().is_none_or(|b| val_loss < b.0) {
@@ -259,93 +216,192 @@ pub fn train(
                 }
             }
         }
-        // restore the best epoch, write the phase's rows back, freeze them, reorder for ADS
         let (_, state) = best.expect("at least one epoch");
         tch::no_grad(|| {
             for (l, s) in leaves.iter().zip(&state) {
                 l.detach().copy_(s);
             }
         });
-        let levels = phase.levels(false);
-        for (h, (w, b)) in heads.iter_mut().enumerate() {
-            let (pw, pb) = &phase.params[h];
-            let r = pw.size()[0];
-            w.narrow(0, 0, r).copy_(&pw.detach());
-            b.narrow(0, 0, r).copy_(&pb.detach());
-        }
-        if !phase.ads.is_empty() {
-            // WARE of the base dims on every training (query, candidate) pair
-            let (mut qa, mut da) = (Vec::new(), Vec::new());
-            for (i, &q) in tr.q.iter().enumerate() {
-                for d in tr.pos[i]
-                    .iter()
-                    .map(|p| p.0)
-                    .chain(tr.neg[i].iter().copied())
-                {
-                    qa.push(q);
-                    da.push(d);
-                }
-            }
-            let w = tch::no_grad(|| {
-                let za = phase.apply(
-                    &queries.x.index_select(0, &Tensor::from_slice(&qa)),
-                    &levels,
-                    0,
-                );
-                let zb = phase.apply(
-                    &corpus.x.index_select(0, &Tensor::from_slice(&da)),
-                    &levels,
-                    0,
-                );
-                crate::ads::ware(&za, &zb)
-            });
-            for (k, sel) in levels.iter().skip(1) {
-                let idx: Vec<i64> =
-                    Vec::try_from(&sel.as_ref().expect("ads").0).unwrap_or_default();
-                let first: Vec<i64> = (0..*k as i64).collect();
-                ware.push((
-                    *k,
-                    crate::ads::achievement_rate(&w, &idx),
-                    crate::ads::achievement_rate(&w, &first),
-                ));
-            }
-            let mut order: Vec<i64> = Vec::new();
-            for (_, sel) in levels.iter().skip(1).rev() {
-                let idx: Vec<i64> =
-                    Vec::try_from(&sel.as_ref().expect("ads").0).unwrap_or_default();
-                selections.push(idx.clone());
-                for i in idx {
-                    if !order.contains(&i) {
-                        order.push(i);
-                    }
-                }
-            }
-            let rest: Vec<i64> = (0..rows).filter(|i| !order.contains(i)).collect();
-            order.extend(rest);
-            let perm = Tensor::from_slice(&order);
-            let (w, b) = &mut heads[0];
-            let nw = w.narrow(0, 0, rows).index_select(0, &perm);
-            let nb = b.narrow(0, 0, rows).index_select(0, &perm);
-            w.narrow(0, 0, rows).copy_(&nw);
-            b.narrow(0, 0, rows).copy_(&nb);
-        }
+        Ok(phase)
     }
-    let heads = heads
-        .into_iter()
-        .enumerate()
-        .map(|(h, (w, b))| {
-            let dims = if cfg.per_dim_heads {
-                vec![cfg.dims[h]]
-            } else {
-                cfg.dims.clone()
-            };
-            (w, b, dims)
+
+    /// One epoch of `phase`: shuffled batches, each a loss, backward and Adam step (a
+    /// non-finite loss or gradient stops the run), then the validation loss.
+    fn epoch(
+        &mut self,
+        phase: &Phase,
+        leaves: &mut [Tensor],
+        adam: &mut AdamW,
+        pi: usize,
+        epoch: usize,
+    ) -> Result<EpochLog> {
+        let t0 = Instant::now();
+        let mut order: Vec<usize> = (0..self.tr.q.len()).collect();
+        order.shuffle(&mut self.rng);
+        let mut sums = EpochSums::default();
+        for members in order.chunks(self.cfg.opts.batch_size) {
+            tch::manual_seed((self.cfg.opts.seed + self.step_no) as i64);
+            self.step_no += 1;
+            let loss = self.batch_loss(phase, members, &mut sums);
+            let lv = f64::try_from(&loss).unwrap_or(f64::NAN);
+            if !lv.is_finite() {
+                return Err(Error::NonFinite {
+                    what: "loss",
+                    stage: pi,
+                    epoch,
+                });
+            }
+            for l in leaves.iter_mut() {
+                l.zero_grad();
+            }
+            loss.backward();
+            if let Some(mm) = self.mem.as_mut() {
+                let tm = Instant::now();
+                mm.push(&loss_items(self.queries, self.corpus, &self.tr, members));
+                sums.memory_seconds += tm.elapsed().as_secs_f64();
+            }
+            if !self.cfg.per_dim_heads {
+                self.gradient_stats(phase, &mut sums);
+            }
+            if !adam.grads_finite() {
+                return Err(Error::NonFinite {
+                    what: "gradient",
+                    stage: pi,
+                    epoch,
+                });
+            }
+            adam.step(self.cfg.opts.lr);
+            sums.loss += lv;
+            sums.steps += 1;
+        }
+        let n = sums.steps.max(1) as f64;
+        Ok(EpochLog {
+            phase: pi,
+            dims: phase.chain.clone(),
+            epoch,
+            train_loss: sums.loss / n,
+            val_loss: validate(phase, self.queries, self.corpus, &self.va),
+            grad_low: sums.grad_low / n,
+            grad_high: sums.grad_high / n,
+            grad_var: sums.grad_var / n,
+            seconds: t0.elapsed().as_secs_f64(),
+            memory_seconds: sums.memory_seconds,
+            steps: sums.steps,
         })
-        .collect();
-    Ok(Trained {
-        heads,
-        history,
-        selections,
-        ware,
-    })
+    }
+
+    /// The loss of one batch (eq. 9 over the phase's levels), with S-XBM or in-batch neighbours.
+    fn batch_loss(&self, phase: &Phase, members: &[usize], sums: &mut EpochSums) -> Tensor {
+        let b = batch(&self.tr, members);
+        let levels = phase.levels(true);
+        let items = loss_items(self.queries, self.corpus, &self.tr, members);
+        let tm = Instant::now();
+        let nb = match (self.cfg.neighbours, self.mem.as_ref()) {
+            (Neighbours::Memory { k, .. }, Some(mm)) => mm.neighbours(&items, k),
+            _ => None,
+        };
+        sums.memory_seconds += tm.elapsed().as_secs_f64();
+        let inb = match self.cfg.neighbours {
+            Neighbours::Batch { k } => Some(in_batch_neighbours(&items, k)),
+            _ => None,
+        };
+        phase.loss(
+            self.queries,
+            self.corpus,
+            &b,
+            &levels,
+            nb.as_ref().map(|(v, _)| (v, &items)),
+            inb.as_ref(),
+        )
+    }
+
+    /// SMEC Figures 6a and 7: mean |gradient| of `W`'s rows `[0, d_min)` and
+    /// `[d_min, 2 d_min)`, and the variance over those rows' entries.
+    fn gradient_stats(&self, phase: &Phase, sums: &mut EpochSums) {
+        let (d_min, top) = (self.d_min, phase.chain[0]);
+        let g = phase.params[0].0.grad();
+        let lo = g.narrow(0, 0, d_min.min(top) as i64);
+        let hi_rows = (2 * d_min).min(top) as i64 - d_min as i64;
+        sums.grad_low += f64::try_from(lo.abs().mean(Kind::Double)).unwrap_or(0.0);
+        if hi_rows > 0 {
+            sums.grad_high +=
+                f64::try_from(g.narrow(0, d_min as i64, hi_rows).abs().mean(Kind::Double))
+                    .unwrap_or(0.0);
+        }
+        let rows = g.narrow(0, 0, (2 * d_min).min(top) as i64);
+        sums.grad_var += f64::try_from(rows.var(true).to_kind(Kind::Double)).unwrap_or(0.0);
+    }
+
+    /// After an ADS phase: the achievement rates of its choices against the WARE ranking of the
+    /// base dims (SMEC Table 2), then the chosen dims moved to the front of `head`, so that the
+    /// exported map is nested by prefix.
+    fn ads_reorder(
+        &self,
+        phase: &Phase,
+        head: &mut (Tensor, Tensor),
+        out: &mut Trained,
+    ) -> Result<()> {
+        let levels = phase.levels(false);
+        let rows = phase.chain[0] as i64;
+        // WARE of the base dims on every training (query, candidate) pair
+        let (mut qa, mut da) = (Vec::new(), Vec::new());
+        for (i, &q) in self.tr.q.iter().enumerate() {
+            let candidates = self.tr.pos[i].iter().map(|p| p.0);
+            for d in candidates.chain(self.tr.neg[i].iter().copied()) {
+                qa.push(q);
+                da.push(d);
+            }
+        }
+        let w = tch::no_grad(|| {
+            let rows_of = |e: &Embeddings, ix: &[i64]| e.x.index_select(0, &Tensor::from_slice(ix));
+            let za = phase.apply(&rows_of(self.queries, &qa), &levels, 0);
+            let zb = phase.apply(&rows_of(self.corpus, &da), &levels, 0);
+            crate::ads::ware(&za, &zb)
+        });
+        let chosen = |sel: &Option<(Tensor, Tensor)>| -> Vec<i64> {
+            sel.as_ref()
+                .and_then(|s| Vec::try_from(&s.0).ok())
+                .unwrap_or_default()
+        };
+        for (k, sel) in levels.iter().skip(1) {
+            let first: Vec<i64> = (0..*k as i64).collect();
+            out.ware.push((
+                *k,
+                crate::ads::achievement_rate(&w, &chosen(sel)),
+                crate::ads::achievement_rate(&w, &first),
+            ));
+        }
+        let mut order: Vec<i64> = Vec::new();
+        for (_, sel) in levels.iter().skip(1).rev() {
+            let idx = chosen(sel);
+            out.selections.push(idx.clone());
+            for i in idx {
+                if !order.contains(&i) {
+                    order.push(i);
+                }
+            }
+        }
+        let rest: Vec<i64> = (0..rows).filter(|i| !order.contains(i)).collect();
+        order.extend(rest);
+        let perm = Tensor::from_slice(&order);
+        let (w, b) = head;
+        let nw = w.narrow(0, 0, rows).index_select(0, &perm);
+        let nb = b.narrow(0, 0, rows).index_select(0, &perm);
+        w.narrow(0, 0, rows).copy_(&nw);
+        b.narrow(0, 0, rows).copy_(&nb);
+        Ok(())
+    }
+}
+
+/// A batch's queries and candidate documents stacked (the items whose neighbours the loss
+/// and the S-XBM memory use).
+fn loss_items(queries: &Embeddings, corpus: &Embeddings, tr: &Split, members: &[usize]) -> Tensor {
+    let b = batch(tr, members);
+    Tensor::cat(
+        &[
+            queries.x.index_select(0, &Tensor::from_slice(&b.0)),
+            corpus.x.index_select(0, &Tensor::from_slice(&b.1)),
+        ],
+        0,
+    )
 }

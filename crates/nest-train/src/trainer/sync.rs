@@ -12,7 +12,7 @@ const BUCKET: i64 = 1 << 24;
 /// Sums the encoder's gradients over the ranks (bucketed all-reduce, in the optimizer's fixed
 /// name order) and averages those of the objective's own parameters (named `objective.*`),
 /// which every rank computed on the whole batch.
-pub fn sync_gradients(g: &Group, opt: &AdamW) -> Result<()> {
+pub(crate) fn sync_gradients(g: &Group, opt: &AdamW) -> Result<()> {
     let _guard = tch::no_grad_guard();
     let grads = opt.named_grads();
     let world = g.world() as f64;
