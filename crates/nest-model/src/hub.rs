@@ -1,7 +1,12 @@
-//! Resolving `--model`: a local directory, or `org/name` downloaded from the Hugging Face hub.
+//! Resolving `--model`: a local directory; or `org/name`, found in the Hugging Face cache that
+//! `huggingface_hub` and sentence-transformers fill (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+//! `~/.cache/huggingface/hub`: `models--org--name/refs/main` names the snapshot), else
+//! downloaded from the hub.
 //!
 //! Downloads go to `$NEST_CACHE` (default `~/.cache/nest/hub/<org>--<name>`), file by file, each
-//! written to a temporary name and renamed when complete. The endpoint is `$HF_ENDPOINT`
+//! written to a temporary name and renamed when complete: the model's files, then the files of
+//! every module folder `modules.json` names (EmbeddingGemma's `2_Dense`, `3_Dense`), then a
+//! `.complete` marker; only a folder with the marker is reused. The endpoint is `$HF_ENDPOINT`
 //! (default `https://huggingface.co`); `$HF_TOKEN` is sent when set. Connections time out after
 //! 15 s, so a machine without internet gets a clear error instead of a hang.
 
@@ -13,13 +18,20 @@ use crate::{Error, Result};
 
 /// Files fetched from the hub: required ones first, then sentence-transformers' optional ones.
 const REQUIRED: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
-const OPTIONAL: [&str; 5] = [
+const OPTIONAL: [&str; 6] = [
     "sentence_bert_config.json",
     "modules.json",
     "1_Pooling/config.json",
     "config_sentence_transformers.json",
+    "tokenizer_config.json",
     "nest.json",
 ];
+
+/// The files of a module folder other than `1_Pooling` (a Dense module's; Normalize has none).
+const MODULE_FILES: [&str; 2] = ["config.json", "model.safetensors"];
+
+/// Marks a download as complete.
+const COMPLETE: &str = ".complete";
 
 /// Returns a local model directory for `model`: the path itself if it exists, else a hub
 /// download of the repository `org/name`.
@@ -33,7 +45,29 @@ pub fn resolve(model: &str) -> Result<PathBuf> {
     if p.exists() || !looks_like_repo_id(model) || first_is_local_dir {
         return Ok(p.to_path_buf());
     }
+    if let Some(snapshot) = hf_cache_snapshot(model) {
+        return Ok(snapshot);
+    }
     download(model)
+}
+
+/// The Hugging Face cache's snapshot of `repo` at `refs/main`, if it holds the required files.
+pub fn hf_cache_snapshot(repo: &str) -> Option<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let base = env("HF_HUB_CACHE")
+        .or_else(|| env("HF_HOME").map(|h| h.join("hub")))
+        .or_else(|| env("HOME").map(|h| h.join(".cache").join("huggingface").join("hub")))?;
+    let repo_dir = base.join(format!("models--{}", repo.replace('/', "--")));
+    let rev = std::fs::read_to_string(repo_dir.join("refs").join("main")).ok()?;
+    let snapshot = repo_dir.join("snapshots").join(rev.trim());
+    REQUIRED
+        .iter()
+        .all(|f| snapshot.join(f).is_file())
+        .then_some(snapshot)
 }
 
 /// `org/name` with no path-like parts: what the hub accepts as a repository id.
@@ -65,23 +99,70 @@ fn cache_dir(repo: &str) -> PathBuf {
 /// Downloads `repo` (or reuses a complete earlier download).
 pub fn download(repo: &str) -> Result<PathBuf> {
     let dir = cache_dir(repo);
-    if REQUIRED.iter().all(|f| dir.join(f).is_file()) {
+    if dir.join(COMPLETE).is_file() {
         return Ok(dir);
     }
-    let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".into());
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_connect(Some(Duration::from_secs(15)))
-        .timeout_resolve(Some(Duration::from_secs(15)))
-        .timeout_recv_response(Some(Duration::from_secs(60)))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let token = std::env::var("HF_TOKEN").ok();
+    let hub = Hub::new(repo);
     for (i, file) in REQUIRED.iter().chain(OPTIONAL.iter()).enumerate() {
-        let required = i < REQUIRED.len();
-        let url = format!("{endpoint}/{repo}/resolve/main/{file}");
-        let mut req = agent.get(&url);
-        if let Some(t) = &token {
+        hub.fetch(file, i < REQUIRED.len(), &dir)?;
+    }
+    for folder in module_folders(&dir)? {
+        for file in MODULE_FILES {
+            hub.fetch(&format!("{folder}/{file}"), false, &dir)?;
+        }
+    }
+    let done = dir.join(COMPLETE);
+    std::fs::write(&done, b"").map_err(|e| nest_core::Error::io(&done, e))?;
+    Ok(dir)
+}
+
+/// The module folders `modules.json` names beyond the transformer (`""`) and `1_Pooling`.
+fn module_folders(dir: &Path) -> Result<Vec<String>> {
+    let p = dir.join("modules.json");
+    if !p.is_file() {
+        return Ok(Vec::new());
+    }
+    let mods: Vec<serde_json::Value> = crate::config::read_json(&p)?;
+    Ok(mods
+        .iter()
+        .filter_map(|m| m.get("path")?.as_str())
+        .filter(|f| !f.is_empty() && *f != "1_Pooling")
+        .filter(|f| !f.contains("..") && !f.starts_with('/'))
+        .map(str::to_string)
+        .collect())
+}
+
+/// One repository on the hub endpoint.
+struct Hub {
+    agent: ureq::Agent,
+    endpoint: String,
+    repo: String,
+    token: Option<String>,
+}
+
+impl Hub {
+    fn new(repo: &str) -> Hub {
+        Hub {
+            agent: ureq::Agent::config_builder()
+                .timeout_connect(Some(Duration::from_secs(15)))
+                .timeout_resolve(Some(Duration::from_secs(15)))
+                .timeout_recv_response(Some(Duration::from_secs(60)))
+                .http_status_as_error(false)
+                .build()
+                .into(),
+            endpoint: std::env::var("HF_ENDPOINT")
+                .unwrap_or_else(|_| "https://huggingface.co".into()),
+            repo: repo.to_string(),
+            token: std::env::var("HF_TOKEN").ok(),
+        }
+    }
+
+    /// Downloads `file` into `dir` (temporary name, then renamed); a missing optional file
+    /// (404) is skipped.
+    fn fetch(&self, file: &str, required: bool, dir: &Path) -> Result<()> {
+        let url = format!("{}/{}/resolve/main/{file}", self.endpoint, self.repo);
+        let mut req = self.agent.get(&url);
+        if let Some(t) = &self.token {
             req = req.header("Authorization", &format!("Bearer {t}"));
         }
         let resp = req.call().map_err(|e| {
@@ -92,13 +173,13 @@ pub fn download(repo: &str) -> Result<PathBuf> {
         })?;
         let status = resp.status().as_u16();
         if status == 404 && !required {
-            continue;
+            return Ok(());
         }
         if status != 200 {
             return Err(Error::Hub(format!("{url}: HTTP {status}")));
         }
         let target = dir.join(file);
-        let parent = target.parent().unwrap_or(&dir).to_path_buf();
+        let parent = target.parent().unwrap_or(dir).to_path_buf();
         std::fs::create_dir_all(&parent).map_err(|e| nest_core::Error::io(&parent, e))?;
         let tmp = target.with_extension("partial");
         let mut body = resp.into_body();
@@ -108,8 +189,8 @@ pub fn download(repo: &str) -> Result<PathBuf> {
             .and_then(|_| out.flush())
             .map_err(|e| Error::Hub(format!("{url}: download broke off: {e}")))?;
         std::fs::rename(&tmp, &target).map_err(|e| nest_core::Error::io(&target, e))?;
+        Ok(())
     }
-    Ok(dir)
 }
 
 #[cfg(test)]
