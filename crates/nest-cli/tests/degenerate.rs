@@ -114,3 +114,65 @@ fn undefined_metrics_are_reported_and_small_corpora_searched() {
     let v: serde_json::Value = serde_json::from_str(hits.trim()).unwrap();
     assert_eq!(v["hits"].as_array().unwrap().len(), 2, "{v}");
 }
+
+/// A model with one layer (issue 23): every command that takes a model finishes on it, and the
+/// objectives that train shallow layers (2DMSE, ESE, MIPIC, MIC) either train the one layer
+/// there is or refuse with a reason; nothing panics or hangs.
+#[test]
+fn a_one_layer_model_runs_every_command() {
+    let d = tempfile::tempdir().unwrap();
+    let s = |p: &std::path::Path| p.display().to_string();
+    let m = d.path().join("one");
+    let spec = TinySpec {
+        layers: 1,
+        ..TinySpec::new(Architecture::Bert)
+    };
+    write_tiny_model(&m, &spec).unwrap();
+    let ms = s(&m);
+    finishes(&["info", "--model", &ms]);
+    let input = d.path().join("in.txt");
+    std::fs::write(&input, "a cat\nthe rain falls\n").unwrap();
+    let out = d.path().join("e.jsonl");
+    finishes(&[
+        "encode", "--model", &ms, "--layer", "1", "--dim", "8", "--input", &s(&input), "--output",
+        &s(&out),
+    ]);
+    let data = d.path().join("sts.tsv");
+    std::fs::write(
+        &data,
+        "sentence1\tsentence2\tscore\na cat\ta dog\t3\nrain\tsun\t1\nthe sea\ta bird\t2\nhi\tho\t4\n",
+    )
+    .unwrap();
+    finishes(&[
+        "eval", "sts", "--data", &s(&data), "--model", &ms, "--dims", "8,32", "--latency-texts", "0",
+        "--out", &s(&d.path().join("rep")),
+    ]);
+    for (name, objective) in [
+        ("mrl", r#"[{kind = "mrl"}]"#),
+        ("2dmse", r#"[{kind = "2dmse"}]"#),
+        ("ese", r#"[{kind = "ese", compression_size = 8}]"#),
+        ("mipic", r#"[{kind = "mrl"}, {kind = "mipic"}]"#),
+        ("mic", r#"[{kind = "mrl"}, {kind = "mic"}]"#),
+    ] {
+        let run = d.path().join(name);
+        let o = Command::new(env!("CARGO_BIN_EXE_nest"))
+            .env("NEST_DTYPE", "float32")
+            .args([
+                "train", "--model", &ms, "--data", &format!("{}:scored", s(&data)), "--loss",
+                "cosent", "--matryoshka-dims", "[8, 32]", "--batch-size", "4", "--max-steps", "2",
+                "--objective", objective, "--run-dir", &s(&run),
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        match o.status.success() {
+            true => assert!(run.join("final/model.safetensors").exists(), "{name}"),
+            false => assert!(err.contains("layer"), "{name}: refused without a reason: {err}"),
+        }
+        eprintln!("{name}: {}", if o.status.success() { "trained" } else { "refused" });
+    }
+    finishes(&[
+        "slim", "--model", &ms, "--keep-layers", "1", "--out", &s(&d.path().join("slim")),
+    ]);
+}
