@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing (libFuzzer through cargo-fuzz) of nest-core's readers (issue 23;
-# docs/RELIABILITY.md). Seed corpora are cut from the real files in ../shared/datasets at run
-# time (never copied into the repository). Stable Rust works with RUSTC_BOOTSTRAP=1.
+# Coverage-guided fuzzing (libFuzzer through cargo-fuzz) of the parsers of user input (issue 23;
+# docs/RELIABILITY.md): nest-core's TSV, JSONL and BEIR readers; recipes (train and distill
+# TOML); model configs (config.json, config_sentence_transformers.json); embedding matrices
+# (.npy, .safetensors). Seed corpora are cut from the real files in ../shared/datasets, the
+# recipes and the test fixtures at run time (the datasets are never copied into the
+# repository). Stable Rust works with RUSTC_BOOTSTRAP=1.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]        default 60; prints each target's executions
 set -euo pipefail
@@ -10,7 +13,14 @@ S=${1:-60}
 D=${NEST_DATA:-../shared/datasets}
 command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz
 C=fuzz/corpus
-mkdir -p $C/tsv $C/jsonl $C/beir
+mkdir -p $C/tsv $C/jsonl $C/beir $C/recipe $C/model_config $C/matrix
+cp recipes/*.toml $C/recipe/
+for f in tests/fixtures/*/model/config.json tests/fixtures/*/model/config_sentence_transformers.json; do
+  cp "$f" "$C/model_config/$(echo "$f" | tr / _)"
+done
+find tests/fixtures -name '*.safetensors' -size -64k | while read -r f; do
+  cp "$f" "$C/matrix/$(echo "$f" | tr / _)"
+done
 head -20 "$D/stsb/test.tsv" > $C/tsv/stsb
 head -20 "$D/snli/triplets_dev.tsv" > $C/tsv/snli-triplets
 head -20 "$D/banking77/train.tsv" > $C/tsv/banking77
@@ -18,7 +28,7 @@ head -20 "$D/mrpc/train.tsv" > $C/tsv/mrpc
 head -c 4000 "$D/scifact/corpus.jsonl" > $C/jsonl/scifact-corpus
 head -20 "$D/scifact/queries.jsonl" > $C/jsonl/scifact-queries
 { head -c 3000 "$D/scifact/corpus.jsonl"; printf '\377'; head -10 "$D/scifact/queries.jsonl"; printf '\377'; head -10 "$D/scifact/qrels/test.tsv"; } > $C/beir/scifact
-for t in tsv jsonl beir; do
+for t in ${TARGETS:-tsv jsonl beir recipe model_config matrix}; do
   RUSTC_BOOTSTRAP=1 cargo fuzz run -O --fuzz-dir fuzz "$t" "$C/$t" -- -max_total_time="$S" -rss_limit_mb=2048 2>&1 \
     | grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs|ERROR|panicked|SUMMARY" | sed "s/^/$t: /"
 done
