@@ -18,6 +18,13 @@ cp recipes/*.toml $C/recipe/
 for f in tests/fixtures/*/model/config.json tests/fixtures/*/model/config_sentence_transformers.json; do
   cp "$f" "$C/model_config/$(echo "$f" | tr / _)"
 done
+python3 - "$C/matrix/small.npy" <<'PY'
+import struct, sys
+h = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }"
+h += " " * (64 - (10 + len(h) + 1) % 64) + "\n"
+body = b"".join(struct.pack("<f", i / 7) for i in range(12))
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + body)
+PY
 find tests/fixtures -name '*.safetensors' -size -64k | while read -r f; do
   cp "$f" "$C/matrix/$(echo "$f" | tr / _)"
 done
