@@ -343,8 +343,9 @@ pub struct CompressArgs {
     /// smec, mrl, mrl+smrl, mrl+ads, mrl+sxbm, matryoshka-adaptor, search-adaptor, pca, truncate.
     #[arg(long, default_value = "smec")]
     pub method: String,
-    /// Output dims, decreasing (halving for smec and mrl+smrl), e.g. `768,384,192,96`; with
-    /// `--resume`, the new smaller dims to add.
+    /// Output dims, increasing as everywhere (doubling for smec and mrl+smrl), e.g.
+    /// `96,192,384,768`; with `--resume`, the new smaller dims to add. The decreasing order
+    /// of earlier releases is accepted too.
     #[arg(long)]
     pub dims: String,
     /// Where the adaptor goes (adaptor.json + adaptor.safetensors).

@@ -816,6 +816,14 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
     );
     let a = nest_model::Adaptor::load(Path::new(&out)).unwrap();
     assert_eq!(a.dims(), vec![8, 16, 32]);
+    // --dims in increasing order, as every other command takes them: the same adaptor
+    let up = p(dir, "smec-up");
+    run(&["--method", "smec", "--dims", "8,16,32", "--out", &up]);
+    let bytes = |d: &str| std::fs::read(Path::new(d).join("adaptor.safetensors")).unwrap();
+    assert!(
+        bytes(&out) == bytes(&up),
+        "increasing --dims trains the same adaptor"
+    );
     // the test scoring as a report with each test query's nDCG@10, the same as adaptor.json's
     let report = nest_eval::Report::read(&Path::new(&out).join("report.json")).unwrap();
     let t = &report.tasks[0];

@@ -134,7 +134,16 @@ fn a_one_layer_model_runs_every_command() {
     std::fs::write(&input, "a cat\nthe rain falls\n").unwrap();
     let out = d.path().join("e.jsonl");
     finishes(&[
-        "encode", "--model", &ms, "--layer", "1", "--dim", "8", "--input", &s(&input), "--output",
+        "encode",
+        "--model",
+        &ms,
+        "--layer",
+        "1",
+        "--dim",
+        "8",
+        "--input",
+        &s(&input),
+        "--output",
         &s(&out),
     ]);
     let data = d.path().join("sts.tsv");
@@ -144,8 +153,18 @@ fn a_one_layer_model_runs_every_command() {
     )
     .unwrap();
     finishes(&[
-        "eval", "sts", "--data", &s(&data), "--model", &ms, "--dims", "8,32", "--latency-texts", "0",
-        "--out", &s(&d.path().join("rep")),
+        "eval",
+        "sts",
+        "--data",
+        &s(&data),
+        "--model",
+        &ms,
+        "--dims",
+        "8,32",
+        "--latency-texts",
+        "0",
+        "--out",
+        &s(&d.path().join("rep")),
     ]);
     for (name, objective) in [
         ("mrl", r#"[{kind = "mrl"}]"#),
@@ -158,9 +177,23 @@ fn a_one_layer_model_runs_every_command() {
         let o = Command::new(env!("CARGO_BIN_EXE_nest"))
             .env("NEST_DTYPE", "float32")
             .args([
-                "train", "--model", &ms, "--data", &format!("{}:scored", s(&data)), "--loss",
-                "cosent", "--matryoshka-dims", "[8, 32]", "--batch-size", "4", "--max-steps", "2",
-                "--objective", objective, "--run-dir", &s(&run),
+                "train",
+                "--model",
+                &ms,
+                "--data",
+                &format!("{}:scored", s(&data)),
+                "--loss",
+                "cosent",
+                "--matryoshka-dims",
+                "[8, 32]",
+                "--batch-size",
+                "4",
+                "--max-steps",
+                "2",
+                "--objective",
+                objective,
+                "--run-dir",
+                &s(&run),
             ])
             .output()
             .unwrap();
@@ -168,11 +201,27 @@ fn a_one_layer_model_runs_every_command() {
         assert!(!err.contains("panicked"), "{name}: {err}");
         match o.status.success() {
             true => assert!(run.join("final/model.safetensors").exists(), "{name}"),
-            false => assert!(err.contains("layer"), "{name}: refused without a reason: {err}"),
+            false => assert!(
+                err.contains("layer"),
+                "{name}: refused without a reason: {err}"
+            ),
         }
-        eprintln!("{name}: {}", if o.status.success() { "trained" } else { "refused" });
+        eprintln!(
+            "{name}: {}",
+            if o.status.success() {
+                "trained"
+            } else {
+                "refused"
+            }
+        );
     }
     finishes(&[
-        "slim", "--model", &ms, "--keep-layers", "1", "--out", &s(&d.path().join("slim")),
+        "slim",
+        "--model",
+        &ms,
+        "--keep-layers",
+        "1",
+        "--out",
+        &s(&d.path().join("slim")),
     ]);
 }

@@ -123,9 +123,9 @@ pub fn check_dims(dims: &[usize], input: usize, method: Method) -> Result<()> {
     }
     if dims.windows(2).any(|w| w[0] <= w[1]) {
         return bad(format!(
-            "{dims:?}: expected decreasing dims, e.g. {input},{},{}",
-            input / 2,
-            input / 4
+            "{dims:?}: expected dims in increasing order, e.g. {},{},{input}",
+            input / 4,
+            input / 2
         ));
     }
     if method.sequential() {

@@ -14,14 +14,21 @@ use serde_json::json;
 use crate::args::CompressArgs;
 use crate::progress;
 
+/// `--dims` in increasing order, as every command takes them (the decreasing order of earlier
+/// releases is accepted too), returned largest first: the order of the adaptor's nested chain.
 fn parse_dims(s: &str) -> Result<Vec<usize>> {
-    s.split(',')
+    let mut dims = s
+        .split(',')
         .map(|x| {
             x.trim()
                 .parse::<usize>()
                 .with_context(|| format!("--dims: '{x}' is not a number"))
         })
-        .collect()
+        .collect::<Result<Vec<usize>>>()?;
+    if dims.windows(2).all(|w| w[0] < w[1]) {
+        dims.reverse();
+    }
+    Ok(dims)
 }
 
 /// A model's pooled embeddings of a BEIR folder's corpus and of the queries of both splits,
