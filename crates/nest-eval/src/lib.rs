@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod plots;
 pub mod quantize;
 pub mod report;
+pub mod run_info;
 pub mod seeds;
 pub mod significance;
 pub mod suite;

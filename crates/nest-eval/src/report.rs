@@ -12,21 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::items::Items;
 use crate::quantize::Precision;
+use crate::run_info::nullable_map;
+pub use crate::run_info::{Costs, ModelInfo};
 use crate::tasks::TaskKind;
 use crate::{Error, Result};
-
-/// JSON has no NaN: serde_json writes a non-finite number as `null`; read `null` back as NaN
-/// (e.g. a Spearman over constant similarities), so every report round-trips.
-fn nullable_map<'de, D, K>(d: D) -> Result<BTreeMap<K, f64>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    K: Deserialize<'de> + Ord,
-{
-    let m: BTreeMap<K, Option<f64>> = Deserialize::deserialize(d)?;
-    Ok(m.into_iter()
-        .map(|(k, v)| (k, v.unwrap_or(f64::NAN)))
-        .collect())
-}
 
 /// One (layer, dim, precision) point of one task.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -76,41 +65,6 @@ impl TaskResult {
             .iter()
             .find(|c| c.layer == layer && c.dim == dim && c.precision == precision)
     }
-}
-
-/// The model a report describes.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ModelInfo {
-    pub path: String,
-    pub architecture: String,
-    pub num_layers: usize,
-    pub hidden_size: usize,
-    pub pooling: String,
-    pub max_seq_length: usize,
-    /// The arithmetic the model ran in (`--dtype`); reports written before it existed were
-    /// float32.
-    #[serde(default = "float32")]
-    pub dtype: String,
-    /// The prompt of each side (`nest eval --prompt*`); reports written before it existed
-    /// used the model's default prompt, if any, everywhere.
-    #[serde(default)]
-    pub prompts: nest_model::prompt::TaskPrompts,
-}
-
-fn float32() -> String {
-    "float32".into()
-}
-
-/// What each point costs: encode latency per layer, bytes per vector per (dim, precision).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Costs {
-    /// Milliseconds per text at each layer (batch `latency_batch`, `latency_texts` texts,
-    /// `libtorch_threads` threads).
-    #[serde(deserialize_with = "nullable_map")]
-    pub latency_ms: BTreeMap<usize, f64>,
-    pub latency_texts: usize,
-    pub latency_batch: usize,
-    pub libtorch_threads: i32,
 }
 
 /// A whole evaluation report.

@@ -430,28 +430,3 @@ pub fn run(
     }
     Ok(out)
 }
-
-/// Encode latency per layer in milliseconds per text: the best of 2 timed passes over `texts`
-/// after a warm-up, batch size from `opts`.
-pub fn measure_latency(
-    encoder: &ElasticEncoder,
-    texts: &[&str],
-    layers: &[usize],
-    opts: EncodeOptions,
-) -> Result<BTreeMap<usize, f64>> {
-    let mut out = BTreeMap::new();
-    if texts.is_empty() {
-        return Ok(out);
-    }
-    for &l in layers {
-        encoder.embed_layers(&texts[..texts.len().min(64)], &[l], opts, &mut |_| {})?;
-        let mut best = f64::INFINITY;
-        for _ in 0..2 {
-            let t = Instant::now();
-            encoder.embed_layers(texts, &[l], opts, &mut |_| {})?;
-            best = best.min(t.elapsed().as_secs_f64());
-        }
-        out.insert(l, 1000.0 * best / texts.len() as f64);
-    }
-    Ok(out)
-}

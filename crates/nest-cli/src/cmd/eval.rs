@@ -10,7 +10,7 @@ use nest_eval::significance::Bootstrap;
 use nest_eval::suite::{self, GridSpec, Progress};
 use nest_eval::tasks::{default_sources, Task, TaskKind, TaskSource};
 use nest_eval::Report;
-use nest_model::{ElasticEncoder, EncodeOptions};
+use nest_model::EncodeOptions;
 
 use crate::args::{CompareArgs, EvalArgs, EvalCommand, GridArgs, ModelArgs, SeedsArgs};
 use crate::progress;
@@ -88,19 +88,8 @@ fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
     })
 }
 
-// Long (~115 lines): read, check, load, run the suite, measure, write, in that order; the
-// report assembly belongs in nest-eval (issue 19).
-fn run_one_grid(
-    m: &ModelArgs,
-    dtype: nest_model::DtypeChoice,
-    sources: &[TaskSource],
-    g: &GridArgs,
-    out: &Path,
-) -> Result<std::path::PathBuf> {
-    anyhow::ensure!(m.batch_size >= 1, "--batch-size must be at least 1");
-    let start = Instant::now();
-    let precisions = Precision::parse_list(&g.precision)?;
-    // Read (and check) every data file before loading the model, so a bad file fails fast.
+/// Reads (and checks) every task's data, printing its warnings.
+fn read_tasks(sources: &[TaskSource]) -> Result<Vec<Task>> {
     let tasks = sources
         .iter()
         .map(Task::load)
@@ -110,33 +99,19 @@ fn run_one_grid(
             eprintln!("warning: {}: {w}", t.name);
         }
     }
-    let adaptor = match &g.adaptor {
-        Some(p) => Some(std::rc::Rc::new(nest_model::Adaptor::load(p)?)),
-        None => None,
-    };
-    let model = super::load_model_in(m, dtype)?;
-    let offer = nest_model::Offer::new(&model, adaptor.as_deref())?;
-    let (layers, dims) = offer.resolve_grid(
-        g.layers.as_deref().map(parse_layers).transpose()?,
-        g.dims.as_deref().map(parse_dims).transpose()?,
-        nest_model::Keys::GRID_FLAGS,
-    )?;
-    let spec = GridSpec {
-        layers: layers.clone(),
-        dims: dims.clone(),
-        precisions: precisions.clone(),
-        rescore: g.rescore,
-        logreg: Default::default(),
-        adaptor,
-        items: !g.no_items,
-        prompts: g.prompts.resolve(&model)?,
-    };
-    let opts = EncodeOptions {
-        batch_size: m.batch_size,
-    };
+    Ok(tasks)
+}
+
+/// [`suite::run`] with progress bars (embedding, then each task's cells).
+fn run_with_bars(
+    model: &nest_model::ElasticEncoder,
+    tasks: &[Task],
+    spec: &GridSpec,
+    opts: EncodeOptions,
+) -> Result<Vec<nest_eval::TaskResult>> {
     let pb = progress::bar(0, "embed");
     let mut task_bar: Option<(String, indicatif::ProgressBar)> = None;
-    let results = suite::run(&model, &tasks, &spec, opts, &mut |p| match p {
+    let results = suite::run(model, tasks, spec, opts, &mut |p| match p {
         Progress::Embed { done, total } => {
             if pb.length() != Some(total as u64) {
                 pb.set_length(total as u64);
@@ -161,13 +136,60 @@ fn run_one_grid(
     if let Some((_, b)) = task_bar {
         b.finish_and_clear();
     }
-    let costs = measure_costs(&model, &tasks, &layers, g.latency_texts, opts)?;
+    Ok(results)
+}
+
+/// One dtype's grid: read, check, load, run the suite, measure, write, in that order.
+fn run_one_grid(
+    m: &ModelArgs,
+    dtype: nest_model::DtypeChoice,
+    sources: &[TaskSource],
+    g: &GridArgs,
+    out: &Path,
+) -> Result<std::path::PathBuf> {
+    anyhow::ensure!(m.batch_size >= 1, "--batch-size must be at least 1");
+    let start = Instant::now();
+    let precisions = Precision::parse_list(&g.precision)?;
+    // every data file is read and checked before the model loads, so a bad file fails fast
+    let tasks = read_tasks(sources)?;
+    let adaptor = match &g.adaptor {
+        Some(p) => Some(std::rc::Rc::new(nest_model::Adaptor::load(p)?)),
+        None => None,
+    };
+    let model = super::load_model_in(m, dtype)?;
+    let offer = nest_model::Offer::new(&model, adaptor.as_deref())?;
+    let (layers, dims) = offer.resolve_grid(
+        g.layers.as_deref().map(parse_layers).transpose()?,
+        g.dims.as_deref().map(parse_dims).transpose()?,
+        nest_model::Keys::GRID_FLAGS,
+    )?;
+    let spec = GridSpec {
+        layers: layers.clone(),
+        dims: dims.clone(),
+        precisions: precisions.clone(),
+        rescore: g.rescore,
+        logreg: Default::default(),
+        adaptor,
+        items: !g.no_items,
+        prompts: g.prompts.resolve(&model)?,
+    };
+    let opts = EncodeOptions {
+        batch_size: m.batch_size,
+    };
+    let results = run_with_bars(&model, &tasks, &spec, opts)?;
+    if g.latency_texts > 0 {
+        eprintln!(
+            "timing encode latency per layer on up to {} texts ...",
+            g.latency_texts
+        );
+    }
+    let costs = Costs::measure(&model, &tasks, &layers, g.latency_texts, opts)?;
     let report = Report {
         nest_version: env!("CARGO_PKG_VERSION").into(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         model: ModelInfo {
             prompts: spec.prompts.clone(),
-            ..model_info(&m.model, &model)
+            ..ModelInfo::of(&m.model, &model)
         },
         layers: layers.clone(),
         dims: dims.clone(),
@@ -193,62 +215,6 @@ fn run_one_grid(
         out.display()
     );
     Ok(out.join("report.json"))
-}
-
-pub fn model_info(path: &str, model: &ElasticEncoder) -> ModelInfo {
-    ModelInfo {
-        path: path.to_string(),
-        architecture: model.config.model_type.clone(),
-        num_layers: model.num_layers(),
-        hidden_size: model.hidden_size(),
-        pooling: format!("{:?}", model.pooling).to_lowercase(),
-        max_seq_length: model.tokenizer.max_length(),
-        dtype: model.dtype().name().into(),
-        prompts: Default::default(),
-    }
-}
-
-/// Latency per layer on the first `n` texts of the first task (0: skipped).
-fn measure_costs(
-    model: &ElasticEncoder,
-    tasks: &[Task],
-    layers: &[usize],
-    n: usize,
-    opts: EncodeOptions,
-) -> Result<Costs> {
-    let mut texts: Vec<&str> = Vec::new();
-    for t in tasks {
-        use nest_eval::tasks::TaskData;
-        match &t.data {
-            TaskData::Sts(p) => texts.extend(
-                p.iter()
-                    .flat_map(|x| [x.sentence1.as_str(), x.sentence2.as_str()]),
-            ),
-            TaskData::Pair(p) => texts.extend(
-                p.iter()
-                    .flat_map(|x| [x.sentence1.as_str(), x.sentence2.as_str()]),
-            ),
-            TaskData::Cls { test, .. } => texts.extend(test.iter().map(|x| x.text.as_str())),
-            TaskData::Retrieval(b) => texts.extend(b.queries.iter().map(|q| q.1.as_str())),
-        }
-        if texts.len() >= n {
-            break;
-        }
-    }
-    texts.truncate(n);
-    if texts.is_empty() {
-        return Ok(Costs::default());
-    }
-    eprintln!(
-        "timing encode latency per layer on {} texts ...",
-        texts.len()
-    );
-    Ok(Costs {
-        latency_ms: suite::measure_latency(model, &texts, layers, opts)?,
-        latency_texts: texts.len(),
-        latency_batch: opts.batch_size,
-        libtorch_threads: tch::get_num_threads(),
-    })
 }
 
 fn report_name(p: &Path) -> String {
