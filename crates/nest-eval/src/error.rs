@@ -15,3 +15,13 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A maker of plotting errors about the figure at `path`.
+    pub fn plot(path: &std::path::Path) -> impl Fn(String) -> Error + '_ {
+        move |message| Error::Plot {
+            path: path.to_path_buf(),
+            message,
+        }
+    }
+}

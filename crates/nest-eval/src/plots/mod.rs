@@ -9,11 +9,12 @@ use crate::quantize::Precision;
 use crate::report::{pareto_front, Point, Report, TaskResult};
 use crate::{Error, Result};
 
+mod heatmap;
+
+pub use heatmap::heatmap_svg;
+
 fn perr(path: &Path) -> impl Fn(String) -> Error + '_ {
-    move |message| Error::Plot {
-        path: path.to_path_buf(),
-        message,
-    }
+    Error::plot(path)
 }
 
 fn slug(s: &str) -> String {
@@ -26,105 +27,6 @@ fn slug(s: &str) -> String {
             }
         })
         .collect()
-}
-
-/// A layer x dim grid of values drawn as coloured cells with the value written in each.
-/// `diverging`: colour by sign around 0 (for deltas), else a viridis ramp over the range.
-pub fn heatmap_svg(
-    path: &Path,
-    title: &str,
-    layers: &[usize],
-    dims: &[usize],
-    value: &dyn Fn(usize, usize) -> Option<f64>,
-    diverging: bool,
-) -> Result<()> {
-    let err = perr(path);
-    let (cw, ch) = (70i32, 34i32);
-    let width = (150 + cw * layers.len() as i32).max(420) as u32;
-    let height = (110 + ch * dims.len() as i32) as u32;
-    let vals: Vec<f64> = dims
-        .iter()
-        .flat_map(|&d| layers.iter().filter_map(move |&l| value(l, d)))
-        .filter(|v| v.is_finite())
-        .collect();
-    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let span = if hi > lo { hi - lo } else { 1.0 };
-    let amax = vals.iter().map(|v| v.abs()).fold(1e-9, f64::max);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-        let font = |s: u32| ("sans-serif", s).into_font();
-        root.draw(&Text::new(title.to_string(), (10, 10), font(15)))
-            .map_err(|e| err(e.to_string()))?;
-        let (x0, y0) = (100, 50);
-        for (di, d) in dims.iter().enumerate() {
-            let y = y0 + di as i32 * ch;
-            root.draw(&Text::new(format!("d={d}"), (20, y + 10), font(13)))
-                .map_err(|e| err(e.to_string()))?;
-            for (li, l) in layers.iter().enumerate() {
-                let x = x0 + li as i32 * cw;
-                let v = value(*l, *d);
-                let (fill, dark) = match v {
-                    Some(v) if v.is_finite() && diverging => {
-                        let t = (v / amax).clamp(-1.0, 1.0);
-                        let c = if t >= 0.0 {
-                            RGBColor(
-                                (255.0 * (1.0 - t)) as u8,
-                                (255.0 - 90.0 * t) as u8,
-                                (255.0 * (1.0 - t)) as u8,
-                            )
-                        } else {
-                            RGBColor(255, (255.0 * (1.0 + t)) as u8, (255.0 * (1.0 + t)) as u8)
-                        };
-                        (c, t.abs() > 0.6)
-                    }
-                    Some(v) if v.is_finite() => {
-                        let t = (v - lo) / span;
-                        let c = ViridisRGB::get_color(t);
-                        (RGBColor(c.0, c.1, c.2), t < 0.6)
-                    }
-                    _ => (RGBColor(210, 210, 210), false),
-                };
-                root.draw(&Rectangle::new(
-                    [(x, y), (x + cw - 2, y + ch - 2)],
-                    fill.filled(),
-                ))
-                .map_err(|e| err(e.to_string()))?;
-                let label = v
-                    .map(|v| {
-                        if diverging {
-                            format!("{v:+.1}")
-                        } else {
-                            format!("{v:.1}")
-                        }
-                    })
-                    .unwrap_or_else(|| "-".into());
-                let fg = if dark { WHITE } else { BLACK };
-                root.draw(&Text::new(label, (x + 14, y + 9), font(13).color(&fg)))
-                    .map_err(|e| err(e.to_string()))?;
-            }
-        }
-        let yl = y0 + dims.len() as i32 * ch + 8;
-        for (li, l) in layers.iter().enumerate() {
-            root.draw(&Text::new(
-                format!("L{l}"),
-                (x0 + li as i32 * cw + 22, yl),
-                font(13),
-            ))
-            .map_err(|e| err(e.to_string()))?;
-        }
-        root.draw(&Text::new(
-            "layers (early exit) ->",
-            (x0, yl + 22),
-            font(13),
-        ))
-        .map_err(|e| err(e.to_string()))?;
-        root.present().map_err(|e| err(e.to_string()))?;
-    }
-    nest_core::fsutil::write_atomic(path, svg.as_bytes())?;
-    Ok(())
 }
 
 /// Tick label on a log2 axis: the power of two at whole exponents, nothing in between.
