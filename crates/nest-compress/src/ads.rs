@@ -1,4 +1,5 @@
-//! Adaptive Dimension Selection (SMEC section 3.3, eq. 6): learnable importance logits over the
+//! Adaptive Dimension Selection (SMEC, arXiv:2510.12474, section 3.3, eq. 6; Gumbel-softmax:
+//! Jang et al. 2017, arXiv:1611.01144): learnable importance logits over the
 //! dims of a representation; in training, `z = softmax((logits + G) / tau)` with Gumbel noise
 //! `G ~ Gumbel(0, 1)` and the top-k dims of `z` kept; at inference, the top-k of the logits.
 //!

@@ -1,7 +1,7 @@
 //! How an adaptor training run is set up: the shared hyper-parameters ([`Options`]), where the
 //! unsupervised pairs come from ([`Neighbours`]) and the engine's configuration
 //! ([`TrainConfig`]). A leaf module, so that the presets ([`crate::method`]), the engine
-//! ([`crate::train`]) and one phase's loss ([`crate::phase`]) share these without importing
+//! ([`crate::train`]) and one phase's loss (`crate::phase`) share these without importing
 //! each other.
 
 /// Hyper-parameters shared by every trained method.

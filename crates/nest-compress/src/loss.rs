@@ -1,4 +1,10 @@
 //! SMEC's losses (section 3-4 of `shared/papers/SMEC.md`).
+//!
+//! Paper: "SMEC: Rethinking Matryoshka Representation Learning for Retrieval Embedding
+//! Compression" (Zhang, Chen, Liu and Zheng, EMNLP 2025, arXiv:2510.12474), eq. 7 (similarity
+//! preservation), eq. 8 (rank loss, from "Search-Adaptor", Yoon et al. 2023, arXiv:2310.08750)
+//! and eq. 9 (their sum); the all-pairs term of "Matryoshka-Adaptor" (Yoon et al. 2024,
+//! arXiv:2407.20243).
 
 use nest_model::pooling::l2_normalize;
 use tch::{Kind, Reduction, Tensor};

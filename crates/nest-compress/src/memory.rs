@@ -1,4 +1,6 @@
-//! S-XBM (SMEC section 3.4): a first-in-first-out memory of *frozen* embeddings across batches.
+//! S-XBM (SMEC, arXiv:2510.12474, section 3.4; after "Cross-Batch Memory for Embedding
+//! Learning", Wang et al. 2020, arXiv:1912.06798): a first-in-first-out memory of *frozen*
+//! embeddings across batches.
 //! Only frozen-backbone vectors are stored (the trainable adaptor is applied when they are
 //! used), so stored features never drift; each batch retrieves, per item, its top-k most similar
 //! stored vectors as extra pairs for the unsupervised loss (eq. 7).

@@ -1,7 +1,7 @@
 //! Nest training engine.
 //!
 //! CLI flags + recipe ([`recipe`]) -> data ([`data`]: readers, mixture, length-aware batches)
-//! -> one encoder forward per column in train mode, all layers ([`trainer::step`]) ->
+//! -> one encoder forward per column in train mode, all layers (`trainer::step`) ->
 //! objective ([`objective`]: one file per method, named loss terms; pure loss functions in
 //! [`losses`]) -> backward -> [`optim::AdamW`] + the schedule -> checkpoint ([`checkpoint`],
 //! atomic, exact resume) -> periodic grid evaluation -> final model in sentence-transformers

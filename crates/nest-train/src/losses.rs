@@ -14,8 +14,10 @@ fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
     logits.log_softmax(-1, logits.kind()).nll_loss(target)
 }
 
-/// MultipleNegativesRanking / InfoNCE with in-batch negatives (van den Oord et al. 2018;
-/// sentence-transformers' `MultipleNegativesRankingLoss`):
+/// MultipleNegativesRanking / InfoNCE with in-batch negatives ("Representation Learning with
+/// Contrastive Predictive Coding", van den Oord et al. 2018, arXiv:1807.03748, eq. 4; "Efficient
+/// Natural Language Response Suggestion for Smart Reply", Henderson et al. 2017,
+/// arXiv:1705.00652; sentence-transformers' `MultipleNegativesRankingLoss`):
 /// `CE(scale * cos(a_i, [p ; n])_j, target i)`, every other positive (and every hard negative)
 /// being a negative for anchor `i`.
 ///
@@ -45,7 +47,8 @@ pub fn mnrl_symmetric(a: &Tensor, p: &Tensor, n: Option<&Tensor>, scale: f64) ->
     (forward + backward) / 2.0
 }
 
-/// Unsupervised SimCSE (Gao et al. 2021, eq. 1): the same sentences encoded twice with
+/// Unsupervised SimCSE ("SimCSE: Simple Contrastive Learning of Sentence Embeddings", Gao et
+/// al. 2021, arXiv:2104.08821, eq. 1): the same sentences encoded twice with
 /// different dropout masks are each other's positives; temperature 0.05 = `scale` 20.
 ///
 /// # Shapes
@@ -54,7 +57,8 @@ pub fn simcse(z1: &Tensor, z2: &Tensor, scale: f64) -> Tensor {
     mnrl(z1, z2, None, scale)
 }
 
-/// CoSENT (Su 2022; sentence-transformers' `CoSENTLoss`):
+/// CoSENT (Su 2022, a blog post without an arXiv id; the loss of "AnglE-optimized Text
+/// Embeddings", Li & Li 2023, arXiv:2309.12871; sentence-transformers' `CoSENTLoss`):
 /// `log(1 + sum_{s_i > s_j} exp(scale * (cos_j - cos_i)))` over pairs of pairs whose gold order
 /// is `s_i > s_j`, given precomputed similarities.
 ///
@@ -84,7 +88,8 @@ pub fn cosent(a: &Tensor, b: &Tensor, gold: &Tensor, scale: f64) -> Tensor {
     cosent_from_sim(&cos, gold, scale)
 }
 
-/// AnglE's angle similarity (Li & Li 2024, section 3.3; sentence-transformers'
+/// AnglE's angle similarity ("AnglE-optimized Text Embeddings", Li & Li, arXiv:2309.12871,
+/// section 3.3; sentence-transformers'
 /// `pairwise_angle_sim`): each vector split in halves as real and imaginary parts, the
 /// normalised complex quotient's components summed, absolute value.
 ///
@@ -109,7 +114,8 @@ pub fn angle_sim(x: &Tensor, y: &Tensor) -> Tensor {
         .abs()
 }
 
-/// AnglE's angle loss: CoSENT over [`angle_sim`] (sentence-transformers' `AnglELoss`).
+/// AnglE's angle loss (arXiv:2309.12871): CoSENT over [`angle_sim`] (sentence-transformers'
+/// `AnglELoss`).
 ///
 /// # Shapes
 /// - `a`, `b`: `[B, d]`; `gold`: `[B]`; returns a scalar
@@ -125,7 +131,8 @@ pub fn mse(x: &Tensor, y: &Tensor) -> Tensor {
 /// Temperature-scaled KL alignment of a student distribution to a teacher's over the embedding
 /// coordinates: `T * KL(softmax(t / T) || softmax(s / T))`, summed over coordinates and divided
 /// by the number of rows (PyTorch's `kl_div(log_softmax(s / T), softmax(t / T),
-/// reduction="batchmean") * T`). This is the reading of 2DMSE eq. (6) that
+/// reduction="batchmean") * T`). This is the reading of 2DMSE eq. (6) ("2D Matryoshka Sentence
+/// Embeddings", arXiv:2402.14776) that
 /// sentence-transformers' `AdaptiveLayerLoss` (T = 0.3) and AnglE's `compute_distillation_loss`
 /// (T = 1) share; the paper leaves the distributions undefined (section 3.3). Gradient flows
 /// into both sides unless the caller detaches the teacher.
@@ -141,7 +148,7 @@ pub fn kl_align(student: &Tensor, teacher: &Tensor, temperature: f64) -> Tensor 
 }
 
 /// AnglE's `compute_distillation_loss` (ESE, Li et al. 2024 "ESE: Espresso Sentence
-/// Embeddings", section 3.2, learn-to-compress): `mse_weight * MSE(x, y) + T * KL(softmax(y / T)
+/// Embeddings", arXiv:2402.14776 later versions, section 3.2, learn-to-compress): `mse_weight * MSE(x, y) + T * KL(softmax(y / T)
 /// || softmax(x / T))` (batchmean), the KL skipped when `T = 0`.
 ///
 /// # Shapes

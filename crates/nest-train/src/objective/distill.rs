@@ -1,6 +1,9 @@
 //! Teacher -> student distillation on cached teacher vectors (`IBKD.md` section 3.1 and
 //! stage 1 of section 3.3; the baselines of section 4.2).
 //!
+//! Paper: "Text Representation Distillation via Information Bottleneck Principle" (Zhang, Long,
+//! Li and Xie, EMNLP 2023, arXiv:2311.05472), eq. 3-5 (InfoNCE towards the teacher).
+//!
 //! - `loss = "infonce"`: eq. 3-5, InfoNCE between the student mapped into the teacher's space
 //!   by a learnable `W` and the teacher, other texts of the batch as negatives. As the authors'
 //!   code (`Alibaba-NLP/IBKD`, `simcse/models_unsup.py`) does, `W` is a linear layer (with bias)

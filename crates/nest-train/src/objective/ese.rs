@@ -1,5 +1,10 @@
 //! ESE / Espresso Sentence Embeddings (Li et al. 2024), the successor of 2DMSE, as AnglE's
 //! `AngleESETrainer` trains it.
+//!
+//! Paper: "ESE: Espresso Sentence Embeddings" (Li, Li, Li, Xie and Li, ICLR 2025; the later
+//! versions of arXiv:2402.14776), section 3.1 (learn-to-express: every layer's embedding
+//! trained) and section 3.2 (learn-to-compress: the first `k` dims distilled towards the PCA of
+//! the full embedding, [`crate::losses::distill`]).
 
 use serde::{Deserialize, Serialize};
 

@@ -2,6 +2,10 @@
 //! S)` between the input's representation `X` and the student's sentence vector `S`, minimised
 //! so that `S` keeps as little of the raw input as the task allows.
 //!
+//! Paper: "Text Representation Distillation via Information Bottleneck Principle" (Zhang, Long,
+//! Li and Xie, EMNLP 2023, arXiv:2311.05472), eq. 6-7; HSIC itself: Gretton et al. 2005,
+//! "Measuring Statistical Dependence with Hilbert-Schmidt Norms" (ALT 2005, no arXiv id).
+//!
 //! `X` is left open by the paper. Nest follows the authors' code (`Alibaba-NLP/IBKD`,
 //! `simcse/models_unsup.py`: `pooler_type='avg_first'` with `layer = 0`): the mean-pooled
 //! output of the student's embedding layer (hidden state 0), with gradient, as there. `S` is the

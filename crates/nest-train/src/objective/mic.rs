@@ -2,6 +2,10 @@
 //! 2, Appendix B-D): Soft Collapse Regularization (SCR) and Spectral Isotropy Regularization
 //! (SIR) on intermediate layers.
 //!
+//! Paper: "MIC: Maximizing Informational Capacity in Adaptive Representations via Isotropic
+//! Subspace Alignment" (Dang, Nguyen and Pham 2026, arXiv:2605.29987), section 2.1 (SCR), 2.2
+//! (SIR) and 2.3 (`L_align`, the sum the objective returns).
+//!
 //! The component returns `L_align` (section 2.3) split into its SCR and SIR parts; the paper's
 //! `L_MRL + gamma * L_align` is a recipe with an `mrl` component next to this one with weight
 //! `gamma` (`recipes/mic.toml`, gamma = 0.6 as Table 4). Every term comes from the one forward

@@ -1,5 +1,5 @@
 //! Objectives: what a batch's encoder outputs are scored by. An [`Objective`] sees one forward
-//! pass of every column (all layers' hidden states, optionally each layer's [CLS] attention
+//! pass of every column (all layers' hidden states, optionally each layer's \[CLS\] attention
 //! row), a [`StepContext`] for reproducible sampling, and its own trainable parameters
 //! (registered at build time in a store the trainer optimises and checkpoints, never exported).
 //! It returns **named loss terms**; composing methods is summing their terms ([`Composite`]).
@@ -46,7 +46,7 @@ pub struct Column {
     pub pooling: Pooling,
     /// The model's Dense modules (IBKD's projection, section 3.4), applied after pooling.
     pub head: Head,
-    /// Index `l - 1` = layer `l`'s [CLS]-row attention probabilities, when the objective asked
+    /// Index `l - 1` = layer `l`'s \[CLS\]-row attention probabilities, when the objective asked
     /// for them ([`Objective::attention`]); empty otherwise.
     pub cls_attention: Vec<Tensor>,
     /// Sentence vectors pooled before the objective ran (GradCache chunks, or gathered from
@@ -156,7 +156,7 @@ pub trait Objective {
     fn trained_dims(&self) -> Vec<usize>;
     /// Exit layers this objective trains.
     fn trained_layers(&self, num_layers: usize) -> Vec<usize>;
-    /// Whether the forward pass must also return [CLS]-row attention probabilities.
+    /// Whether the forward pass must also return \[CLS\]-row attention probabilities.
     fn attention(&self) -> ClsAttention {
         ClsAttention::None
     }

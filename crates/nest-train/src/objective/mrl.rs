@@ -1,4 +1,7 @@
 //! Matryoshka Representation Learning at the last layer.
+//!
+//! Paper: "Matryoshka Representation Learning" (Kusupati et al. 2022, arXiv:2205.13147),
+//! section 3: the task loss summed over the nested prefix dims, each weighted `c_m`.
 
 use serde::{Deserialize, Serialize};
 

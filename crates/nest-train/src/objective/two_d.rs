@@ -1,4 +1,8 @@
 //! 2DMSE: Two-dimensional Matryoshka Sentence Embeddings (Li et al. 2024, `2DMSE.md`).
+//!
+//! Paper: "2D Matryoshka Sentence Embeddings" (Li, Li, Li, Xie and Li 2024, arXiv:2402.14776
+//! v1), eq. 2-5 (the last layer at full and sampled dims, a sampled shallow layer at both),
+//! eq. 6 (KL alignment of the shallow layer to the last) and eq. 7 (the weighted sum).
 
 use rand::seq::index::sample;
 use serde::{Deserialize, Serialize};

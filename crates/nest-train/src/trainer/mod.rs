@@ -44,8 +44,8 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
 /// [`train`] with an objective of the caller's (e.g. one with parameters of its own).
 ///
 /// The phases, in order: join the process group (a bad launch fails before any model is
-/// loaded), claim the run directory, [`Run::prepare`] (model, objective, data, plan), resume
-/// from the newest checkpoint if asked, [`Run::steps`], then [`Run::finish`] (final
+/// loaded), claim the run directory, `Run::prepare` (model, objective, data, plan), resume
+/// from the newest checkpoint if asked, `Run::steps`, then `Run::finish` (final
 /// checkpoint, evaluation, export).
 pub fn train_with(
     r: &Recipe,

@@ -1,6 +1,10 @@
 //! MIPIC: Matryoshka learning via Self-Distilled Intra-Relational Alignment (SIA) and
 //! Progressive Information Chaining (PIC) (`MIPIC.md`, section 3, Appendix A.5).
 //!
+//! Paper: "MIPIC: Matryoshka Representation Learning via Self-Distilled Intra-Relational and
+//! Progressive Information Chaining" (Huy, Vu, Truong et al. 2026, arXiv:2604.24374), eq. 4-13
+//! (SIA), eq. 14-17 (PIC) and eq. 18 (the sum).
+//!
 //! The component returns the SIA and PIC terms; eq. 18's
 //! `alpha * L_MRL + (1 - alpha) * (L_SIA + L_PIC)` is a recipe with an `mrl` component of weight `alpha` next to this one with
 //! weight `1 - alpha` (`recipes/mipic.toml`, alpha = 0.4 as Table 7). Every term comes from the
@@ -63,7 +67,7 @@ pub struct MipicConfig {
     /// The floor of `k_i` (Appendix A.5: 8).
     #[serde(default = "eight")]
     pub min_k: usize,
-    /// `tau` of the [CLS]-attention softmax (eq. 4-5). The paper gives no value for it (Table
+    /// `tau` of the \[CLS\]-attention softmax (eq. 4-5). The paper gives no value for it (Table
     /// 7's 0.05 is SimCSE's); 1 keeps the `1/sqrt(D)`-scaled scores as they are.
     #[serde(default = "one")]
     pub attention_temperature: f64,
@@ -107,7 +111,7 @@ pub struct Mipic {
 
 impl Mipic {
     /// Registers `P_i` (initialised to `[I | 0]`, so that the student's scores start as the
-    /// prefix's own [CLS] scores; the paper leaves the start open) and `phi_i` (PyTorch's
+    /// prefix's own \[CLS\] scores; the paper leaves the start open) and `phi_i` (PyTorch's
     /// default `Linear` start) under `params`. `dims` must be increasing and end at `hidden`.
     pub fn new(
         config: MipicConfig,
@@ -235,7 +239,7 @@ impl Mipic {
     }
 
     /// `L_PIC` (eq. 17): the chain over consecutive checkpoints, on the model's own pooling
-    /// (the paper pools [CLS]; all-MiniLM-L6-v2 was trained with mean pooling).
+    /// (the paper pools \[CLS\]; all-MiniLM-L6-v2 was trained with mean pooling).
     fn pic(&self, out: &BatchOutput) -> Tensor {
         let col = &out.columns[0];
         let z: Vec<Tensor> = self

@@ -1,5 +1,7 @@
-//! MIPIC's terms as pure tensor functions (`MIPIC.md` eq. 4-17, Appendix A.5): the [CLS]
+//! MIPIC's terms as pure tensor functions (`MIPIC.md` eq. 4-17, Appendix A.5): the \[CLS\]
 //! scores, the attention KL, top-k linear CKA, one link of the PIC chain, and the schedules.
+//! Paper: arXiv:2604.24374 (see the module above); linear CKA: Kornblith et al. 2019,
+//! "Similarity of Neural Network Representations Revisited", arXiv:1905.00414.
 
 use tch::{Kind, Tensor};
 
@@ -25,11 +27,11 @@ pub fn top_k(gamma: f64, m: usize, min_k: usize) -> usize {
     ((gamma * m as f64).ceil() as usize).max(min_k).min(m)
 }
 
-/// The [CLS]-query scores of eq. 4 and 5 and the tokens they range over.
+/// The \[CLS\]-query scores of eq. 4 and 5 and the tokens they range over.
 ///
 /// # Shapes
 /// - `h`: `[B, m, D]` one layer's token states; `mask`: `[B, m]` (1 = token)
-/// - returns the candidate mask `[B, m]` (real tokens other than [CLS] itself, bool) and the
+/// - returns the candidate mask `[B, m]` (real tokens other than \[CLS\] itself, bool) and the
 ///   teacher scores `s^(D) = h_CLS . h_j / sqrt(D)` `[B, m]` (computed on detached states)
 pub fn teacher_scores(h: &Tensor, mask: &Tensor) -> (Tensor, Tensor) {
     let dd = h.size()[2] as f64;
@@ -149,7 +151,7 @@ pub fn topk_cka(
 
 /// One link of the chain (eq. 16): InfoNCE between `phi_i(z_i)` and `z_{i+1}` with in-batch
 /// negatives and cosine similarity over `tau`. Whether `z_{i+1}` is detached is the caller's
-/// choice ([`MipicConfig::pic_detach_target`]).
+/// choice ([`super::MipicConfig::pic_detach_target`]).
 ///
 /// # Shapes
 /// - `projected`: `[B, d_{i+1}]` = `phi_i(z_i)`; `next`: `[B, d_{i+1}]`; returns a scalar
