@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 S=${1:-60}
 D=${NEST_DATA:-../shared/datasets}
 command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz
+# cargo fuzz sets RUSTFLAGS, which replaces .cargo/config.toml's rpath: the targets that link
+# libtorch find it here
+export LD_LIBRARY_PATH="$PWD/.deps/py/torch/lib:$PWD/.deps/py/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 C=fuzz/corpus
 mkdir -p $C/tsv $C/jsonl $C/beir $C/recipe $C/model_config $C/matrix
 cp recipes/*.toml $C/recipe/
