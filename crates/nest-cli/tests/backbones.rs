@@ -129,6 +129,13 @@ fn trains_and_exports(arch: &str) {
         "--out",
         &s(&slim),
     ]);
+    // the slim model holds only the kept layers' weights
+    let size = |p: &Path| {
+        std::fs::metadata(p.join("model.safetensors"))
+            .unwrap()
+            .len()
+    };
+    assert!(size(&slim) < size(&final_), "{arch}: slim kept every layer");
     let out = d.path().join("slim.jsonl");
     ok(&[
         "encode",

@@ -52,17 +52,34 @@ pub fn slim(enc: &ElasticEncoder, dest: &Path, layers: usize, dim: Option<usize>
     write(enc, dest, &meta, Some(layers))
 }
 
-/// Whether a weight name belongs to an encoder layer at or beyond `keep`.
+/// Whether a weight name belongs to an encoder layer at or beyond `keep`: `encoder.layer.<i>.`
+/// (BERT, MPNet, XLM-RoBERTa) or `layers.<i>.` (ModernBERT, Qwen3, Gemma 3).
 fn dropped(name: &str, keep: usize) -> bool {
-    name.split_once("encoder.layer.")
-        .and_then(|(_, rest)| rest.split('.').next()?.parse::<usize>().ok())
-        .is_some_and(|i| i >= keep)
+    let parts: Vec<&str> = name.split('.').collect();
+    parts.windows(2).any(|w| {
+        matches!(w[0], "layer" | "layers") && w[1].parse::<usize>().is_ok_and(|i| i >= keep)
+    })
 }
 
-// long: the sentence-transformers layout written file by file into one temporary folder that
-// is renamed into place at the end (atomic); each step is a few lines.
+/// `io::Error` at `p` as this crate's error.
+fn io(p: &Path, e: std::io::Error) -> Error {
+    nest_core::Error::io(p, e).into()
+}
+
+/// Writes `v` as pretty JSON to `dir/rel` (atomically).
+fn write_json(dir: &Path, rel: &str, v: &serde_json::Value) -> Result<()> {
+    let p = dir.join(rel);
+    let text = serde_json::to_string_pretty(v).map_err(|e| Error::Run {
+        path: p.clone(),
+        message: e.to_string(),
+    })?;
+    nest_core::fsutil::write_atomic(&p, text.as_bytes())?;
+    Ok(())
+}
+
+/// The sentence-transformers layout written file by file into one temporary folder that is
+/// renamed into place at the end (atomic).
 fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>) -> Result<()> {
-    let io = |p: &Path, e: std::io::Error| -> Error { nest_core::Error::io(p, e).into() };
     let parent = dest.parent().unwrap_or(Path::new("."));
     let name = dest
         .file_name()
@@ -77,8 +94,39 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
             std::fs::copy(&src, tmp.join(f)).map_err(|e| io(&src, e))?;
         }
     }
-    // the trained variables, plus what the original file holds beyond them (BERT's pooler,
-    // position_ids) so that transformers loads the model without "newly initialized" weights
+    // each Dense module goes to its own folder, as sentence-transformers keeps it
+    let (head, mut named): (Vec<_>, Vec<_>) = weights(enc, keep)
+        .into_iter()
+        .partition(|(n, _)| nest_model::dense::module_of(n).is_some());
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    tch::Tensor::write_safetensors(&named, tmp.join("model.safetensors"))?;
+    if let Some(k) = keep {
+        slim_config(&tmp, k)?;
+    }
+    write_json(
+        &tmp,
+        "sentence_bert_config.json",
+        &json!({"max_seq_length": enc.tokenizer.max_length(), "do_lower_case": false}),
+    )?;
+    let modules = write_modules(enc, &tmp, &head)?;
+    write_json(&tmp, "modules.json", &json!(modules))?;
+    write_json(&tmp, "1_Pooling/config.json", &pooling_config(enc))?;
+    let meta = serde_json::to_value(meta).map_err(|e| Error::Run {
+        path: tmp.clone(),
+        message: e.to_string(),
+    })?;
+    write_json(&tmp, "nest.json", &meta)?;
+    if dest.exists() {
+        std::fs::remove_dir_all(dest).map_err(|e| io(dest, e))?;
+    }
+    std::fs::rename(&tmp, dest).map_err(|e| io(dest, e))?;
+    Ok(())
+}
+
+/// The trained variables, plus what the original file holds beyond them (BERT's pooler,
+/// position_ids) so that transformers loads the model without "newly initialized" weights;
+/// without the layers at or beyond `keep`.
+fn weights(enc: &ElasticEncoder, keep: Option<usize>) -> Vec<(String, tch::Tensor)> {
     let mut named: Vec<(String, tch::Tensor)> = enc.vs.variables().into_iter().collect();
     let known: std::collections::HashSet<String> = named.iter().map(|n| n.0.clone()).collect();
     if let Ok(orig) = tch::Tensor::read_safetensors(&enc.files.weights) {
@@ -96,46 +144,39 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
     if let Some(k) = keep {
         named.retain(|(n, _)| !dropped(n, k));
     }
-    // each Dense module goes to its own folder, as sentence-transformers keeps it
-    let (head, mut named): (Vec<_>, Vec<_>) = named
-        .into_iter()
-        .partition(|(n, _)| nest_model::dense::module_of(n).is_some());
-    named.sort_by(|a, b| a.0.cmp(&b.0));
-    tch::Tensor::write_safetensors(&named, tmp.join("model.safetensors"))?;
-    let write_json = |rel: &str, v: serde_json::Value| -> Result<()> {
-        let p = tmp.join(rel);
-        let text = serde_json::to_string_pretty(&v).map_err(|e| Error::Run {
-            path: p.clone(),
-            message: e.to_string(),
-        })?;
-        nest_core::fsutil::write_atomic(&p, text.as_bytes())?;
-        Ok(())
-    };
-    if let Some(k) = keep {
-        let p = tmp.join("config.json");
-        let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
-        let mut cfg: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Run {
-            path: p.clone(),
-            message: e.to_string(),
-        })?;
-        cfg["num_hidden_layers"] = json!(k);
-        // ModernBERT / Qwen3 / Gemma 3 list one attention type per layer
-        if let Some(types) = cfg.get_mut("layer_types").and_then(|t| t.as_array_mut()) {
-            types.truncate(k);
-        }
-        write_json("config.json", cfg)?;
+    named
+}
+
+/// `config.json` of a model cut to `k` layers.
+fn slim_config(dir: &Path, k: usize) -> Result<()> {
+    let p = dir.join("config.json");
+    let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
+    let mut cfg: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Run {
+        path: p.clone(),
+        message: e.to_string(),
+    })?;
+    cfg["num_hidden_layers"] = json!(k);
+    // ModernBERT / Qwen3 / Gemma 3 list one attention type per layer
+    if let Some(types) = cfg.get_mut("layer_types").and_then(|t| t.as_array_mut()) {
+        types.truncate(k);
     }
-    write_json(
-        "sentence_bert_config.json",
-        json!({"max_seq_length": enc.tokenizer.max_length(), "do_lower_case": false}),
-    )?;
+    write_json(dir, "config.json", &cfg)
+}
+
+/// The Dense folders (each module's weights, `head` holding them under the encoder's names)
+/// and the `modules.json` entries of the pipeline.
+fn write_modules(
+    enc: &ElasticEncoder,
+    dir: &Path,
+    head: &[(String, tch::Tensor)],
+) -> Result<Vec<serde_json::Value>> {
     let mut modules = vec![
         json!({"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}),
         json!({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}),
     ];
     for (k, d) in enc.head.modules().iter().enumerate() {
         let folder = format!("{}_Dense", modules.len());
-        std::fs::create_dir_all(tmp.join(&folder)).map_err(|e| io(&tmp, e))?;
+        std::fs::create_dir_all(dir.join(&folder)).map_err(|e| io(dir, e))?;
         let mut own: Vec<(String, tch::Tensor)> = head
             .iter()
             .filter_map(|(n, t)| match nest_model::dense::module_of(n) {
@@ -144,12 +185,12 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
             })
             .collect();
         own.sort_by(|a, b| a.0.cmp(&b.0));
-        tch::Tensor::write_safetensors(&own, tmp.join(&folder).join("model.safetensors"))?;
+        tch::Tensor::write_safetensors(&own, dir.join(&folder).join("model.safetensors"))?;
         let config = serde_json::to_value(&d.config).map_err(|e| Error::Run {
-            path: tmp.join(&folder),
+            path: dir.join(&folder),
             message: e.to_string(),
         })?;
-        write_json(&format!("{folder}/config.json"), config)?;
+        write_json(dir, &format!("{folder}/config.json"), &config)?;
         let i = modules.len();
         modules.push(json!({"idx": i, "name": i.to_string(), "path": folder, "type": "sentence_transformers.models.Dense"}));
     }
@@ -157,31 +198,40 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
         let i = modules.len();
         modules.push(json!({"idx": i, "name": i.to_string(), "path": format!("{i}_Normalize"), "type": "sentence_transformers.models.Normalize"}));
     }
-    write_json("modules.json", json!(modules))?;
+    Ok(modules)
+}
+
+/// `1_Pooling/config.json` of the model's pooling.
+fn pooling_config(enc: &ElasticEncoder) -> serde_json::Value {
     let p = enc.pooling;
     use nest_model::Pooling::*;
-    write_json(
-        "1_Pooling/config.json",
-        json!({
-            "word_embedding_dimension": enc.hidden_size(),
-            "pooling_mode_cls_token": p == Cls,
-            "pooling_mode_mean_tokens": p == Mean,
-            "pooling_mode_max_tokens": p == Max,
-            "pooling_mode_mean_sqrt_len_tokens": p == MeanSqrtLen,
-            "pooling_mode_lasttoken": p == LastToken,
-            "include_prompt": enc.include_prompt,
-        }),
-    )?;
-    write_json(
-        "nest.json",
-        serde_json::to_value(meta).map_err(|e| Error::Run {
-            path: tmp.clone(),
-            message: e.to_string(),
-        })?,
-    )?;
-    if dest.exists() {
-        std::fs::remove_dir_all(dest).map_err(|e| io(dest, e))?;
+    json!({
+        "word_embedding_dimension": enc.hidden_size(),
+        "pooling_mode_cls_token": p == Cls,
+        "pooling_mode_mean_tokens": p == Mean,
+        "pooling_mode_max_tokens": p == Max,
+        "pooling_mode_mean_sqrt_len_tokens": p == MeanSqrtLen,
+        "pooling_mode_lasttoken": p == LastToken,
+        "include_prompt": enc.include_prompt,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dropped;
+
+    #[test]
+    fn slim_drops_the_layers_of_every_architecture() {
+        for (name, gone) in [
+            ("encoder.layer.2.attention.self.query.weight", true),
+            ("encoder.layer.1.output.dense.bias", false),
+            ("layers.3.mlp.down_proj.weight", true),
+            ("layers.0.attn.Wqkv.weight", false),
+            ("embeddings.LayerNorm.weight", false),
+            ("norm.weight", false),
+            ("dense.linear.weight", false),
+        ] {
+            assert_eq!(dropped(name, 2), gone, "{name}");
+        }
     }
-    std::fs::rename(&tmp, dest).map_err(|e| io(dest, e))?;
-    Ok(())
 }
