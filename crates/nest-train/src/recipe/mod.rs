@@ -222,10 +222,8 @@ impl Recipe {
     }
 
     /// Value checks that need no model (the dims are checked against the model later).
-    pub fn validate(&self) -> std::result::Result<(), String> {
-        if self.dtype == nest_model::DtypeChoice::Fixed(nest_model::Dtype::Int8) {
-            return Err("dtype: int8 is for inference only; train in float32, bf16 or auto".into());
-        }
+    /// The data sources: at least one, positive weights, formats the loss can read.
+    fn validate_data(&self) -> std::result::Result<(), String> {
         if self.data.is_empty() {
             return Err("data: at least one data source is needed".into());
         }
@@ -250,6 +248,28 @@ impl Recipe {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// `eval_layers` / `eval_dims` parse (their ranges need the model: checked after loading).
+    fn validate_eval_grid(&self) -> std::result::Result<(), String> {
+        if !self.eval_layers.is_empty() {
+            nest_core::parse_layers(&self.eval_layers)
+                .map_err(|e| e.with_key("eval_layers").to_string())?;
+        }
+        if !self.eval_dims.is_empty() {
+            nest_core::parse_dims(&self.eval_dims)
+                .map_err(|e| e.with_key("eval_dims").to_string())?;
+        }
+        Ok(())
+    }
+
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.dtype == nest_model::DtypeChoice::Fixed(nest_model::Dtype::Int8) {
+            return Err("dtype: int8 is for inference only; train in float32, bf16 or auto".into());
+        }
+        self.validate_data()?;
+        self.validate_eval_grid()?;
         if self.matryoshka_dims.windows(2).any(|w| w[0] >= w[1])
             || self.matryoshka_dims.contains(&0)
         {

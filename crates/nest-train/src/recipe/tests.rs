@@ -199,3 +199,19 @@ fn data_a_script_makes_names_the_script_when_missing_and_stays_out_of_the_identi
         "{e}"
     );
 }
+
+#[test]
+fn a_bad_eval_grid_fails_at_load_naming_the_key() {
+    let (_d, p) = write(BASE);
+    for (flag, key) in [
+        ("--eval-dims", "eval_dims"),
+        ("--eval-layers", "eval_layers"),
+    ] {
+        let e = Recipe::load(Some(&p), &[flag.into(), "16,abc".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key) && e.contains("abc"), "{e}");
+    }
+    // well-formed values pass; their ranges are checked against the model later
+    Recipe::load(Some(&p), &["--eval-dims".into(), "16,4096".into()]).unwrap();
+}
