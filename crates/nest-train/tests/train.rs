@@ -54,6 +54,10 @@ fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
 }
 
 fn recipe(model: &Path, data: &Path, extra: &[&str]) -> Recipe {
+    Recipe::load(None, &recipe_flags(model, data, extra)).unwrap()
+}
+
+fn recipe_flags(model: &Path, data: &Path, extra: &[&str]) -> Vec<String> {
     let mut flags: Vec<String> = vec![
         "--model".into(),
         model.display().to_string(),
@@ -75,7 +79,7 @@ fn recipe(model: &Path, data: &Path, extra: &[&str]) -> Recipe {
         "10".into(),
     ];
     flags.extend(extra.iter().map(|s| s.to_string()));
-    Recipe::load(None, &flags).unwrap()
+    flags
 }
 
 fn opts(run: &Path) -> TrainOptions {
@@ -599,7 +603,6 @@ fn bad_eval_grids_name_the_recipe_key() {
     for (flag, value, key, needle) in [
         ("--eval-dims", "16,64", "eval_dims", "64"),
         ("--eval-layers", "1-3", "eval_layers", "layer 3"),
-        ("--eval-dims", "16,x", "eval_dims", "'x'"),
     ] {
         let r = recipe(&model, &data, &[flag, value]);
         let run = d.path().join(format!("{key}-{value}"));
@@ -607,6 +610,10 @@ fn bad_eval_grids_name_the_recipe_key() {
         assert!(e.contains(key) && e.contains(needle), "{flag} {value}: {e}");
         assert!(!e.contains("--dim"), "{e}");
     }
+    // a malformed value fails when the recipe loads, before any model
+    let flags = recipe_flags(&model, &data, &["--eval-dims", "16,x"]);
+    let e = Recipe::load(None, &flags).unwrap_err().to_string();
+    assert!(e.contains("eval_dims") && e.contains("'x'"), "{e}");
 }
 
 /// Training prompts (issue 22): a data source's `prompts` are prepended to its texts and, with
