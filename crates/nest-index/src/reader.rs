@@ -111,84 +111,106 @@ pub enum Rows<'a> {
     Binary(&'a [u8]),
 }
 
+/// Reads `dir/index.json` and checks its format and version.
+fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let mpath = dir.join(MANIFEST);
+    let text = std::fs::read_to_string(&mpath).map_err(|e| Error::io(&mpath, e))?;
+    let manifest: Manifest = serde_json::from_str(&text)
+        .map_err(|e| Error::corrupt(&mpath, format!("not a Nest index manifest: {e}")))?;
+    if manifest.format != FORMAT || manifest.version != VERSION {
+        return Err(Error::corrupt(
+            &mpath,
+            format!(
+                "format '{}' version {}, expected '{FORMAT}' version {VERSION}",
+                manifest.format, manifest.version
+            ),
+        ));
+    }
+    Ok(manifest)
+}
+
+/// Maps and checks every level's rows (and an int8 level's scales).
+fn map_levels(dir: &Path, manifest: &Manifest) -> Result<BTreeMap<Level, LevelData>> {
+    let mpath = dir.join(MANIFEST);
+    let n = manifest.count as u64;
+    let mut levels = BTreeMap::new();
+    for lf in &manifest.levels {
+        let level = lf.level();
+        if level.dim == 0 || level.dim > manifest.full_dim {
+            return Err(Error::corrupt(
+                &mpath,
+                format!("level {level} is out of range"),
+            ));
+        }
+        let data = map_checked(dir, &lf.data, n * level.row_bytes() as u64)?;
+        let scales = match (level.precision, &lf.scales) {
+            (Precision::Int8, Some(s)) => Some(map_checked(dir, s, n * 4)?),
+            (Precision::Int8, None) => {
+                return Err(Error::corrupt(
+                    &mpath,
+                    format!("level {level} has no scale file"),
+                ))
+            }
+            _ => None,
+        };
+        levels.insert(level, LevelData { data, scales });
+    }
+    Ok(levels)
+}
+
+/// Maps and checks the ids file: UTF-8, one id per vector.
+fn read_ids(dir: &Path, manifest: &Manifest) -> Result<Vec<String>> {
+    let ids_map = map_checked(dir, &manifest.ids, manifest.ids.bytes)?;
+    let ids_path = dir.join(&manifest.ids.name);
+    let ids_text = std::str::from_utf8(ids_map.bytes())
+        .map_err(|e| Error::corrupt(&ids_path, format!("not UTF-8: {e}")))?;
+    let ids: Vec<String> = ids_text.lines().map(str::to_string).collect();
+    if ids.len() != manifest.count {
+        return Err(Error::corrupt(
+            &ids_path,
+            format!("{} ids for {} vectors", ids.len(), manifest.count),
+        ));
+    }
+    Ok(ids)
+}
+
+/// Maps and checks the payload file, if any, with the byte offset of each of its lines.
+fn map_payload(dir: &Path, manifest: &Manifest) -> Result<Option<(Mapped, Vec<usize>)>> {
+    let Some(p) = &manifest.payload else {
+        return Ok(None);
+    };
+    let m = map_checked(dir, p, p.bytes)?;
+    let mut starts = vec![0usize];
+    starts.extend(
+        m.bytes()
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'\n')
+            .map(|(i, _)| i + 1),
+    );
+    if starts.len() != manifest.count + 1 {
+        return Err(Error::corrupt(
+            dir.join(&p.name),
+            format!(
+                "{} payload lines for {} vectors",
+                starts.len() - 1,
+                manifest.count
+            ),
+        ));
+    }
+    Ok(Some((m, starts)))
+}
+
 impl Index {
     /// Opens and verifies the index in `dir`.
     pub fn open(dir: &Path) -> Result<Self> {
         if !cfg!(target_endian = "little") {
             return Err(Error::invalid("platform", "Nest indexes are little-endian"));
         }
-        let mpath = dir.join(MANIFEST);
-        let text = std::fs::read_to_string(&mpath).map_err(|e| Error::io(&mpath, e))?;
-        let manifest: Manifest = serde_json::from_str(&text)
-            .map_err(|e| Error::corrupt(&mpath, format!("not a Nest index manifest: {e}")))?;
-        if manifest.format != FORMAT || manifest.version != VERSION {
-            return Err(Error::corrupt(
-                &mpath,
-                format!(
-                    "format '{}' version {}, expected '{FORMAT}' version {VERSION}",
-                    manifest.format, manifest.version
-                ),
-            ));
-        }
-        let n = manifest.count as u64;
-        let mut levels = BTreeMap::new();
-        for lf in &manifest.levels {
-            let level = lf.level();
-            if level.dim == 0 || level.dim > manifest.full_dim {
-                return Err(Error::corrupt(
-                    &mpath,
-                    format!("level {level} is out of range"),
-                ));
-            }
-            let data = map_checked(dir, &lf.data, n * level.row_bytes() as u64)?;
-            let scales = match (level.precision, &lf.scales) {
-                (Precision::Int8, Some(s)) => Some(map_checked(dir, s, n * 4)?),
-                (Precision::Int8, None) => {
-                    return Err(Error::corrupt(
-                        &mpath,
-                        format!("level {level} has no scale file"),
-                    ))
-                }
-                _ => None,
-            };
-            levels.insert(level, LevelData { data, scales });
-        }
-        let ids_map = map_checked(dir, &manifest.ids, manifest.ids.bytes)?;
-        let ids_path = dir.join(&manifest.ids.name);
-        let ids_text = std::str::from_utf8(ids_map.bytes())
-            .map_err(|e| Error::corrupt(&ids_path, format!("not UTF-8: {e}")))?;
-        let ids: Vec<String> = ids_text.lines().map(str::to_string).collect();
-        if ids.len() != manifest.count {
-            return Err(Error::corrupt(
-                &ids_path,
-                format!("{} ids for {} vectors", ids.len(), manifest.count),
-            ));
-        }
-        let payload = match &manifest.payload {
-            Some(p) => {
-                let m = map_checked(dir, p, p.bytes)?;
-                let mut starts = vec![0usize];
-                starts.extend(
-                    m.bytes()
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, &b)| b == b'\n')
-                        .map(|(i, _)| i + 1),
-                );
-                if starts.len() != manifest.count + 1 {
-                    return Err(Error::corrupt(
-                        dir.join(&p.name),
-                        format!(
-                            "{} payload lines for {} vectors",
-                            starts.len() - 1,
-                            manifest.count
-                        ),
-                    ));
-                }
-                Some((m, starts))
-            }
-            None => None,
-        };
+        let manifest = read_manifest(dir)?;
+        let levels = map_levels(dir, &manifest)?;
+        let ids = read_ids(dir, &manifest)?;
+        let payload = map_payload(dir, &manifest)?;
         Ok(Index {
             dir: dir.to_path_buf(),
             manifest,
