@@ -17,6 +17,8 @@ pub use crate::run_info::{Costs, ModelInfo};
 use crate::tasks::TaskKind;
 use crate::{Error, Result};
 
+mod markdown;
+
 /// One (layer, dim, precision) point of one task.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cell {
@@ -135,128 +137,6 @@ impl Report {
             }
         }
         Ok(out)
-    }
-
-    /// The Markdown report.
-    pub fn markdown(&self) -> String {
-        let mut s = String::new();
-        let m = &self.model;
-        let _ = writeln!(s, "# Nest evaluation report\n");
-        let _ = writeln!(
-            s,
-            "Model `{}` ({}, {} layers x {} dims, {} pooling, max {} tokens). Command: `{}`. Time: {:.1} s. All metrics x100.\n",
-            m.path, m.architecture, m.num_layers, m.hidden_size, m.pooling, m.max_seq_length, self.command, self.seconds
-        );
-        if !self.costs.latency_ms.is_empty() {
-            let _ = writeln!(s, "## Cost\n");
-            let _ = writeln!(
-                s,
-                "Encode latency (ms per text, batch {}, {} texts, {} threads); bytes per vector = dim x 4 (float32), dim (int8), dim/8 (binary).\n",
-                self.costs.latency_batch, self.costs.latency_texts, self.costs.libtorch_threads
-            );
-            let _ = writeln!(s, "| layer | ms / text |\n|---:|---:|");
-            for (l, v) in &self.costs.latency_ms {
-                let _ = writeln!(s, "| {l} | {v:.3} |");
-            }
-            s.push('\n');
-        }
-        self.family_averages(&mut s);
-        for t in &self.tasks {
-            let _ = writeln!(
-                s,
-                "## {} ({}, main metric {}, n = {})\n",
-                t.task,
-                t.kind.name(),
-                t.main_metric,
-                t.n_examples
-            );
-            for f in &t.files {
-                let _ = writeln!(s, "- `{}` sha256 `{}`", f.path, f.sha256);
-            }
-            for w in &t.warnings {
-                let _ = writeln!(s, "- warning: {w}");
-            }
-            s.push('\n');
-            for &p in &self.precisions {
-                let _ = writeln!(
-                    s,
-                    "{} {} (rows = dims, columns = layers):\n",
-                    t.main_metric,
-                    p.name()
-                );
-                s.push_str(&table(t, p, &self.layers, &self.dims));
-                s.push('\n');
-            }
-            if let Some(c) = t.cells.iter().find(|c| {
-                c.layer == *self.layers.last().unwrap_or(&0)
-                    && c.dim == *self.dims.last().unwrap_or(&0)
-                    && c.precision == Precision::Float32
-            }) {
-                let all: Vec<String> = c
-                    .metrics
-                    .iter()
-                    .map(|(k, v)| format!("{k} {v:.2}"))
-                    .collect();
-                let _ = writeln!(
-                    s,
-                    "All metrics at layer {}, dim {}, float32: {}.\n",
-                    c.layer,
-                    c.dim,
-                    all.join(", ")
-                );
-            }
-            if let Ok(points) = self.points(&t.task) {
-                let front = pareto_front(&points);
-                if !front.is_empty() {
-                    let _ = writeln!(
-                        s,
-                        "Pareto front (no other cell is as fast, as small and better):\n"
-                    );
-                    let _ = writeln!(s, "| layer | dim | precision | {} | ms/text | bytes |\n|---:|---:|---|---:|---:|---:|", t.main_metric);
-                    for p in front {
-                        let _ = writeln!(
-                            s,
-                            "| {} | {} | {} | {:.2} | {:.3} | {} |",
-                            p.layer,
-                            p.dim,
-                            p.precision.name(),
-                            p.quality,
-                            p.latency_ms,
-                            p.bytes
-                        );
-                    }
-                    s.push('\n');
-                }
-            }
-        }
-        s
-    }
-
-    /// The mean main metric over a family's tasks per cell (e.g. the papers' STS average over
-    /// STS12-16, STS-B and SICK-R), where the report has two tasks of the family or more.
-    fn family_averages(&self, s: &mut String) {
-        for kind in [TaskKind::Sts, TaskKind::Cls, TaskKind::Pair] {
-            let members: Vec<&TaskResult> = self.tasks.iter().filter(|t| t.kind == kind).collect();
-            if members.len() < 2 {
-                continue;
-            }
-            let names: Vec<&str> = members.iter().map(|t| t.task.as_str()).collect();
-            let _ = writeln!(
-                s,
-                "## {} average over {} tasks ({})\n",
-                kind.name(),
-                members.len(),
-                names.join(", ")
-            );
-            for &p in &self.precisions {
-                let _ = writeln!(s, "{} {}:\n", kind.main_metric(), p.name());
-                s.push_str(&grid_markdown(&self.layers, &self.dims, |l, d| {
-                    let v: Option<Vec<f64>> = members.iter().map(|t| t.main(l, d, p)).collect();
-                    v.map(|v| format!("{:.2}", v.iter().sum::<f64>() / v.len() as f64))
-                }));
-                s.push('\n');
-            }
-        }
     }
 
     /// Reads a `report.json`.

@@ -64,6 +64,168 @@ fn dot(a: &Tensor, b: &Tensor) -> f64 {
     a.dot(b).double_value(&[])
 }
 
+/// Features standardised with their own column mean and scale.
+struct Standardised {
+    mean: Tensor,
+    /// Standard deviation (ddof 0), 1 for a constant feature.
+    scale: Tensor,
+    xs: Tensor,
+}
+
+/// Standardises `x` `[n, d]` column by column.
+fn standardise(x: &Tensor) -> Standardised {
+    let mean = x.mean_dim([0i64].as_slice(), true, Kind::Double);
+    let std = x.std_dim([0i64].as_slice(), false, true);
+    let scale = std.where_self(&std.gt(1e-12), &std.ones_like());
+    let xs = (x - &mean) / &scale;
+    Standardised { mean, scale, xs }
+}
+
+/// The regularised cross-entropy to minimise: standardised features, one-hot labels, sizes.
+struct Problem<'a> {
+    xs: &'a Tensor,
+    y1h: Tensor,
+    d: i64,
+    k: i64,
+    l2: f64,
+}
+
+impl Problem<'_> {
+    /// Objective and gradient at `theta`.
+    fn eval(&self, theta: &Tensor) -> (f64, Tensor) {
+        objective(theta, self.xs, &self.y1h, self.d, self.k, self.l2)
+    }
+}
+
+/// The L-BFGS memory: the last steps `s` and gradient changes `y`, oldest first.
+struct Memory {
+    s: Vec<Tensor>,
+    y: Vec<Tensor>,
+    size: usize,
+}
+
+impl Memory {
+    /// An empty memory of `size` pairs.
+    fn new(size: usize) -> Self {
+        Memory {
+            s: Vec::new(),
+            y: Vec::new(),
+            size,
+        }
+    }
+
+    /// The search direction `-H g` by the two-loop recursion.
+    fn direction(&self, g: &Tensor) -> Tensor {
+        let (s_hist, y_hist) = (&self.s, &self.y);
+        let mut q = g.copy(); // a real copy: q is updated in place below
+        let mut alphas = Vec::with_capacity(s_hist.len());
+        for (s, yv) in s_hist.iter().zip(y_hist).rev() {
+            let rho = 1.0 / dot(yv, s);
+            let a = rho * dot(s, &q);
+            q -= yv * a;
+            alphas.push((a, rho));
+        }
+        let gamma = match (s_hist.last(), y_hist.last()) {
+            (Some(s), Some(yv)) => dot(s, yv) / dot(yv, yv),
+            _ => 1.0 / g.norm().double_value(&[]).max(1e-12),
+        };
+        let mut r = q * gamma;
+        for ((s, yv), (a, rho)) in s_hist.iter().zip(y_hist).zip(alphas.into_iter().rev()) {
+            let beta = rho * dot(yv, &r);
+            r += s * (a - beta);
+        }
+        -r
+    }
+
+    /// Forgets every pair.
+    fn clear(&mut self) {
+        self.s.clear();
+        self.y.clear();
+    }
+
+    /// Keeps the pair `(s, yv)` if its curvature is positive, dropping the oldest when full.
+    fn push(&mut self, s: Tensor, yv: Tensor) {
+        if dot(&s, &yv) > 1e-12 {
+            self.s.push(s);
+            self.y.push(yv);
+            if self.s.len() > self.size {
+                drop(self.s.remove(0));
+                drop(self.y.remove(0));
+            }
+        }
+    }
+}
+
+/// A point accepted by the line search, with its objective and gradient.
+struct Accepted {
+    theta: Tensor,
+    f: f64,
+    g: Tensor,
+}
+
+/// Backtracking line search (Armijo) from `theta` (objective `f`) along `dir` (slope `slope`).
+fn line_search(p: &Problem, theta: &Tensor, dir: &Tensor, f: f64, slope: f64) -> Option<Accepted> {
+    let mut step = 1.0;
+    for _ in 0..40 {
+        let cand = theta + dir * step;
+        let (fc, gc) = p.eval(&cand);
+        if fc <= f + 1e-4 * step * slope {
+            return Some(Accepted {
+                theta: cand,
+                f: fc,
+                g: gc,
+            });
+        }
+        step *= 0.5;
+    }
+    None
+}
+
+/// The minimiser L-BFGS reached (flat `[d*k + k]`) and its iteration count.
+struct Solution {
+    theta: Tensor,
+    iterations: usize,
+}
+
+/// Minimises `p` by L-BFGS from zero.
+fn lbfgs(p: &Problem, cfg: &LogRegConfig, device: tch::Device) -> Solution {
+    let (d, k) = (p.d, p.k);
+    let mut theta = Tensor::zeros([d * k + k], (Kind::Double, device));
+    let (mut f, mut g) = p.eval(&theta);
+    let mut memory = Memory::new(cfg.memory);
+    let mut iterations = 0;
+    for it in 0..cfg.max_iter {
+        if g.abs().max().double_value(&[]) < cfg.tol {
+            break;
+        }
+        iterations = it + 1;
+        let dir = memory.direction(&g);
+        let slope = dot(&g, &dir);
+        if slope >= 0.0 {
+            // not a descent direction: restart from steepest descent
+            memory.clear();
+            continue;
+        }
+        let Some(Accepted {
+            theta: cand,
+            f: fc,
+            g: gc,
+        }) = line_search(p, &theta, &dir, f, slope)
+        else {
+            break;
+        };
+        memory.push(&cand - &theta, &gc - &g);
+        let rel = (f - fc).abs() / f.abs().max(fc.abs()).max(1.0);
+        theta = cand;
+        f = fc;
+        g = gc;
+        if rel < 64.0 * f64::EPSILON {
+            break;
+        }
+    }
+    Solution { theta, iterations }
+}
+
 impl LogReg {
     /// Fits on `x` `[n, d]` (any float kind) with labels `y` in `0..classes`.
     pub fn fit(x: &Tensor, y: &[i64], classes: usize, cfg: LogRegConfig) -> LogReg {
@@ -71,82 +233,16 @@ impl LogReg {
         let x = x.to_kind(Kind::Double);
         let (n, d) = x.size2().expect("features are [n, d]");
         let k = classes as i64;
-        let mean = x.mean_dim([0i64].as_slice(), true, Kind::Double);
-        let std = x.std_dim([0i64].as_slice(), false, true);
-        let scale = std.where_self(&std.gt(1e-12), &std.ones_like());
-        let xs = (&x - &mean) / &scale;
+        let Standardised { mean, scale, xs } = standardise(&x);
         let y_t = Tensor::from_slice(y);
-        let y1h = y_t.one_hot(k).to_kind(Kind::Double);
-        let l2 = 1.0 / (cfg.c * n as f64);
-        let mut theta = Tensor::zeros([d * k + k], (Kind::Double, x.device()));
-        let (mut f, mut g) = objective(&theta, &xs, &y1h, d, k, l2);
-        let mut s_hist: Vec<Tensor> = Vec::new();
-        let mut y_hist: Vec<Tensor> = Vec::new();
-        let mut iterations = 0;
-        for it in 0..cfg.max_iter {
-            if g.abs().max().double_value(&[]) < cfg.tol {
-                break;
-            }
-            iterations = it + 1;
-            // two-loop recursion
-            let mut q = g.copy(); // a real copy: q is updated in place below
-            let mut alphas = Vec::with_capacity(s_hist.len());
-            for (s, yv) in s_hist.iter().zip(&y_hist).rev() {
-                let rho = 1.0 / dot(yv, s);
-                let a = rho * dot(s, &q);
-                q -= yv * a;
-                alphas.push((a, rho));
-            }
-            let gamma = match (s_hist.last(), y_hist.last()) {
-                (Some(s), Some(yv)) => dot(s, yv) / dot(yv, yv),
-                _ => 1.0 / g.norm().double_value(&[]).max(1e-12),
-            };
-            let mut r = q * gamma;
-            for ((s, yv), (a, rho)) in s_hist.iter().zip(&y_hist).zip(alphas.into_iter().rev()) {
-                let beta = rho * dot(yv, &r);
-                r += s * (a - beta);
-            }
-            let dir = -r;
-            let slope = dot(&g, &dir);
-            if slope >= 0.0 {
-                // not a descent direction: restart from steepest descent
-                s_hist.clear();
-                y_hist.clear();
-                continue;
-            }
-            // backtracking line search (Armijo)
-            let mut step = 1.0;
-            let mut accepted = None;
-            for _ in 0..40 {
-                let cand = &theta + &dir * step;
-                let (fc, gc) = objective(&cand, &xs, &y1h, d, k, l2);
-                if fc <= f + 1e-4 * step * slope {
-                    accepted = Some((cand, fc, gc));
-                    break;
-                }
-                step *= 0.5;
-            }
-            let Some((cand, fc, gc)) = accepted else {
-                break;
-            };
-            let s = &cand - &theta;
-            let yv = &gc - &g;
-            if dot(&s, &yv) > 1e-12 {
-                s_hist.push(s);
-                y_hist.push(yv);
-                if s_hist.len() > cfg.memory {
-                    drop(s_hist.remove(0));
-                    drop(y_hist.remove(0));
-                }
-            }
-            let rel = (f - fc).abs() / f.abs().max(fc.abs()).max(1.0);
-            theta = cand;
-            f = fc;
-            g = gc;
-            if rel < 64.0 * f64::EPSILON {
-                break;
-            }
-        }
+        let problem = Problem {
+            xs: &xs,
+            y1h: y_t.one_hot(k).to_kind(Kind::Double),
+            d,
+            k,
+            l2: 1.0 / (cfg.c * n as f64),
+        };
+        let Solution { theta, iterations } = lbfgs(&problem, &cfg, x.device());
         let w = theta.narrow(0, 0, d * k).view([d, k]);
         let b = theta.narrow(0, d * k, k);
         LogReg {

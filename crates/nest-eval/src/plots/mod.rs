@@ -1,16 +1,21 @@
 //! SVG plots (plotters): layer x dim heatmaps, quality-vs-dim curves and quality-vs-cost with
 //! the Pareto front.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::quantize::Precision;
-use crate::report::{pareto_front, Point, Report, TaskResult};
+use crate::report::{Report, TaskResult};
 use crate::{Error, Result};
 
+mod cost;
 mod heatmap;
 
+use cost::cost_svg;
 pub use heatmap::heatmap_svg;
 
 fn perr(path: &Path) -> impl Fn(String) -> Error + '_ {
@@ -63,6 +68,65 @@ fn axis_range(vals: &[f64]) -> (f64, f64) {
     }
 }
 
+/// A chart of quality against a float x axis, as every chart here draws it.
+type QualityChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Builds a quality chart on `area` (margin 12, label areas 40 and 50) over `x` and `y`.
+fn quality_chart<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    path: &Path,
+    caption: String,
+    font_size: i32,
+    x: Range<f64>,
+    y: Range<f64>,
+) -> Result<QualityChart<'a, 'b>> {
+    ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", font_size))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(x, y)
+        .map_err(|e| perr(path)(e.to_string()))
+}
+
+/// Draws the mesh of a chart whose x axis is log2 of `xmin..xmax`, labelled with powers of two.
+fn log2_mesh(
+    chart: &mut QualityChart,
+    path: &Path,
+    x_desc: &str,
+    y_desc: &str,
+    (xmin, xmax): (f64, f64),
+) -> Result<()> {
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_labels(((xmax - xmin).round() as usize + 1) * 4)
+        .x_label_formatter(&pow2_label)
+        .draw()
+        .map_err(|e| perr(path)(e.to_string()))
+}
+
+/// Draws `pts` as a line of `width` with a legend entry `label`.
+fn draw_line(
+    chart: &mut QualityChart,
+    path: &Path,
+    pts: &[(f64, f64)],
+    color: RGBColor,
+    width: u32,
+    label: String,
+) -> Result<()> {
+    chart
+        .draw_series(LineSeries::new(pts.to_vec(), color.stroke_width(width)))
+        .map_err(|e| perr(path)(e.to_string()))?
+        .label(label)
+        .legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(width))
+        });
+    Ok(())
+}
+
 /// Quality vs dim (log2 x), one line per layer at float32, and one dashed-style line per other
 /// precision at the deepest layer.
 fn curves_svg(path: &Path, r: &Report, t: &TaskResult) -> Result<()> {
@@ -80,72 +144,13 @@ fn curves_svg(path: &Path, r: &Report, t: &TaskResult) -> Result<()> {
     {
         let root = SVGBackend::with_string(&mut svg, (720, 460)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("{} - {} vs dim ({})", t.task, t.main_metric, r.model.path),
-                ("sans-serif", 16),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(xmin - 0.2..xmax + 0.2, lo..hi)
-            .map_err(|e| err(e.to_string()))?;
-        chart
-            .configure_mesh()
-            .x_desc("dim (log2 scale)")
-            .y_desc(t.main_metric.as_str())
-            .x_labels(((xmax - xmin).round() as usize + 1) * 4)
-            .x_label_formatter(&pow2_label)
-            .draw()
-            .map_err(|e| err(e.to_string()))?;
-        for (i, &l) in r.layers.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            let pts: Vec<(f64, f64)> = r
-                .dims
-                .iter()
-                .filter_map(|&d| {
-                    t.main(l, d, Precision::Float32)
-                        .map(|v| ((d as f64).log2(), v))
-                })
-                .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(|e| err(e.to_string()))?
-                .label(format!("layer {l} float32"))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-            chart
-                .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
-                .map_err(|e| err(e.to_string()))?;
-        }
-        let deepest = *r.layers.last().unwrap_or(&1);
-        for (j, &p) in r
-            .precisions
-            .iter()
-            .filter(|p| **p != Precision::Float32)
-            .enumerate()
-        {
-            let color = PALETTE[(r.layers.len() + j) % PALETTE.len()];
-            let pts: Vec<(f64, f64)> = r
-                .dims
-                .iter()
-                .filter_map(|&d| t.main(deepest, d, p).map(|v| ((d as f64).log2(), v)))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(1)))
-                .map_err(|e| err(e.to_string()))?
-                .label(format!("layer {deepest} {}", p.name()))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(1))
-                });
-            chart
-                .draw_series(
-                    pts.iter()
-                        .map(|q| TriangleMarker::new(*q, 4, color.filled())),
-                )
-                .map_err(|e| err(e.to_string()))?;
-        }
+        let caption = format!("{} - {} vs dim ({})", t.task, t.main_metric, r.model.path);
+        let x = xmin - 0.2..xmax + 0.2;
+        let mut chart = quality_chart(&root, path, caption, 16, x, lo..hi)?;
+        let y_desc = t.main_metric.as_str();
+        log2_mesh(&mut chart, path, "dim (log2 scale)", y_desc, (xmin, xmax))?;
+        draw_layer_curves(&mut chart, path, r, t)?;
+        draw_precision_curves(&mut chart, path, r, t)?;
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::LowerRight)
@@ -159,123 +164,62 @@ fn curves_svg(path: &Path, r: &Report, t: &TaskResult) -> Result<()> {
     Ok(())
 }
 
-// long: one plotters chart, drawn in the order plotters needs (mesh, series, labels, legend).
-/// Two panels: quality vs latency (ms/text) and quality vs bytes per vector (log2), every cell a
-/// dot, the 3-way Pareto front (latency, bytes, quality) in red.
-fn cost_svg(path: &Path, r: &Report, t: &TaskResult) -> Result<()> {
+/// One float32 curve (line and dots) per layer.
+fn draw_layer_curves(
+    chart: &mut QualityChart,
+    path: &Path,
+    r: &Report,
+    t: &TaskResult,
+) -> Result<()> {
     let err = perr(path);
-    let points = r.points(&t.task)?;
-    let front = pareto_front(&points);
-    let is_front = |p: &Point| {
-        front
+    for (i, &l) in r.layers.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let pts: Vec<(f64, f64)> = r
+            .dims
             .iter()
-            .any(|f| f.layer == p.layer && f.dim == p.dim && f.precision == p.precision)
-    };
-    let q: Vec<f64> = points
-        .iter()
-        .map(|p| p.quality)
-        .filter(|v| v.is_finite())
-        .collect();
-    let (lo, hi) = axis_range(&q);
-    let lat: Vec<f64> = points
-        .iter()
-        .map(|p| p.latency_ms)
-        .filter(|v| v.is_finite())
-        .collect();
-    let lmax = lat.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.1;
-    let bmin = points.iter().map(|p| p.bytes).min().unwrap_or(1).max(1) as f64;
-    let bmax = points.iter().map(|p| p.bytes).max().unwrap_or(2).max(2) as f64;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1040, 440)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-        let (left, right) = root.split_horizontally(520);
-        let mut c1 = ChartBuilder::on(&left)
-            .caption(
-                format!("{}: {} vs encode latency", t.task, t.main_metric),
-                ("sans-serif", 15),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(0.0..lmax, lo..hi)
+            .filter_map(|&d| {
+                t.main(l, d, Precision::Float32)
+                    .map(|v| ((d as f64).log2(), v))
+            })
+            .collect();
+        draw_line(chart, path, &pts, color, 2, format!("layer {l} float32"))?;
+        chart
+            .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
             .map_err(|e| err(e.to_string()))?;
-        c1.configure_mesh()
-            .x_desc("ms per text (layer cost)")
-            .y_desc(t.main_metric.as_str())
-            .draw()
-            .map_err(|e| err(e.to_string()))?;
-        let mut c2 = ChartBuilder::on(&right)
-            .caption(
-                format!("{}: {} vs bytes per vector", t.task, t.main_metric),
-                ("sans-serif", 15),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(bmin.log2() - 0.3..bmax.log2() + 0.3, lo..hi)
-            .map_err(|e| err(e.to_string()))?;
-        c2.configure_mesh()
-            .x_desc("bytes per vector (log2 scale)")
-            .y_desc(t.main_metric.as_str())
-            .x_labels(((bmax.log2() - bmin.log2()).round() as usize + 1) * 4)
-            .x_label_formatter(&pow2_label)
-            .draw()
-            .map_err(|e| err(e.to_string()))?;
-        let grey = RGBColor(150, 150, 150);
-        let red = RGBColor(214, 39, 40);
-        for p in points.iter().filter(|p| p.quality.is_finite()) {
-            let (c, s) = if is_front(p) { (red, 4) } else { (grey, 2) };
-            if p.latency_ms.is_finite() {
-                c1.draw_series(std::iter::once(Circle::new(
-                    (p.latency_ms, p.quality),
-                    s,
-                    c.filled(),
-                )))
-                .map_err(|e| err(e.to_string()))?;
-            }
-            c2.draw_series(std::iter::once(Circle::new(
-                ((p.bytes as f64).log2(), p.quality),
-                s,
-                c.filled(),
-            )))
-            .map_err(|e| err(e.to_string()))?;
-        }
-        // best quality reachable at each cost (the front's projection on each axis)
-        let staircase = |mut v: Vec<(f64, f64)>| {
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mut best = f64::NEG_INFINITY;
-            v.into_iter()
-                .filter(|p| {
-                    if p.1 > best {
-                        best = p.1;
-                        true
-                    } else {
-                        false
-                    }
-                })
-                .collect::<Vec<_>>()
-        };
-        let l_front = staircase(
-            points
-                .iter()
-                .filter(|p| p.latency_ms.is_finite())
-                .map(|p| (p.latency_ms, p.quality))
-                .collect(),
-        );
-        let b_front = staircase(
-            points
-                .iter()
-                .map(|p| ((p.bytes as f64).log2(), p.quality))
-                .collect(),
-        );
-        c1.draw_series(LineSeries::new(l_front, red.stroke_width(1)))
-            .map_err(|e| err(e.to_string()))?;
-        c2.draw_series(LineSeries::new(b_front, red.stroke_width(1)))
-            .map_err(|e| err(e.to_string()))?;
-        root.present().map_err(|e| err(e.to_string()))?;
     }
-    nest_core::fsutil::write_atomic(path, svg.as_bytes())?;
+    Ok(())
+}
+
+/// One curve (thin line and triangles) per precision other than float32, at the deepest layer.
+fn draw_precision_curves(
+    chart: &mut QualityChart,
+    path: &Path,
+    r: &Report,
+    t: &TaskResult,
+) -> Result<()> {
+    let err = perr(path);
+    let deepest = *r.layers.last().unwrap_or(&1);
+    for (j, &p) in r
+        .precisions
+        .iter()
+        .filter(|p| **p != Precision::Float32)
+        .enumerate()
+    {
+        let color = PALETTE[(r.layers.len() + j) % PALETTE.len()];
+        let pts: Vec<(f64, f64)> = r
+            .dims
+            .iter()
+            .filter_map(|&d| t.main(deepest, d, p).map(|v| ((d as f64).log2(), v)))
+            .collect();
+        let label = format!("layer {deepest} {}", p.name());
+        draw_line(chart, path, &pts, color, 1, label)?;
+        chart
+            .draw_series(
+                pts.iter()
+                    .map(|q| TriangleMarker::new(*q, 4, color.filled())),
+            )
+            .map_err(|e| err(e.to_string()))?;
+    }
     Ok(())
 }
 
