@@ -14,7 +14,7 @@ use nest_eval::tasks::TaskKind;
 
 use crate::data::{split, Embeddings, Qrels};
 use crate::method::{check_dims, Method, Options};
-use crate::train::{train, EpochLog};
+use crate::train::{train, EpochLog, Trained};
 use crate::{eval, pca, Error, Result};
 
 /// What to compress and how to judge it.
@@ -61,9 +61,102 @@ fn scores(a: &Adaptor, inp: &Inputs, q: &Qrels, dims: &[usize]) -> Result<serde_
     Ok(serde_json::Value::Object(m))
 }
 
+/// What fitting or training produced, before it becomes an adaptor.
+struct Fitted {
+    /// `(W [out, D], b [out])` per head.
+    heads: Vec<(Tensor, Tensor)>,
+    history: Vec<EpochLog>,
+    selections: Vec<Vec<i64>>,
+    /// The dims each head serves.
+    served: Vec<Vec<usize>>,
+    ware: Vec<(usize, f64, f64)>,
+}
+
+impl Fitted {
+    /// One untrained head `(w, b)` serving all of `dims`.
+    fn single(w: Tensor, b: Tensor, dims: &[usize]) -> Self {
+        Fitted {
+            heads: vec![(w, b)],
+            history: vec![],
+            selections: vec![],
+            served: vec![dims.to_vec()],
+            ware: vec![],
+        }
+    }
+}
+
+impl From<Trained> for Fitted {
+    /// The heads and training record of a trained adaptor.
+    fn from(t: Trained) -> Self {
+        let served = t.heads.iter().map(|h| h.2.clone()).collect();
+        Fitted {
+            heads: t.heads.into_iter().map(|h| (h.0, h.1)).collect(),
+            history: t.history,
+            selections: t.selections,
+            served,
+            ware: t.ware,
+        }
+    }
+}
+
+/// PCA fitted on the corpus, cut to the widest of `dims`.
+fn pca_head(inp: &Inputs, dims: &[usize]) -> Fitted {
+    let (w, b) = pca::fit(&inp.corpus.x);
+    let w = w.narrow(0, 0, dims[0] as i64).copy();
+    let b = b.narrow(0, 0, dims[0] as i64).copy();
+    Fitted::single(w, b, dims)
+}
+
+/// The identity of width `dim` cut to the widest of `dims` (plain truncation).
+fn truncate_head(dim: usize, dims: &[usize]) -> Fitted {
+    let eye = Tensor::eye(dim as i64, (Kind::Float, tch::Device::Cpu));
+    let w = eye.narrow(0, 0, dims[0] as i64).copy();
+    let b = Tensor::zeros([dims[0] as i64], (Kind::Float, tch::Device::Cpu));
+    Fitted::single(w, b, dims)
+}
+
+/// Every dim served, the resumed adaptor's included, widest first, without repeats.
+fn served_dims(init: Option<&Adaptor>, served: &[Vec<usize>]) -> Vec<usize> {
+    let mut all_dims: Vec<usize> = init.map(|a| a.dims()).unwrap_or_default();
+    all_dims.extend(served.iter().flatten());
+    all_dims.sort_unstable_by(|a, b| b.cmp(a));
+    all_dims.dedup();
+    all_dims
+}
+
+/// The heads' metadata: one head serving `all_dims` after a resume, else one per served chain.
+fn head_meta(init: Option<&Adaptor>, all_dims: &[usize], served: &[Vec<usize>]) -> Vec<HeadMeta> {
+    if init.is_some() {
+        vec![HeadMeta {
+            dims: all_dims.to_vec(),
+        }]
+    } else {
+        served
+            .iter()
+            .map(|d| HeadMeta { dims: d.clone() })
+            .collect()
+    }
+}
+
+/// The resumed adaptor's training stages with this one appended.
+fn stages(
+    init: Option<&Adaptor>,
+    dims: &[usize],
+    epochs: usize,
+    seconds: f64,
+    opts: &Options,
+) -> serde_json::Value {
+    let mut stages = init
+        .and_then(|a| a.meta.info.get("stages").cloned())
+        .unwrap_or(json!([]));
+    if let Some(s) = stages.as_array_mut() {
+        s.push(json!({"dims": dims, "epochs": epochs, "seconds": seconds, "options": opts}));
+    }
+    stages
+}
+
 /// Trains `method` over `dims` (or fits PCA / the identity) and returns the adaptor.
 /// `init` continues from a saved nested map (a resume), training only the new stages.
-#[allow(clippy::type_complexity)] // one destructuring of the per-method results
 pub fn compress(
     inp: &Inputs,
     method: Method,
@@ -76,78 +169,30 @@ pub fn compress(
     check_dims(dims, dim, method)?;
     let (tr, va) = split(&inp.train, inp.val_fraction, opts.seed);
     let t0 = std::time::Instant::now();
-    let mut ware = Vec::new();
-    let (heads, history, selections, served): (
-        Vec<(Tensor, Tensor)>,
-        Vec<EpochLog>,
-        Vec<Vec<i64>>,
-        Vec<Vec<usize>>,
-    ) = match method {
-        Method::Pca => {
-            let (w, b) = pca::fit(&inp.corpus.x);
-            let w = w.narrow(0, 0, dims[0] as i64).copy();
-            let b = b.narrow(0, 0, dims[0] as i64).copy();
-            (vec![(w, b)], vec![], vec![], vec![dims.to_vec()])
-        }
-        Method::Truncate => {
-            let eye = Tensor::eye(dim as i64, (Kind::Float, tch::Device::Cpu));
-            let w = eye.narrow(0, 0, dims[0] as i64).copy();
-            (
-                vec![(
-                    w,
-                    Tensor::zeros([dims[0] as i64], (Kind::Float, tch::Device::Cpu)),
-                )],
-                vec![],
-                vec![],
-                vec![dims.to_vec()],
-            )
-        }
+    let fitted = match method {
+        Method::Pca => pca_head(inp, dims),
+        Method::Truncate => truncate_head(dim, dims),
         _ => {
             let cfg = method.config(dims, opts);
             let init_w = init.map(|a| (a.heads[0].0.shallow_clone(), a.heads[0].1.shallow_clone()));
             let t = train(&cfg, &inp.corpus, &inp.queries, &tr, &va, init_w, progress)?;
-            let served = t.heads.iter().map(|h| h.2.clone()).collect();
-            ware = t.ware;
-            (
-                t.heads.into_iter().map(|h| (h.0, h.1)).collect(),
-                t.history,
-                t.selections,
-                served,
-            )
+            Fitted::from(t)
         }
     };
     let seconds = t0.elapsed().as_secs_f64();
-    let mut all_dims: Vec<usize> = init.map(|a| a.dims()).unwrap_or_default();
-    all_dims.extend(served.iter().flatten());
-    all_dims.sort_unstable_by(|a, b| b.cmp(a));
-    all_dims.dedup();
-    let head_meta: Vec<HeadMeta> = if init.is_some() {
-        vec![HeadMeta {
-            dims: all_dims.clone(),
-        }]
-    } else {
-        served
-            .iter()
-            .map(|d| HeadMeta { dims: d.clone() })
-            .collect()
-    };
+    let all_dims = served_dims(init, &fitted.served);
     let mut a = Adaptor::new(
         AdaptorMeta {
             format: 1,
             method: method.name().into(),
             input_dim: dim,
             normalize_input: true,
-            heads: head_meta,
+            heads: head_meta(init, &all_dims, &fitted.served),
             info: json!({}),
         },
-        heads,
+        fitted.heads,
     )?;
-    let mut stages = init
-        .and_then(|a| a.meta.info.get("stages").cloned())
-        .unwrap_or(json!([]));
-    if let Some(s) = stages.as_array_mut() {
-        s.push(json!({"dims": dims, "epochs": history.len(), "seconds": seconds, "options": opts}));
-    }
+    let stages = stages(init, dims, fitted.history.len(), seconds, opts);
     a.meta.info = json!({
         "source": inp.source,
         "method": method.name(),
@@ -156,9 +201,9 @@ pub fn compress(
         "train_queries": tr.len(),
         "val_queries": va.len(),
         "stages": stages,
-        "history": history,
-        "ads_selections": selections,
-        "ware_achievement": ware.iter().map(|(k, a, t)| json!({"k": k, "ads": a, "truncation": t})).collect::<Vec<_>>(),
+        "history": fitted.history,
+        "ads_selections": fitted.selections,
+        "ware_achievement": fitted.ware.iter().map(|(k, a, t)| json!({"k": k, "ads": a, "truncation": t})).collect::<Vec<_>>(),
         "val_ndcg_at_10": scores(&a, inp, &va, &all_dims)?,
         "test_ndcg_at_10": match &inp.test { Some(t) => scores(&a, inp, t, &all_dims)?, None => json!(null) },
     });
