@@ -1,22 +1,40 @@
 use anyhow::{bail, Result};
-use nest_eval::advise::{advise, full_point, CostBy};
+use nest_eval::advise::{advise, full_point, Advice, CostBy};
 use nest_eval::Report;
 
 use crate::args::AdviseArgs;
 
 pub fn run(a: AdviseArgs) -> Result<()> {
-    let by = match a.by.as_str() {
-        "latency" => CostBy::Latency,
-        "memory" => CostBy::Memory,
-        other => bail!("--by: '{other}' is not latency or memory"),
-    };
+    let by = parse_by(&a.by)?;
     let reports = a
         .report
         .iter()
         .map(|p| Report::read(p))
         .collect::<Result<Vec<_>, _>>()?;
     let report = &reports[0];
-    let min_score = match (a.min_score, a.within) {
+    let min_score = min_score(&a, report)?;
+    let Some(Cheapest { advice: adv, dtype }) = cheapest(&a, &reports, min_score, by)? else {
+        bail!(
+            "no report has a point with the main metric >= {min_score} on '{}'",
+            a.task
+        )
+    };
+    print_advice(&a, report, min_score, &adv, dtype);
+    Ok(())
+}
+
+/// The cost `--by` names: latency or memory.
+fn parse_by(by: &str) -> Result<CostBy> {
+    Ok(match by {
+        "latency" => CostBy::Latency,
+        "memory" => CostBy::Memory,
+        other => bail!("--by: '{other}' is not latency or memory"),
+    })
+}
+
+/// The quality floor: `--min-score`, or `--within` of the full point of the first report (printed).
+fn min_score(a: &AdviseArgs, report: &Report) -> Result<f64> {
+    Ok(match (a.min_score, a.within) {
         (Some(m), _) => m,
         (None, Some(w)) => {
             let f = full_point(report, &a.task)?;
@@ -30,9 +48,23 @@ pub fn run(a: AdviseArgs) -> Result<()> {
             f.quality - w
         }
         (None, None) => bail!("give --min-score or --within"),
-    };
-    // the cheapest over every report (each measured its latency in its own dtype)
-    let mut best: Option<(nest_eval::advise::Advice, &str)> = None;
+    })
+}
+
+/// The cheapest advice over all reports, with the dtype of the report it came from.
+struct Cheapest<'a> {
+    advice: Advice,
+    dtype: &'a str,
+}
+
+/// The cheapest point over every report (each measured its latency in its own dtype).
+fn cheapest<'a>(
+    a: &AdviseArgs,
+    reports: &'a [Report],
+    min_score: f64,
+    by: CostBy,
+) -> Result<Option<Cheapest<'a>>> {
+    let mut best: Option<Cheapest> = None;
     for (r, path) in reports.iter().zip(&a.report) {
         let adv = match advise(r, &a.task, min_score, by) {
             Ok(adv) => adv,
@@ -48,18 +80,20 @@ pub fn run(a: AdviseArgs) -> Result<()> {
         };
         if best
             .as_ref()
-            .is_none_or(|(b, _)| key(&adv.chosen) < key(&b.chosen))
+            .is_none_or(|b| key(&adv.chosen) < key(&b.advice.chosen))
         {
-            best = Some((adv, r.model.dtype.as_str()));
+            best = Some(Cheapest {
+                advice: adv,
+                dtype: r.model.dtype.as_str(),
+            });
         }
     }
-    let Some((adv, dtype)) = best else {
-        bail!(
-            "no report has a point with the main metric >= {min_score} on '{}'",
-            a.task
-        )
-    };
-    let c = adv.chosen;
+    Ok(best)
+}
+
+/// Prints the chosen point and the other Pareto-optimal points that meet the floor.
+fn print_advice(a: &AdviseArgs, report: &Report, min_score: f64, adv: &Advice, dtype: &str) {
+    let c = &adv.chosen;
     println!(
         "cheapest point with {} >= {} on '{}' (by {}): dtype {dtype}, layer {}, dim {}, {} -> {:.2}; {:.3} ms/text encode, {} bytes/vector",
         report.tasks.iter().find(|t| t.task == a.task || t.kind.name() == a.task).map(|t| t.main_metric.as_str()).unwrap_or("main metric"),
@@ -87,5 +121,4 @@ pub fn run(a: AdviseArgs) -> Result<()> {
             );
         }
     }
-    Ok(())
 }

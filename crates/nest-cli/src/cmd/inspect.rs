@@ -6,32 +6,75 @@ use crate::args::InspectArgs;
 use crate::progress;
 
 pub fn run(a: InspectArgs) -> Result<()> {
-    // An STS file gives texts and positive pairs; anything else is one sentence per line.
-    let (texts, pairs): (Vec<String>, Vec<(i64, i64)>) = match nest_core::data::read_sts(&a.data) {
-        Ok(rows) => {
-            let mut texts = Vec::new();
-            let mut pairs = Vec::new();
-            let mut ids = std::collections::HashMap::new();
-            let mut id = |s: &str, texts: &mut Vec<String>| -> i64 {
-                *ids.entry(s.to_string()).or_insert_with(|| {
-                    texts.push(s.to_string());
-                    texts.len() as i64 - 1
-                })
-            };
-            for r in &rows {
-                let (x, y) = (id(&r.sentence1, &mut texts), id(&r.sentence2, &mut texts));
-                if r.score >= a.positive_min {
-                    pairs.push((x, y));
-                }
-            }
-            (texts, pairs)
-        }
-        Err(nest_core::Error::Content { .. }) if a.data.extension().is_none_or(|e| e != "tsv") => {
-            (nest_core::data::read_sentences(&a.data)?, vec![])
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let InspectTexts { texts, pairs } = read_texts(&a)?;
     let model = super::load_model(&a.model)?;
+    let spec = resolve_spec(&a, &model)?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let pb = progress::bar(refs.len(), "inspect");
+    let (ins, corr) = nest_eval::inspect::inspect(
+        &model,
+        &refs,
+        &pairs,
+        &spec,
+        EncodeOptions {
+            batch_size: a.model.batch_size,
+        },
+        &mut |d| pb.set_position(d as u64),
+    )?;
+    pb.finish_and_clear();
+    print_inspection(&ins, model.num_layers());
+    let written = nest_eval::inspect::write(&a.out, &ins, &corr, &a.model.model)?;
+    for p in written {
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// The texts to encode and the index pairs among them that count as positives.
+struct InspectTexts {
+    texts: Vec<String>,
+    pairs: Vec<(i64, i64)>,
+}
+
+/// Reads `--data`: an STS file gives texts and positive pairs; anything else is one sentence per line.
+fn read_texts(a: &InspectArgs) -> Result<InspectTexts> {
+    match nest_core::data::read_sts(&a.data) {
+        Ok(rows) => Ok(sts_texts(&rows, a.positive_min)),
+        Err(nest_core::Error::Content { .. }) if a.data.extension().is_none_or(|e| e != "tsv") => {
+            Ok(InspectTexts {
+                texts: nest_core::data::read_sentences(&a.data)?,
+                pairs: vec![],
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deduplicated texts of STS rows, with the pairs scoring at least `positive_min` as positives.
+fn sts_texts(rows: &[nest_core::data::StsPair], positive_min: f64) -> InspectTexts {
+    let mut texts = Vec::new();
+    let mut pairs = Vec::new();
+    let mut ids = std::collections::HashMap::new();
+    let mut id = |s: &str, texts: &mut Vec<String>| -> i64 {
+        *ids.entry(s.to_string()).or_insert_with(|| {
+            texts.push(s.to_string());
+            texts.len() as i64 - 1
+        })
+    };
+    for r in rows {
+        let (x, y) = (id(&r.sentence1, &mut texts), id(&r.sentence2, &mut texts));
+        if r.score >= positive_min {
+            pairs.push((x, y));
+        }
+    }
+    InspectTexts { texts, pairs }
+}
+
+/// The layer, cross dim and prefix boundaries to inspect, checked against what the model offers.
+fn resolve_spec(
+    a: &InspectArgs,
+    model: &nest_model::ElasticEncoder,
+) -> Result<nest_eval::inspect::InspectSpec> {
     let layer = a.layer.unwrap_or(model.num_layers());
     let hidden = model.output_dim();
     let dim = a.dim.unwrap_or(hidden / 4);
@@ -44,7 +87,7 @@ pub fn run(a: InspectArgs) -> Result<()> {
         layer: "--layer",
         dim: "--boundaries",
     };
-    let offer = nest_model::Offer::new(&model, None)?;
+    let offer = nest_model::Offer::new(model, None)?;
     offer.resolve_grid(Some(vec![layer]), Some(boundaries.clone()), keys)?;
     offer.resolve(
         Some(layer),
@@ -52,29 +95,18 @@ pub fn run(a: InspectArgs) -> Result<()> {
         nest_model::Keys::FLAGS,
         nest_model::Policy::AnyInRange,
     )?;
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let pb = progress::bar(refs.len(), "inspect");
-    let (ins, corr) = nest_eval::inspect::inspect(
-        &model,
-        &refs,
-        &pairs,
-        &nest_eval::inspect::InspectSpec {
-            layer,
-            cross_dim: dim,
-            boundaries,
-        },
-        EncodeOptions {
-            batch_size: a.model.batch_size,
-        },
-        &mut |d| pb.set_position(d as u64),
-    )?;
-    pb.finish_and_clear();
+    Ok(nest_eval::inspect::InspectSpec {
+        layer,
+        cross_dim: dim,
+        boundaries,
+    })
+}
+
+/// Prints the inspection's summary lines and its per-prefix table.
+fn print_inspection(ins: &nest_eval::inspect::Inspection, num_layers: usize) {
     println!(
         "layer {} of {}: {} texts, {} positive pairs",
-        ins.layer,
-        model.num_layers(),
-        ins.n_texts,
-        ins.n_positive_pairs
+        ins.layer, num_layers, ins.n_texts, ins.n_positive_pairs
     );
     println!(
         "prefix/residual cross-correlation at d={}: mean |corr| {:.4}, max {:.4}",
@@ -94,9 +126,4 @@ pub fn run(a: InspectArgs) -> Result<()> {
             p.dim, p.effective_rank, al, p.uniformity
         );
     }
-    let written = nest_eval::inspect::write(&a.out, &ins, &corr, &a.model.model)?;
-    for p in written {
-        eprintln!("wrote {}", p.display());
-    }
-    Ok(())
 }
