@@ -19,18 +19,18 @@ pub struct State {
     /// Optimizer steps done.
     pub step: u64,
     /// The epoch and the index of the next micro-batch in its plan.
-    pub epoch: u64,
-    pub next_batch: usize,
+    pub(crate) epoch: u64,
+    pub(crate) next_batch: usize,
     /// sha256 of the recipe's identity (its TOML without the resumable keys).
-    pub recipe_sha256: String,
-    pub model: String,
-    pub last_loss: f64,
+    pub(crate) recipe_sha256: String,
+    pub(crate) model: String,
+    pub(crate) last_loss: f64,
     /// Processes of the data-parallel run that wrote it (1: one process).
     #[serde(default = "one")]
-    pub world_size: usize,
+    pub(crate) world_size: usize,
     /// libtorch intra-op threads of the process that wrote it (absent in older checkpoints).
     #[serde(default)]
-    pub threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
 }
 
 fn one() -> usize {
@@ -42,7 +42,7 @@ fn io(p: &Path, e: std::io::Error) -> Error {
 }
 
 /// Writes a checkpoint atomically and prunes old ones; returns its folder.
-pub fn save(
+pub(crate) fn save(
     run: &Path,
     vs: &VarStore,
     objective: &VarStore,
@@ -126,7 +126,7 @@ pub fn load(dir: &Path) -> Result<(State, HashMap<String, Tensor>)> {
 
 /// Restores the objective's parameters from a checkpoint (nothing to do when it has none), with
 /// a clear error when the checkpoint lacks one or holds another shape.
-pub fn load_objective(dir: &Path, objective: &mut VarStore) -> Result<()> {
+pub(crate) fn load_objective(dir: &Path, objective: &mut VarStore) -> Result<()> {
     let vars = objective.variables();
     if vars.is_empty() {
         return Ok(());

@@ -33,7 +33,7 @@ impl Source {
     pub fn is_empty(&self) -> bool {
         self.texts.is_empty()
     }
-    pub fn columns(&self) -> usize {
+    pub(crate) fn columns(&self) -> usize {
         self.texts.first().map_or(0, Vec::len)
     }
     fn length(&self, i: usize) -> usize {
@@ -252,7 +252,7 @@ fn source_batches(
 ///
 /// Mixture: each source gets a share of the epoch's batches proportional to its weight (its own
 /// batches cycled if it needs more than it has), and the shares are shuffled together.
-pub fn epoch_plan(
+pub(crate) fn epoch_plan(
     sources: &[Source],
     bs: usize,
     seed: u64,
@@ -283,7 +283,7 @@ pub fn epoch_plan(
 }
 
 /// Padding of a plan, every column padded to its batch's longest.
-pub fn padding(sources: &[Source], plan: &[Batch]) -> Padding {
+pub(crate) fn padding(sources: &[Source], plan: &[Batch]) -> Padding {
     let mut p = Padding::default();
     for b in plan {
         let s = &sources[b.source];
@@ -299,13 +299,13 @@ pub fn padding(sources: &[Source], plan: &[Batch]) -> Padding {
 /// Tokens of a batch plan: those of the texts and those the padded batches hold.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Padding {
-    pub real_tokens: usize,
+    real_tokens: usize,
     pub padded_tokens: usize,
 }
 
 impl Padding {
     /// The share of the padded tokens that are padding, in percent.
-    pub fn percent(&self) -> f64 {
+    pub(crate) fn percent(&self) -> f64 {
         100.0 * (1.0 - self.real_tokens as f64 / self.padded_tokens.max(1) as f64)
     }
 }

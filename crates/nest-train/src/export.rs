@@ -21,7 +21,7 @@ const COPIED: [&str; 6] = [
 ];
 
 /// Writes the model to `dest` (replacing it) through a temporary folder renamed at the end.
-pub fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
+pub(crate) fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
     write(enc, dest, meta, None)
 }
 

@@ -64,7 +64,7 @@ pub fn simcse(z1: &Tensor, z2: &Tensor, scale: f64) -> Tensor {
 ///
 /// # Shapes
 /// - `sim`: `[B]` similarities; `gold`: `[B]` scores; returns a scalar
-pub fn cosent_from_sim(sim: &Tensor, gold: &Tensor, scale: f64) -> Tensor {
+fn cosent_from_sim(sim: &Tensor, gold: &Tensor, scale: f64) -> Tensor {
     let s = sim * scale;
     let diff = s.unsqueeze(1) - s.unsqueeze(0); // s_i - s_j
     let wrong = gold.unsqueeze(1).lt_tensor(&gold.unsqueeze(0)); // gold_i < gold_j
@@ -123,11 +123,6 @@ pub fn angle(a: &Tensor, b: &Tensor, gold: &Tensor, scale: f64) -> Tensor {
     cosent_from_sim(&angle_sim(a, b), gold, scale)
 }
 
-/// Mean squared error (kept for objectives that regress similarities).
-pub fn mse(x: &Tensor, y: &Tensor) -> Tensor {
-    x.mse_loss(y, Reduction::Mean)
-}
-
 /// Temperature-scaled KL alignment of a student distribution to a teacher's over the embedding
 /// coordinates: `T * KL(softmax(t / T) || softmax(s / T))`, summed over coordinates and divided
 /// by the number of rows (PyTorch's `kl_div(log_softmax(s / T), softmax(t / T),
@@ -169,7 +164,7 @@ pub fn distill(x: &Tensor, y: &Tensor, mse_weight: f64, temperature: f64) -> Ten
 ///
 /// # Shapes
 /// - `a`: `[m, n]`; returns `U` `[m, q]`, `S` `[q]`
-pub fn svd_lowrank(a: &Tensor, q: i64, niter: usize) -> (Tensor, Tensor) {
+pub(crate) fn svd_lowrank(a: &Tensor, q: i64, niter: usize) -> (Tensor, Tensor) {
     let (m, n) = a.size2().expect("svd_lowrank takes a matrix");
     // PyTorch sketches the transpose of a wide matrix and swaps U and V at the end
     let wide = m < n;

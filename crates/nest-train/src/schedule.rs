@@ -5,7 +5,7 @@
 use crate::recipe::Decay;
 
 /// Learning rate for optimizer step `step` (0-based) of `total`.
-pub fn lr_at(base: f64, step: u64, total: u64, warmup: u64, decay: Decay) -> f64 {
+pub(crate) fn lr_at(base: f64, step: u64, total: u64, warmup: u64, decay: Decay) -> f64 {
     if step < warmup {
         return base * (step as f64) / (warmup.max(1) as f64);
     }

@@ -30,7 +30,7 @@ const MAGIC: &[u8; 8] = b"NESTTC01";
 const HEAD: usize = 24;
 
 /// sha256 of a text: the cache key of its vector.
-pub fn text_key(text: &str) -> [u8; 32] {
+fn text_key(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 

@@ -43,16 +43,16 @@ pub struct DistillRecipe {
     pub student: String,
     /// Max tokens per text when the teacher encodes.
     #[serde(default = "d_teacher_len")]
-    pub teacher_max_length: usize,
+    teacher_max_length: usize,
     /// Texts per teacher forward pass when the cache is filled.
     #[serde(default = "d_batch")]
-    pub teacher_batch_size: usize,
+    teacher_batch_size: usize,
     #[serde(default = "d_cache")]
-    pub cache_dir: PathBuf,
+    cache_dir: PathBuf,
     #[serde(default)]
-    pub stage1: Option<toml::Table>,
+    pub(crate) stage1: Option<toml::Table>,
     #[serde(default)]
-    pub stage2: Option<toml::Table>,
+    stage2: Option<toml::Table>,
 }
 
 impl DistillRecipe {
@@ -107,7 +107,7 @@ impl DistillRecipe {
     }
 
     /// A stage's trainer recipe, starting from `model`.
-    pub fn stage(&self, which: usize, model: &Path, overrides: &[String]) -> Result<Recipe> {
+    pub(crate) fn stage(&self, which: usize, model: &Path, overrides: &[String]) -> Result<Recipe> {
         let table = if which == 1 {
             &self.stage1
         } else {
@@ -149,7 +149,7 @@ pub struct Outcome {
 }
 
 /// The teacher's vectors of every first-column text of `r`'s data, through the cache.
-pub fn teacher_table(
+fn teacher_table(
     d: &DistillRecipe,
     r: &Recipe,
     events: &mut dyn FnMut(Event),

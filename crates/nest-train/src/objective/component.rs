@@ -7,7 +7,7 @@ use super::teacher::TeacherTable;
 use super::{Objective, TaskLoss};
 
 /// What every method's config provides to the registry.
-pub trait Component {
+pub(crate) trait Component {
     /// The component's weight in the sum.
     fn weight(&self) -> f64;
     /// Whether it scores the recipe's task loss (and so needs one: not `loss = "none"`).
@@ -22,25 +22,29 @@ pub trait Component {
 }
 
 /// The model and recipe-wide settings a component is built for.
-pub struct BuildContext<'a> {
-    pub task: TaskLoss,
+pub(crate) struct BuildContext<'a> {
+    pub(crate) task: TaskLoss,
     /// Width of the model's output vectors.
-    pub hidden: usize,
-    pub num_layers: usize,
+    pub(crate) hidden: usize,
+    pub(crate) num_layers: usize,
     /// The recipe-wide `matryoshka_dims` and `matryoshka_weights`, for components that name no
     /// dims of their own (empty: the full width).
-    pub default_dims: &'a [usize],
-    pub default_weights: &'a [f64],
+    pub(crate) default_dims: &'a [usize],
+    pub(crate) default_weights: &'a [f64],
     /// Where this component's trainable parameters go (its own prefix).
-    pub params: tch::nn::Path<'a>,
+    pub(crate) params: tch::nn::Path<'a>,
     /// A teacher's vectors of the training texts (`nest distill`).
-    pub teacher: Option<Rc<TeacherTable>>,
+    pub(crate) teacher: Option<Rc<TeacherTable>>,
 }
 
 impl BuildContext<'_> {
     /// A component's dims and weights, else the recipe's, else the full width; checked against
     /// the model.
-    pub fn dims(&self, dims: &[usize], weights: &[f64]) -> Result<(Vec<usize>, Vec<f64>), String> {
+    pub(crate) fn dims(
+        &self,
+        dims: &[usize],
+        weights: &[f64],
+    ) -> Result<(Vec<usize>, Vec<f64>), String> {
         let (d, w) = if !dims.is_empty() {
             (dims.to_vec(), weights.to_vec())
         } else if !self.default_dims.is_empty() {
@@ -53,7 +57,7 @@ impl BuildContext<'_> {
     }
 
     /// Every dim within the model's width.
-    pub fn in_range(&self, dims: &[usize]) -> Result<(), String> {
+    pub(crate) fn in_range(&self, dims: &[usize]) -> Result<(), String> {
         nest_core::spec::check_dims("dims", dims, self.hidden).map_err(|e| match e {
             nest_core::Error::Value { message, .. } => message,
             e => e.to_string(),

@@ -36,7 +36,7 @@ fn tenth() -> f64 {
 /// How the student is matched to the teacher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum DistillLoss {
+pub(crate) enum DistillLoss {
     Infonce,
     Mse,
 }
@@ -49,17 +49,17 @@ fn infonce() -> DistillLoss {
 /// supplies the teacher's vectors, can build it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DistillConfig {
+pub(crate) struct DistillConfig {
     #[serde(default = "one")]
-    pub weight: f64,
+    pub(crate) weight: f64,
     #[serde(default = "infonce")]
-    pub loss: DistillLoss,
+    pub(crate) loss: DistillLoss,
     /// `tau` of the InfoNCE (Table 1, stage 1: 0.1).
     #[serde(default = "tenth")]
-    pub temperature: f64,
+    pub(crate) temperature: f64,
     /// Student prefix dims matched to the teacher; empty = the student's full dim.
     #[serde(default)]
-    pub dims: Vec<usize>,
+    pub(crate) dims: Vec<usize>,
 }
 
 /// InfoNCE through `W` (eq. 5 with the authors' cosine): `CE(cos(W s_i, t_j) / tau, i)`.
@@ -72,9 +72,9 @@ pub fn infonce_to_teacher(mapped: &Tensor, teacher: &Tensor, tau: f64) -> Tensor
 
 /// The distillation component.
 #[derive(Debug)]
-pub struct Distill {
-    pub config: DistillConfig,
-    pub dims: Vec<usize>,
+pub(crate) struct Distill {
+    pub(crate) config: DistillConfig,
+    pub(crate) dims: Vec<usize>,
     maps: Vec<nn::Linear>,
     teacher: std::rc::Rc<TeacherTable>,
 }
@@ -82,7 +82,7 @@ pub struct Distill {
 impl Distill {
     /// Registers one `W_d` (`d -> teacher dim`, PyTorch's default start) per dim under
     /// `params`.
-    pub fn new(
+    pub(crate) fn new(
         config: DistillConfig,
         dims: Vec<usize>,
         teacher: std::rc::Rc<TeacherTable>,

@@ -118,7 +118,7 @@ pub fn gram(z: &Tensor, kernel: Kernel, gamma: f64) -> Tensor {
 ///
 /// # Shapes
 /// - `z`: `[n, d]`, `n >= 2`
-pub fn median_sq_dist(z: &Tensor) -> f64 {
+fn median_sq_dist(z: &Tensor) -> f64 {
     let n = z.size()[0];
     let d = tch::no_grad(|| sq_dists(z).to_kind(Kind::Double));
     let mut v: Vec<f64> = Vec::with_capacity((n * (n - 1) / 2) as usize);
@@ -176,8 +176,8 @@ pub fn hsic(kx: &Tensor, ks: &Tensor) -> Tensor {
 
 /// `beta * HSIC(X, S)` on the first column of a batch.
 #[derive(Debug, Clone)]
-pub struct Hsic {
-    pub config: HsicConfig,
+pub(crate) struct Hsic {
+    pub(crate) config: HsicConfig,
 }
 
 impl Objective for Hsic {

@@ -31,7 +31,7 @@ fn two() -> f64 {
 }
 
 /// The `epsilon` of the standardisation, the CV ratio and the log (the paper gives none).
-pub const EPS: f64 = 1e-5;
+const EPS: f64 = 1e-5;
 
 /// The keys of a `[[objective]]` table with `kind = "mic"` (defaults: Table 4 and Appendix D
 /// for a 6-layer model).
@@ -169,10 +169,10 @@ pub fn sir(z: &Tensor, t: f64) -> Tensor {
 /// MIC's `L_align` with its SCR and SIR parts.
 #[derive(Debug, Clone)]
 pub struct Mic {
-    pub config: MicConfig,
-    pub hidden: usize,
-    pub dims: Vec<usize>,
-    pub layers: Vec<usize>,
+    pub(crate) config: MicConfig,
+    pub(crate) hidden: usize,
+    pub(crate) dims: Vec<usize>,
+    pub(crate) layers: Vec<usize>,
 }
 
 impl Mic {

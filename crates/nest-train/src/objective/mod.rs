@@ -4,20 +4,20 @@
 //! (registered at build time in a store the trainer optimises and checkpoints, never exported).
 //! It returns **named loss terms**; composing methods is summing their terms ([`Composite`]).
 //!
-//! One file per method: [`mrl`] (Matryoshka), [`two_d`] (2DMSE), [`ese`] (ESE / Espresso),
-//! [`mipic`] (MIPIC's SIA and PIC), [`mic`] (MIC's SCR and SIR), [`distill`] and [`hsic`]
-//! (IBKD's teacher matching and information bottleneck).
+//! One file per method: `mrl` (Matryoshka), `two_d` (2DMSE, [`TwoDMse`]), `ese` (ESE /
+//! Espresso, [`Ese`]), [`mipic`] (MIPIC's SIA and PIC), [`mic`] (MIC's SCR and SIR), [`distill`]
+//! and [`hsic`] (IBKD's teacher matching and information bottleneck).
 
 mod component;
 pub mod distill;
-pub mod ese;
+pub(crate) mod ese;
 pub mod hsic;
 pub mod mic;
 pub mod mipic;
-pub mod mrl;
-pub mod registry;
+pub(crate) mod mrl;
+pub(crate) mod registry;
 mod teacher;
-pub mod two_d;
+pub(crate) mod two_d;
 
 use nest_model::{ClsAttention, Head, Pooling};
 use rand::SeedableRng;
@@ -28,12 +28,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::losses;
 
-pub use component::{BuildContext, Component};
+pub(crate) use component::BuildContext;
 pub use ese::{Ese, EseConfig};
-pub use mic::{Mic, MicConfig};
-pub use mipic::{Mipic, MipicConfig};
-pub use mrl::{Matryoshka, MrlConfig};
-pub use registry::ObjectiveSpec;
+pub(crate) use mrl::MrlConfig;
+pub(crate) use registry::ObjectiveSpec;
 pub use two_d::{TwoDConfig, TwoDMse};
 
 /// One encoded column of a batch (anchors, positives, negatives, or a SimCSE view).
@@ -59,9 +57,9 @@ pub struct Column {
 #[derive(Debug)]
 pub struct PooledLayer {
     /// Pooled token states: `[B, hidden]`.
-    pub raw: Tensor,
+    pub(crate) raw: Tensor,
     /// Through the Dense head when the model has one (else `raw` again): `[B, output_dim]`.
-    pub out: Tensor,
+    pub(crate) out: Tensor,
 }
 
 impl Column {
@@ -75,7 +73,7 @@ impl Column {
     }
 
     /// Pooled token states at `layer`, without the Dense head: `[B, hidden]`.
-    pub fn pooled_raw(&self, layer: usize) -> Tensor {
+    pub(crate) fn pooled_raw(&self, layer: usize) -> Tensor {
         if let Some(p) = self.pooled.get(layer) {
             return p.raw.shallow_clone();
         }
@@ -99,13 +97,13 @@ pub struct BatchOutput {
 
 impl BatchOutput {
     /// Every column's pooled vectors at `layer`.
-    pub fn pooled(&self, layer: usize) -> Vec<Tensor> {
+    pub(crate) fn pooled(&self, layer: usize) -> Vec<Tensor> {
         self.columns.iter().map(|c| c.pooled(layer)).collect()
     }
 
     /// The embedding the model's users get at `layer` (pooled, L2-normalised when the model
     /// ends with `Normalize`), every column stacked: `[columns * B, hidden]`.
-    pub fn output_embeddings(&self, layer: usize) -> Tensor {
+    pub(crate) fn output_embeddings(&self, layer: usize) -> Tensor {
         let all = Tensor::cat(&self.pooled(layer), 0);
         if self.normalize {
             nest_model::pooling::l2_normalize(&all)
@@ -196,7 +194,7 @@ pub struct TaskLoss {
 impl TaskLoss {
     /// # Shapes
     /// - `cols[k]`: `[B, d]` embeddings of column `k`; `scores`: `[B]` for CoSENT
-    pub fn apply(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
+    pub(crate) fn apply(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
         match self.kind {
             LossKind::Mnrl => losses::mnrl(&cols[0], &cols[1], cols.get(2), self.scale),
             LossKind::MnrlSymmetric => {
@@ -223,12 +221,12 @@ impl TaskLoss {
     ///
     /// # Shapes
     /// - `cols[k]`: `[B, hidden]`; returns a scalar
-    pub fn at_dim(&self, cols: &[Tensor], dim: usize, scores: Option<&Tensor>) -> Tensor {
+    pub(crate) fn at_dim(&self, cols: &[Tensor], dim: usize, scores: Option<&Tensor>) -> Tensor {
         let cut: Vec<Tensor> = cols.iter().map(|t| t.narrow(1, 0, dim as i64)).collect();
         self.apply(&cut, scores)
     }
 
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self.kind {
             LossKind::Mnrl => "mnrl",
             LossKind::MnrlSymmetric => "mnrl-symmetric",
@@ -338,7 +336,7 @@ pub enum LayerWeighting {
 }
 
 impl LayerWeighting {
-    pub fn weight(self, i: usize) -> f64 {
+    pub(crate) fn weight(self, i: usize) -> f64 {
         match self {
             LayerWeighting::Inverse => 1.0 / (1.0 + i as f64),
             LayerWeighting::Log => 1.0 / (1.0 + (1.0 + i as f64).ln()),

@@ -15,26 +15,26 @@ fn one() -> f64 {
 /// The keys of a `[[objective]]` table with `kind = "mrl"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MrlConfig {
+pub(crate) struct MrlConfig {
     /// Weight of the whole component in a composite objective.
     #[serde(default = "one")]
-    pub weight: f64,
+    pub(crate) weight: f64,
     /// Prefix dims (increasing); empty = the recipe's `matryoshka_dims`, or the full dim.
     #[serde(default)]
-    pub dims: Vec<usize>,
+    pub(crate) dims: Vec<usize>,
     /// One weight per dim; empty = the recipe's `matryoshka_weights`, or all 1.
     #[serde(default)]
-    pub dim_weights: Vec<f64>,
+    pub(crate) dim_weights: Vec<f64>,
 }
 
 /// Matryoshka Representation Learning (Kusupati et al. 2022; MIPIC paper eq. (1)):
 /// `L = sum_m w_m * L_task(z[:, :d_m])` at the last layer, one forward pass serving every dim
 /// (each prefix is sliced and re-normalised inside the task loss).
 #[derive(Debug, Clone)]
-pub struct Matryoshka {
-    pub task: TaskLoss,
-    pub dims: Vec<usize>,
-    pub weights: Vec<f64>,
+pub(crate) struct Matryoshka {
+    pub(crate) task: TaskLoss,
+    pub(crate) dims: Vec<usize>,
+    pub(crate) weights: Vec<f64>,
 }
 
 impl Objective for Matryoshka {

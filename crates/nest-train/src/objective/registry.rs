@@ -18,8 +18,8 @@ use super::two_d::TwoDConfig;
 /// each scaled by its `weight`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind")]
-pub enum ObjectiveSpec {
-    /// Matryoshka at the last layer ([`super::Matryoshka`]).
+pub(crate) enum ObjectiveSpec {
+    /// Matryoshka at the last layer ([`super::mrl::Matryoshka`]).
     #[serde(rename = "mrl")]
     Mrl(MrlConfig),
     /// 2DMSE ([`super::TwoDMse`]).
@@ -28,10 +28,10 @@ pub enum ObjectiveSpec {
     /// ESE ([`super::Ese`]).
     #[serde(rename = "ese")]
     Ese(EseConfig),
-    /// MIPIC's SIA and PIC ([`super::Mipic`]).
+    /// MIPIC's SIA and PIC ([`super::mipic::Mipic`]).
     #[serde(rename = "mipic")]
     Mipic(MipicConfig),
-    /// MIC's SCR and SIR ([`super::Mic`]).
+    /// MIC's SCR and SIR ([`super::mic::Mic`]).
     #[serde(rename = "mic")]
     Mic(MicConfig),
     /// IBKD's teacher matching ([`super::distill::Distill`]; `nest distill` only).
@@ -43,7 +43,7 @@ pub enum ObjectiveSpec {
 }
 
 impl ObjectiveSpec {
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ObjectiveSpec::Mrl(_) => "mrl",
             ObjectiveSpec::TwoD(_) => "2dmse",
@@ -56,7 +56,7 @@ impl ObjectiveSpec {
     }
 
     /// The method's config behind this entry.
-    pub fn component(&self) -> &dyn Component {
+    pub(crate) fn component(&self) -> &dyn Component {
         match self {
             ObjectiveSpec::Mrl(c) => c,
             ObjectiveSpec::TwoD(c) => c,
@@ -69,7 +69,7 @@ impl ObjectiveSpec {
     }
 
     /// Value checks that need no model: the method's own and a positive, finite weight.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let c = self.component();
         c.validate()?;
         let w = c.weight();

@@ -9,13 +9,13 @@ use tch::Tensor;
 #[derive(Debug)]
 pub struct TeacherTable {
     /// `[n, teacher dim]`.
-    pub vectors: Tensor,
-    pub rows: HashMap<String, i64>,
+    pub(crate) vectors: Tensor,
+    pub(crate) rows: HashMap<String, i64>,
 }
 
 impl TeacherTable {
     /// The table of `texts` (row `i` of `vectors` is `texts[i]`).
-    pub fn new(texts: &[String], vectors: Tensor) -> Self {
+    pub(crate) fn new(texts: &[String], vectors: Tensor) -> Self {
         let rows = texts
             .iter()
             .enumerate()
@@ -24,7 +24,7 @@ impl TeacherTable {
         TeacherTable { vectors, rows }
     }
 
-    pub fn dim(&self) -> usize {
+    pub(crate) fn dim(&self) -> usize {
         self.vectors.size()[1] as usize
     }
 
@@ -32,7 +32,7 @@ impl TeacherTable {
     ///
     /// # Shapes
     /// - returns `[texts.len(), teacher dim]`
-    pub fn lookup(&self, texts: &[String]) -> std::result::Result<Tensor, String> {
+    pub(crate) fn lookup(&self, texts: &[String]) -> std::result::Result<Tensor, String> {
         let idx: Vec<i64> = texts
             .iter()
             .map(|t| self.rows.get(t).copied().ok_or_else(|| t.clone()))

@@ -6,10 +6,14 @@
 
 use rand::seq::index::sample;
 use serde::{Deserialize, Serialize};
+use tch::Tensor;
+
+mod sums;
 
 use super::component::{increasing, BuildContext, Component};
 use super::{BatchOutput, LayerWeighting, Objective, StepContext, TaskLoss, Term};
 use crate::losses;
+use sums::{accumulate, ShallowSums};
 
 fn one() -> f64 {
     1.0
@@ -110,14 +114,14 @@ impl Default for TwoDConfig {
 /// `align_prefix = false`.
 #[derive(Debug, Clone)]
 pub struct TwoDMse {
-    pub task: TaskLoss,
-    pub config: TwoDConfig,
+    pub(crate) task: TaskLoss,
+    pub(crate) config: TwoDConfig,
     /// The full dimension D.
-    pub hidden: usize,
+    pub(crate) hidden: usize,
     /// Prefix dims below D with their weights.
     pub prefix: Vec<(usize, f64)>,
     /// Weight of the full dim's task terms.
-    pub full_weight: f64,
+    full_weight: f64,
 }
 
 impl TwoDMse {
@@ -184,11 +188,30 @@ impl TwoDMse {
         shallow: &[usize],
         prefix: &[(usize, f64)],
     ) -> Vec<Term> {
+        let mut terms = self.last_layer_terms(out, prefix);
+        if shallow.is_empty() {
+            return terms;
+        }
+        let c = &self.config;
+        let teacher = self.alignment_teacher(out);
+        let mut sums = ShallowSums::new(prefix.len());
+        for &l in shallow {
+            let lw = c.prior_layers_weight * c.layer_weighting.weight(l - 1) / shallow.len() as f64;
+            self.add_shallow_task(out, l, lw, prefix, &mut sums);
+            if let Some(t) = &teacher {
+                self.add_alignment(out, l, t, prefix, &mut sums);
+            }
+        }
+        sums.push_terms(&mut terms, self.task.name(), self.hidden, prefix);
+        terms
+    }
+
+    /// The last layer's task terms (eq. 2, 4): at the full dim, then at each prefix dim.
+    fn last_layer_terms(&self, out: &BatchOutput, prefix: &[(usize, f64)]) -> Vec<Term> {
         let c = &self.config;
         let scores = out.scores.as_ref();
         let name = self.task.name();
-        let n = out.layers;
-        let last = out.pooled(n);
+        let last = out.pooled(out.layers);
         let mut terms = vec![Term {
             name: format!("last/{name}@{}", self.hidden),
             value: self.task.at_dim(&last, self.hidden, scores)
@@ -200,84 +223,82 @@ impl TwoDMse {
                 value: self.task.at_dim(&last, d, scores) * (w * c.last_layer_weight),
             });
         }
-        if shallow.is_empty() {
-            return terms;
-        }
+        terms
+    }
+
+    /// The last layer's output embeddings that the shallow layers align to (eq. 6), detached
+    /// with `detach_teacher`; `None` when the alignment is off.
+    fn alignment_teacher(&self, out: &BatchOutput) -> Option<Tensor> {
+        let c = &self.config;
         let align = c.kl_temperature > 0.0 && c.kl_weight > 0.0;
-        let teacher = align.then(|| {
-            let t = out.output_embeddings(n);
+        align.then(|| {
+            let t = out.output_embeddings(out.layers);
             if c.detach_teacher {
                 t.detach()
             } else {
                 t
             }
-        });
-        let mut shallow_terms: Vec<Option<tch::Tensor>> =
-            (0..=prefix.len()).map(|_| None).collect();
-        let (mut kl_full, mut kl_prefix) = (None, None);
-        let add = |acc: &mut Option<tch::Tensor>, v: tch::Tensor| {
-            *acc = Some(match acc.take() {
-                Some(a) => a + v,
-                None => v,
-            });
-        };
-        for &l in shallow {
-            let lw = c.prior_layers_weight * c.layer_weighting.weight(l - 1) / shallow.len() as f64;
-            let h = out.pooled(l);
-            add(
-                &mut shallow_terms[0],
-                self.task.at_dim(&h, self.hidden, scores) * (self.full_weight * lw),
+        })
+    }
+
+    /// Shallow layer `l`'s task terms (eq. 3, 5) at the full and the prefix dims, times its
+    /// layer weight `lw`.
+    fn add_shallow_task(
+        &self,
+        out: &BatchOutput,
+        l: usize,
+        lw: f64,
+        prefix: &[(usize, f64)],
+        sums: &mut ShallowSums,
+    ) {
+        let scores = out.scores.as_ref();
+        let h = out.pooled(l);
+        accumulate(
+            &mut sums.task[0],
+            self.task.at_dim(&h, self.hidden, scores) * (self.full_weight * lw),
+        );
+        for (k, &(d, w)) in prefix.iter().enumerate() {
+            accumulate(
+                &mut sums.task[k + 1],
+                self.task.at_dim(&h, d, scores) * (w * lw),
             );
-            for (k, &(d, w)) in prefix.iter().enumerate() {
-                add(
-                    &mut shallow_terms[k + 1],
-                    self.task.at_dim(&h, d, scores) * (w * lw),
-                );
-            }
-            if let Some(t) = &teacher {
-                let s = out.output_embeddings(l);
-                add(
-                    &mut kl_full,
-                    losses::kl_align(&s, t, c.kl_temperature) * c.kl_weight,
-                );
-                if c.align_prefix && !prefix.is_empty() {
-                    let per_dim: Vec<tch::Tensor> = prefix
-                        .iter()
-                        .map(|&(d, _)| {
-                            let cut = |x: &tch::Tensor| {
-                                let p = x.narrow(1, 0, d as i64);
-                                if out.normalize {
-                                    nest_model::pooling::l2_normalize(&p)
-                                } else {
-                                    p
-                                }
-                            };
-                            losses::kl_align(&cut(&s), &cut(t), c.kl_temperature)
-                        })
-                        .collect();
-                    let mean = tch::Tensor::stack(&per_dim, 0).mean(per_dim[0].kind());
-                    add(&mut kl_prefix, mean * c.kl_weight);
-                }
-            }
         }
-        let dims = std::iter::once(self.hidden).chain(prefix.iter().map(|p| p.0));
-        for (d, t) in dims.zip(shallow_terms) {
-            if let Some(v) = t {
-                terms.push(Term {
-                    name: format!("shallow/{name}@{d}"),
-                    value: v,
-                });
-            }
+    }
+
+    /// Shallow layer `l`'s alignment to `teacher` (eq. 6): at the full dim and, with
+    /// `align_prefix`, averaged over the prefix dims.
+    fn add_alignment(
+        &self,
+        out: &BatchOutput,
+        l: usize,
+        teacher: &Tensor,
+        prefix: &[(usize, f64)],
+        sums: &mut ShallowSums,
+    ) {
+        let c = &self.config;
+        let s = out.output_embeddings(l);
+        accumulate(
+            &mut sums.kl_full,
+            losses::kl_align(&s, teacher, c.kl_temperature) * c.kl_weight,
+        );
+        if c.align_prefix && !prefix.is_empty() {
+            let per_dim: Vec<Tensor> = prefix
+                .iter()
+                .map(|&(d, _)| {
+                    let cut = |x: &Tensor| {
+                        let p = x.narrow(1, 0, d as i64);
+                        if out.normalize {
+                            nest_model::pooling::l2_normalize(&p)
+                        } else {
+                            p
+                        }
+                    };
+                    losses::kl_align(&cut(&s), &cut(teacher), c.kl_temperature)
+                })
+                .collect();
+            let mean = Tensor::stack(&per_dim, 0).mean(per_dim[0].kind());
+            accumulate(&mut sums.kl_prefix, mean * c.kl_weight);
         }
-        for (label, t) in [("kl@full", kl_full), ("kl@prefix", kl_prefix)] {
-            if let Some(v) = t {
-                terms.push(Term {
-                    name: label.into(),
-                    value: v,
-                });
-            }
-        }
-        terms
     }
 }
 

@@ -35,7 +35,7 @@ impl Recipe {
 
     /// A recipe from a TOML table (e.g. a `[stage1]` of `nest distill`) and `--key value`
     /// overrides; `source_name` names it in errors.
-    pub fn from_table(
+    pub(crate) fn from_table(
         mut table: toml::Table,
         source_name: &str,
         overrides: &[String],

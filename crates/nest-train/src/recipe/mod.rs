@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 mod objective;
 
-pub use crate::objective::{LossKind, ObjectiveSpec};
+pub use crate::objective::LossKind;
+pub(crate) use crate::objective::ObjectiveSpec;
 
 /// How a data file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,7 +51,7 @@ pub struct DataSource {
 /// Learning-rate decay after warm-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Decay {
+pub(crate) enum Decay {
     Linear,
     Cosine,
     Constant,
@@ -65,74 +66,74 @@ fn one() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct Recipe {
     /// Model directory (or hub id) to start from.
-    pub model: String,
-    pub data: Vec<DataSource>,
-    pub loss: LossKind,
+    pub(crate) model: String,
+    pub(crate) data: Vec<DataSource>,
+    pub(crate) loss: LossKind,
     /// Scale (inverse temperature) of the similarity logits: 20 (SimCSE's 0.05 temperature).
     #[serde(default = "d_scale")]
-    pub scale: f64,
+    pub(crate) scale: f64,
     /// Weight of AnglE's angle loss added to CoSENT (0 = off).
     #[serde(default)]
-    pub angle_weight: f64,
+    pub(crate) angle_weight: f64,
     /// Matryoshka prefix dims (increasing); empty = the full dimension only.
     #[serde(default)]
-    pub matryoshka_dims: Vec<usize>,
+    pub(crate) matryoshka_dims: Vec<usize>,
     /// One weight per dim; empty = all 1.
     #[serde(default)]
-    pub matryoshka_weights: Vec<f64>,
+    pub(crate) matryoshka_weights: Vec<f64>,
     /// The objective's components (`[[objective]]` tables); empty = MRL over `matryoshka_dims`.
     #[serde(default)]
-    pub objective: Vec<ObjectiveSpec>,
+    pub(crate) objective: Vec<ObjectiveSpec>,
     #[serde(default = "d_epochs")]
-    pub epochs: usize,
+    pub(crate) epochs: usize,
     /// Stop after this many optimizer steps (0 = run all epochs).
     #[serde(default)]
-    pub max_steps: u64,
+    pub(crate) max_steps: u64,
     #[serde(default = "d_batch")]
-    pub batch_size: usize,
+    pub(crate) batch_size: usize,
     #[serde(default = "d_accum")]
-    pub grad_accum: usize,
+    pub(crate) grad_accum: usize,
     #[serde(default = "d_lr")]
-    pub lr: f64,
+    pub(crate) lr: f64,
     #[serde(default = "d_wd")]
-    pub weight_decay: f64,
+    pub(crate) weight_decay: f64,
     /// Fraction of the optimizer steps spent in linear warm-up.
     #[serde(default = "d_warmup")]
-    pub warmup_ratio: f64,
+    pub(crate) warmup_ratio: f64,
     #[serde(default = "d_decay")]
-    pub decay: Decay,
+    pub(crate) decay: Decay,
     /// Clip the global gradient norm to this (0 = off).
     #[serde(default = "d_clip")]
-    pub max_grad_norm: f64,
+    pub(crate) max_grad_norm: f64,
     #[serde(default = "d_seed")]
     pub seed: u64,
     /// Truncate inputs to this many tokens (0 = the model's max_seq_length).
     #[serde(default)]
-    pub max_length: usize,
+    pub(crate) max_length: usize,
     /// Group similar lengths into batches to cut padding.
     #[serde(default = "d_true")]
-    pub length_batching: bool,
+    pub(crate) length_batching: bool,
     /// STS file evaluated over the (layer x dim) grid every `eval_every` steps ("" = none).
     #[serde(default)]
-    pub eval_data: String,
+    pub(crate) eval_data: String,
     #[serde(default)]
-    pub eval_every: u64,
+    pub(crate) eval_every: u64,
     /// Layers evaluated ("" = the last only); e.g. "1-6".
     #[serde(default)]
-    pub eval_layers: String,
+    pub(crate) eval_layers: String,
     /// Dims evaluated ("" = the Matryoshka dims, or the full dim).
     #[serde(default)]
-    pub eval_dims: String,
+    pub(crate) eval_dims: String,
     /// Checkpoint every this many optimizer steps (0 = only at the end).
     #[serde(default = "d_save")]
-    pub save_every: u64,
+    pub(crate) save_every: u64,
     /// Checkpoints kept.
     #[serde(default = "d_keep")]
-    pub keep_last: usize,
+    pub(crate) keep_last: usize,
     /// Add IBKD's projection head (section 3.4, eq. 11) to this many dims, trained with the
     /// encoder and exported as a sentence-transformers `Dense` module (0 = none).
     #[serde(default)]
-    pub projection: usize,
+    pub(crate) projection: usize,
     /// The arithmetic: float32 (the default), bf16 (mixed precision: bf16 products, float32
     /// master weights, AdamW state, LayerNorm, softmax statistics and losses) or auto (bf16
     /// where its products measured faster on this machine). int8 is for inference only.
@@ -143,11 +144,11 @@ pub struct Recipe {
     /// gradients; the loss and gradients are the plain batch's, the memory a chunk's (0 = off;
     /// sentence-transformers' name for CachedMultipleNegativesRankingLoss's chunk).
     #[serde(default)]
-    pub mini_batch_size: usize,
+    pub(crate) mini_batch_size: usize,
     /// Override every dropout probability of the model (e.g. 0.0 for runs that must match
     /// bit for bit); unset = the model's own.
     #[serde(default)]
-    pub dropout: Option<f64>,
+    pub(crate) dropout: Option<f64>,
 }
 
 fn d_dtype() -> nest_model::DtypeChoice {
@@ -195,7 +196,7 @@ fn d_keep() -> usize {
 }
 
 /// Keys whose change does not alter the run's trajectory so far: a resume may change them.
-pub const RESUMABLE_KEYS: [&str; 6] = [
+pub(crate) const RESUMABLE_KEYS: [&str; 6] = [
     "epochs",
     "max_steps",
     "eval_every",
@@ -327,12 +328,12 @@ impl Recipe {
     }
 
     /// The recipe as TOML (saved in the run directory).
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_default()
     }
 
     /// Keys whose values differ from `other`, except the resumable ones.
-    pub fn differences(&self, other: &Recipe) -> Vec<String> {
+    pub(crate) fn differences(&self, other: &Recipe) -> Vec<String> {
         let a = toml::Value::try_from(self).unwrap_or(toml::Value::Boolean(false));
         let b = toml::Value::try_from(other).unwrap_or(toml::Value::Boolean(false));
         let (Some(a), Some(b)) = (a.as_table(), b.as_table()) else {

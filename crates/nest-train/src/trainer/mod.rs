@@ -32,9 +32,10 @@ use plan::Progress;
 use run::Run;
 use run_dir::{dist_timeout, start_run_dir};
 use run_log::RunLog;
-pub use step::{apply_update, batch_output, micro_step, MicroResult};
+pub use step::{batch_output, micro_step, MicroResult};
 pub use timer::StepTimer;
-pub use types::{recipe_objective, Event, ObjectiveBuilder, Summary, TrainOptions};
+pub(crate) use types::recipe_objective;
+pub use types::{Event, ObjectiveBuilder, Summary, TrainOptions};
 
 /// Trains as the recipe says; see the module docs for the resume guarantees.
 pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Result<Summary> {

@@ -78,7 +78,7 @@ pub(crate) fn dist_timeout() -> Result<std::time::Duration> {
 }
 
 /// Checks the run directory against `--resume` / `--overwrite`; returns the checkpoint to resume.
-pub(crate) fn prepare_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Option<PathBuf>> {
+fn prepare_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Option<PathBuf>> {
     let dir = &o.run_dir;
     let saved = dir.join("recipe.toml");
     if saved.is_file() {

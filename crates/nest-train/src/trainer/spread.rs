@@ -7,9 +7,9 @@
 //!   encodes its slice. The pooled vectors of every layer are all-gathered; the local slice
 //!   stays attached to the graph, the other ranks' slices are detached; every rank computes the
 //!   same global loss. The gradient reaching the encoder on rank `r` is the global loss's
-//!   gradient through slice `r`, so their sum over ranks ([`sync_gradients`]) is the gradient of
-//!   the global loss. The objective's own parameters see the whole batch on every rank and are
-//!   averaged instead.
+//!   gradient through slice `r`, so their sum over ranks ([`super::sync::sync_gradients`]) is
+//!   the gradient of the global loss. The objective's own parameters see the whole batch on
+//!   every rank and are averaged instead.
 //! - **GradCache** (Gao et al. 2021, "Scaling Deep Contrastive Learning Batch Size under Memory
 //!   Limited Setup", arXiv:2101.06983, section 3.2): encode the slice chunk by chunk without a
 //!   graph; score the batch with the pooled vectors as leaves; keep their gradients; re-run each
@@ -30,16 +30,16 @@ use crate::{Error, Result};
 
 /// How micro-batches are spread.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Spread<'g> {
+pub(crate) struct Spread<'g> {
     /// The process group of a data-parallel run (absent: one process).
-    pub group: Option<&'g Group>,
+    pub(crate) group: Option<&'g Group>,
     /// GradCache chunk size (the recipe's `mini_batch_size`; absent: whole slices).
-    pub chunk: Option<usize>,
+    pub(crate) chunk: Option<usize>,
 }
 
 impl Spread<'_> {
     /// Whether micro-batches run as they always did (one process, no chunks).
-    pub fn is_plain(&self) -> bool {
+    fn is_plain(&self) -> bool {
         self.group.is_none() && self.chunk.is_none()
     }
 
@@ -49,7 +49,7 @@ impl Spread<'_> {
 
     /// Refuses what cannot be spread: a global batch the world size does not divide, an
     /// objective that reads token states.
-    pub fn check(&self, batch_size: usize, objective: &dyn Objective) -> Result<()> {
+    pub(crate) fn check(&self, batch_size: usize, objective: &dyn Objective) -> Result<()> {
         let recipe_err = |message: String| Error::Recipe {
             source_name: "recipe".into(),
             message,
@@ -249,7 +249,7 @@ fn pooled_column(enc: &ElasticEncoder, raw: &Tensor, out: Option<&Tensor>) -> Co
 /// (the same on every rank); the caller syncs gradients once per optimizer step.
 // long: the five phases of a spread step (slice, encode, gather, score, replay) in order.
 #[allow(clippy::too_many_arguments)]
-pub fn spread_micro_step(
+pub(crate) fn spread_micro_step(
     enc: &ElasticEncoder,
     objective: &dyn Objective,
     src: &Source,

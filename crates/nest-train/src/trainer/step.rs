@@ -140,7 +140,7 @@ pub(crate) fn score(
 /// the gradients. Returns the gradient norm before clipping, or `Err(norm)` without touching
 /// the weights or the optimizer state when a gradient is NaN or infinite (a finite loss can
 /// still have one, e.g. the square root's at 0).
-pub fn apply_update(opt: &mut AdamW, max_grad_norm: f64, lr: f64) -> Result<f64, f64> {
+pub(crate) fn apply_update(opt: &mut AdamW, max_grad_norm: f64, lr: f64) -> Result<f64, f64> {
     let grad_norm = opt.clip_grad_norm(max_grad_norm);
     if !grad_norm.is_finite() {
         opt.zero_grad();

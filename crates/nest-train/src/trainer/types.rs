@@ -73,7 +73,7 @@ pub type ObjectiveBuilder<'a> =
     dyn Fn(&Recipe, &ElasticEncoder, &tch::nn::Path) -> Result<Box<dyn Objective>> + 'a;
 
 /// The objective a recipe names ([`Recipe::build_objective`]).
-pub fn recipe_objective(
+pub(crate) fn recipe_objective(
     r: &Recipe,
     enc: &ElasticEncoder,
     params: &tch::nn::Path,

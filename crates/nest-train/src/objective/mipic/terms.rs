@@ -73,7 +73,7 @@ pub fn attention_kl(h: &Tensor, cand: &Tensor, s_teacher: &Tensor, p: &Tensor, t
 /// # Shapes
 /// - `x`: `[B, k, d]`, `y`: `[B, k, D]`, `sel`: `[B, k]` float (1 = selected row)
 /// - returns `[B]`
-pub fn masked_linear_cka(x: &Tensor, y: &Tensor, sel: &Tensor) -> Tensor {
+fn masked_linear_cka(x: &Tensor, y: &Tensor, sel: &Tensor) -> Tensor {
     let center = |t: &Tensor| {
         let w = sel.unsqueeze(-1);
         let n = sel
