@@ -164,7 +164,7 @@ pub fn distill(x: &Tensor, y: &Tensor, mse_weight: f64, temperature: f64) -> Ten
 ///
 /// # Shapes
 /// - `a`: `[m, n]`; returns `U` `[m, q]`, `S` `[q]`
-pub(crate) fn svd_lowrank(a: &Tensor, q: i64, niter: usize) -> (Tensor, Tensor) {
+fn svd_lowrank(a: &Tensor, q: i64, niter: usize) -> (Tensor, Tensor) {
     let (m, n) = a.size2().expect("svd_lowrank takes a matrix");
     // PyTorch sketches the transpose of a wide matrix and swaps U and V at the end
     let wide = m < n;

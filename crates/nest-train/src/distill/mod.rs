@@ -39,8 +39,8 @@ fn d_batch() -> usize {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DistillRecipe {
-    pub teacher: String,
-    pub student: String,
+    teacher: String,
+    student: String,
     /// Max tokens per text when the teacher encodes.
     #[serde(default = "d_teacher_len")]
     teacher_max_length: usize,
@@ -50,7 +50,7 @@ pub struct DistillRecipe {
     #[serde(default = "d_cache")]
     cache_dir: PathBuf,
     #[serde(default)]
-    pub(crate) stage1: Option<toml::Table>,
+    stage1: Option<toml::Table>,
     #[serde(default)]
     stage2: Option<toml::Table>,
 }

@@ -36,7 +36,7 @@ fn tenth() -> f64 {
 /// How the student is matched to the teacher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum DistillLoss {
+enum DistillLoss {
     Infonce,
     Mse,
 }
@@ -51,15 +51,15 @@ fn infonce() -> DistillLoss {
 #[serde(deny_unknown_fields)]
 pub(crate) struct DistillConfig {
     #[serde(default = "one")]
-    pub(crate) weight: f64,
+    weight: f64,
     #[serde(default = "infonce")]
-    pub(crate) loss: DistillLoss,
+    loss: DistillLoss,
     /// `tau` of the InfoNCE (Table 1, stage 1: 0.1).
     #[serde(default = "tenth")]
-    pub(crate) temperature: f64,
+    temperature: f64,
     /// Student prefix dims matched to the teacher; empty = the student's full dim.
     #[serde(default)]
-    pub(crate) dims: Vec<usize>,
+    dims: Vec<usize>,
 }
 
 /// InfoNCE through `W` (eq. 5 with the authors' cosine): `CE(cos(W s_i, t_j) / tau, i)`.
@@ -72,9 +72,9 @@ pub fn infonce_to_teacher(mapped: &Tensor, teacher: &Tensor, tau: f64) -> Tensor
 
 /// The distillation component.
 #[derive(Debug)]
-pub(crate) struct Distill {
-    pub(crate) config: DistillConfig,
-    pub(crate) dims: Vec<usize>,
+struct Distill {
+    config: DistillConfig,
+    dims: Vec<usize>,
     maps: Vec<nn::Linear>,
     teacher: std::rc::Rc<TeacherTable>,
 }
@@ -82,7 +82,7 @@ pub(crate) struct Distill {
 impl Distill {
     /// Registers one `W_d` (`d -> teacher dim`, PyTorch's default start) per dim under
     /// `params`.
-    pub(crate) fn new(
+    fn new(
         config: DistillConfig,
         dims: Vec<usize>,
         teacher: std::rc::Rc<TeacherTable>,

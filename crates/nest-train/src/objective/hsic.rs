@@ -176,8 +176,8 @@ pub fn hsic(kx: &Tensor, ks: &Tensor) -> Tensor {
 
 /// `beta * HSIC(X, S)` on the first column of a batch.
 #[derive(Debug, Clone)]
-pub(crate) struct Hsic {
-    pub(crate) config: HsicConfig,
+struct Hsic {
+    config: HsicConfig,
 }
 
 impl Objective for Hsic {

@@ -169,10 +169,10 @@ pub fn sir(z: &Tensor, t: f64) -> Tensor {
 /// MIC's `L_align` with its SCR and SIR parts.
 #[derive(Debug, Clone)]
 pub struct Mic {
-    pub(crate) config: MicConfig,
-    pub(crate) hidden: usize,
-    pub(crate) dims: Vec<usize>,
-    pub(crate) layers: Vec<usize>,
+    config: MicConfig,
+    hidden: usize,
+    dims: Vec<usize>,
+    layers: Vec<usize>,
 }
 
 impl Mic {

@@ -97,13 +97,13 @@ pub struct BatchOutput {
 
 impl BatchOutput {
     /// Every column's pooled vectors at `layer`.
-    pub(crate) fn pooled(&self, layer: usize) -> Vec<Tensor> {
+    fn pooled(&self, layer: usize) -> Vec<Tensor> {
         self.columns.iter().map(|c| c.pooled(layer)).collect()
     }
 
     /// The embedding the model's users get at `layer` (pooled, L2-normalised when the model
     /// ends with `Normalize`), every column stacked: `[columns * B, hidden]`.
-    pub(crate) fn output_embeddings(&self, layer: usize) -> Tensor {
+    fn output_embeddings(&self, layer: usize) -> Tensor {
         let all = Tensor::cat(&self.pooled(layer), 0);
         if self.normalize {
             nest_model::pooling::l2_normalize(&all)
@@ -194,7 +194,7 @@ pub struct TaskLoss {
 impl TaskLoss {
     /// # Shapes
     /// - `cols[k]`: `[B, d]` embeddings of column `k`; `scores`: `[B]` for CoSENT
-    pub(crate) fn apply(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
+    fn apply(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
         match self.kind {
             LossKind::Mnrl => losses::mnrl(&cols[0], &cols[1], cols.get(2), self.scale),
             LossKind::MnrlSymmetric => {
@@ -221,12 +221,12 @@ impl TaskLoss {
     ///
     /// # Shapes
     /// - `cols[k]`: `[B, hidden]`; returns a scalar
-    pub(crate) fn at_dim(&self, cols: &[Tensor], dim: usize, scores: Option<&Tensor>) -> Tensor {
+    fn at_dim(&self, cols: &[Tensor], dim: usize, scores: Option<&Tensor>) -> Tensor {
         let cut: Vec<Tensor> = cols.iter().map(|t| t.narrow(1, 0, dim as i64)).collect();
         self.apply(&cut, scores)
     }
 
-    pub(crate) fn name(&self) -> &'static str {
+    fn name(&self) -> &'static str {
         match self.kind {
             LossKind::Mnrl => "mnrl",
             LossKind::MnrlSymmetric => "mnrl-symmetric",
@@ -336,7 +336,7 @@ pub enum LayerWeighting {
 }
 
 impl LayerWeighting {
-    pub(crate) fn weight(self, i: usize) -> f64 {
+    fn weight(self, i: usize) -> f64 {
         match self {
             LayerWeighting::Inverse => 1.0 / (1.0 + i as f64),
             LayerWeighting::Log => 1.0 / (1.0 + (1.0 + i as f64).ln()),

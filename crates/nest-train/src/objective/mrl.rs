@@ -31,10 +31,10 @@ pub(crate) struct MrlConfig {
 /// `L = sum_m w_m * L_task(z[:, :d_m])` at the last layer, one forward pass serving every dim
 /// (each prefix is sliced and re-normalised inside the task loss).
 #[derive(Debug, Clone)]
-pub(crate) struct Matryoshka {
-    pub(crate) task: TaskLoss,
-    pub(crate) dims: Vec<usize>,
-    pub(crate) weights: Vec<f64>,
+struct Matryoshka {
+    task: TaskLoss,
+    dims: Vec<usize>,
+    weights: Vec<f64>,
 }
 
 impl Objective for Matryoshka {

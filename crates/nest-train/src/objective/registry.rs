@@ -19,7 +19,7 @@ use super::two_d::TwoDConfig;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind")]
 pub(crate) enum ObjectiveSpec {
-    /// Matryoshka at the last layer ([`super::mrl::Matryoshka`]).
+    /// Matryoshka at the last layer ([`super::mrl`]).
     #[serde(rename = "mrl")]
     Mrl(MrlConfig),
     /// 2DMSE ([`super::TwoDMse`]).
@@ -34,10 +34,10 @@ pub(crate) enum ObjectiveSpec {
     /// MIC's SCR and SIR ([`super::mic::Mic`]).
     #[serde(rename = "mic")]
     Mic(MicConfig),
-    /// IBKD's teacher matching ([`super::distill::Distill`]; `nest distill` only).
+    /// IBKD's teacher matching ([`super::distill`]; `nest distill` only).
     #[serde(rename = "distill")]
     Distill(DistillConfig),
-    /// IBKD's `beta * HSIC(X, S)` ([`super::hsic::Hsic`]).
+    /// IBKD's `beta * HSIC(X, S)` ([`super::hsic`]).
     #[serde(rename = "hsic")]
     Hsic(HsicConfig),
 }

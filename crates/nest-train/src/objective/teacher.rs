@@ -9,8 +9,8 @@ use tch::Tensor;
 #[derive(Debug)]
 pub struct TeacherTable {
     /// `[n, teacher dim]`.
-    pub(crate) vectors: Tensor,
-    pub(crate) rows: HashMap<String, i64>,
+    vectors: Tensor,
+    rows: HashMap<String, i64>,
 }
 
 impl TeacherTable {

@@ -114,10 +114,10 @@ impl Default for TwoDConfig {
 /// `align_prefix = false`.
 #[derive(Debug, Clone)]
 pub struct TwoDMse {
-    pub(crate) task: TaskLoss,
-    pub(crate) config: TwoDConfig,
+    task: TaskLoss,
+    config: TwoDConfig,
     /// The full dimension D.
-    pub(crate) hidden: usize,
+    hidden: usize,
     /// Prefix dims below D with their weights.
     pub prefix: Vec<(usize, f64)>,
     /// Weight of the full dim's task terms.

@@ -71,19 +71,19 @@ pub struct Recipe {
     pub(crate) loss: LossKind,
     /// Scale (inverse temperature) of the similarity logits: 20 (SimCSE's 0.05 temperature).
     #[serde(default = "d_scale")]
-    pub(crate) scale: f64,
+    scale: f64,
     /// Weight of AnglE's angle loss added to CoSENT (0 = off).
     #[serde(default)]
-    pub(crate) angle_weight: f64,
+    angle_weight: f64,
     /// Matryoshka prefix dims (increasing); empty = the full dimension only.
     #[serde(default)]
-    pub(crate) matryoshka_dims: Vec<usize>,
+    matryoshka_dims: Vec<usize>,
     /// One weight per dim; empty = all 1.
     #[serde(default)]
-    pub(crate) matryoshka_weights: Vec<f64>,
+    matryoshka_weights: Vec<f64>,
     /// The objective's components (`[[objective]]` tables); empty = MRL over `matryoshka_dims`.
     #[serde(default)]
-    pub(crate) objective: Vec<ObjectiveSpec>,
+    objective: Vec<ObjectiveSpec>,
     #[serde(default = "d_epochs")]
     pub(crate) epochs: usize,
     /// Stop after this many optimizer steps (0 = run all epochs).

@@ -91,9 +91,9 @@ impl Default for MipicConfig {
 /// MIPIC's SIA and PIC terms with their trainable projectors.
 #[derive(Debug)]
 pub struct Mipic {
-    pub(crate) config: MipicConfig,
+    config: MipicConfig,
     /// `d_1 < ... < d_n = D`.
-    pub(crate) dims: Vec<usize>,
+    dims: Vec<usize>,
     /// SIA's prefix dims (those below `D`) and their `gamma_i`.
     sia_dims: Vec<usize>,
     gammas: Vec<f64>,
