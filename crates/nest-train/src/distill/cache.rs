@@ -101,8 +101,11 @@ fn open(path: &Path) -> std::result::Result<Option<Mapped>, String> {
     }
     let word = |at: usize| u64::from_le_bytes(map[at..at + 8].try_into().expect("8 bytes"));
     let (count, dim) = (word(8) as usize, word(16) as usize);
-    let body = count
-        .checked_mul(32 + 4 * dim)
+    // checked: the counts come from the file (4 * dim overflowed on a damaged header)
+    let body = dim
+        .checked_mul(4)
+        .and_then(|row| row.checked_add(32))
+        .and_then(|entry| count.checked_mul(entry))
         .and_then(|b| b.checked_add(HEAD));
     if body.and_then(|b| b.checked_add(32)) != Some(map.len()) {
         return Err(format!(

@@ -1,0 +1,4 @@
+//! Checkpoints in a run folder (state.json + optimizer.safetensors): `Ok` or an error naming the file, never a panic (body in `src/targets.rs`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nest_fuzz::targets::checkpoint(data));

@@ -1,0 +1,4 @@
+//! Teacher-cache files (.ntc): `Ok` or an error naming the file, never a panic (body in `src/targets.rs`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nest_fuzz::targets::teacher_cache(data));
