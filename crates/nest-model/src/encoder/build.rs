@@ -13,7 +13,7 @@ use crate::mpnet::Mpnet;
 use crate::pooling::Pooling;
 use crate::qwen3::{Qwen3, Qwen3Config};
 use crate::xlm_roberta::XlmRoberta;
-use crate::{Error, Result};
+use crate::{weights, Error, Result};
 
 /// The network of one architecture.
 #[derive(Debug)]
@@ -57,6 +57,30 @@ pub(crate) fn net(
     })
 }
 
+/// An upper estimate of the values `config`'s variables hold, for [`weights::check_fits`]:
+/// embeddings (tokens, positions, types) and, per layer, an attention with
+/// `heads + kv_heads` query/output and key/value projections of `head_dim`, a gated MLP (three
+/// `hidden x intermediate` matrices) and norms, plus a pooler.
+pub(crate) fn implied_values(config: &ModelConfig) -> u128 {
+    let key = |k: &str| config.extra.get(k).and_then(serde_json::Value::as_u64);
+    let h = config.hidden_size as u128;
+    let heads = config.num_attention_heads as u128;
+    let head_dim = key("head_dim").map_or(config.head_dim() as u128, u128::from);
+    let kv = key("num_key_value_heads").map_or(heads, u128::from);
+    let attention = h
+        .saturating_mul(head_dim)
+        .saturating_mul(heads.saturating_add(kv).saturating_mul(2));
+    let mlp = h.saturating_mul(config.intermediate_size as u128).saturating_mul(3);
+    let layer = attention.saturating_add(mlp).saturating_add(h.saturating_mul(4));
+    let tables = (config.vocab_size as u128)
+        .saturating_add(config.max_position_embeddings as u128)
+        .saturating_add(config.type_vocab_size as u128);
+    tables
+        .saturating_mul(h)
+        .saturating_add(layer.saturating_mul(config.num_hidden_layers as u128))
+        .saturating_add(h.saturating_mul(h))
+}
+
 /// The pipeline's Dense modules in order, the `k`-th registered under [`var_prefix`]`(k)` in
 /// `vs`; the first must take the model's `hidden_size`, each next one its predecessor's output.
 pub(super) fn head(
@@ -77,6 +101,8 @@ pub(super) fn head(
                 ),
             });
         }
+        let implied = (cfg.in_features as u128 + 1).saturating_mul(cfg.out_features as u128);
+        weights::check_fits(&p, implied, &Dense::weights_file(&files.dir, folder)?)?;
         let prefix = var_prefix(k);
         let path = vs.root() / prefix.trim_end_matches('.');
         modules.push(Dense::new(&path, cfg, folder, &p)?);
