@@ -275,3 +275,63 @@ fn eval_reads_each_side_with_its_prompt() {
         "{err}"
     );
 }
+
+/// MIPIC (SIA + PIC) trains on the rotary backbones too: SIA queries the token the model's
+/// pooling reads (position 0 for ModernBERT's \[CLS\] and Gemma 3's mean pooling, the last real
+/// token for Qwen3's last-token pooling); two steps of MRL + MIPIC with SimCSE give finite SIA
+/// and PIC terms that are not all zero.
+#[test]
+fn mipic_trains_on_the_rotary_backbones() {
+    for arch in ["modernbert", "qwen3", "gemma3"] {
+        let d = tempfile::tempdir().unwrap();
+        let s = |p: &Path| p.display().to_string();
+        let cfg: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(arch).join("config.json")).unwrap(),
+        )
+        .unwrap();
+        let hidden = cfg["hidden_size"].as_u64().unwrap();
+        let train = d.path().join("train.txt");
+        let texts =
+            "A man is playing a guitar.\nThe cat sat on the mat.\nStock markets fell sharply \
+                     today.\nA fox jumps over the lazy dog in the garden.\nHi\nTwo short words.\n\
+                     Scientists discovered a new frog.\nRain is expected tomorrow.\n";
+        std::fs::write(&train, texts).unwrap();
+        let recipe = format!(
+            "model = \"{}\"\nloss = \"simcse\"\nmatryoshka_dims = [8, {hidden}]\nbatch_size = 4\n\
+             epochs = 1\nlr = 1e-3\nwarmup_ratio = 0.0\nobjective = [{{kind = \"mrl\", weight = 0.4}}, \
+             {{kind = \"mipic\", weight = 0.6, min_k = 2}}]\n[[data]]\npath = \"{}\"\nformat = \"single\"\n",
+            s(&fixture(arch)),
+            s(&train)
+        );
+        let r = d.path().join("r.toml");
+        std::fs::write(&r, recipe).unwrap();
+        let run = d.path().join("run");
+        ok(&[
+            "--threads",
+            "1",
+            "train",
+            "--recipe",
+            &s(&r),
+            "--run-dir",
+            &s(&run),
+        ]);
+        let steps: Vec<serde_json::Value> = std::fs::read_to_string(run.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v.get("terms").is_some())
+            .collect();
+        assert_eq!(steps.len(), 2, "{arch}");
+        for v in &steps {
+            let terms = v["terms"].as_object().unwrap();
+            let sia: Vec<f64> = terms
+                .iter()
+                .filter(|(k, _)| k.starts_with("mipic/"))
+                .map(|(_, x)| x.as_f64().unwrap())
+                .collect();
+            assert!(sia.len() >= 2, "{arch}: {terms:?}");
+            assert!(sia.iter().all(|x| x.is_finite()), "{arch}: {terms:?}");
+            assert!(sia.iter().any(|x| *x > 0.0), "{arch}: {terms:?}");
+        }
+    }
+}
