@@ -18,6 +18,7 @@ use tch::{Kind, Tensor};
 
 mod terms;
 
+use terms::anchor_first;
 pub use terms::{attention_kl, chain_link, checkpoint_layers, teacher_scores, top_k, topk_cka};
 
 use super::component::{increasing, BuildContext, Component};
@@ -405,50 +406,5 @@ impl Component for MipicConfig {
         let (dims, _) = cx.dims(&self.dims, &[])?;
         let m = Mipic::new(self.clone(), dims, cx.hidden, cx.num_layers, &cx.params)?;
         Ok(Box::new(m))
-    }
-}
-
-/// SIA's query token (the paper's \[CLS\]) is the token the model's pooling reads: position 0
-/// for \[CLS\], mean, max and mean-sqrt-len pooling (BERT-family and ModernBERT models start with
-/// \[CLS\], Gemma 3 with `<bos>`), the last real token for last-token pooling (Qwen3, where
-/// position 0 of a causal model sees only itself). For last-token pooling this returns, per row,
-/// the token order that swaps that token into position 0 (`[B, seq]` int64), so that SIA's
-/// terms, which read position 0 and are otherwise invariant to the order of the tokens, query
-/// it; `None` when position 0 already is the query.
-fn anchor_first(mask: &Tensor, pooling: nest_model::Pooling) -> Option<Tensor> {
-    if pooling != nest_model::Pooling::LastToken {
-        return None;
-    }
-    let (b, n) = mask.size2().expect("mask is [batch, seq]");
-    let pos = Tensor::arange(n, (Kind::Int64, mask.device())).expand([b, n], false);
-    // the last real token, whichever side the padding is on
-    let last = (&pos * mask.to_kind(Kind::Int64)).argmax(1, true); // [B, 1]
-    let mut perm = pos.copy();
-    let _ = perm.scatter_(1, &last, &Tensor::zeros_like(&last));
-    let _ = perm.narrow(1, 0, 1).copy_(&last);
-    Some(perm)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn last_token_pooling_puts_the_last_real_token_first() {
-        // right padding (rows 0, 1) and left padding (row 2)
-        let mask = Tensor::from_slice2(&[[1i64, 1, 1, 0], [1, 0, 0, 0], [0, 0, 1, 1]]);
-        let perm = anchor_first(&mask, nest_model::Pooling::LastToken).unwrap();
-        let got: Vec<Vec<i64>> = (0..3)
-            .map(|r| Vec::<i64>::try_from(perm.get(r)).unwrap())
-            .collect();
-        assert_eq!(got, [[2, 1, 0, 3], [0, 1, 2, 3], [3, 1, 2, 0]]);
-        // the reordered mask keeps every real token
-        let m = mask.gather(1, &perm, false);
-        assert_eq!(
-            Vec::<i64>::try_from(m.sum_dim_intlist(1, false, Kind::Int64)).unwrap(),
-            [3, 1, 2]
-        );
-        assert!(anchor_first(&mask, nest_model::Pooling::Mean).is_none());
-        assert!(anchor_first(&mask, nest_model::Pooling::Cls).is_none());
     }
 }
