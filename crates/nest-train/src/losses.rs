@@ -148,7 +148,7 @@ pub fn kl_align(student: &Tensor, teacher: &Tensor, temperature: f64) -> Tensor 
 ///
 /// # Shapes
 /// - `x`, `y`: `[N, d]`; returns a scalar
-pub fn distill(x: &Tensor, y: &Tensor, mse_weight: f64, temperature: f64) -> Tensor {
+pub fn mse_kl(x: &Tensor, y: &Tensor, mse_weight: f64, temperature: f64) -> Tensor {
     let mut loss = x.mse_loss(y, Reduction::Mean) * mse_weight;
     if temperature > 0.0 {
         #[allow(clippy::assign_op_pattern)]

@@ -67,7 +67,7 @@ fn kl_and_distill_match_pytorch() {
         "kl T=1",
     );
     close(
-        losses::distill(&f["distill_x"], &f["distill_y"], 1.0, 1.0).double_value(&[]),
+        losses::mse_kl(&f["distill_x"], &f["distill_y"], 1.0, 1.0).double_value(&[]),
         scalar(&f["distill"]),
         1e-10,
         "distill",

@@ -305,10 +305,11 @@ fn with_projector(
 ) -> nest_train::Result<Box<dyn nest_train::objective::Objective>> {
     let base = r.build_objective(enc.hidden_size(), enc.num_layers(), p, None)?;
     let proj = tch::nn::linear(p / "proj", 8, enc.hidden_size() as i64, Default::default());
+    use nest_train::objective::Part;
     Ok(Box::new(nest_train::objective::Composite {
         parts: vec![
-            ("recipe".into(), 1.0, Box::new(base)),
-            ("proj".into(), 1.0, Box::new(Projector { proj })),
+            Part::new("recipe", 1.0, Box::new(base)),
+            Part::new("proj", 1.0, Box::new(Projector { proj })),
         ],
     }))
 }

@@ -4,7 +4,7 @@
 //! Paper: "ESE: Espresso Sentence Embeddings" (Li, Li, Li, Xie and Li, ICLR 2025; the later
 //! versions of arXiv:2402.14776), section 3.1 (learn-to-express: every layer's embedding
 //! trained) and section 3.2 (learn-to-compress: the first `k` dims distilled towards the PCA of
-//! the full embedding, [`crate::losses::distill`]).
+//! the full embedding, [`crate::losses::mse_kl`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -63,7 +63,7 @@ impl Default for EseConfig {
 /// - every shallow layer i in 1..N-1 each step: `(task(e_i[:k]) + distill(e_i[:k], pca(e_i))) /
 ///   (1 + ln(i))`, the sum divided by N - 1,
 ///
-/// where `distill` is MSE plus the temperature-scaled KL ([`losses::distill`]) and `pca` the
+/// where `distill` is MSE plus the temperature-scaled KL ([`losses::mse_kl`]) and `pca` the
 /// no-gradient projection on the top-k singular directions of `softmax(m^T m / sqrt(D))`
 /// ([`losses::pca_compress`], randomised SVD as `torch.svd_lowrank`). Embeddings are the raw
 /// pooled vectors; the PCA runs over all columns of the batch stacked, as AnglE's batch holds
@@ -86,7 +86,7 @@ impl Ese {
         let compress = self.config.pca.then(|| {
             let all = tch::Tensor::cat(&e, 0);
             let target = losses::pca_compress(&all, k);
-            losses::distill(
+            losses::mse_kl(
                 &all.narrow(1, 0, k as i64),
                 &target,
                 self.config.mse_weight,

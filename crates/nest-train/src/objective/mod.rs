@@ -241,7 +241,26 @@ impl TaskLoss {
 /// Several objectives summed, each with a weight; term names are prefixed with the component's
 /// name when there is more than one.
 pub struct Composite {
-    pub parts: Vec<(String, f64, Box<dyn Objective>)>,
+    pub parts: Vec<Part>,
+}
+
+/// One component of a [`Composite`].
+pub struct Part {
+    /// Prefix of its term names (the recipe's `kind`).
+    pub name: String,
+    /// Multiplies each of its terms.
+    pub weight: f64,
+    pub objective: Box<dyn Objective>,
+}
+
+impl Part {
+    pub fn new(name: impl Into<String>, weight: f64, objective: Box<dyn Objective>) -> Self {
+        Part {
+            name: name.into(),
+            weight,
+            objective,
+        }
+    }
 }
 
 impl std::fmt::Debug for Composite {
@@ -255,11 +274,11 @@ impl Objective for Composite {
         let parts: Vec<String> = self
             .parts
             .iter()
-            .map(|(_, w, o)| {
-                if *w == 1.0 {
-                    o.describe()
+            .map(|p| {
+                if p.weight == 1.0 {
+                    p.objective.describe()
                 } else {
-                    format!("{w} x {}", o.describe())
+                    format!("{} x {}", p.weight, p.objective.describe())
                 }
             })
             .collect();
@@ -269,7 +288,15 @@ impl Objective for Composite {
     fn terms(&self, out: &BatchOutput, ctx: &StepContext) -> Vec<Term> {
         let many = self.parts.len() > 1;
         let mut all = Vec::new();
-        for (k, (name, w, o)) in self.parts.iter().enumerate() {
+        for (
+            k,
+            Part {
+                name,
+                weight: w,
+                objective: o,
+            },
+        ) in self.parts.iter().enumerate()
+        {
             // each component draws from its own stream
             let c = StepContext {
                 seed: ctx.seed.wrapping_add(k as u64 * 0x9e37_79b9),
@@ -290,7 +317,11 @@ impl Objective for Composite {
     }
 
     fn trained_dims(&self) -> Vec<usize> {
-        let mut d: Vec<usize> = self.parts.iter().flat_map(|p| p.2.trained_dims()).collect();
+        let mut d: Vec<usize> = self
+            .parts
+            .iter()
+            .flat_map(|p| p.objective.trained_dims())
+            .collect();
         d.sort_unstable();
         d.dedup();
         d
@@ -300,7 +331,7 @@ impl Objective for Composite {
         let mut l: Vec<usize> = self
             .parts
             .iter()
-            .flat_map(|p| p.2.trained_layers(num_layers))
+            .flat_map(|p| p.objective.trained_layers(num_layers))
             .collect();
         l.sort_unstable();
         l.dedup();
@@ -308,11 +339,11 @@ impl Objective for Composite {
     }
 
     fn reads_tokens(&self) -> Option<String> {
-        self.parts.iter().find_map(|p| p.2.reads_tokens())
+        self.parts.iter().find_map(|p| p.objective.reads_tokens())
     }
 
     fn attention(&self) -> ClsAttention {
-        let asks: Vec<ClsAttention> = self.parts.iter().map(|p| p.2.attention()).collect();
+        let asks: Vec<ClsAttention> = self.parts.iter().map(|p| p.objective.attention()).collect();
         if asks.contains(&ClsAttention::PerHead) {
             ClsAttention::PerHead
         } else if asks.contains(&ClsAttention::Mean) {

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use super::{LossKind, ObjectiveSpec, Recipe};
 use crate::objective::distill::TeacherTable;
-use crate::objective::{BuildContext, Composite, MrlConfig, TaskLoss};
+use crate::objective::{BuildContext, Composite, MrlConfig, Part, TaskLoss};
 use crate::{Error, Result};
 
 impl Recipe {
@@ -60,8 +60,8 @@ impl Recipe {
                 params: params / format!("c{i}_{}", spec.kind()),
                 teacher: teacher.clone(),
             };
-            parts.push((
-                spec.kind().to_string(),
+            parts.push(Part::new(
+                spec.kind(),
                 c.weight(),
                 c.build(&cx).map_err(bad)?,
             ));
