@@ -122,11 +122,7 @@ pub(crate) fn stored_values(path: &Path) -> Result<u128> {
 /// allocate terabytes and abort, when the load would fail on the first shape anyway.
 /// `implied` is an upper estimate of the values the config's variables hold; the check allows 4x
 /// (estimates count a full attention and a gated MLP in every layer) plus a million.
-pub(crate) fn check_fits(
-    config_path: &Path,
-    implied: u128,
-    weights_path: &Path,
-) -> Result<()> {
+pub(crate) fn check_fits(config_path: &Path, implied: u128, weights_path: &Path) -> Result<()> {
     let stored = stored_values(weights_path)?;
     if implied > stored.saturating_mul(4).saturating_add(1 << 20) {
         return Err(Error::Config {

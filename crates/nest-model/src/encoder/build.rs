@@ -70,8 +70,12 @@ pub(crate) fn implied_values(config: &ModelConfig) -> u128 {
     let attention = h
         .saturating_mul(head_dim)
         .saturating_mul(heads.saturating_add(kv).saturating_mul(2));
-    let mlp = h.saturating_mul(config.intermediate_size as u128).saturating_mul(3);
-    let layer = attention.saturating_add(mlp).saturating_add(h.saturating_mul(4));
+    let mlp = h
+        .saturating_mul(config.intermediate_size as u128)
+        .saturating_mul(3);
+    let layer = attention
+        .saturating_add(mlp)
+        .saturating_add(h.saturating_mul(4));
     let tables = (config.vocab_size as u128)
         .saturating_add(config.max_position_embeddings as u128)
         .saturating_add(config.type_vocab_size as u128);

@@ -112,7 +112,11 @@ impl ElasticEncoder {
             .unwrap_or_default();
         let max_len = build::max_seq_len(&files, &config, max_seq_length)?;
         let tokenizer = TextTokenizer::load(&files.tokenizer, max_len)?;
-        crate::weights::check_fits(&files.config, build::implied_values(&config), &files.weights)?;
+        crate::weights::check_fits(
+            &files.config,
+            build::implied_values(&config),
+            &files.weights,
+        )?;
         let mut vs = VarStore::new(device);
         let net = build::net(arch, &vs, &config, &files.config)?;
         let head = build::head(&dense_folders, &vs, &config, &files)?;
