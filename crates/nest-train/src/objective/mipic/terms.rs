@@ -176,7 +176,7 @@ pub(crate) fn anchor_first(mask: &Tensor, pooling: nest_model::Pooling) -> Optio
     let last = (&pos * mask.to_kind(Kind::Int64)).argmax(1, true); // [B, 1]
     let mut perm = pos.copy();
     let _ = perm.scatter_(1, &last, &Tensor::zeros_like(&last));
-    let _ = perm.narrow(1, 0, 1).copy_(&last);
+    perm.narrow(1, 0, 1).copy_(&last);
     Some(perm)
 }
 
