@@ -22,8 +22,8 @@ pub(crate) struct RunLog {
 }
 
 impl RunLog {
-    /// Opens (appending) this process's log under `run_dir`; a resumed run first drops the lines
-    /// written after its checkpoint's step.
+    /// Opens (appending) this process's log under `run_dir`, first dropping the lines written
+    /// after the step the run resumes from, or every line when it starts from step 0.
     pub(crate) fn open(
         run_dir: &Path,
         rank: Option<usize>,
@@ -38,8 +38,12 @@ impl RunLog {
             }
             _ => run_dir.join("metrics.jsonl"),
         };
-        if let Some(step) = resumed_at {
-            trim_log(&path, step)?;
+        match resumed_at {
+            Some(step) => trim_log(&path, step)?,
+            // a run that starts over in a folder whose first attempt died before its first
+            // checkpoint (`--resume` with nothing saved) keeps none of that attempt's lines
+            None if path.exists() => nest_core::fsutil::write_atomic(&path, b"")?,
+            None => {}
         }
         let file = std::fs::OpenOptions::new()
             .create(true)
