@@ -20,8 +20,20 @@ pub struct TextTokenizer {
 impl TextTokenizer {
     /// Loads `tokenizer.json`, with truncation at `max_length` tokens (special tokens included).
     pub fn load(path: &Path, max_length: usize) -> Result<Self> {
-        let mut inner = Tokenizer::from_file(path)
-            .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
+        // tokenizers 0.22 panics (an unwrap in its decoder deserialiser) on some malformed
+        // files instead of returning an error; found by the model_folder fuzz target
+        let read = std::panic::catch_unwind(|| Tokenizer::from_file(path)).map_err(|p| {
+            let why = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the tokenizers library panicked".into());
+            Error::Tokenizer(format!(
+                "{}: not a valid tokenizer file ({why})",
+                path.display()
+            ))
+        })?;
+        let mut inner = read.map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
         inner.with_padding(None);
         inner
             .with_truncation(Some(TruncationParams {
