@@ -1,6 +1,13 @@
 //! Compiles `shim/dist.cpp` against the same libtorch headers tch builds against (`LIBTORCH`,
 //! as `scripts/setup.sh` writes it into `.cargo/config.toml`). The symbols it calls live in
 //! `libtorch_cpu.so`, which torch-sys already links.
+//!
+//! With the `cuda` feature the shim also gets c10d's `ProcessGroupNCCL` (symbols in
+//! `libtorch_cuda.so`, linked here). Its headers need the CUDA runtime's and NCCL's headers:
+//! the folders in `NEST_CUDA_INCLUDE` (`:`-separated) if set, else those of the NVIDIA wheels
+//! next to the torch wheel (`nvidia/*/include`, as `pip install torch` and
+//! `scripts/check_cuda_build.sh` lay them out), else `$CUDA_HOME/include` and
+//! `/usr/local/cuda/include`.
 
 use std::path::PathBuf;
 
@@ -8,6 +15,8 @@ fn main() {
     println!("cargo:rerun-if-changed=shim");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+    println!("cargo:rerun-if-env-changed=NEST_CUDA_INCLUDE");
+    println!("cargo:rerun-if-env-changed=CUDA_HOME");
     let root = std::env::var("LIBTORCH")
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
@@ -23,7 +32,23 @@ fn main() {
         include.display()
     );
     let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into());
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
+        for dir in cuda_includes(&root) {
+            build.include(dir);
+        }
+        build
+            .define("USE_C10D_NCCL", None)
+            .define("NEST_DIST_NCCL", None)
+            .flag_if_supported("-Wno-interference-size");
+        println!(
+            "cargo:rustc-link-search=native={}",
+            root.join("lib").display()
+        );
+        println!("cargo:rustc-link-lib=dylib=torch_cuda");
+        println!("cargo:rustc-link-lib=dylib=c10_cuda");
+    }
+    build
         .cpp(true)
         .file("shim/dist.cpp")
         .include("shim")
@@ -34,4 +59,31 @@ fn main() {
         .define("USE_C10D_GLOO", None)
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
         .compile("nest_dist_shim");
+}
+
+/// Folders with `cuda_runtime_api.h` and `nccl.h` for the `cuda` build (see the module docs).
+fn cuda_includes(libtorch: &std::path::Path) -> Vec<PathBuf> {
+    if let Ok(v) = std::env::var("NEST_CUDA_INCLUDE") {
+        return std::env::split_paths(&v).collect();
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(libtorch.join("../nvidia"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("include"))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    if let Ok(home) = std::env::var("CUDA_HOME") {
+        dirs.push(PathBuf::from(home).join("include"));
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/include"));
+    let has = |h: &str| dirs.iter().any(|d| d.join(h).exists());
+    assert!(
+        has("cuda_runtime_api.h") && has("nccl.h"),
+        "nest-dist (cuda feature): no cuda_runtime_api.h and nccl.h in {dirs:?}; install the \
+         NVIDIA wheels torch depends on (plus nvidia-cuda-crt and nvidia-cuda-cccl for the \
+         headers) or set NEST_CUDA_INCLUDE"
+    );
+    dirs
 }

@@ -1,5 +1,6 @@
 // The whole C++ side of Nest's data parallelism: a c10d TCPStore for rendezvous and a
-// ProcessGroupGloo on it, behind a handful of C functions. Everything else is in Rust (src/lib.rs).
+// ProcessGroupGloo (CPU) or, in the `cuda` build, a ProcessGroupNCCL (GPU) on it, behind a
+// handful of C functions. Everything else is in Rust (src/lib.rs).
 //
 // Errors never cross the boundary as exceptions: each function catches, copies the message
 // into a malloc'd string for Rust to read and free, and returns non-zero.
@@ -8,8 +9,14 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#ifdef NEST_DIST_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 namespace {
 
@@ -42,11 +49,37 @@ int guarded(char** err, F&& body) {
   return 1;
 }
 
+// The collectives' engine: Gloo for CPU tensors; NCCL (cuda build only) for tensors on GPU
+// `device`, which it binds this process to.
+c10::intrusive_ptr<c10d::Backend> make_backend(
+    const c10::intrusive_ptr<c10d::Store>& store,
+    int rank,
+    int world,
+    std::chrono::milliseconds timeout,
+    int backend,
+    int device) {
+  if (backend == 0) {
+    auto options = c10d::ProcessGroupGloo::Options::create_default(timeout);
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+  }
+#ifdef NEST_DIST_NCCL
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, options);
+#else
+  (void)device;
+  throw std::runtime_error(
+      "this nest was built without NCCL; build with `--features cuda` for GPU process groups");
+#endif
+}
+
 } // namespace
 
 extern "C" {
 
-// Rendezvous on host:port and join a Gloo group of `world`. `server`: this process hosts the
+// Rendezvous on host:port and join a group of `world`: `backend` 0 is Gloo, 1 is NCCL on
+// GPU `device` (cuda build). `server`: this process hosts the
 // TCPStore (rank 0, unless torchrun's agent already does); keys live under `prefix` (torchrun
 // restarts reuse the agent's store, so each attempt needs its own).
 int nest_dist_new(
@@ -57,6 +90,8 @@ int nest_dist_new(
     long timeout_ms,
     const char* prefix,
     int server,
+    int backend,
+    int device,
     void** out,
     char** err) {
   return guarded(err, [&] {
@@ -71,9 +106,7 @@ int nest_dist_new(
     try {
       auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), so);
       group->store = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), tcp);
-      auto options = c10d::ProcessGroupGloo::Options::create_default(timeout);
-      group->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          group->store, rank, world, options);
+      group->backend = make_backend(group->store, rank, world, timeout, backend, device);
     } catch (...) {
       delete group;
       throw;

@@ -1,7 +1,8 @@
 //! Data parallelism for Nest on PyTorch's own distributed engine (c10d): the launch
 //! environment ([`Launch`], read from the variables torchrun and most schedulers set) and a
 //! process group ([`Group`]: a `TCPStore` for rendezvous, `ProcessGroupGloo` for the
-//! collectives) reached through a five-function C++ shim (`shim/dist.cpp`).
+//! collectives on CPU, `ProcessGroupNCCL` on GPU in the `cuda` build) reached through a
+//! six-function C++ shim (`shim/dist.cpp`).
 //!
 //! Why a crate of its own: it is the only place with C++ and `unsafe` FFI, and it knows nothing
 //! of models or objectives; nest-train decides what to gather and what to sum. What not to put
@@ -12,7 +13,7 @@ mod launch;
 use std::ffi::{c_char, c_int, c_long, c_void, CStr, CString};
 use std::time::{Duration, Instant};
 
-use tch::Tensor;
+use tch::{Device, Tensor};
 
 pub use launch::{Launch, LaunchError};
 
@@ -61,6 +62,8 @@ mod ffi {
             timeout_ms: c_long,
             prefix: *const c_char,
             server: c_int,
+            backend: c_int,
+            device: c_int,
             out: *mut *mut c_void,
             err: *mut *mut c_char,
         ) -> c_int;
@@ -111,11 +114,40 @@ pub struct Traffic {
     pub calls: u64,
 }
 
-/// A c10d process group over Gloo (CPU tensors; CUDA tensors are staged through the host).
+/// The engine a [`Group`] runs its collectives on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// c10d's `ProcessGroupGloo`: CPU tensors, any build.
+    Gloo,
+    /// c10d's `ProcessGroupNCCL` on this CUDA device (the `cuda` build only).
+    Nccl(usize),
+}
+
+impl Backend {
+    /// The engine for tensors on `device`: NCCL for a GPU, Gloo for the CPU.
+    pub fn for_device(device: Device) -> Backend {
+        match device {
+            Device::Cuda(i) => Backend::Nccl(i),
+            _ => Backend::Gloo,
+        }
+    }
+
+    /// Where the collectives' tensors must live.
+    pub fn device(self) -> Device {
+        match self {
+            Backend::Gloo => Device::Cpu,
+            Backend::Nccl(i) => Device::Cuda(i),
+        }
+    }
+}
+
+/// A c10d process group: Gloo for CPU tensors, NCCL for GPU tensors. A tensor on another
+/// device than the group's is staged through the group's device and copied back.
 pub struct Group {
     raw: *mut c_void,
     rank: usize,
     world: usize,
+    backend: Backend,
     timeout: Duration,
     traffic: std::cell::Cell<Traffic>,
 }
@@ -135,10 +167,21 @@ impl Drop for Group {
 }
 
 impl Group {
-    /// Rendezvous at `launch`'s MASTER_ADDR:MASTER_PORT and join the group. Every collective
-    /// (and the rendezvous itself) fails after `timeout` instead of hanging when a rank is gone.
-    #[allow(unsafe_code)]
+    /// Rendezvous at `launch`'s MASTER_ADDR:MASTER_PORT and join a Gloo group (CPU). Every
+    /// collective (and the rendezvous itself) fails after `timeout` instead of hanging when a
+    /// rank is gone.
     pub fn join(launch: &Launch, timeout: Duration) -> Result<Group, DistError> {
+        Group::join_with(launch, timeout, Backend::Gloo)
+    }
+
+    /// [`Group::join`] on the given engine. NCCL needs the `cuda` build (the error says so
+    /// otherwise); every rank must ask for the same engine.
+    #[allow(unsafe_code)]
+    pub fn join_with(
+        launch: &Launch,
+        timeout: Duration,
+        backend: Backend,
+    ) -> Result<Group, DistError> {
         let fail = |message: String| DistError::Rendezvous {
             rank: launch.rank,
             addr: launch.master_addr.clone(),
@@ -163,6 +206,11 @@ impl Group {
                 timeout.as_millis() as c_long,
                 prefix.as_ptr(),
                 c_int::from(launch.serves_store()),
+                c_int::from(matches!(backend, Backend::Nccl(_))),
+                match backend {
+                    Backend::Nccl(i) => i as c_int,
+                    Backend::Gloo => 0,
+                },
                 &mut raw,
                 err,
             )
@@ -172,6 +220,7 @@ impl Group {
             raw,
             rank: launch.rank,
             world: launch.world,
+            backend,
             timeout,
             traffic: Default::default(),
         })
@@ -183,6 +232,11 @@ impl Group {
 
     pub fn world(&self) -> usize {
         self.world
+    }
+
+    /// The engine the collectives run on.
+    pub fn backend(&self) -> Backend {
+        self.backend
     }
 
     /// Collective traffic so far.
@@ -208,8 +262,19 @@ impl Group {
     }
 
     /// Sums a contiguous tensor in place across the group.
-    #[allow(unsafe_code)]
     pub fn all_reduce_sum(&self, t: &mut Tensor) -> Result<(), DistError> {
+        let home = self.backend.device();
+        if t.device() == home {
+            return self.all_reduce_here(t);
+        }
+        let mut staged = t.to_device(home);
+        self.all_reduce_here(&mut staged)?;
+        t.copy_(&staged);
+        Ok(())
+    }
+
+    #[allow(unsafe_code)]
+    fn all_reduce_here(&self, t: &mut Tensor) -> Result<(), DistError> {
         let start = Instant::now();
         let bytes = (t.numel() * t.kind().elt_size_in_bytes()) as u64;
         let ptr = t.as_mut_ptr();
@@ -220,9 +285,18 @@ impl Group {
         Ok(())
     }
 
-    /// Every rank's `t` (same shape and kind on every rank), in rank order.
-    #[allow(unsafe_code)]
+    /// Every rank's `t` (same shape and kind on every rank), in rank order, on `t`'s device.
     pub fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>, DistError> {
+        let home = self.backend.device();
+        if t.device() == home {
+            return self.all_gather_here(t);
+        }
+        let parts = self.all_gather_here(&t.to_device(home))?;
+        Ok(parts.iter().map(|p| p.to_device(t.device())).collect())
+    }
+
+    #[allow(unsafe_code)]
+    fn all_gather_here(&self, t: &Tensor) -> Result<Vec<Tensor>, DistError> {
         let start = Instant::now();
         let mut input = t.contiguous();
         let mut outs: Vec<Tensor> = (0..self.world).map(|_| input.empty_like()).collect();

@@ -44,10 +44,17 @@ pub use point::{Keys, Offer, Point, Policy};
 pub use pooling::Pooling;
 
 /// Device selection: CUDA when built with the `cuda` feature and a GPU is present, else CPU.
+/// Under a multi-process launch each process takes GPU `LOCAL_RANK` (modulo the GPUs it
+/// sees), the variable torchrun sets and `nest_dist::Launch` reads; an unreadable value is
+/// left to that reader's error.
 pub fn default_device() -> tch::Device {
-    if cfg!(feature = "cuda") {
-        tch::Device::cuda_if_available()
-    } else {
-        tch::Device::Cpu
+    if !cfg!(feature = "cuda") || !tch::Cuda::is_available() {
+        return tch::Device::Cpu;
     }
+    let local = std::env::var("LOCAL_RANK")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let count = usize::try_from(tch::Cuda::device_count()).unwrap_or(1).max(1);
+    tch::Device::Cuda(local % count)
 }

@@ -55,7 +55,7 @@ pub fn train_with(
     events: &mut dyn FnMut(Event),
 ) -> Result<Summary> {
     let start = Instant::now();
-    let group = process_group()?;
+    let group = process_group(o.device)?;
     let group = group.as_deref();
     let main = group.is_none_or(|g| g.rank() == 0);
     let events = &mut |e: Event| {
@@ -93,7 +93,7 @@ thread_local! {
 
 /// The process group of the launch environment (none for a single process), joined once per
 /// process.
-fn process_group() -> Result<Option<Rc<Group>>> {
+fn process_group(device: tch::Device) -> Result<Option<Rc<Group>>> {
     let Some(launch) = nest_dist::Launch::from_env().map_err(nest_dist::DistError::from)? else {
         return Ok(None);
     };
@@ -105,7 +105,9 @@ fn process_group() -> Result<Option<Rc<Group>>> {
     if let Some(g) = kept {
         return Ok(Some(g));
     }
-    let g = Rc::new(Group::join(&launch, dist_timeout()?)?);
+    // NCCL when training on a GPU (cuda build), Gloo on the CPU
+    let backend = nest_dist::Backend::for_device(device);
+    let g = Rc::new(Group::join_with(&launch, dist_timeout()?, backend)?);
     GROUP.set(Some((launch, g.clone())));
     Ok(Some(g))
 }
