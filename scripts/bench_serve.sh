@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Server benchmark of BENCHMARKS.md: 64 concurrent clients for 60 s against loopback, one text
-# per request (STS-B test sentences), Nest at layers 6 and 3 and a peer server on the same model
-# and machine in the same run, all with at most 32 inputs per forward batch.
+# per request (STS-B test sentences), Nest at layers 6 and 3 in each arithmetic and a peer
+# server on the same model and machine in the same run, all with at most 32 inputs per forward
+# batch.
 #
 #   scripts/bench_serve.sh [infinity|st]      (peer; default: infinity if it starts, else st)
 #
-# PEER_PY: the Python with infinity-emb (default /work/venv-inf/bin/python) or with
-# sentence-transformers (default /work/venv/bin/python). Prints one JSON line per run.
+# NEST_DTYPES: Nest's arithmetics (default "float32 auto int8"; layers 3 is run for the first
+# two). INF_CONFIGS: Infinity's configurations, engine-dtype (default "torch-float32
+# torch-bfloat16 optimum-int8"; optimum-int8 serves the ONNX Runtime int8 model that
+# scripts/peer_onnx.py writes). PEER_PY: the Python with infinity-emb (default
+# /work/venv-inf/bin/python) or with sentence-transformers (default /work/venv/bin/python).
+# Prints one JSON line per run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${NEST:-target/release/nest}
@@ -14,7 +19,10 @@ M=${MODEL:-models/all-MiniLM-L6-v2}
 T=${TEXTS:-runs/search/queries-sts.txt}
 S=${SECONDS_PER_RUN:-60}
 C=${CLIENTS:-64}
+NEST_DTYPES=${NEST_DTYPES:-float32 auto int8}
+INF_CONFIGS=${INF_CONFIGS:-torch-float32 torch-bfloat16 optimum-int8}
 [ -f "$T" ] || python3 scripts/search_corpus.py >/dev/null
+T=$(realpath "$T")
 wait_health() { # url pid
   for _ in $(seq 600); do
     curl -sf "$1/health" >/dev/null && return 0
@@ -24,30 +32,52 @@ wait_health() { # url pid
   return 1
 }
 
-$N serve --model "$M" --port 8080 --allow-any-point --max-batch-inputs 32 2>/tmp/nest-serve.log &
-pid=$!
-wait_health http://127.0.0.1:8080 $pid
-for l in 6 3; do
-  $N bench serve --url http://127.0.0.1:8080 --clients "$C" --seconds "$S" --texts "$T" --layer $l --pid $pid --label "nest-layers$l"
+k=0
+for dt in $NEST_DTYPES; do
+  $N serve --model "$M" --port 8080 --allow-any-point --max-batch-inputs 32 --dtype "$dt" \
+    2>/tmp/nest-serve.log &
+  pid=$!
+  wait_health http://127.0.0.1:8080 $pid
+  layers="6 3"; [ $k -ge 2 ] && layers=6
+  for l in $layers; do
+    $N bench serve --url http://127.0.0.1:8080 --clients "$C" --seconds "$S" --texts "$T" \
+      --layer $l --pid $pid --label "nest-$dt-layers$l"
+  done
+  kill -TERM $pid; wait $pid || true
+  k=$((k + 1))
 done
-kill -TERM $pid; wait $pid || true
 
 peer=${1:-infinity}
 if [ "$peer" = infinity ]; then
   PY=${PEER_PY:-/work/venv-inf/bin/python}
-  HF_HUB_OFFLINE=1 "$PY" -m infinity_emb.cli v2 --model-id "$M" --port 8081 --batch-size 32 --url-prefix /v1 \
-    --engine torch --device cpu --no-bettertransformer --no-model-warmup >/tmp/peer.log 2>&1 &
-  ppid=$!
-  if ! wait_health http://127.0.0.1:8081 $ppid; then
-    echo "infinity did not start (see /tmp/peer.log); falling back to sentence-transformers" >&2
-    kill $ppid 2>/dev/null || true; peer=st
-  fi
+  onnx=/tmp/peer-$(basename "$M")
+  for cfg in $INF_CONFIGS; do
+    engine=${cfg%%-*} dtype=${cfg#*-} dir=$(realpath "$M") id=$(realpath "$M")
+    if [ "$engine" = optimum ]; then
+      HF_HUB_OFFLINE=1 "$PY" scripts/peer_onnx.py "$M" "$onnx" >/dev/null
+      dir=$onnx id=. # see scripts/peer_onnx.py for why Infinity starts inside the folder
+      extra=()
+    else
+      extra=(--dtype "$dtype" --no-bettertransformer)
+    fi
+    (cd "$dir" && HF_HUB_OFFLINE=1 exec "$PY" -m infinity_emb.cli v2 --model-id "$id" \
+      --port 8081 --batch-size 32 --url-prefix /v1 --engine "$engine" --device cpu \
+      --no-model-warmup "${extra[@]}") >/tmp/peer-$cfg.log 2>&1 &
+    ppid=$!
+    if ! wait_health http://127.0.0.1:8081 $ppid; then
+      echo "infinity $cfg did not start (see /tmp/peer-$cfg.log)" >&2
+      kill $ppid 2>/dev/null || true
+      continue
+    fi
+    $N bench serve --url http://127.0.0.1:8081 --clients "$C" --seconds "$S" --texts "$T" \
+      --model "$id" --pid $ppid --label "infinity-$cfg"
+    kill $ppid; wait $ppid 2>/dev/null || true
+  done
+  exit 0
 fi
-if [ "$peer" = st ]; then
-  PY=${PEER_PY:-/work/venv/bin/python}
-  "$PY" scripts/peer_st_server.py --model "$M" --port 8081 --max-batch 32 >/tmp/peer.log 2>&1 &
-  ppid=$!
-  wait_health http://127.0.0.1:8081 $ppid
-fi
-$N bench serve --url http://127.0.0.1:8081 --clients "$C" --seconds "$S" --texts "$T" --model "$M" --pid $ppid --label "peer-$peer"
+PY=${PEER_PY:-/work/venv/bin/python}
+"$PY" scripts/peer_st_server.py --model "$M" --port 8081 --max-batch 32 >/tmp/peer.log 2>&1 &
+ppid=$!
+wait_health http://127.0.0.1:8081 $ppid
+$N bench serve --url http://127.0.0.1:8081 --clients "$C" --seconds "$S" --texts "$T" --model "$M" --pid $ppid --label "peer-st"
 kill $ppid; wait $ppid 2>/dev/null || true
