@@ -6,7 +6,8 @@
 # MIPIC 0.6, AdamW 2e-5, cosine, batch 32) from all-mpnet-base-v2 (12 layers, 768 dims) with the
 # 7 dims 16..768, cut to STEPS optimizer steps (default 60: the whole epoch does not fit 2 cores;
 # the same budget for both rows). Measured: STS-B dev after the run (the
-# trainer's final grid, last layer, every dim). Resumable.
+# trainer's final grid, last layer, every dim), then `nest eval sts` of both final models on
+# STS-B dev with per-pair scores and `nest eval compare` (paired bootstrap, Holm). Resumable.
 #
 #   scripts/evidence_mipic_a5.sh
 set -euo pipefail
@@ -32,3 +33,11 @@ done
 for name in rule a5; do
   echo "$name: $(grep -h '"eval"' "runs/mipic-a5-$name/metrics.jsonl" | tail -1)"
 done
+mkdir -p reports/mipic-a5
+for name in rule a5; do
+  [ -f "reports/mipic-a5/$name/report.json" ] && continue
+  $N eval sts --model "runs/mipic-a5-$name/final" --data ../shared/datasets/stsb/dev.tsv \
+    --layers 12 --dims 16,32,64,128,256,512,768 --out "reports/mipic-a5/$name" > /dev/null
+done
+$N eval compare reports/mipic-a5/rule/report.json reports/mipic-a5/a5/report.json \
+  --out reports/mipic-a5/compare
