@@ -5,8 +5,10 @@
 
 mod args;
 mod args_bench;
+mod args_eval;
 mod args_model;
 mod args_search;
+mod args_train;
 mod cmd;
 mod progress;
 

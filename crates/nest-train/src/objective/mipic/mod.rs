@@ -11,83 +11,26 @@
 //! one forward pass the trainer already ran (the first column: with SimCSE, the first dropout
 //! view). The projectors `P_i` and `phi_i` live in the objective's parameter store, which the
 //! trainer optimises and checkpoints and the exported model never holds.
+//!
+//! `config.rs` holds the recipe keys, `resolve.rs` their defaults for a model and the
+//! projectors' registration, `terms.rs` the pure tensor functions; this file the objective.
 
-use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
+mod config;
+mod resolve;
 mod terms;
 
+pub use config::MipicConfig;
+use resolve::{
+    pic_projectors, resolve_checkpoints, resolve_gammas, resolve_sia_layers, sia_projections,
+};
 use terms::anchor_first;
 pub use terms::{attention_kl, chain_link, checkpoint_layers, teacher_scores, top_k, topk_cka};
 
 use super::component::{increasing, BuildContext, Component};
 use super::{BatchOutput, Objective, StepContext, Term};
-
-fn one() -> f64 {
-    1.0
-}
-fn yes() -> bool {
-    true
-}
-fn eight() -> usize {
-    8
-}
-fn simcse_tau() -> f64 {
-    0.05
-}
-
-/// The keys of a `[[objective]]` table with `kind = "mipic"`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MipicConfig {
-    /// Weight of the component: `1 - alpha` of eq. 18.
-    #[serde(default = "one")]
-    pub weight: f64,
-    /// Nested dims `d_1 < ... < d_n = D`; empty = the recipe's `matryoshka_dims`.
-    #[serde(default)]
-    pub dims: Vec<usize>,
-    /// The SIA terms (eq. 4-14); `false` = the "MIPIC w/o SIA" ablation (Table 3).
-    #[serde(default = "yes")]
-    pub sia: bool,
-    /// The PIC terms (eq. 15-17); `false` = "MIPIC w/o PIC".
-    #[serde(default = "yes")]
-    pub pic: bool,
-    /// Layers where SIA applies (the set `L` of eq. 14); empty = the checkpoint layers.
-    #[serde(default)]
-    pub sia_layers: Vec<usize>,
-    /// Layer `l_i` of each checkpoint `(l_i, d_i)`; empty = [`checkpoint_layers`]'s rule.
-    #[serde(default)]
-    pub checkpoint_layers: Vec<usize>,
-    /// `gamma_i` of `k_i = max(min_k, ceil(gamma_i * m))` for each prefix dim below `D`;
-    /// empty = 0.2, 0.3, ... (Appendix A.5).
-    #[serde(default)]
-    pub top_k_ratios: Vec<f64>,
-    /// The floor of `k_i` (Appendix A.5: 8).
-    #[serde(default = "eight")]
-    pub min_k: usize,
-    /// `tau` of the \[CLS\]-attention softmax (eq. 4-5). The paper gives no value for it (Table
-    /// 7's 0.05 is SimCSE's); 1 keeps the `1/sqrt(D)`-scaled scores as they are.
-    #[serde(default = "one")]
-    pub attention_temperature: f64,
-    /// `tau` of the chain's InfoNCE (eq. 16): Table 7's 0.05.
-    #[serde(default = "simcse_tau")]
-    pub pic_temperature: f64,
-    /// Detach each link's deeper checkpoint `z_{i+1}`, so that PIC only moves the earlier one
-    /// ("propagates task-relevant cues from deeper layers to earlier ones", section 3.3), as
-    /// SIA's full-dimensional side is a fixed teacher. `false` = eq. 16 with gradient to both.
-    /// Chosen on STS-B dev (docs/STRUCTURE.md): 76.4 detached vs 68.3 at d = 384.
-    #[serde(default = "yes")]
-    pub pic_detach_target: bool,
-}
-
-impl Default for MipicConfig {
-    fn default() -> Self {
-        toml::Value::Table(Default::default())
-            .try_into()
-            .expect("every key has a default")
-    }
-}
 
 /// MIPIC's SIA and PIC terms with their trainable projectors.
 #[derive(Debug)]
@@ -218,101 +161,6 @@ impl Mipic {
             .collect();
         Tensor::stack(&links, 0).sum(None::<Kind>)
     }
-}
-
-/// `l_i` per checkpoint: the configured layers or [`checkpoint_layers`]'s rule for `n` dims,
-/// non-decreasing within `1..=num_layers`.
-fn resolve_checkpoints(
-    config: &MipicConfig,
-    n: usize,
-    num_layers: usize,
-) -> std::result::Result<Vec<usize>, String> {
-    let checkpoints = if config.checkpoint_layers.is_empty() {
-        checkpoint_layers(n, num_layers)
-    } else {
-        config.checkpoint_layers.clone()
-    };
-    if checkpoints.len() != n {
-        return Err(format!(
-            "{} checkpoint_layers for {} dims",
-            checkpoints.len(),
-            n
-        ));
-    }
-    if checkpoints.windows(2).any(|w| w[0] > w[1])
-        || checkpoints.iter().any(|&l| l == 0 || l > num_layers)
-    {
-        return Err(format!(
-            "checkpoint_layers {checkpoints:?} must be non-decreasing within 1..={num_layers}"
-        ));
-    }
-    Ok(checkpoints)
-}
-
-/// SIA's layers: the configured ones or the distinct checkpoint layers, within `1..=num_layers`.
-fn resolve_sia_layers(
-    config: &MipicConfig,
-    checkpoints: &[usize],
-    num_layers: usize,
-) -> std::result::Result<Vec<usize>, String> {
-    let sia_layers = if config.sia_layers.is_empty() {
-        let mut l = checkpoints.to_vec();
-        l.dedup();
-        l
-    } else {
-        config.sia_layers.clone()
-    };
-    if let Some(l) = sia_layers.iter().find(|&&l| l == 0 || l > num_layers) {
-        return Err(format!("sia layer {l} is outside 1..={num_layers}"));
-    }
-    Ok(sia_layers)
-}
-
-/// `gamma_i` per SIA prefix dim: the configured ratios or 0.2, 0.3, ... capped at 1, each in
-/// (0, 1].
-fn resolve_gammas(
-    config: &MipicConfig,
-    sia_dims: &[usize],
-) -> std::result::Result<Vec<f64>, String> {
-    let gammas: Vec<f64> = if config.top_k_ratios.is_empty() {
-        (0..sia_dims.len())
-            .map(|i| ((2 + i) as f64 / 10.0).min(1.0))
-            .collect()
-    } else {
-        config.top_k_ratios.clone()
-    };
-    if gammas.len() != sia_dims.len() || gammas.iter().any(|g| !(*g > 0.0 && *g <= 1.0)) {
-        return Err(format!(
-            "top_k_ratios {gammas:?}: one ratio in (0, 1] per prefix dim {sia_dims:?}"
-        ));
-    }
-    Ok(gammas)
-}
-
-/// Registers `P_i` (`sia_p{d}`, `[d_i, D]`, initialised to `[I | 0]`) per SIA dim.
-fn sia_projections(params: &nn::Path, sia_dims: &[usize], hidden: usize) -> Vec<Tensor> {
-    let dev = params.device();
-    sia_dims
-        .iter()
-        .map(|&d| {
-            let init = Tensor::eye_m(d as i64, hidden as i64, (Kind::Float, dev));
-            params.var_copy(&format!("sia_p{d}"), &init)
-        })
-        .collect()
-}
-
-/// Registers `phi_i` (`pic_phi{d_i}`: Linear `d_i -> d_{i+1}`, GELU, Linear) per link.
-fn pic_projectors(params: &nn::Path, dims: &[usize]) -> Vec<(nn::Linear, nn::Linear)> {
-    dims.windows(2)
-        .map(|w| {
-            let (a, b) = (w[0] as i64, w[1] as i64);
-            let p = params / format!("pic_phi{}", w[0]);
-            (
-                nn::linear(&p / "0", a, b, Default::default()),
-                nn::linear(&p / "1", b, b, Default::default()),
-            )
-        })
-        .collect()
 }
 
 impl Objective for Mipic {

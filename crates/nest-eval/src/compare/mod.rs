@@ -1,0 +1,167 @@
+//! `nest eval compare`: per-cell differences of the main metric between reports (e.g. MIPIC vs
+//! MRL), each with a paired-bootstrap 95% interval and p-value over the test items, and Holm's
+//! correction over every cell compared (see [`crate::significance`]).
+//!
+//! A side is one report or several runs of one method (seeds); its cell value is then the
+//! mean over runs and its spread (sample sd) is shown beside it.
+//!
+//! `delta.rs` holds the sides and the deltas, `output.rs` their Markdown, JSON and heatmaps;
+//! this file makes the comparison ([`compare`]) and Holm's correction ([`correct`]).
+
+use crate::quantize::Precision;
+use crate::report::{Report, TaskResult};
+use crate::significance::{holm, spread, Bootstrap, Side};
+use crate::{Error, Result};
+
+mod delta;
+mod output;
+
+pub use delta::{CellDelta, Group, TaskDelta};
+pub use output::{markdown, write, Legend};
+
+fn shared<T: PartialEq + Copy>(lists: impl Iterator<Item = Vec<T>>) -> Vec<T> {
+    let mut it = lists;
+    let mut first = it.next().unwrap_or_default();
+    for l in it {
+        first.retain(|x| l.contains(x));
+    }
+    first
+}
+
+/// Every task and precision all reports of both sides share; with `boot`, each cell gets a
+/// paired bootstrap (the reports need per-item scores, and the same test files).
+pub fn compare(base: &Group, other: &Group, boot: Option<Bootstrap>) -> Result<Vec<TaskDelta>> {
+    let all: Vec<&Report> = base.reports.iter().chain(&other.reports).collect();
+    let layers = shared(all.iter().map(|r| r.layers.clone()));
+    let dims = shared(all.iter().map(|r| r.dims.clone()));
+    let precisions = shared(all.iter().map(|r| r.precisions.clone()));
+    let mut out = Vec::new();
+    for tb in &base.reports[0].tasks {
+        let (Some(ta), Some(to)) = (base.task(&tb.task), other.task(&tb.task)) else {
+            continue;
+        };
+        if boot.is_some() {
+            check_items(base, other, &ta, &to)?;
+        }
+        for &p in &precisions {
+            let cells = dims
+                .iter()
+                .map(|&d| {
+                    layers
+                        .iter()
+                        .map(|&l| cell_delta(&ta, &to, l, d, p, boot))
+                        .collect()
+                })
+                .collect();
+            out.push(TaskDelta {
+                task: tb.task.clone(),
+                main_metric: tb.main_metric.clone(),
+                precision: p,
+                layers: layers.clone(),
+                dims: dims.clone(),
+                cells,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Errors unless every run of both sides has per-item scores on the same test files.
+fn check_items(base: &Group, other: &Group, ta: &[&TaskResult], to: &[&TaskResult]) -> Result<()> {
+    let paths = base.paths.iter().chain(&other.paths);
+    let first = ta[0];
+    for (t, path) in ta.iter().chain(to).zip(paths) {
+        let has_cells = t.cells.iter().all(|c| c.items.is_some());
+        let has_gold = t.gold.is_some() || !crate::items::needs_gold(t.kind);
+        if !has_cells || !has_gold {
+            return Err(Error::Report(format!(
+                "{}: task {} has no per-item scores, so no significance test can be made; \
+                 re-run `nest eval` without --no-items (reports before Nest kept them lack \
+                 them too), or pass --resamples 0 to compare without one",
+                path.display(),
+                t.task
+            )));
+        }
+        let sha =
+            |t: &TaskResult| -> Vec<String> { t.files.iter().map(|f| f.sha256.clone()).collect() };
+        if sha(t) != sha(first) || t.n_examples != first.n_examples {
+            return Err(Error::Report(format!(
+                "{}: task {} was evaluated on other files than in {} (sha256 or item count \
+                 differ); a paired test needs the same test items",
+                path.display(),
+                t.task,
+                base.paths[0].display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn cell_delta(
+    ta: &[&TaskResult],
+    to: &[&TaskResult],
+    layer: usize,
+    dim: usize,
+    p: Precision,
+    boot: Option<Bootstrap>,
+) -> Option<CellDelta> {
+    let mains = |ts: &[&TaskResult]| -> Option<Vec<f64>> {
+        ts.iter().map(|t| t.main(layer, dim, p)).collect()
+    };
+    let (a, b) = (spread(&mains(ta)?), spread(&mains(to)?));
+    let test = boot.and_then(|boot| {
+        let (ia, ib) = (items_at(ta, layer, dim, p)?, items_at(to, layer, dim, p)?);
+        let sa = Side {
+            gold: gold(ta[0]),
+            runs: &ia,
+        };
+        let sb = Side {
+            gold: gold(to[0]),
+            runs: &ib,
+        };
+        boot.paired(ta[0].kind, sa, sb)
+    });
+    Some(CellDelta {
+        layer,
+        dim,
+        base: a.mean,
+        other: b.mean,
+        base_sd: a.sd,
+        other_sd: b.sd,
+        test,
+        p_holm: None,
+    })
+}
+
+fn items_at<'a>(
+    ts: &[&'a TaskResult],
+    layer: usize,
+    dim: usize,
+    p: Precision,
+) -> Option<Vec<&'a [f32]>> {
+    ts.iter()
+        .map(|t| Some(t.cell(layer, dim, p)?.items.as_ref()?.0.as_slice()))
+        .collect()
+}
+
+fn gold(t: &TaskResult) -> &[f32] {
+    t.gold.as_ref().map_or(&[][..], |g| g.0.as_slice())
+}
+
+/// Holm's correction over every tested cell of every comparison (one family), in place;
+/// returns the family's size.
+pub fn correct(comparisons: &mut [Vec<TaskDelta>]) -> usize {
+    let p: Vec<f64> = comparisons
+        .iter()
+        .flatten()
+        .flat_map(|t| t.all())
+        .map(|c| c.test.map_or(f64::NAN, |t| t.p))
+        .collect();
+    let m = p.iter().filter(|x| x.is_finite()).count();
+    let adj = holm(&p);
+    let cells = comparisons.iter_mut().flatten().flat_map(|t| t.all_mut());
+    for (c, a) in cells.zip(adj) {
+        c.p_holm = a.is_finite().then_some(a);
+    }
+    m
+}

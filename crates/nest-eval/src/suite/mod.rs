@@ -1,0 +1,88 @@
+//! The grid runner: every distinct text of every task is embedded once (all requested layers in
+//! one forward pass), then each (layer, dim, precision) cell of each task is derived from those
+//! cached pooled vectors: prefix -> L2-normalise -> quantise -> task protocol.
+//!
+//! `spec.rs` holds what is asked, `texts.rs` the text cache, `rows.rs` each task's rows in it,
+//! `space.rs` a cell's vectors and `cell.rs` a cell's metrics; this file runs them in order.
+
+use std::time::Instant;
+
+use nest_model::{ElasticEncoder, EncodeOptions};
+
+use crate::report::{Cell, FileRef, TaskResult};
+use crate::tasks::Task;
+use crate::Result;
+
+mod cell;
+mod rows;
+mod space;
+mod spec;
+mod texts;
+
+use cell::cell_metrics;
+use rows::{gold_of, n_examples, rows_of, Rows};
+pub use spec::{GridSpec, Progress};
+use texts::TextIndex;
+
+/// Runs every task over the grid.
+pub fn run(
+    encoder: &ElasticEncoder,
+    tasks: &[Task],
+    g: &GridSpec,
+    opts: EncodeOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<TaskResult>> {
+    encoder.check(&g.layers, &g.dims)?;
+    let mut index = TextIndex::default();
+    let rows: Vec<Rows> = tasks
+        .iter()
+        .map(|t| rows_of(t, &mut index, &g.prompts))
+        .collect();
+    let pooled = index.embed(encoder, &g.layers, opts, progress)?;
+    let _guard = tch::no_grad_guard();
+    let mut out = Vec::with_capacity(tasks.len());
+    for (task, r) in tasks.iter().zip(&rows) {
+        let start = Instant::now();
+        let n_cells = g.layers.len() * g.dims.len() * g.precisions.len();
+        let mut cells = Vec::with_capacity(n_cells);
+        for (li, &layer) in g.layers.iter().enumerate() {
+            for &dim in &g.dims {
+                for &precision in &g.precisions {
+                    let (metrics, items) = cell_metrics(r, &pooled[li], dim, precision, g);
+                    cells.push(Cell {
+                        layer,
+                        dim,
+                        precision,
+                        metrics,
+                        items: g.items.then_some(items),
+                    });
+                    progress(Progress::Cells {
+                        task: &task.name,
+                        done: cells.len(),
+                        total: n_cells,
+                    });
+                }
+            }
+        }
+        let files = task
+            .files
+            .iter()
+            .map(|p| FileRef {
+                path: p.display().to_string(),
+                sha256: nest_core::fsutil::sha256_file(p).unwrap_or_default(),
+            })
+            .collect();
+        out.push(TaskResult {
+            task: task.name.clone(),
+            kind: task.kind,
+            main_metric: task.kind.main_metric().into(),
+            files,
+            n_examples: n_examples(r),
+            warnings: task.warnings.clone(),
+            seconds: start.elapsed().as_secs_f64(),
+            cells,
+            gold: if g.items { gold_of(r) } else { None },
+        });
+    }
+    Ok(out)
+}

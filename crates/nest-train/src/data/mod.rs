@@ -1,0 +1,11 @@
+//! Training data: readers for each layout, tokenised once; the epoch plan (seeded shuffle,
+//! length-aware batching, no duplicate texts within a batch, a weighted mixture of sources).
+//!
+//! `source.rs` reads and tokenises the sources, `plan.rs` makes each epoch's batches from them.
+
+mod plan;
+mod source;
+
+pub(crate) use plan::{epoch_plan, padding};
+pub use plan::{Batch, Padding};
+pub use source::{load_sources, read_source, Source, Tokenize};

@@ -1,0 +1,173 @@
+//! The training sources: each read in its layout ([`read_source`]), with its prompts, and
+//! tokenised once ([`load_sources`]).
+
+use std::path::Path;
+
+use nest_core::data::{read_pairs, read_sentences, read_sts, TsvTable};
+
+use crate::recipe::{DataFormat, DataSource};
+use crate::Result;
+
+/// One source, read and tokenised: `texts[i]` holds example `i`'s columns (1 for single, 2 for
+/// pairs and scored pairs, 3 for triplets); `ids` the same, tokenised.
+#[derive(Debug)]
+pub struct Source {
+    pub spec: DataSource,
+    pub texts: Vec<Vec<String>>,
+    pub ids: Vec<Vec<Vec<i64>>>,
+    /// Gold scores of scored pairs.
+    pub scores: Vec<f64>,
+    /// Per column, the prompt's tokens at the start of each text that pooling leaves out (0:
+    /// none, or the model pools them: `include_prompt`).
+    pub prompt_tokens: Vec<usize>,
+}
+
+impl Source {
+    pub fn len(&self) -> usize {
+        self.texts.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+    pub(crate) fn columns(&self) -> usize {
+        self.texts.first().map_or(0, Vec::len)
+    }
+    pub(super) fn length(&self, i: usize) -> usize {
+        self.ids[i].iter().map(Vec::len).max().unwrap_or(0)
+    }
+}
+
+/// Reads one source in its format (checked layouts; file and line in every error).
+pub fn read_source(spec: &DataSource) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
+    let p: &Path = &spec.path;
+    if let (Some(cmd), false) = (&spec.made_by, p.exists()) {
+        let message = format!("not found; this recipe's data is made by `{cmd}`");
+        return Err(nest_core::Error::content(p, message).into());
+    }
+    Ok(match spec.format {
+        DataFormat::Scored => {
+            let rows = read_sts(p)?;
+            (
+                rows.iter()
+                    .map(|r| vec![r.sentence1.clone(), r.sentence2.clone()])
+                    .collect(),
+                rows.iter().map(|r| r.score).collect(),
+            )
+        }
+        DataFormat::Triplets => {
+            let t = TsvTable::read(p, &["anchor", "positive", "negative"])?;
+            (
+                t.rows.iter().map(|(_, r)| r[..3].to_vec()).collect(),
+                vec![],
+            )
+        }
+        DataFormat::Pairs => {
+            let header = std::fs::read_to_string(p).map_err(|e| nest_core::Error::io(p, e))?;
+            if header
+                .lines()
+                .next()
+                .is_some_and(|l| l.starts_with("anchor\tpositive"))
+            {
+                let t = TsvTable::read(p, &["anchor", "positive"])?;
+                (
+                    t.rows.iter().map(|(_, r)| r[..2].to_vec()).collect(),
+                    vec![],
+                )
+            } else {
+                let rows = read_pairs(p)?;
+                (
+                    rows.iter()
+                        .filter(|r| r.label)
+                        .map(|r| vec![r.sentence1.clone(), r.sentence2.clone()])
+                        .collect(),
+                    vec![],
+                )
+            }
+        }
+        DataFormat::Single => {
+            let is_tsv = p.extension().is_some_and(|e| e == "tsv");
+            let texts = if is_tsv {
+                let t = TsvTable::read(p, &["text"])?;
+                t.rows.into_iter().map(|(_, r)| r[0].clone()).collect()
+            } else {
+                read_sentences(p)?
+                    .into_iter()
+                    .filter(|s| !s.trim().is_empty())
+                    .collect::<Vec<_>>()
+            };
+            (texts.into_iter().map(|s| vec![s]).collect(), vec![])
+        }
+    })
+}
+
+/// Token ids of each text (the model's tokenizer).
+pub type Tokenize<'a> = &'a dyn Fn(&[&str]) -> Result<Vec<Vec<i64>>>;
+
+/// Reads and tokenises every source.
+pub fn load_sources(
+    specs: &[DataSource],
+    tokenize: Tokenize,
+    include_prompt: bool,
+) -> Result<Vec<Source>> {
+    let mut out = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let (texts, scores) = read_source(spec)?;
+        if texts.is_empty() {
+            return Err(nest_core::Error::content(
+                &spec.path,
+                "no usable training examples (e.g. no positive pairs)",
+            )
+            .into());
+        }
+        let columns = texts[0].len();
+        let prompts = column_prompts(spec, columns)
+            .map_err(|m| nest_core::Error::value(format!("data[{i}].prompts"), m))?;
+        let prompted: Vec<String> = texts
+            .iter()
+            .flat_map(|row| row.iter().zip(&prompts).map(|(t, p)| format!("{p}{t}")))
+            .collect();
+        let flat: Vec<&str> = prompted.iter().map(String::as_str).collect();
+        let mut ids_flat = tokenize(&flat)?.into_iter();
+        let ids = texts
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|_| ids_flat.next().unwrap_or_default())
+                    .collect()
+            })
+            .collect();
+        // the prompt's own tokens less its final special token (sentence-transformers'
+        // `prompt_length`), left out of the pooling unless the model pools them
+        let prompt_tokens = prompts
+            .iter()
+            .map(|p| match p.is_empty() || include_prompt {
+                true => Ok(0),
+                false => Ok(tokenize(&[p.as_str()])?[0].len().saturating_sub(1)),
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        out.push(Source {
+            spec: spec.clone(),
+            texts,
+            ids,
+            scores,
+            prompt_tokens,
+        });
+    }
+    Ok(out)
+}
+
+/// The prompt of each of a source's `columns` (empty strings: none): its `prompts` key holds
+/// none, one for every column, or one per column.
+fn column_prompts(spec: &DataSource, columns: usize) -> std::result::Result<Vec<String>, String> {
+    match spec.prompts.as_slice() {
+        [] => Ok(vec![String::new(); columns]),
+        [one] => Ok(vec![one.clone(); columns]),
+        many if many.len() == columns => Ok(many.to_vec()),
+        many => Err(format!(
+            "{} prompts for the {columns} column(s) of a {:?} file: give one for every column \
+             or one per column",
+            many.len(),
+            spec.format
+        )),
+    }
+}
