@@ -55,6 +55,8 @@ pub fn default_device() -> tch::Device {
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
         .unwrap_or(0);
-    let count = usize::try_from(tch::Cuda::device_count()).unwrap_or(1).max(1);
+    let count = usize::try_from(tch::Cuda::device_count())
+        .unwrap_or(1)
+        .max(1);
     tch::Device::Cuda(local % count)
 }

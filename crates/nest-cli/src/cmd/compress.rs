@@ -142,10 +142,17 @@ fn inputs(src: &serde_json::Value, val_fraction: f64) -> Result<Inputs> {
     .normalized()?)
 }
 
-// long: reads and checks every input before training (embeddings or a BEIR folder, ids, qrels),
-// then one library call and the report; moving the input assembly into nest-compress is open
-// in issue 19.
-pub fn run(a: CompressArgs) -> Result<()> {
+/// What a run continues from or starts with: the method, its input description, the adaptor
+/// it continues (`--resume`) and where the result goes.
+struct Start {
+    method: Method,
+    source: serde_json::Value,
+    init: Option<Adaptor>,
+    out: PathBuf,
+}
+
+/// The training options from the flags, range-checked.
+fn options(a: &CompressArgs) -> Result<Options> {
     anyhow::ensure!(
         a.val_fraction > 0.0 && a.val_fraction < 1.0,
         "--val-fraction must be in (0, 1), got {}",
@@ -155,7 +162,7 @@ pub fn run(a: CompressArgs) -> Result<()> {
         a.batch_size >= 2 && a.epochs >= 1,
         "--batch-size must be >= 2 and --epochs >= 1"
     );
-    let opts = Options {
+    Ok(Options {
         alpha: a.alpha,
         scale: a.scale,
         lr: a.lr,
@@ -167,49 +174,95 @@ pub fn run(a: CompressArgs) -> Result<()> {
         memory_size: a.memory_size,
         tau: a.tau,
         seed: a.seed,
+    })
+}
+
+/// `--resume DIR`: the adaptor's own method and recorded inputs, its smallest dim put first in
+/// `dims` (the next stage halves it).
+fn resumed(a: &CompressArgs, dir: &Path, dims: &mut Vec<usize>) -> Result<Start> {
+    let prev = Adaptor::load(dir)?;
+    let method = Method::parse(&prev.meta.method)?;
+    if !method.sequential() {
+        bail!(
+            "{}: a {} adaptor cannot be continued; only smec and mrl+smrl train stage by stage",
+            dir.display(),
+            method.name()
+        );
+    }
+    let smallest = *prev.dims().first().context("adaptor without dims")?;
+    dims.insert(0, smallest);
+    let source = prev
+        .meta
+        .info
+        .get("source")
+        .cloned()
+        .context("the adaptor records no inputs to resume from")?;
+    Ok(Start {
+        method,
+        source,
+        init: Some(prev),
+        out: a.out.clone().unwrap_or_else(|| dir.to_path_buf()),
+    })
+}
+
+/// A new run: the method and the inputs the flags name.
+fn fresh(a: &CompressArgs) -> Result<Start> {
+    let method = Method::parse(&a.method)?;
+    let out = a
+        .out
+        .clone()
+        .context("--out is needed (where the adaptor goes)")?;
+    let p = |x: &Option<PathBuf>| x.as_ref().map(|p| p.display().to_string());
+    let source = match (&a.model, &a.embeddings) {
+        (Some(m), None) => {
+            json!({"model": m, "beir": p(&a.beir), "split": a.split, "cache": a.cache.display().to_string()})
+        }
+        (None, Some(_)) => json!({
+            "embeddings": p(&a.embeddings), "corpus_ids": p(&a.corpus_ids), "queries": p(&a.queries),
+            "query_ids": p(&a.query_ids), "qrels": p(&a.qrels), "test_qrels": p(&a.test_qrels),
+        }),
+        _ => bail!("give either --embeddings/--queries/--qrels or --model/--beir"),
     };
+    Ok(Start {
+        method,
+        source,
+        init: None,
+        out,
+    })
+}
+
+/// The validation and test nDCG@10 per dim that training recorded, as a markdown table.
+fn print_scores(adaptor: &Adaptor) {
+    let info = &adaptor.meta.info;
+    println!("| dim | val nDCG@10 | test nDCG@10 |\n|---:|---:|---:|");
+    for d in adaptor.dims().iter().rev() {
+        let g = |k: &str| {
+            info[k]
+                .get(d.to_string())
+                .and_then(|v| v.as_f64())
+                .map_or("-".into(), |v| format!("{v:.4}"))
+        };
+        println!(
+            "| {d} | {} | {} |",
+            g("val_ndcg_at_10"),
+            g("test_ndcg_at_10")
+        );
+    }
+}
+
+/// Reads and checks every input before training (embeddings or a BEIR folder, ids, qrels),
+/// then trains with one library call and writes the adaptor and its test report.
+pub fn run(a: CompressArgs) -> Result<()> {
+    let opts = options(&a)?;
     let mut dims = parse_dims(&a.dims)?;
-    let (method, source, init, out) = match &a.resume {
-        Some(dir) => {
-            let prev = Adaptor::load(dir)?;
-            let method = Method::parse(&prev.meta.method)?;
-            if !method.sequential() {
-                bail!("{}: a {} adaptor cannot be continued; only smec and mrl+smrl train stage by stage", dir.display(), method.name());
-            }
-            let smallest = *prev.dims().first().context("adaptor without dims")?;
-            dims.insert(0, smallest);
-            let source = prev
-                .meta
-                .info
-                .get("source")
-                .cloned()
-                .context("the adaptor records no inputs to resume from")?;
-            (
-                method,
-                source,
-                Some(prev),
-                a.out.clone().unwrap_or_else(|| dir.clone()),
-            )
-        }
-        None => {
-            let method = Method::parse(&a.method)?;
-            let out = a
-                .out
-                .clone()
-                .context("--out is needed (where the adaptor goes)")?;
-            let p = |x: &Option<PathBuf>| x.as_ref().map(|p| p.display().to_string());
-            let source = match (&a.model, &a.embeddings) {
-                (Some(m), None) => {
-                    json!({"model": m, "beir": p(&a.beir), "split": a.split, "cache": a.cache.display().to_string()})
-                }
-                (None, Some(_)) => json!({
-                    "embeddings": p(&a.embeddings), "corpus_ids": p(&a.corpus_ids), "queries": p(&a.queries),
-                    "query_ids": p(&a.query_ids), "qrels": p(&a.qrels), "test_qrels": p(&a.test_qrels),
-                }),
-                _ => bail!("give either --embeddings/--queries/--qrels or --model/--beir"),
-            };
-            (method, source, None, out)
-        }
+    let Start {
+        method,
+        source,
+        init,
+        out,
+    } = match &a.resume {
+        Some(dir) => resumed(&a, dir, &mut dims)?,
+        None => fresh(&a)?,
     };
     if let Some(prev) = &init {
         anyhow::ensure!(prev.meta.input_dim >= dims[0], "adaptor input mismatch");
@@ -240,21 +293,7 @@ pub fn run(a: CompressArgs) -> Result<()> {
     adaptor
         .save(&out)
         .with_context(|| format!("writing {}", out.display()))?;
-    let info = &adaptor.meta.info;
-    println!("| dim | val nDCG@10 | test nDCG@10 |\n|---:|---:|---:|");
-    for d in adaptor.dims().iter().rev() {
-        let g = |k: &str| {
-            info[k]
-                .get(d.to_string())
-                .and_then(|v| v.as_f64())
-                .map_or("-".into(), |v| format!("{v:.4}"))
-        };
-        println!(
-            "| {d} | {} | {} |",
-            g("val_ndcg_at_10"),
-            g("test_ndcg_at_10")
-        );
-    }
+    print_scores(&adaptor);
     if let Some(r) = nest_compress::run::test_report(
         &adaptor,
         &inp,
