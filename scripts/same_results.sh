@@ -6,11 +6,14 @@
 #
 #   git worktree add /tmp/old <commit> && (cd /tmp/old && cargo build --bin nest)
 #   scripts/same_results.sh /tmp/old/target/debug/nest target/debug/nest
+#   MODEL=models/all-MiniLM-L6-v2 scripts/same_results.sh OLD NEW
 set -euo pipefail
 OLD=$(realpath "$1"); NEW=$(realpath "$2")
 root=$(cd "$(dirname "$0")/.." && pwd)
 D=$(mktemp -d); trap 'rm -rf "$D"' EXIT
-model="$root/tests/fixtures/xlmr-tiny/model"
+# MODEL: any model both binaries read (default the tiny XLM-R; binaries from before XLM-R
+# support, 2026-11-23, need a BERT such as models/all-MiniLM-L6-v2)
+model=$(realpath "${MODEL:-$root/tests/fixtures/xlmr-tiny/model}")
 printf 'sentence1\tsentence2\tscore\nA man is playing a guitar.\tA man plays the guitar.\t4.6\nA woman is slicing an onion.\tSomeone cuts an onion.\t4.0\nThe cat sat on the mat.\tThe dog sat on the log.\t1.8\nStock markets fell sharply.\tA new species of frog.\t0.1\nHi\tEnd.\t0.5\nThe quick brown fox jumps.\tA fox jumps quickly.\t3.9\nNumbers: 3.14 and 42.\tScientists discovered a frog.\t0.2\nTwo sentences here.\tAnd a second one!\t1.0\n' > "$D/train.tsv"
 status=0
 for obj in '[{kind = "mrl"}]' '[{kind = "2dmse"}]' '[{kind = "ese", compression_size = 8}]' \
