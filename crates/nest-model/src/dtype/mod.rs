@@ -180,7 +180,7 @@ pub fn resolve(choice: DtypeChoice, device: Device) -> Resolved {
                     "; note: this CPU has no AVX512-BF16 / AMX-BF16, bf16 is emulated and slow"
                 }
                 Dtype::Int8 if !m.int8_instructions => {
-                    "; note: this CPU has no VNNI / AMX-INT8, int8 products are slow"
+                    "; note: this CPU has no VNNI / AMX-INT8, so int8 products run in float32 here (the quantised model, no speed-up)"
                 }
                 _ => "",
             };
