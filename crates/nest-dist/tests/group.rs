@@ -152,12 +152,9 @@ fn an_unreachable_store_is_an_error() {
     );
 }
 
-/// NCCL is asked for by name and refused with the fix when this build has none (the `cuda`
-/// build makes the group; scripts/check_cuda_build.sh compiles it).
-#[cfg(not(feature = "cuda"))]
-#[test]
-fn nccl_without_the_cuda_build_says_how_to_get_it() {
-    let launch = Launch {
+/// A one-process launch on a free loopback port (each call a new port, so a new store).
+fn one_rank() -> Launch {
+    Launch {
         rank: 0,
         world: 1,
         local_rank: 0,
@@ -165,7 +162,15 @@ fn nccl_without_the_cuda_build_says_how_to_get_it() {
         master_port: free_port(),
         agent_store: false,
         restart: 0,
-    };
+    }
+}
+
+/// NCCL is asked for by name and refused with the fix when this build has none (the `cuda`
+/// build makes the group; scripts/check_cuda_build.sh compiles it).
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn nccl_without_the_cuda_build_says_how_to_get_it() {
+    let launch = one_rank();
     let e = Group::join_with(
         &launch,
         Duration::from_secs(10),
@@ -175,10 +180,7 @@ fn nccl_without_the_cuda_build_says_how_to_get_it() {
     .to_string();
     assert!(e.contains("--features cuda"), "{e}");
     // the same launch on Gloo works, one rank
-    let launch = Launch {
-        master_port: free_port(),
-        ..launch
-    };
+    let launch = one_rank();
     let g = Group::join_with(&launch, Duration::from_secs(10), nest_dist::Backend::Gloo).unwrap();
     assert_eq!(g.backend(), nest_dist::Backend::Gloo);
     let mut t = Tensor::from_slice(&[1.5f32, -2.0]);
@@ -196,15 +198,7 @@ fn nccl_one_rank_on_the_gpu() {
         eprintln!("no GPU here: the NCCL path was compiled and linked but not run");
         return;
     }
-    let launch = Launch {
-        rank: 0,
-        world: 1,
-        local_rank: 0,
-        master_addr: "127.0.0.1".into(),
-        master_port: free_port(),
-        agent_store: false,
-        restart: 0,
-    };
+    let launch = one_rank();
     let g = Group::join_with(
         &launch,
         Duration::from_secs(60),
