@@ -111,7 +111,7 @@ impl Bert {
         run_layers(
             &self.layers,
             x,
-            &mask,
+            (&mask, &input.mask),
             self.settings,
             layers,
             train,

@@ -90,6 +90,47 @@ pub(crate) fn linear(p: nn::Path, i: usize, o: usize) -> Linear {
     Linear::new(p, i, o)
 }
 
+/// The real tokens of a padded batch. Every part of a layer except attention works per
+/// position (the linear layers, GELU, the LayerNorms: over 90% of the work), so it runs on the
+/// real tokens alone, packed into one `[tokens, hidden]` matrix, and only attention sees the
+/// padded `[batch, seq, ...]` layout. Text-embeddings-inference and FlashAttention's "varlen"
+/// kernels unpad the same way. A batch of random-length requests (the server's) or of training
+/// pairs is often half padding; a length-sorted encode batch has little.
+pub(crate) struct Packing {
+    /// Positions of the real tokens in the flattened `[batch * seq]` layout, ascending.
+    index: Tensor,
+    batch: i64,
+    seq: i64,
+}
+
+impl Packing {
+    /// The packing of `tokens` (`[batch, seq]`, nonzero = real token); `None` when the batch has
+    /// no padding (then packing would only copy).
+    pub(crate) fn new(tokens: &Tensor) -> Option<Packing> {
+        let (batch, seq) = tokens.size2().ok()?;
+        let index = tokens.reshape([-1]).ne(0).nonzero().squeeze_dim(1);
+        (index.size()[0] < batch * seq).then_some(Packing { index, batch, seq })
+    }
+
+    /// # Shapes
+    /// - `x`: `[batch, seq, hidden]`; returns `[tokens, hidden]`
+    pub(crate) fn pack(&self, x: &Tensor) -> Tensor {
+        let h = *x.size().last().expect("x has a feature axis");
+        x.reshape([-1, h]).index_select(0, &self.index)
+    }
+
+    /// The inverse of [`Packing::pack`], with zeros at the padding.
+    ///
+    /// # Shapes
+    /// - `x`: `[tokens, hidden]`; returns `[batch, seq, hidden]`
+    pub(crate) fn unpack(&self, x: &Tensor) -> Tensor {
+        let h = x.size()[1];
+        Tensor::zeros([self.batch * self.seq, h], (x.kind(), x.device()))
+            .index_copy(0, &self.index, x)
+            .view([self.batch, self.seq, h])
+    }
+}
+
 /// Splits `[batch, seq, hidden]` into heads: `[batch, heads, seq, hidden / heads]`.
 fn split_heads(t: &Tensor, heads: i64) -> Tensor {
     let (b, s, h) = t.size3().expect("attention input is [batch, seq, hidden]");
@@ -155,29 +196,35 @@ impl Layer {
         }
     }
 
-    /// One layer; with `want_cls`, also the [CLS]-row attention probabilities.
+    /// One layer; with `want_cls`, also the [CLS]-row attention probabilities. With a
+    /// `packing`, `x` and the output hold the real tokens only (see [`Packing`]).
     ///
     /// # Shapes
-    /// - `x`: `[batch, seq, hidden]`; `mask`: additive, broadcastable to `[batch, heads, seq, seq]`
-    /// - returns `[batch, seq, hidden]` and, if asked, `[batch, heads, seq]`
+    /// - `x`: `[batch, seq, hidden]`, or `[tokens, hidden]` with a packing; `mask`: additive,
+    ///   broadcastable to `[batch, heads, seq, seq]`
+    /// - returns the shape of `x` and, if asked, `[batch, heads, seq]`
     pub(crate) fn forward(
         &self,
         x: &Tensor,
         mask: &Tensor,
+        packing: Option<&Packing>,
         s: LayerSettings,
-        train: bool,
-        want_cls: bool,
+        (train, want_cls): (bool, bool),
     ) -> (Tensor, Option<Tensor>) {
         let drop = if train { s.attn_dropout } else { 0.0 };
         let c = s.compute;
         let (q, k, v) = self.project(x, c);
-        let (q, k, v) = (
-            split_heads(&q, s.heads),
-            split_heads(&k, s.heads),
-            split_heads(&v, s.heads),
-        );
+        let heads = |t: Tensor| match packing {
+            Some(p) => split_heads(&p.unpack(&t), s.heads),
+            None => split_heads(&t, s.heads),
+        };
+        let (q, k, v) = (heads(q), heads(k), heads(v));
         let cls = want_cls.then(|| cls_attention(&q, &k, mask));
         let ctx = attention(&q, &k, &v, mask, drop);
+        let ctx = match packing {
+            Some(p) => p.pack(&ctx),
+            None => ctx,
+        };
         let a =
             (self.attn_out.forward(&ctx, c).dropout(s.dropout, train) + x).apply(&self.attn_norm);
         let f = self.intermediate.forward(&a, c).gelu("none");
@@ -277,14 +324,15 @@ pub(crate) fn set_stack_dtype(
 /// collecting every layer's hidden states and, when asked, its [CLS] attention row.
 ///
 /// # Shapes
-/// - `x`: `[batch, seq, hidden]` (embedding output); `mask`: additive
+/// - `x`: `[batch, seq, hidden]` (embedding output); `mask`: additive; `tokens`: `[batch, seq]`
+///   (nonzero = real token), which the layers use to skip the padding (see [`Packing`])
 /// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]` (index 0 = `x`);
 ///   `cls_attention`: `layers` tensors `[batch, heads, seq]` (per head) or `[batch, seq]` (mean
 ///   over heads), empty for [`ClsAttention::None`]
 pub(crate) fn run_layers(
     stack: &[Layer],
     x: Tensor,
-    mask: &Tensor,
+    (mask, tokens): (&Tensor, &Tensor),
     s: LayerSettings,
     layers: usize,
     train: bool,
@@ -300,18 +348,21 @@ pub(crate) fn run_layers(
     };
     let mask = &mask;
     let x = x.to_kind(s.stream);
+    let packing = Packing::new(tokens);
+    let mut stream = match &packing {
+        Some(p) => p.pack(&x),
+        None => x.shallow_clone(),
+    };
     let mut hidden_states = Vec::with_capacity(layers + 1);
     let mut cls_attention = Vec::new();
     hidden_states.push(x);
     for layer in stack.iter().take(layers) {
-        let (next, cls) = layer.forward(
-            hidden_states.last().expect("non-empty"),
-            mask,
-            s,
-            train,
-            want,
-        );
-        hidden_states.push(next);
+        let (next, cls) = layer.forward(&stream, mask, packing.as_ref(), s, (train, want));
+        hidden_states.push(match &packing {
+            Some(p) => p.unpack(&next),
+            None => next.shallow_clone(),
+        });
+        stream = next;
         if let Some(a) = cls {
             cls_attention.push(match capture {
                 ClsAttention::Mean => a.mean_dim(1, false, a.kind()),
@@ -322,5 +373,74 @@ pub(crate) fn run_layers(
     EncoderOutput {
         hidden_states,
         cls_attention,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Architecture;
+    use crate::tiny::{tiny_config, TinySpec};
+
+    /// A layer on packed real tokens gives what the padded layer gives at the real positions,
+    /// in the forward pass and in the gradients (float32 reordering only: 1e-5).
+    #[test]
+    fn packed_layer_matches_the_padded_layer() {
+        tch::manual_seed(7);
+        let c = tiny_config(&TinySpec::new(Architecture::Bert));
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let names = LayerNames {
+            q: "q",
+            k: "k",
+            v: "v",
+            o: "o",
+            attn_norm: "n",
+        };
+        let layer = Layer::new(vs.root(), &c, &names);
+        let s = LayerSettings::from(&c);
+        let tokens = Tensor::from_slice(&[1i64, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0]).view([3, 4]);
+        let x = Tensor::randn(
+            [3, 4, c.hidden_size as i64],
+            (Kind::Float, tch::Device::Cpu),
+        );
+        let mask = additive_mask(&tokens, Kind::Float);
+        let p = Packing::new(&tokens).expect("the batch has padding");
+        let (padded, cls_padded) = layer.forward(&x, &mask, None, s, (false, true));
+        let (packed, cls_packed) = layer.forward(&p.pack(&x), &mask, Some(&p), s, (false, true));
+        let real = tokens.unsqueeze(-1).to_kind(Kind::Float);
+        let diff = ((&padded - p.unpack(&packed)) * &real)
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert!(diff < 1e-5, "forward differs by {diff}");
+        let (a, b) = (cls_padded.unwrap(), cls_packed.unwrap());
+        assert!((a - b).abs().max().double_value(&[]) < 1e-6);
+        assert_eq!(p.pack(&x).size()[0], 9);
+        // the loss of the real tokens only: the same gradients on every weight
+        let grads = |y: &Tensor| {
+            for mut v in vs.trainable_variables() {
+                v.zero_grad();
+            }
+            (y * y).sum(Kind::Float).backward();
+            vs.trainable_variables()
+                .iter()
+                .map(|v| v.grad().copy())
+                .collect::<Vec<_>>()
+        };
+        let g1 = grads(&(layer.forward(&x, &mask, None, s, (false, false)).0 * &real));
+        let g2 = grads(
+            &layer
+                .forward(&p.pack(&x), &mask, Some(&p), s, (false, false))
+                .0,
+        );
+        for (a, b) in g1.iter().zip(&g2) {
+            let d = (a - b).abs().max().double_value(&[]);
+            assert!(
+                d < 1e-4 * (1.0 + a.abs().max().double_value(&[])),
+                "gradient differs by {d}"
+            );
+        }
+        // no padding: no packing
+        assert!(Packing::new(&Tensor::ones([2, 3], (Kind::Int64, tch::Device::Cpu))).is_none());
     }
 }

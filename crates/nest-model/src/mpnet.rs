@@ -133,7 +133,7 @@ impl Mpnet {
         run_layers(
             &self.layers,
             x,
-            &mask,
+            (&mask, &input.mask),
             self.settings,
             layers,
             train,

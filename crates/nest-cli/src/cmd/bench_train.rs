@@ -62,16 +62,20 @@ fn peak_gflops() -> f64 {
     tch::get_num_threads() as f64 * 32.0 * mhz / 1000.0
 }
 
-/// Forward + backward FLOPs of one column: 3 x forward (backward = 2 x forward), forward per
-/// layer = 2 T (4 H^2 + 2 H I) for the projections and FFN plus 4 B S^2 H for attention.
-fn column_flops(enc: &ElasticEncoder, b: usize, s: usize) -> f64 {
+/// Forward + backward FLOPs of one column of texts `lengths` tokens long: 3 x forward (backward
+/// = 2 x forward), forward per layer = 2 T (4 H^2 + 2 H I) for the projections and FFN, on the
+/// T real tokens (the layers skip the padding), plus 4 B S^2 H for attention, padded to the
+/// longest text S.
+fn column_flops(enc: &ElasticEncoder, lengths: &[usize]) -> f64 {
+    let b = lengths.len();
+    let s = lengths.iter().copied().max().unwrap_or(0);
     let c = &enc.config;
     let (h, i, l) = (
         c.hidden_size as f64,
         c.intermediate_size as f64,
         c.num_hidden_layers as f64,
     );
-    let t = (b * s) as f64;
+    let t = lengths.iter().sum::<usize>() as f64;
     let fwd = l * (2.0 * t * (4.0 * h * h + 2.0 * h * i) + 4.0 * b as f64 * (s * s) as f64 * h);
     3.0 * fwd
 }
@@ -187,15 +191,15 @@ fn step_benchmark(a: &BenchTrainArgs, s: &Setup, kinds: &[String]) -> Result<Ste
         let chunk = &s.pairs[i * a.batch_size..(i + 1) * a.batch_size];
         for (o, t) in times.iter_mut().enumerate() {
             let start = Instant::now();
-            let longest = timer.step(o, chunk, i as u64)?;
+            let lengths = timer.step(o, chunk, i as u64)?;
             if i < 3 {
                 continue;
             }
             t.push(start.elapsed().as_secs_f64());
             if o == 0 {
-                flops += longest
+                flops += lengths
                     .iter()
-                    .map(|&len| column_flops(timer.encoder(), chunk.len(), len))
+                    .map(|col| column_flops(timer.encoder(), col))
                     .sum::<f64>();
             }
         }

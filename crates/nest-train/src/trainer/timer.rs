@@ -68,8 +68,13 @@ impl StepTimer {
     }
 
     /// One optimizer step of objective `o` on `pairs` (anchor, positive), tokenisation
-    /// included; returns the longest anchor and the longest positive in tokens.
-    pub fn step(&mut self, o: usize, pairs: &[(String, String)], step: u64) -> Result<[usize; 2]> {
+    /// included; returns the anchors' and the positives' lengths in tokens.
+    pub fn step(
+        &mut self,
+        o: usize,
+        pairs: &[(String, String)],
+        step: u64,
+    ) -> Result<[Vec<usize>; 2]> {
         let texts: Vec<&str> = pairs
             .iter()
             .flat_map(|p| [p.0.as_str(), p.1.as_str()])
@@ -118,7 +123,7 @@ impl StepTimer {
                 last_checkpoint: "(a benchmark: none)".into(),
             }
         })?;
-        let longest = |c: usize| src.ids.iter().map(|x| x[c].len()).max().unwrap_or(0);
-        Ok([longest(0), longest(1)])
+        let lengths = |c: usize| src.ids.iter().map(|x| x[c].len()).collect();
+        Ok([lengths(0), lengths(1)])
     }
 }
