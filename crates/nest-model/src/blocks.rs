@@ -8,6 +8,7 @@ use tch::{Device, Kind, Tensor};
 use crate::dtype::Dtype;
 use crate::io::EncoderOutput;
 use crate::linear::Linear;
+use crate::packing::Packing;
 
 /// RMSNorm (Zhang & Sennrich 2019, arXiv:1910.07467): `x / sqrt(mean(x^2) + eps) * w`, in
 /// float32; Gemma's form scales by `1 + w` (its weights start at 0).
@@ -45,21 +46,29 @@ impl RmsNorm {
 
 /// The explicit loop over a pre-norm stack with early exit: `x` through the first `n` of
 /// `layers` (`step`), recording the embeddings and, after each layer, the model's final norm of
-/// the stream (`norm`), so every exit is on the scale of the last one.
+/// the stream (`norm`), so every exit is on the scale of the last one. The layers run on the
+/// real tokens only where the batch has padding (`step` gets the [`Packing`]; the recorded
+/// states are padded again, zeros at the padding).
 ///
 /// # Shapes
-/// - `x`: `[batch, seq, hidden]`; returns `n + 1` states `[batch, seq, hidden]`, no attention rows
+/// - `x`: `[batch, seq, hidden]`; `tokens`: `[batch, seq]` (nonzero = real token); returns
+///   `n + 1` states `[batch, seq, hidden]`, no attention rows
 pub(crate) fn pre_norm_exits<L>(
-    mut x: Tensor,
-    layers: &[L],
-    n: usize,
-    step: impl Fn(&L, &Tensor) -> Tensor,
+    x: Tensor,
+    tokens: &Tensor,
+    (layers, n): (&[L], usize),
+    step: impl Fn(&L, &Tensor, Option<&Packing>) -> Tensor,
     norm: impl Fn(&Tensor) -> Tensor,
 ) -> EncoderOutput {
-    let mut hidden_states = vec![x.shallow_clone()];
+    let packing = Packing::new(tokens);
+    let mut stream = match &packing {
+        Some(p) => p.pack(&x),
+        None => x.shallow_clone(),
+    };
+    let mut hidden_states = vec![x];
     for layer in layers.iter().take(n) {
-        x = step(layer, &x);
-        hidden_states.push(norm(&x));
+        stream = step(layer, &stream, packing.as_ref());
+        hidden_states.push(Packing::padded(packing.as_ref(), norm(&stream)));
     }
     EncoderOutput {
         hidden_states,

@@ -28,6 +28,7 @@ use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
 use crate::linear::Linear;
+use crate::packing::Packing;
 
 /// Gemma 3's own keys of `config.json` (the common ones are in [`ModelConfig`]).
 #[derive(Debug, Clone, Deserialize)]
@@ -223,19 +224,18 @@ impl Gemma3Layer {
     }
 
     /// # Shapes
-    /// - `x`: `[batch, seq, hidden]`; returns the same
-    fn forward(&self, x: &Tensor, s: &Shared, train: bool) -> Tensor {
-        let (b, n, _) = x.size3().expect("x is [batch, seq, hidden]");
+    /// - `x`: `[batch, seq, hidden]`, or `[tokens, hidden]` under a packing; returns the same
+    fn forward(&self, x: &Tensor, s: &Shared, packing: Option<&Packing>, train: bool) -> Tensor {
         let (hq, hkv, dh) = s.heads;
         let h = self.norms[0].forward(x);
+        let q = Packing::padded(packing, self.q.forward(&h, s.compute));
+        let (b, n, _) = q.size3().expect("q is [batch, seq, width]");
         let split = |t: Tensor, heads: i64| t.view([b, n, heads, dh]);
-        let q = self
-            .q_norm
-            .forward(&split(self.q.forward(&h, s.compute), hq));
-        let k = self
-            .k_norm
-            .forward(&split(self.k.forward(&h, s.compute), hkv));
-        let v = split(self.v.forward(&h, s.compute), hkv).transpose(1, 2);
+        let q = self.q_norm.forward(&split(q, hq));
+        let k = Packing::padded(packing, self.k.forward(&h, s.compute));
+        let k = self.k_norm.forward(&split(k, hkv));
+        let v = Packing::padded(packing, self.v.forward(&h, s.compute));
+        let v = split(v, hkv).transpose(1, 2);
         let (rope, mask) = match self.full {
             true => (&s.rope_full, &s.mask_full),
             false => (&s.rope_sliding, &s.mask_sliding),
@@ -262,6 +262,7 @@ impl Gemma3Layer {
         )
         .transpose(1, 2)
         .reshape([b, n, hq * dh]);
+        let ctx = Packing::packed(packing, ctx);
         let attn = self.o.forward(&ctx, s.compute).to_kind(x.kind());
         let x = x + self.norms[1].forward(&attn);
         let h = self.norms[2].forward(&x);
@@ -385,9 +386,9 @@ impl Gemma3 {
         let x = self.embed.forward(&input.ids) * self.embed_scale;
         pre_norm_exits(
             x,
-            &self.layers,
-            layers,
-            |l, x| l.forward(x, &s, train),
+            &input.mask,
+            (&self.layers, layers),
+            |l, x, p| l.forward(x, &s, p, train),
             |x| self.norm.forward(x),
         )
     }

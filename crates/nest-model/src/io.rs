@@ -18,9 +18,8 @@ pub struct EncoderInput {
 pub struct EncoderOutput {
     /// Index 0 = embedding output; index `l` = output of layer `l`. Holds `layers + 1` tensors of
     /// shape `[batch, seq, hidden]` for a forward run to `layers`. What stands at padding
-    /// positions is not a token's state: the BERT family leaves zeros there after the
-    /// embeddings (its layers skip the padding), the rotary architectures whatever they
-    /// computed; pooling and every loss read through the mask.
+    /// positions after the embeddings is zero, not a token's state (the layers skip the
+    /// padding); pooling and every loss read through the mask.
     pub hidden_states: Vec<Tensor>,
     /// Index `l - 1` = layer `l`'s attention probabilities for the first ([CLS]) query row,
     /// before attention dropout, padding keys at 0: `[batch, heads, seq]` for

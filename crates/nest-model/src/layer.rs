@@ -10,6 +10,7 @@ use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderOutput};
 use crate::linear::Linear;
+use crate::packing::Packing;
 
 /// One transformer layer: self-attention, residual + LayerNorm, feed-forward, residual +
 /// LayerNorm (Vaswani et al. 2017, post-norm as in BERT).
@@ -88,47 +89,6 @@ pub(crate) fn layer_norm(p: nn::Path, dim: usize, eps: f64) -> nn::LayerNorm {
 
 pub(crate) fn linear(p: nn::Path, i: usize, o: usize) -> Linear {
     Linear::new(p, i, o)
-}
-
-/// The real tokens of a padded batch. Every part of a layer except attention works per
-/// position (the linear layers, GELU, the LayerNorms: over 90% of the work), so it runs on the
-/// real tokens alone, packed into one `[tokens, hidden]` matrix, and only attention sees the
-/// padded `[batch, seq, ...]` layout. Text-embeddings-inference and FlashAttention's "varlen"
-/// kernels unpad the same way. A batch of random-length requests (the server's) or of training
-/// pairs is often half padding; a length-sorted encode batch has little.
-pub(crate) struct Packing {
-    /// Positions of the real tokens in the flattened `[batch * seq]` layout, ascending.
-    index: Tensor,
-    batch: i64,
-    seq: i64,
-}
-
-impl Packing {
-    /// The packing of `tokens` (`[batch, seq]`, nonzero = real token); `None` when the batch has
-    /// no padding (then packing would only copy).
-    pub(crate) fn new(tokens: &Tensor) -> Option<Packing> {
-        let (batch, seq) = tokens.size2().ok()?;
-        let index = tokens.reshape([-1]).ne(0).nonzero().squeeze_dim(1);
-        (index.size()[0] < batch * seq).then_some(Packing { index, batch, seq })
-    }
-
-    /// # Shapes
-    /// - `x`: `[batch, seq, hidden]`; returns `[tokens, hidden]`
-    pub(crate) fn pack(&self, x: &Tensor) -> Tensor {
-        let h = *x.size().last().expect("x has a feature axis");
-        x.reshape([-1, h]).index_select(0, &self.index)
-    }
-
-    /// The inverse of [`Packing::pack`], with zeros at the padding.
-    ///
-    /// # Shapes
-    /// - `x`: `[tokens, hidden]`; returns `[batch, seq, hidden]`
-    pub(crate) fn unpack(&self, x: &Tensor) -> Tensor {
-        let h = x.size()[1];
-        Tensor::zeros([self.batch * self.seq, h], (x.kind(), x.device()))
-            .index_copy(0, &self.index, x)
-            .view([self.batch, self.seq, h])
-    }
 }
 
 /// Splits `[batch, seq, hidden]` into heads: `[batch, heads, seq, hidden / heads]`.
@@ -214,17 +174,11 @@ impl Layer {
         let drop = if train { s.attn_dropout } else { 0.0 };
         let c = s.compute;
         let (q, k, v) = self.project(x, c);
-        let heads = |t: Tensor| match packing {
-            Some(p) => split_heads(&p.unpack(&t), s.heads),
-            None => split_heads(&t, s.heads),
-        };
+        let heads = |t: Tensor| split_heads(&Packing::padded(packing, t), s.heads);
         let (q, k, v) = (heads(q), heads(k), heads(v));
         let cls = want_cls.then(|| cls_attention(&q, &k, mask));
         let ctx = attention(&q, &k, &v, mask, drop);
-        let ctx = match packing {
-            Some(p) => p.pack(&ctx),
-            None => ctx,
-        };
+        let ctx = Packing::packed(packing, ctx);
         let a =
             (self.attn_out.forward(&ctx, c).dropout(s.dropout, train) + x).apply(&self.attn_norm);
         let f = self.intermediate.forward(&a, c).gelu("none");

@@ -25,6 +25,7 @@ mod linear;
 pub mod modernbert;
 pub mod mpnet;
 pub mod optim;
+mod packing;
 pub mod point;
 pub mod pooling;
 pub mod prompt;

@@ -22,6 +22,7 @@ use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
 use crate::linear::Linear;
+use crate::packing::Packing;
 
 /// ModernBERT's own keys of `config.json` (the common ones are in [`ModelConfig`]).
 #[derive(Debug, Clone, Deserialize)]
@@ -205,17 +206,16 @@ impl ModernBertLayer {
     }
 
     /// # Shapes
-    /// - `x`: `[batch, seq, hidden]`; returns the same
-    fn forward(&self, x: &Tensor, s: &Shared, train: bool) -> Tensor {
-        let (b, n, d) = x.size3().expect("x is [batch, seq, hidden]");
+    /// - `x`: `[batch, seq, hidden]`, or `[tokens, hidden]` under a packing; returns the same
+    fn forward(&self, x: &Tensor, s: &Shared, packing: Option<&Packing>, train: bool) -> Tensor {
         let h = match &self.attn_norm {
             Some(norm) => norm.forward(x),
             None => x.shallow_clone(),
         };
-        let qkv = self
-            .wqkv
-            .forward(&h, s.compute)
-            .view([b, n, 3, s.heads, d / s.heads]);
+        let qkv = Packing::padded(packing, self.wqkv.forward(&h, s.compute));
+        let (b, n, d3) = qkv.size3().expect("qkv is [batch, seq, 3 hidden]");
+        let d = d3 / 3;
+        let qkv = qkv.view([b, n, 3, s.heads, d / s.heads]);
         let part = |k: i64| qkv.select(2, k).transpose(1, 2); // [b, heads, n, dh]
         let (rope, mask) = match self.global {
             true => (&s.rope_global, &s.mask_global),
@@ -235,6 +235,7 @@ impl ModernBertLayer {
         )
         .transpose(1, 2)
         .reshape([b, n, d]);
+        let ctx = Packing::packed(packing, ctx);
         let x = x + self.wo.forward(&ctx, s.compute).to_kind(x.kind());
         let h = self.mlp_norm.forward(&x);
         let gi = self.wi.forward(&h, s.compute);
@@ -349,9 +350,9 @@ impl ModernBert {
             .dropout(self.dropout.0, train);
         pre_norm_exits(
             x,
-            &self.layers,
-            layers,
-            |l, x| l.forward(x, &s, train),
+            &input.mask,
+            (&self.layers, layers),
+            |l, x, p| l.forward(x, &s, p, train),
             |x| self.final_norm.forward(x),
         )
     }

@@ -26,6 +26,7 @@ use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
 use crate::linear::Linear;
+use crate::packing::Packing;
 
 /// Qwen3's own keys of `config.json` (the common ones are in [`ModelConfig`]).
 #[derive(Debug, Clone, Deserialize)]
@@ -172,19 +173,27 @@ impl Qwen3Layer {
     }
 
     /// # Shapes
-    /// - `x`: `[batch, seq, hidden]` float32; `rope`: (cos, sin) `[seq, head_dim]`;
-    ///   `mask`: additive `[batch, 1, seq, seq]`; returns `[batch, seq, hidden]`
-    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Tensor, s: StepArgs) -> Tensor {
-        let (b, n, _) = x.size3().expect("x is [batch, seq, hidden]");
+    /// - `x`: `[batch, seq, hidden]` float32, or `[tokens, hidden]` under a packing; `rope`:
+    ///   (cos, sin) `[seq, head_dim]`; `mask`: additive `[batch, 1, seq, seq]`; returns the
+    ///   shape of `x`
+    fn forward(
+        &self,
+        x: &Tensor,
+        (rope, mask): (&(Tensor, Tensor), &Tensor),
+        packing: Option<&Packing>,
+        s: StepArgs,
+    ) -> Tensor {
         let h = self.input_norm.forward(x);
+        let q = Packing::padded(packing, self.q.forward(&h, s.compute));
+        let (b, n, _) = q.size3().expect("q is [batch, seq, width]");
         let split = |t: Tensor, heads: i64| t.view([b, n, heads, s.heads.dim]);
-        let q = self
-            .q_norm
-            .forward(&split(self.q.forward(&h, s.compute), s.heads.q));
-        let k = self
-            .k_norm
-            .forward(&split(self.k.forward(&h, s.compute), s.heads.kv));
-        let v = split(self.v.forward(&h, s.compute), s.heads.kv);
+        let q = self.q_norm.forward(&split(q, s.heads.q));
+        let k = Packing::padded(packing, self.k.forward(&h, s.compute));
+        let k = self.k_norm.forward(&split(k, s.heads.kv));
+        let v = split(
+            Packing::padded(packing, self.v.forward(&h, s.compute)),
+            s.heads.kv,
+        );
         let (q, k) = (
             rotate(&q.transpose(1, 2), rope),
             rotate(&k.transpose(1, 2), rope),
@@ -207,6 +216,7 @@ impl Qwen3Layer {
         )
         .transpose(1, 2)
         .reshape([b, n, s.heads.q * s.heads.dim]);
+        let ctx = Packing::packed(packing, ctx);
         let x = x + self.o.forward(&ctx, s.compute).to_kind(x.kind());
         let h = self.post_attn_norm.forward(&x);
         let act = self.gate.forward(&h, s.compute).silu() * self.up.forward(&h, s.compute);
@@ -308,9 +318,9 @@ impl Qwen3 {
         let x = self.embed.forward(&input.ids);
         pre_norm_exits(
             x,
-            &self.layers,
-            layers,
-            |l, x| l.forward(x, &rope, &mask, s),
+            &input.mask,
+            (&self.layers, layers),
+            |l, x, p| l.forward(x, (&rope, &mask), p, s),
             |x| self.norm.forward(x),
         )
     }
