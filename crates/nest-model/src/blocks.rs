@@ -61,10 +61,7 @@ pub(crate) fn pre_norm_exits<L>(
     norm: impl Fn(&Tensor) -> Tensor,
 ) -> EncoderOutput {
     let packing = Packing::new(tokens);
-    let mut stream = match &packing {
-        Some(p) => p.pack(&x),
-        None => x.shallow_clone(),
-    };
+    let mut stream = Packing::packed(packing.as_ref(), x.shallow_clone());
     let mut hidden_states = vec![x];
     for layer in layers.iter().take(n) {
         stream = step(layer, &stream, packing.as_ref());

@@ -303,19 +303,13 @@ pub(crate) fn run_layers(
     let mask = &mask;
     let x = x.to_kind(s.stream);
     let packing = Packing::new(tokens);
-    let mut stream = match &packing {
-        Some(p) => p.pack(&x),
-        None => x.shallow_clone(),
-    };
+    let mut stream = Packing::packed(packing.as_ref(), x.shallow_clone());
     let mut hidden_states = Vec::with_capacity(layers + 1);
     let mut cls_attention = Vec::new();
     hidden_states.push(x);
     for layer in stack.iter().take(layers) {
         let (next, cls) = layer.forward(&stream, mask, packing.as_ref(), s, (train, want));
-        hidden_states.push(match &packing {
-            Some(p) => p.unpack(&next),
-            None => next.shallow_clone(),
-        });
+        hidden_states.push(Packing::padded(packing.as_ref(), next.shallow_clone()));
         stream = next;
         if let Some(a) = cls {
             cls_attention.push(match capture {
