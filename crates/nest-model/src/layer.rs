@@ -232,7 +232,9 @@ impl Layer {
         // int8 keeps the value projection in float32: chosen on STS-B dev and SICK-R dev
         // (untrained all-MiniLM-L6-v2, layer 6, dims 16..384) over quantising all six, which
         // lost up to 0.30 Spearman there; keeping v lost at most 0.13, and keeping it in bf16 at
-        // most 0.12 (docs/PRECISION.md).
+        // most 0.12. Re-checked with the per-row offsets (both the untrained and a 2DMSE model,
+        // every layer): quantising v too doubled the vectors' error against float32
+        // (docs/PRECISION.md).
         // The products that share an input are fused (q, k, v in bf16; q, k in int8)
         match dtype {
             Dtype::Float32 => return,

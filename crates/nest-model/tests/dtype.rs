@@ -3,8 +3,9 @@
 //! Reference: the float32 fixtures of `tests/reference/make_parity.py` (sentence-transformers,
 //! torch 2.13, CPU), the 30 sentences of `sentences.json`. Tolerances, per sentence, on the
 //! mean-pooled states at three layers and on the final embedding: cosine >= 0.999 for bf16 (its
-//! 8-bit mantissa) and >= 0.98 for int8 (per-channel weights, per-row activations; the worst MiniLM sentence
-//! measured 0.9887 at layer 6). The float32
+//! 8-bit mantissa) and >= 0.99 for int8 (per-channel weights, per-row activations with offsets;
+//! the worst sentence measured 0.9955 on MiniLM at layer 6 and 0.9945 on MPNet at layer 12,
+//! against 0.9887 and 0.9934 with symmetric activations, which this bound would fail). The float32
 //! path stays within 0.99999 (tests/parity.rs). A converted encoder refuses training.
 //!
 //! Needs `models/` (scripts/setup.sh models); skips like tests/parity.rs without it.
@@ -61,11 +62,11 @@ fn minilm_bf16_close_to_float32() {
 
 #[test]
 fn minilm_int8_close_to_float32() {
-    check("all-MiniLM-L6-v2", [1, 3, 6], Dtype::Int8, 0.98);
+    check("all-MiniLM-L6-v2", [1, 3, 6], Dtype::Int8, 0.99);
 }
 
 #[test]
 fn mpnet_bf16_and_int8_close_to_float32() {
     check("all-mpnet-base-v2", [1, 3, 12], Dtype::Bf16, 0.999);
-    check("all-mpnet-base-v2", [1, 3, 12], Dtype::Int8, 0.98);
+    check("all-mpnet-base-v2", [1, 3, 12], Dtype::Int8, 0.99);
 }
