@@ -51,8 +51,9 @@ impl Int8Kernel {
 /// Weights quantised per output channel, stored `[in, out]` for the product.
 #[derive(Debug)]
 pub(crate) struct QuantizedWeight {
-    /// `[in, out]`, contiguous: int8 for `_int_mm`, or the dequantised weight
-    /// `W_q[o, i] s_w[o]` in float32.
+    /// int8 `[in, out]`, contiguous, for `_int_mm`; or the dequantised weight
+    /// `W_q[o, i] s_w[o]` in float32, `[out, in]` (the layer's own storage, read transposed as
+    /// `torch.nn.Linear` reads its weight).
     wt: Tensor,
     /// `[out]` float32 scales `s_w`.
     scale: Tensor,
@@ -65,26 +66,31 @@ pub(crate) struct QuantizedWeight {
 }
 
 impl QuantizedWeight {
+    /// Quantises `w` and **overwrites it with its dequantised values** `W_q s_w` (the caller's
+    /// float32 weight is done with: [`Linear::convert`] frees it, or, under
+    /// [`Int8Kernel::Float32`], this keeps its storage as the product's operand). No copy of
+    /// the weight's size is made: freed blocks that size would stay in glibc's heap, and in the
+    /// RSS (docs/PRECISION.md, "Memory").
+    ///
     /// # Shapes
-    /// - `w`: `[out, in]` float
+    /// - `w`: `[out, in]` float32
     pub(crate) fn new(w: &Tensor) -> Self {
         Self::with_kernel(w, Int8Kernel::for_device(w.device()))
     }
 
     /// [`Self::new`] with the product's kernel chosen by the caller (tests compare the two).
     pub(crate) fn with_kernel(w: &Tensor, kernel: Int8Kernel) -> Self {
-        let w = w.to_kind(Kind::Float);
-        let scale = w.abs().amax([1i64].as_slice(), true).clamp_min(1e-12) / 127.0; // [out, 1]
-        let q = (&w / &scale).round().clamp(-127.0, 127.0);
-        let deq = &q * &scale;
-        let wt = match kernel {
-            Int8Kernel::IntMm => q.to_kind(Kind::Int8),
-            Int8Kernel::Float32 => deq.shallow_clone(),
-        };
+        let _g = tch::no_grad_guard();
+        let mut t = w.detach(); // the same storage
+        let scale = t.abs().amax([1i64].as_slice(), true).clamp_min(1e-12) / 127.0; // [out, 1]
+        let _ = t.g_div_(&scale).round_().clamp_(-127.0, 127.0);
+        let int8 = (kernel == Int8Kernel::IntMm)
+            .then(|| t.to_kind(Kind::Int8).transpose(0, 1).contiguous());
+        let _ = t.g_mul_(&scale);
         QuantizedWeight {
-            wt: wt.transpose(0, 1).contiguous(),
+            row_sum: t.sum_dim_intlist([1i64].as_slice(), false, Kind::Float),
+            wt: int8.unwrap_or(t),
             scale: scale.squeeze_dim(1),
-            row_sum: deq.sum_dim_intlist([1i64].as_slice(), false, Kind::Float),
             kernel,
         }
     }
@@ -131,8 +137,8 @@ impl QuantizedWeight {
             Int8Kernel::Float32 => {
                 let xd = q.g_mul_(&step).g_add_(&mid);
                 match bias {
-                    Some(b) => b.addmm(&xd, &self.wt),
-                    None => xd.matmul(&self.wt),
+                    Some(b) => b.addmm(&xd, &self.wt.tr()),
+                    None => xd.matmul(&self.wt.tr()),
                 }
             }
         };
@@ -237,6 +243,7 @@ impl Linear {
             }
             Dtype::Int8 => {
                 self.int8 = Some(QuantizedWeight::new(&self.inner.ws));
+                // the variable lets go of the storage (kept by the float32 kernel, else freed)
                 let empty = Tensor::empty([0i64], (Kind::Float, self.inner.ws.device()));
                 self.inner.ws.set_data(&empty);
             }
@@ -256,12 +263,17 @@ mod tests {
         let w = Tensor::randn([96, 64], (Kind::Float, tch::Device::Cpu));
         let x = Tensor::randn([2, 17, 64], (Kind::Float, tch::Device::Cpu));
         let b = Tensor::randn([96], (Kind::Float, tch::Device::Cpu));
-        let q = QuantizedWeight::with_kernel(&w, Int8Kernel::IntMm);
+        // the weight is overwritten by its dequantised values, within half a step of its own
+        let wd = w.copy();
+        let q = QuantizedWeight::with_kernel(&wd, Int8Kernel::IntMm);
+        let step = w.abs().amax([1i64].as_slice(), true) / 127.0;
+        let off = ((&wd - &w).abs() - &step * 0.5).max().double_value(&[]);
+        assert!(off <= 1e-6 && !wd.equal(&w), "dequantised in place: {off}");
         let y = q.matmul(&x, Some(&b));
         assert_eq!(y.size(), vec![2, 17, 96]);
         // the float32 kernel of CPUs without VNNI multiplies the same operands dequantised
         // (|y| ~ 10 here, so float32 rounding stays under 1e-4)
-        let yf = QuantizedWeight::with_kernel(&w, Int8Kernel::Float32).matmul(&x, Some(&b));
+        let yf = QuantizedWeight::with_kernel(&w.copy(), Int8Kernel::Float32).matmul(&x, Some(&b));
         let gap = (&yf - &y).abs().max().double_value(&[]);
         assert!(gap < 1e-4, "float32 kernel vs _int_mm: max |diff| {gap}");
         // reference in float64: dequantised operands, the same rounding rule (each row
@@ -304,7 +316,8 @@ mod tests {
             (y.to_kind(Kind::Double) - &exact).norm().double_value(&[])
                 / exact.norm().double_value(&[])
         };
-        let ours = rel(&QuantizedWeight::with_kernel(&w, Int8Kernel::Float32).matmul(&x, None));
+        let ours =
+            rel(&QuantizedWeight::with_kernel(&w.copy(), Int8Kernel::Float32).matmul(&x, None));
         // the symmetric scheme in float64 (per-row max |x| / 127), same weights
         let x64 = x.to_kind(Kind::Double);
         let sx = x64.abs().amax([1i64].as_slice(), true) / 127.0;
