@@ -48,7 +48,7 @@ impl Int8Kernel {
     }
 }
 
-/// Weights quantised per output channel, stored `[in, out]` for the product.
+/// Weights quantised per output channel, with what the product needs (see `wt`).
 #[derive(Debug)]
 pub(crate) struct QuantizedWeight {
     /// int8 `[in, out]`, contiguous, for `_int_mm`; or the dequantised weight

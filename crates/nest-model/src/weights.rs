@@ -20,10 +20,10 @@ pub(crate) fn load(vs: &mut VarStore, path: &Path) -> Result<()> {
 /// alone), e.g. the encoder's from `model.safetensors` and a Dense head's from
 /// `2_Dense/model.safetensors`.
 ///
-/// The file is read one tensor at a time, straight into its variable, so that the load's peak
-/// memory is the model plus its largest tensor, not the whole file twice over as
-/// `Tensor::read_safetensors` (which reads the file into one buffer and copies every tensor out
-/// of it) would make it.
+/// The file is read one tensor at a time, in pieces, straight into its variable
+/// ([`SafetensorsFile::read_into`]), so that the load's peak memory is about the model alone, not
+/// the whole file twice over as `Tensor::read_safetensors` (which reads the file into one buffer
+/// and copies every tensor out of it) would make it.
 pub(crate) fn load_part(
     vs: &mut VarStore,
     path: &Path,
