@@ -282,7 +282,7 @@ fn index_template() -> PathBuf {
     .clone()
 }
 
-/// The metadata files of a model folder, loaded as `nest encode --model` loads it: a copy of the
+/// The files of a model folder, loaded as `nest encode --model` loads it: a copy of the
 /// tiny EmbeddingGemma fixture (prompts, pooling without the prompt, two Dense modules, a
 /// Normalize module) whose file picked by the input's first byte is replaced by the rest (or
 /// created: `nest.json`). A model that loads embeds two texts at its last layer.
@@ -333,6 +333,9 @@ const MODEL_FILES: &[&str] = &[
     "4_Normalize/config.json",
     "nest.json",
     "tokenizer.json",
+    // the weights, read tensor by tensor from their header (`nest_model::weights`)
+    "model.safetensors",
+    "2_Dense/model.safetensors",
 ];
 
 /// An HTTP request body of `POST /v1/embeddings`: parsed, or a 4xx error.
