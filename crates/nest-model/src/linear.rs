@@ -48,21 +48,35 @@ impl Int8Kernel {
     }
 }
 
-/// Weights quantised per output channel, with what the product needs (see `wt`).
+/// A linear layer quantised per output channel, holding what its kernel's product needs.
 #[derive(Debug)]
 pub(crate) struct QuantizedWeight {
-    /// int8 `[in, out]`, contiguous, for `_int_mm`; or the dequantised weight
-    /// `W_q[o, i] s_w[o]` in float32, `[out, in]` (the layer's own storage, read transposed as
-    /// `torch.nn.Linear` reads its weight).
-    wt: Tensor,
-    /// `[out]` float32 scales `s_w`.
-    scale: Tensor,
-    /// `[out]` float32 row sums of the dequantised weight, `s_w[o] sum_i W_q[o, i]`: the
-    /// product of each activation row's offset with the weight. (The float weight's sums would
-    /// make the offset's product exact but leave the weight's rounding error multiplied by
-    /// `x - m` instead of `x`; on one-sided rows that is larger, and measured worse.)
-    row_sum: Tensor,
-    kernel: Int8Kernel,
+    product: Product,
+    /// Output features.
+    out: i64,
+}
+
+/// The operands of each [`Int8Kernel`], made once at conversion.
+#[derive(Debug)]
+enum Product {
+    IntMm {
+        /// int8 `W_q`, `[in, out]`, contiguous.
+        wt: Tensor,
+        /// `[out]` float32 scales `s_w`.
+        scale: Tensor,
+        /// `[2, out]`: the dequantised weight's row sums `s_w[o] sum_i W_q[o, i]` (the product
+        /// of each activation row's offset with the weight) over the bias (zeros without one).
+        /// (The float weight's sums would make the offset's product exact but leave the
+        /// weight's rounding error multiplied by `x - m` instead of `x`; on one-sided rows that
+        /// is larger, and measured worse.)
+        offset_bias: Tensor,
+    },
+    Float32 {
+        /// The dequantised weight `W_q[o, i] s_w[o]`, `[out, in]`: the layer's own storage,
+        /// read transposed as `torch.nn.Linear` reads its weight.
+        w: Tensor,
+        bias: Option<Tensor>,
+    },
 }
 
 impl QuantizedWeight {
@@ -73,26 +87,39 @@ impl QuantizedWeight {
     /// RSS (docs/PRECISION.md, "Memory").
     ///
     /// # Shapes
-    /// - `w`: `[out, in]` float32
-    pub(crate) fn new(w: &Tensor) -> Self {
-        Self::with_kernel(w, Int8Kernel::for_device(w.device()))
+    /// - `w`: `[out, in]` float32; `bias`: `[out]` float32
+    pub(crate) fn new(w: &Tensor, bias: Option<&Tensor>) -> Self {
+        Self::with_kernel(w, bias, Int8Kernel::for_device(w.device()))
     }
 
     /// [`Self::new`] with the product's kernel chosen by the caller (tests compare the two).
-    pub(crate) fn with_kernel(w: &Tensor, kernel: Int8Kernel) -> Self {
+    pub(crate) fn with_kernel(w: &Tensor, bias: Option<&Tensor>, kernel: Int8Kernel) -> Self {
         let _g = tch::no_grad_guard();
         let mut t = w.detach(); // the same storage
+        let out = t.size()[0];
         let scale = t.abs().amax([1i64].as_slice(), true).clamp_min(1e-12) / 127.0; // [out, 1]
         let _ = t.g_div_(&scale).round_().clamp_(-127.0, 127.0);
-        let int8 = (kernel == Int8Kernel::IntMm)
-            .then(|| t.to_kind(Kind::Int8).transpose(0, 1).contiguous());
-        let _ = t.g_mul_(&scale);
-        QuantizedWeight {
-            row_sum: t.sum_dim_intlist([1i64].as_slice(), false, Kind::Float),
-            wt: int8.unwrap_or(t),
-            scale: scale.squeeze_dim(1),
-            kernel,
-        }
+        let product = match kernel {
+            Int8Kernel::IntMm => {
+                let wt = t.to_kind(Kind::Int8).transpose(0, 1).contiguous();
+                let _ = t.g_mul_(&scale);
+                let row_sum = t.sum_dim_intlist([1i64].as_slice(), false, Kind::Float);
+                let b = bias.map_or_else(|| row_sum.zeros_like(), Tensor::shallow_clone);
+                Product::IntMm {
+                    wt,
+                    scale: scale.squeeze_dim(1),
+                    offset_bias: Tensor::stack(&[&row_sum, &b], 0),
+                }
+            }
+            Int8Kernel::Float32 => {
+                let _ = t.g_mul_(&scale);
+                Product::Float32 {
+                    w: t,
+                    bias: bias.map(Tensor::shallow_clone),
+                }
+            }
+        };
+        QuantizedWeight { product, out }
     }
 
     /// `x W^T + b` with per-row dynamic activation scales and offsets.
@@ -107,8 +134,8 @@ impl QuantizedWeight {
     /// (docs/PRECISION.md).
     ///
     /// # Shapes
-    /// - `x`: `[..., in]` float; `bias`: `[out]` float32; returns `[..., out]` float32
-    pub(crate) fn matmul(&self, x: &Tensor, bias: Option<&Tensor>) -> Tensor {
+    /// - `x`: `[..., in]` float; returns `[..., out]` float32
+    pub(crate) fn matmul(&self, x: &Tensor) -> Tensor {
         let size = x.size();
         let inner = *size.last().expect("x has a feature axis");
         let x2 = x.to_kind(Kind::Float).reshape([-1, inner]);
@@ -121,29 +148,30 @@ impl QuantizedWeight {
         let inv = step.reciprocal();
         let mut q = &x2 * &inv;
         let _ = q.g_sub_(&(&mid * &inv)).round_();
-        let y = match self.kernel {
-            Int8Kernel::IntMm => {
+        let y = match &self.product {
+            Product::IntMm {
+                wt,
+                scale,
+                offset_bias,
+            } => {
                 let mut y = q
                     .to_kind(Kind::Int8)
-                    .internal_int_mm(&self.wt)
+                    .internal_int_mm(wt)
                     .to_kind(Kind::Float); // [rows, out]
-                let _ = y.g_mul_(&step).g_mul_(&self.scale);
+                let _ = y.g_mul_(&step).g_mul_(scale);
                 // + m rowsum + b as one rank-2 update: [m, 1] x [rowsum; b]
-                let ones = mid.ones_like();
-                let b = bias.map_or_else(|| self.row_sum.zeros_like(), Tensor::shallow_clone);
-                let rhs = Tensor::stack(&[&self.row_sum, &b], 0);
-                y.addmm_(&Tensor::cat(&[&mid, &ones], 1), &rhs)
+                y.addmm_(&Tensor::cat(&[&mid, &mid.ones_like()], 1), offset_bias)
             }
-            Int8Kernel::Float32 => {
+            Product::Float32 { w, bias } => {
                 let xd = q.g_mul_(&step).g_add_(&mid);
                 match bias {
-                    Some(b) => b.addmm(&xd, &self.wt.tr()),
-                    None => xd.matmul(&self.wt.tr()),
+                    Some(b) => b.addmm(&xd, &w.tr()),
+                    None => xd.matmul(&w.tr()),
                 }
             }
         };
         let mut out = size;
-        *out.last_mut().expect("non-empty") = self.scale.size()[0];
+        *out.last_mut().expect("non-empty") = self.out;
         y.view(out.as_slice())
     }
 }
@@ -176,7 +204,7 @@ impl Linear {
     /// or quantised when [`Self::convert`] made it int8 (float32 output).
     pub(crate) fn forward(&self, x: &Tensor, compute: Kind) -> Tensor {
         if let Some(q) = &self.int8 {
-            return q.matmul(x, self.inner.bs.as_ref()).to_kind(x.kind());
+            return q.matmul(x).to_kind(x.kind());
         }
         // weights converted to bf16 for inference compute in bf16 whatever the layer's kind
         let compute = if self.inner.ws.kind() == Kind::BFloat16 {
@@ -242,7 +270,7 @@ impl Linear {
                 }
             }
             Dtype::Int8 => {
-                self.int8 = Some(QuantizedWeight::new(&self.inner.ws));
+                self.int8 = Some(QuantizedWeight::new(&self.inner.ws, self.inner.bs.as_ref()));
                 // the variable lets go of the storage (kept by the float32 kernel, else freed)
                 let empty = Tensor::empty([0i64], (Kind::Float, self.inner.ws.device()));
                 self.inner.ws.set_data(&empty);
@@ -265,15 +293,15 @@ mod tests {
         let b = Tensor::randn([96], (Kind::Float, tch::Device::Cpu));
         // the weight is overwritten by its dequantised values, within half a step of its own
         let wd = w.copy();
-        let q = QuantizedWeight::with_kernel(&wd, Int8Kernel::IntMm);
+        let q = QuantizedWeight::with_kernel(&wd, Some(&b), Int8Kernel::IntMm);
         let step = w.abs().amax([1i64].as_slice(), true) / 127.0;
         let off = ((&wd - &w).abs() - &step * 0.5).max().double_value(&[]);
         assert!(off <= 1e-6 && !wd.equal(&w), "dequantised in place: {off}");
-        let y = q.matmul(&x, Some(&b));
+        let y = q.matmul(&x);
         assert_eq!(y.size(), vec![2, 17, 96]);
         // the float32 kernel of CPUs without VNNI multiplies the same operands dequantised
         // (|y| ~ 10 here, so float32 rounding stays under 1e-4)
-        let yf = QuantizedWeight::with_kernel(&w.copy(), Int8Kernel::Float32).matmul(&x, Some(&b));
+        let yf = QuantizedWeight::with_kernel(&w.copy(), Some(&b), Int8Kernel::Float32).matmul(&x);
         let gap = (&yf - &y).abs().max().double_value(&[]);
         assert!(gap < 1e-4, "float32 kernel vs _int_mm: max |diff| {gap}");
         // reference in float64: dequantised operands, the same rounding rule (each row
@@ -317,7 +345,7 @@ mod tests {
                 / exact.norm().double_value(&[])
         };
         let ours =
-            rel(&QuantizedWeight::with_kernel(&w.copy(), Int8Kernel::Float32).matmul(&x, None));
+            rel(&QuantizedWeight::with_kernel(&w.copy(), None, Int8Kernel::Float32).matmul(&x));
         // the symmetric scheme in float64 (per-row max |x| / 127), same weights
         let x64 = x.to_kind(Kind::Double);
         let sx = x64.abs().amax([1i64].as_slice(), true) / 127.0;

@@ -70,11 +70,12 @@ pub(crate) fn load_part(
 struct Entry {
     /// `None` for a dtype libtorch has no kind for (an error only if the tensor is read).
     kind: Option<Kind>,
+    /// Bytes per value (0 for a dtype libtorch lacks).
+    width: u64,
     dtype: String,
     shape: Vec<i64>,
-    /// Byte range within the data section.
+    /// Where its bytes start within the data section (the length is checked against the shape).
     start: u64,
-    end: u64,
 }
 
 /// A safetensors file with its header parsed and checked; tensors are read one by one.
@@ -173,8 +174,8 @@ impl SafetensorsFile {
             )));
         }
         let flat = dst.f_view([-1])?;
-        let width = (e.end - e.start) / (flat.numel() as u64).max(1);
-        let per_chunk = (CHUNK_BYTES / width.max(1)).max(1);
+        let width = e.width;
+        let per_chunk = CHUNK_BYTES / width;
         let mut f = &self.file;
         f.seek(SeekFrom::Start(self.data_start + e.start))
             .map_err(|err| bad(format!("cannot read its data: {err}")))?;
@@ -250,10 +251,10 @@ impl Entry {
         }
         Ok(Entry {
             kind,
+            width: width as u64,
             dtype,
             shape,
             start,
-            end,
         })
     }
 }
