@@ -9,7 +9,7 @@
 # NEST_DTYPES: Nest's arithmetics (default "float32 auto int8"; layers 3 is run for the first
 # two). INF_CONFIGS: Infinity's configurations, engine-dtype (default "torch-float32
 # torch-bfloat16 optimum-int8"; optimum-int8 serves the ONNX Runtime int8 model that
-# scripts/peer_onnx.py writes). PEER_PY: the Python with infinity-emb (default
+# scripts/peer_onnx.py writes). NEST_WORKERS: Nest's --workers (default 1). PEER_PY: the Python with infinity-emb (default
 # /work/venv-inf/bin/python) or with sentence-transformers (default /work/venv/bin/python).
 # Prints one JSON line per run.
 set -euo pipefail
@@ -20,6 +20,7 @@ T=${TEXTS:-runs/search/queries-sts.txt}
 S=${SECONDS_PER_RUN:-60}
 C=${CLIENTS:-64}
 NEST_DTYPES=${NEST_DTYPES:-float32 auto int8}
+NEST_WORKERS=${NEST_WORKERS:-1}
 INF_CONFIGS=${INF_CONFIGS:-torch-float32 torch-bfloat16 optimum-int8}
 [ -f "$T" ] || python3 scripts/search_corpus.py >/dev/null
 T=$(realpath "$T")
@@ -35,13 +36,13 @@ wait_health() { # url pid
 k=0
 for dt in $NEST_DTYPES; do
   $N serve --model "$M" --port 8080 --allow-any-point --max-batch-inputs 32 --dtype "$dt" \
-    2>/tmp/nest-serve.log &
+    --workers "$NEST_WORKERS" 2>/tmp/nest-serve.log &
   pid=$!
   wait_health http://127.0.0.1:8080 $pid
   layers="6 3"; [ $k -ge 2 ] && layers=6
   for l in $layers; do
     $N bench serve --url http://127.0.0.1:8080 --clients "$C" --seconds "$S" --texts "$T" \
-      --layer $l --pid $pid --label "nest-$dt-layers$l"
+      --layer $l --pid $pid --label "nest-$dt-layers$l-workers$NEST_WORKERS"
   done
   kill -TERM $pid; wait $pid || true
   k=$((k + 1))

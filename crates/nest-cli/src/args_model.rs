@@ -16,6 +16,11 @@ pub struct ModelArgs {
     /// Sentences per forward pass.
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
+    /// Batches encoded at once, each on its share of the libtorch threads. Default: one per
+    /// thread, the highest throughput on many texts (1.06-1.3x one stream of all the threads,
+    /// measured on 2 cores; BENCHMARKS.md); 1 gives a single batch the lowest latency.
+    #[arg(long)]
+    pub streams: Option<usize>,
     /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
     /// float32, bf16 or int8 (dynamic quantisation). `nest eval` and `nest bench encode` take a
     /// list and score / time each. Not how vectors are stored: that is `--precision`.
@@ -104,6 +109,28 @@ impl EvalPromptArgs {
                 "--query-prompt-name",
                 "--document-prompt-name",
             ],
+        })
+    }
+}
+
+impl ModelArgs {
+    /// The batching of the bulk-encoding commands: `--batch-size`, and `--streams` (default: one
+    /// per libtorch thread).
+    pub fn encode_options(&self) -> anyhow::Result<nest_model::EncodeOptions> {
+        anyhow::ensure!(
+            self.batch_size >= 1,
+            "--batch-size must be at least 1, got {}",
+            self.batch_size
+        );
+        let threads = tch::get_num_threads().max(1) as usize;
+        let streams = self.streams.unwrap_or(threads);
+        anyhow::ensure!(
+            (1..=threads).contains(&streams),
+            "--streams must be between 1 and the libtorch threads ({threads}; --threads sets them), got {streams}"
+        );
+        Ok(nest_model::EncodeOptions {
+            batch_size: self.batch_size,
+            streams,
         })
     }
 }

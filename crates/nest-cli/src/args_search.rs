@@ -143,7 +143,9 @@ pub struct ServeArgs {
     /// Most inputs waiting; requests beyond it get 429.
     #[arg(long, default_value_t = 1024)]
     pub max_queued_inputs: usize,
-    /// Worker threads running forward passes (each with its own libtorch intra-op threads).
+    /// Worker threads running forward passes, each with its own copy of the model and an
+    /// equal share of the libtorch threads (`--threads`). One gives a lone request the lowest
+    /// latency; one per thread the highest throughput under load (BENCHMARKS.md).
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
     /// Truncate inputs to this many tokens (default: the model's max_seq_length).

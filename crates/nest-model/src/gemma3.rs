@@ -249,19 +249,10 @@ impl Gemma3Layer {
             k.repeat_interleave_self_int(rep, 1, None),
             v.repeat_interleave_self_int(rep, 1, None),
         );
-        let kind = q.kind();
-        let ctx = Tensor::scaled_dot_product_attention(
-            &q,
-            &k.to_kind(kind),
-            &v.to_kind(kind),
-            Some(&mask.to_kind(kind)),
-            if train { s.dropout } else { 0.0 },
-            false,
-            Some(s.scale),
-            false,
-        )
-        .transpose(1, 2)
-        .reshape([b, n, hq * dh]);
+        let drop = if train { s.dropout } else { 0.0 };
+        let ctx = crate::attention::attend(&q, &k, &v, mask, drop, Some(s.scale))
+            .transpose(1, 2)
+            .reshape([b, n, hq * dh]);
         let ctx = Packing::packed(packing, ctx);
         let attn = self.o.forward(&ctx, s.compute).to_kind(x.kind());
         let x = x + self.norms[1].forward(&attn);

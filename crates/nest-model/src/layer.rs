@@ -97,8 +97,7 @@ fn split_heads(t: &Tensor, heads: i64) -> Tensor {
     t.view([b, s, heads, h / heads]).transpose(1, 2)
 }
 
-/// Multi-head self-attention with an additive float mask through libtorch's fused
-/// `scaled_dot_product_attention`.
+/// Multi-head self-attention with an additive float mask ([`crate::attention::attend`]).
 ///
 /// # Shapes
 /// - `q`, `k`, `v`: `[batch, heads, seq, head_dim]`; `mask`: broadcastable to
@@ -106,10 +105,7 @@ fn split_heads(t: &Tensor, heads: i64) -> Tensor {
 /// - returns `[batch, seq, heads * head_dim]`
 fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, dropout: f64) -> Tensor {
     let (b, heads, s, dh) = q.size4().expect("q is [batch, heads, seq, head_dim]");
-    // the mask in the products' kind (the fused kernel wants one kind); float32's minimum would
-    // round to -inf in bf16, so it is clamped to a finite value first
-    let ctx =
-        Tensor::scaled_dot_product_attention(q, k, v, Some(mask), dropout, false, None, false);
+    let ctx = crate::attention::attend(q, k, v, mask, dropout, None);
     ctx.transpose(1, 2).reshape([b, s, heads * dh])
 }
 

@@ -10,6 +10,7 @@
 //! loop over layers that stops after the requested number of layers live in [`layer`].
 
 pub mod adaptor;
+mod attention;
 pub mod bert;
 mod blocks;
 pub mod config;

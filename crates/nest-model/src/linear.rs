@@ -136,6 +136,14 @@ impl QuantizedWeight {
     /// # Shapes
     /// - `x`: `[..., in]` float; returns `[..., out]` float32
     pub(crate) fn matmul(&self, x: &Tensor) -> Tensor {
+        match self.product {
+            Product::IntMm { .. } => in_row_blocks(x, |rows| self.matmul_rows(rows)),
+            Product::Float32 { .. } => self.matmul_rows(x),
+        }
+    }
+
+    /// [`Self::matmul`] in one product.
+    fn matmul_rows(&self, x: &Tensor) -> Tensor {
         let size = x.size();
         let inner = *size.last().expect("x has a feature axis");
         let x2 = x.to_kind(Kind::Float).reshape([-1, inner]);
@@ -176,6 +184,53 @@ impl QuantizedWeight {
     }
 }
 
+/// Rows per product in [`in_row_blocks`], and the multiple a shorter product is padded to.
+const ROW_BLOCK: i64 = 512;
+const ROW_ALIGN: i64 = 32;
+
+/// `product` (row-wise: row `i` of its output depends on row `i` of its input only) over `x`'s
+/// rows in products of at most [`ROW_BLOCK`] rows, the last one padded with zero rows to a
+/// multiple of [`ROW_ALIGN`], so that a product's row count is one of 17 values whatever the
+/// batch.
+///
+/// Why: oneDNN, which runs libtorch's bf16 and int8 products on CPU, compiles and caches a
+/// kernel (and its buffers) per distinct shape, about 1.1-1.7 MB of memory each, up to 1,024
+/// of them. A server's batches (and length-sorted encode batches) have a different token
+/// count almost every time, so the cache, and the RSS, grew by a gigabyte: MiniLM's bf16
+/// server went from 308 to 1,449 MiB in 30 s of load (BENCHMARKS.md, "Server"). float32
+/// products (MKL) keep no such cache and are not blocked.
+///
+/// # Shapes
+/// - `x`: `[..., in]`; `product` maps `[rows, in]` to `[rows, out]`; returns `[..., out]`
+fn in_row_blocks(x: &Tensor, product: impl Fn(&Tensor) -> Tensor) -> Tensor {
+    let size = x.size();
+    let inner = *size.last().expect("x has a feature axis");
+    let x2 = x.reshape([-1, inner]);
+    let rows = x2.size()[0];
+    let mut outs = Vec::with_capacity((rows / ROW_BLOCK + 1) as usize);
+    let mut start = 0;
+    while rows - start >= ROW_BLOCK {
+        outs.push(product(&x2.narrow(0, start, ROW_BLOCK)));
+        start += ROW_BLOCK;
+    }
+    let rest = rows - start;
+    if rest > 0 {
+        let pad = (ROW_ALIGN - rest % ROW_ALIGN) % ROW_ALIGN;
+        let part = x2.narrow(0, start, rest);
+        outs.push(match pad {
+            0 => product(&part),
+            p => product(&part.constant_pad_nd([0, 0, 0, p])).narrow(0, 0, rest),
+        });
+    }
+    let y = match outs.len() {
+        1 => outs.pop().expect("one part"),
+        _ => Tensor::cat(&outs, 0),
+    };
+    let mut out = size;
+    *out.last_mut().expect("non-empty") = y.size()[1];
+    y.reshape(out.as_slice())
+}
+
 /// A linear layer whose arithmetic follows the encoder's [`Dtype`].
 #[derive(Debug)]
 pub(crate) struct Linear {
@@ -207,11 +262,11 @@ impl Linear {
             return q.matmul(x).to_kind(x.kind());
         }
         // weights converted to bf16 for inference compute in bf16 whatever the layer's kind
-        let compute = if self.inner.ws.kind() == Kind::BFloat16 {
-            Kind::BFloat16
-        } else {
-            compute
-        };
+        if self.inner.ws.kind() == Kind::BFloat16 {
+            let x = x.to_kind(Kind::BFloat16);
+            let (w, b) = (&self.inner.ws, self.inner.bs.as_ref());
+            return in_row_blocks(&x, |rows| rows.linear(w, b));
+        }
         if compute == Kind::Float && x.kind() == Kind::Float {
             return self.inner.forward(x);
         }

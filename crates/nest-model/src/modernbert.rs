@@ -222,19 +222,10 @@ impl ModernBertLayer {
             false => (&s.rope_local, &s.mask_local),
         };
         let (q, k, v) = (rotate(&part(0), rope), rotate(&part(1), rope), part(2));
-        let kind = q.kind();
-        let ctx = Tensor::scaled_dot_product_attention(
-            &q,
-            &k,
-            &v.to_kind(kind),
-            Some(&mask.to_kind(kind)),
-            if train { s.dropout.0 } else { 0.0 },
-            false,
-            None,
-            false,
-        )
-        .transpose(1, 2)
-        .reshape([b, n, d]);
+        let drop = if train { s.dropout.0 } else { 0.0 };
+        let ctx = crate::attention::attend(&q, &k, &v, mask, drop, None)
+            .transpose(1, 2)
+            .reshape([b, n, d]);
         let ctx = Packing::packed(packing, ctx);
         let x = x + self.wo.forward(&ctx, s.compute).to_kind(x.kind());
         let h = self.mlp_norm.forward(&x);

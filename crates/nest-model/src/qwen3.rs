@@ -203,19 +203,10 @@ impl Qwen3Layer {
             k.repeat_interleave_self_int(rep, 1, None),
             v.transpose(1, 2).repeat_interleave_self_int(rep, 1, None),
         );
-        let kind = q.kind();
-        let ctx = Tensor::scaled_dot_product_attention(
-            &q,
-            &k.to_kind(kind),
-            &v.to_kind(kind),
-            Some(&mask.to_kind(kind)),
-            if s.train { s.attn_dropout } else { 0.0 },
-            false,
-            None,
-            false,
-        )
-        .transpose(1, 2)
-        .reshape([b, n, s.heads.q * s.heads.dim]);
+        let drop = if s.train { s.attn_dropout } else { 0.0 };
+        let ctx = crate::attention::attend(&q, &k, &v, mask, drop, None)
+            .transpose(1, 2)
+            .reshape([b, n, s.heads.q * s.heads.dim]);
         let ctx = Packing::packed(packing, ctx);
         let x = x + self.o.forward(&ctx, s.compute).to_kind(x.kind());
         let h = self.post_attn_norm.forward(&x);

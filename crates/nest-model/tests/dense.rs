@@ -92,7 +92,7 @@ fn a_sentence_transformers_dense_head_gives_its_vectors() {
             .embed(
                 &refs,
                 ElasticSpec { layer: 6, dim },
-                EncodeOptions { batch_size: 8 },
+                EncodeOptions::batch(8),
                 &mut |_| {},
             )
             .unwrap();

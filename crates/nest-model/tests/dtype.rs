@@ -34,7 +34,7 @@ fn check(name: &str, layers: [usize; 3], dtype: Dtype, min_cos: f64) {
     let texts = sentences();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pooled = enc
-        .embed_layers(&refs, &layers, EncodeOptions { batch_size: 8 }, &mut |_| {})
+        .embed_layers(&refs, &layers, EncodeOptions::batch(8), &mut |_| {})
         .unwrap();
     for (k, l) in layers.iter().enumerate() {
         assert_eq!(pooled[k].kind(), Kind::Float, "vectors leave as float32");

@@ -53,7 +53,7 @@ fn embeddinggemma_dense_pipeline_matches_sentence_transformers() {
             .collect();
     let texts = common::sentences();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let opts = EncodeOptions { batch_size: 8 };
+    let opts = EncodeOptions::batch(8);
     let at = |dim: usize| {
         let m = enc
             .embed(&refs, ElasticSpec { layer: 4, dim }, opts, &mut |_| {})

@@ -130,7 +130,7 @@ fn a_hub_download_brings_the_dense_modules() {
     let want = ElasticEncoder::load(&local, tch::Device::Cpu, None).unwrap();
     assert_eq!(got.head.describe(), "32 -> 128 -> 32");
     let texts = ["a frog jumps", "the cat sat on the mat"];
-    let opts = nest_model::EncodeOptions { batch_size: 2 };
+    let opts = nest_model::EncodeOptions::batch(2);
     let a = got.embed_layers(&texts, &[4], opts, &mut |_| {}).unwrap();
     let b = want.embed_layers(&texts, &[4], opts, &mut |_| {}).unwrap();
     assert!(

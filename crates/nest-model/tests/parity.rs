@@ -31,7 +31,7 @@ fn check(name: &str, layers: [usize; 3]) {
     );
 
     let pooled = enc
-        .embed_layers(&refs, &layers, EncodeOptions { batch_size: 8 }, &mut |_| {})
+        .embed_layers(&refs, &layers, EncodeOptions::batch(8), &mut |_| {})
         .unwrap();
     for (k, l) in layers.iter().enumerate() {
         let cos = row_cos(&pooled[k], &fx[&format!("layer_{l}")]);
@@ -68,7 +68,7 @@ fn real_batching_and_truncation() {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let spec = nest_core::ElasticSpec { layer: 3, dim: 64 };
     let batch = enc
-        .embed(&refs, spec, EncodeOptions { batch_size: 16 }, &mut |_| {})
+        .embed(&refs, spec, EncodeOptions::batch(16), &mut |_| {})
         .unwrap();
     let full = enc
         .embed(
@@ -80,7 +80,7 @@ fn real_batching_and_truncation() {
         .unwrap();
     for (i, t) in refs.iter().enumerate() {
         let one = enc
-            .embed(&[t], spec, EncodeOptions { batch_size: 1 }, &mut |_| {})
+            .embed(&[t], spec, EncodeOptions::batch(1), &mut |_| {})
             .unwrap();
         let d = one
             .row(0)

@@ -36,7 +36,7 @@ fn qwen3_matches_transformers_at_every_exit_and_with_a_prompt() {
     assert_eq!(lens, Vec::<i64>::try_from(&fx["token_lengths"]).unwrap());
     let eos = ids[0].last().copied();
     assert!(ids.iter().all(|v| v.last().copied() == eos), "EOS appended");
-    let opts = EncodeOptions { batch_size: 8 };
+    let opts = EncodeOptions::batch(8);
     let layers = [1, 2, 3, 4];
     let pooled = enc.embed_layers(&refs, &layers, opts, &mut |_| {}).unwrap();
     for (k, l) in layers.iter().enumerate() {
@@ -66,7 +66,7 @@ fn qwen3_in_bf16_and_int8_stays_close_to_float32() {
     let dir = root().join("tests/fixtures/qwen3-tiny/model");
     let texts = sentences();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let opts = EncodeOptions { batch_size: 8 };
+    let opts = EncodeOptions::batch(8);
     let run = |dtype| {
         let mut enc = ElasticEncoder::load(&dir, Device::Cpu, None).unwrap();
         enc.convert_for_inference(dtype).unwrap();

@@ -94,11 +94,11 @@ fn batch_equals_one_at_a_time_and_order_is_kept() {
         let (_d, enc) = tiny(arch);
         let spec = ElasticSpec { layer: 2, dim: 32 };
         let batch = enc
-            .embed(&TEXTS, spec, EncodeOptions { batch_size: 3 }, &mut noop)
+            .embed(&TEXTS, spec, EncodeOptions::batch(3), &mut noop)
             .unwrap();
         for (i, t) in TEXTS.iter().enumerate() {
             let one = enc
-                .embed(&[t], spec, EncodeOptions { batch_size: 1 }, &mut noop)
+                .embed(&[t], spec, EncodeOptions::batch(1), &mut noop)
                 .unwrap();
             let d = one
                 .row(0)
@@ -109,6 +109,44 @@ fn batch_equals_one_at_a_time_and_order_is_kept() {
             assert!(d < 1e-5, "{arch:?} text {i}: max diff {d}");
         }
     }
+}
+
+/// Several streams (batches encoded at once on threads of their own) give every text the
+/// vector one stream gives, in input order, and report progress up to the last text; more
+/// streams than batches are cut to one per batch.
+#[test]
+fn streams_give_the_one_stream_vectors_in_order() {
+    for arch in ALL {
+        let (_d, enc) = tiny(arch);
+        let one = enc
+            .embed_layers(&TEXTS, &[1, 2], EncodeOptions::batch(2), &mut noop)
+            .unwrap();
+        for streams in [2, 8] {
+            let opts = EncodeOptions {
+                batch_size: 2,
+                streams,
+            };
+            let mut seen = Vec::new();
+            let many = enc
+                .embed_layers(&TEXTS, &[1, 2], opts, &mut |d| seen.push(d))
+                .unwrap();
+            for (a, b) in one.iter().zip(&many) {
+                assert_eq!(a.size(), b.size());
+                assert!(max_abs(a, b) < 1e-5, "{arch:?}, {streams} streams");
+            }
+            assert_eq!(seen.len(), 3, "one call per batch");
+            assert!(seen.windows(2).all(|w| w[0] < w[1]) && seen.last() == Some(&5));
+        }
+    }
+    // the caller's thread count is what it was
+    let threads = tch::get_num_threads();
+    let (_d, enc) = tiny(Architecture::Bert);
+    let opts = EncodeOptions {
+        batch_size: 1,
+        streams: 2,
+    };
+    enc.embed_layers(&TEXTS, &[2], opts, &mut noop).unwrap();
+    assert_eq!(tch::get_num_threads(), threads);
 }
 
 #[test]

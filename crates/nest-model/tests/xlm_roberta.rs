@@ -32,7 +32,7 @@ fn xlm_roberta_matches_transformers_at_every_layer() {
     assert_eq!(lens, Vec::<i64>::try_from(&fx["token_lengths"]).unwrap());
     let layers = [1, 2, 3, 4];
     let pooled = enc
-        .embed_layers(&refs, &layers, EncodeOptions { batch_size: 8 }, &mut |_| {})
+        .embed_layers(&refs, &layers, EncodeOptions::batch(8), &mut |_| {})
         .unwrap();
     for (k, l) in layers.iter().enumerate() {
         let cos = row_cos(&pooled[k], &fx[&format!("layer_{l}")]);
@@ -53,7 +53,7 @@ fn prompts_and_last_token_pooling_match_sentence_transformers() {
     let fx = tiny_reference("xlmr");
     let texts = sentences();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let opts = EncodeOptions { batch_size: 8 };
+    let opts = EncodeOptions::batch(8);
     let run = |enc: &ElasticEncoder, prompt| {
         enc.embed_prompted(&refs, &[4], opts, prompt, &mut |_| {})
             .unwrap()

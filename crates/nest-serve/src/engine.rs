@@ -113,11 +113,18 @@ impl Engine {
             config,
             info: OnceLock::new(),
         });
-        for w in 0..engine.config.workers.max(1) {
+        // the libtorch threads are shared out between the workers (each runs its batches on
+        // its own OpenMP team), as `ElasticEncoder::embed_layers` shares them between streams
+        let workers = engine.config.workers.max(1);
+        let threads = (tch::get_num_threads().max(1) / workers as i32).max(1);
+        for w in 0..workers {
             let e = Arc::clone(&engine);
             std::thread::Builder::new()
                 .name(format!("nest-worker-{w}"))
-                .spawn(move || e.worker())
+                .spawn(move || {
+                    tch::set_num_threads(threads);
+                    e.worker()
+                })
                 .expect("spawning a worker thread");
         }
         engine

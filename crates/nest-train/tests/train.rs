@@ -498,7 +498,7 @@ fn a_slim_model_equals_early_exit_on_the_full_model() {
         let n_slim = slim.vs.variables().len();
         assert!(n_slim < n_full, "{n_slim} vs {n_full} tensors");
         let texts = ["the cat sat on the mat", "a man is playing music", "dog"];
-        let opts = nest_model::EncodeOptions { batch_size: 2 };
+        let opts = nest_model::EncodeOptions::batch(2);
         let a = full
             .embed(
                 &texts,

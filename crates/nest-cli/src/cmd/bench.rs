@@ -31,12 +31,14 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
         .collect();
     let gold: Vec<f64> = pairs.iter().map(|p| p.score).collect();
     let layers = parse_layers(&a.layers)?;
+    let streams = a.model.encode_options()?.streams;
     eprintln!(
-        "bench encode: {} sentences from {}, batch {}, {} libtorch threads, best of {} after a warm-up",
+        "bench encode: {} sentences from {}, batch {}, {} libtorch threads in {} stream(s), best of {} after a warm-up",
         texts.len(),
         a.data.display(),
         a.model.batch_size,
         tch::get_num_threads(),
+        streams,
         a.repeats
     );
     let mut rows = Vec::new();
@@ -72,9 +74,7 @@ fn time_nest(
     layers: &[usize],
     a: &BenchEncodeArgs,
 ) -> Result<Row> {
-    let opts = EncodeOptions {
-        batch_size: a.model.batch_size,
-    };
+    let opts = a.model.encode_options()?;
     let adaptor = match &a.adaptor {
         Some(p) => Some(nest_model::Adaptor::load(p)?),
         None => None,

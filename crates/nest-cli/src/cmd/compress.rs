@@ -65,12 +65,9 @@ fn beir_embeddings(model: &str, dir: &Path, cache: &Path) -> Result<(Embeddings,
     let embed = |items: &[(String, String)], what: &str| -> Result<Embeddings> {
         let texts: Vec<&str> = items.iter().map(|x| x.1.as_str()).collect();
         let pb = progress::bar(texts.len(), what);
-        let x = enc.embed_layers(
-            &texts,
-            &[layer],
-            EncodeOptions { batch_size: 32 },
-            &mut |d| pb.set_position(d as u64),
-        )?;
+        let x = enc.embed_layers(&texts, &[layer], EncodeOptions::batch(32), &mut |d| {
+            pb.set_position(d as u64)
+        })?;
         pb.finish_and_clear();
         Ok(Embeddings {
             ids: items.iter().map(|x| x.0.clone()).collect(),

@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use nest_core::output::{write_embeddings_from, OutputFormat};
-use nest_model::{EncodeOptions, Keys, Policy};
+use nest_model::{Keys, Policy};
 
 use crate::args::EncodeArgs;
 use crate::progress;
@@ -44,9 +44,7 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     };
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pb = progress::bar(refs.len(), "encode");
-    let opts = EncodeOptions {
-        batch_size: a.model.batch_size,
-    };
+    let opts = a.model.encode_options()?;
     let mut tick = |done: usize| pb.set_position(done as u64);
     let data = if refs.is_empty() {
         Vec::new() // a process whose share of a tiny input holds no line

@@ -173,9 +173,7 @@ fn run_one_grid(
         items: !g.no_items,
         prompts: g.prompts.resolve(&model)?,
     };
-    let opts = EncodeOptions {
-        batch_size: m.batch_size,
-    };
+    let opts = m.encode_options()?;
     let results = run_with_bars(&model, &tasks, &spec, opts)?;
     if g.latency_texts > 0 {
         eprintln!(

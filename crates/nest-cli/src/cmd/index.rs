@@ -1,6 +1,5 @@
 use anyhow::Result;
 use nest_index::{IndexBuilder, Precision};
-use nest_model::EncodeOptions;
 
 use super::index_common::{finish, levels};
 use crate::args_search::{IndexBuildArgs, IndexCommand};
@@ -64,9 +63,7 @@ fn build(a: IndexBuildArgs) -> Result<()> {
         "max_length": model.tokenizer.max_length(),
     });
     let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
-    let opts = EncodeOptions {
-        batch_size: a.model.batch_size.max(1),
-    };
+    let opts = a.model.encode_options()?;
     for (c, chunk) in docs.chunks(CHUNK).enumerate() {
         let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
         let base = c * CHUNK;

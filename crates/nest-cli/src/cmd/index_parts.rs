@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use nest_core::output::{write_embeddings, Matrix};
 use nest_index::{IndexBuilder, Precision};
-use nest_model::EncodeOptions;
 use tch::Tensor;
 
 use crate::args_search::IndexBuildArgs;
@@ -54,9 +53,7 @@ pub fn build(a: IndexBuildArgs, g: &nest_dist::Group) -> Result<()> {
     let data = if texts.is_empty() {
         Vec::new()
     } else {
-        let opts = EncodeOptions {
-            batch_size: a.model.batch_size.max(1),
-        };
+        let opts = a.model.encode_options()?;
         let pooled = model.embed_layers(&texts, &[layer], opts, &mut |_| {})?;
         nest_model::pooling::to_vec_f32(&pooled[0])
     };

@@ -1,6 +1,5 @@
 use anyhow::Result;
 use nest_core::parse_dims;
-use nest_model::EncodeOptions;
 
 use crate::args::InspectArgs;
 use crate::progress;
@@ -16,9 +15,7 @@ pub fn run(a: InspectArgs) -> Result<()> {
         &refs,
         &pairs,
         &spec,
-        EncodeOptions {
-            batch_size: a.model.batch_size,
-        },
+        a.model.encode_options()?,
         &mut |d| pb.set_position(d as u64),
     )?;
     pb.finish_and_clear();

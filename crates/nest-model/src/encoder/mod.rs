@@ -52,12 +52,30 @@ impl crate::point::Offer {
 /// Batching options for [`ElasticEncoder::embed_layers`].
 #[derive(Debug, Clone, Copy)]
 pub struct EncodeOptions {
+    /// Texts per forward pass.
     pub batch_size: usize,
+    /// Batches encoded at once, each on its share of libtorch's threads (at most one per batch;
+    /// 0 counts as 1). One stream gives a batch the lowest latency; as many streams as threads
+    /// the highest throughput on many texts (`embed_streams`).
+    pub streams: usize,
 }
 
 impl Default for EncodeOptions {
     fn default() -> Self {
-        EncodeOptions { batch_size: 32 }
+        EncodeOptions {
+            batch_size: 32,
+            streams: 1,
+        }
+    }
+}
+
+impl EncodeOptions {
+    /// `batch_size` texts per forward pass, one stream.
+    pub fn batch(batch_size: usize) -> Self {
+        EncodeOptions {
+            batch_size,
+            streams: 1,
+        }
     }
 }
 

@@ -88,7 +88,7 @@ pub fn check_every_exit(
     let lens: Vec<i64> = ids.iter().map(|v| v.len() as i64).collect();
     assert_eq!(lens, Vec::<i64>::try_from(&fx["token_lengths"]).unwrap());
     let exits: Vec<usize> = (1..=layers).collect();
-    let opts = nest_model::EncodeOptions { batch_size: 8 };
+    let opts = nest_model::EncodeOptions::batch(8);
     let pooled = enc.embed_layers(&refs, &exits, opts, &mut |_| {}).unwrap();
     for (k, l) in exits.iter().enumerate() {
         let w = worst(&pooled[k], &fx[&format!("layer_{l}")]);

@@ -198,9 +198,7 @@ pub fn teacher_vectors(
         let t = teacher.as_ref().expect("loaded");
         let _g = tch::no_grad_guard();
         let layers = t.num_layers();
-        let opts = nest_model::EncodeOptions {
-            batch_size: chunk.len(),
-        };
+        let opts = nest_model::EncodeOptions::batch(chunk.len());
         let mut v = t.embed_layers(chunk, &[layers], opts, &mut |_| {})?;
         Ok(v.remove(0))
     };

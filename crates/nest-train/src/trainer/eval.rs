@@ -63,7 +63,7 @@ fn evaluate(
         enc,
         std::slice::from_ref(task),
         &g,
-        EncodeOptions { batch_size: 64 },
+        EncodeOptions::batch(64),
         &mut |_: Progress| {},
     )?;
     let t = &res[0];
