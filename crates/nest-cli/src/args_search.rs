@@ -10,7 +10,7 @@ use crate::args_model::ModelArgs;
 pub enum IndexCommand {
     /// Embed documents (or take precomputed vectors) and write an index holding every
     /// (dim, precision) level, in one pass.
-    Build(IndexBuildArgs),
+    Build(Box<IndexBuildArgs>),
     /// Print an index's manifest (count, levels, source), after verifying its checksums.
     Info {
         #[arg(long)]

@@ -7,7 +7,7 @@ use crate::progress;
 
 pub fn run(c: IndexCommand) -> Result<()> {
     match c {
-        IndexCommand::Build(a) => build(a),
+        IndexCommand::Build(a) => build(*a),
         IndexCommand::Info { index } => {
             let idx = nest_index::Index::open(&index)?;
             println!("{}", serde_json::to_string_pretty(idx.manifest())?);
