@@ -17,8 +17,9 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
     /// Batches encoded at once, each on its share of the libtorch threads. Default: one per
-    /// thread, the highest throughput on many texts (1.06-1.3x one stream of all the threads,
-    /// measured on 2 cores; BENCHMARKS.md); 1 gives a single batch the lowest latency.
+    /// thread on CPU, the highest throughput on many texts (1.04-1.06x one stream of all the
+    /// threads in bf16 on 2 cores; BENCHMARKS.md), and one on a GPU; 1 gives a single batch
+    /// the lowest latency.
     #[arg(long)]
     pub streams: Option<usize>,
     /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
@@ -115,7 +116,7 @@ impl EvalPromptArgs {
 
 impl ModelArgs {
     /// The batching of the bulk-encoding commands: `--batch-size`, and `--streams` (default: one
-    /// per libtorch thread).
+    /// per libtorch thread on CPU; one on a GPU, where the threads only queue kernels).
     pub fn encode_options(&self) -> anyhow::Result<nest_model::EncodeOptions> {
         anyhow::ensure!(
             self.batch_size >= 1,
@@ -123,7 +124,11 @@ impl ModelArgs {
             self.batch_size
         );
         let threads = tch::get_num_threads().max(1) as usize;
-        let streams = self.streams.unwrap_or(threads);
+        let default = match nest_model::default_device() {
+            tch::Device::Cpu => threads,
+            _ => 1,
+        };
+        let streams = self.streams.unwrap_or(default);
         anyhow::ensure!(
             (1..=threads).contains(&streams),
             "--streams must be between 1 and the libtorch threads ({threads}; --threads sets them), got {streams}"

@@ -338,6 +338,49 @@ impl Linear {
 mod tests {
     use super::*;
 
+    /// Row blocks give the one-product result, through products of the allowed row counts only
+    /// (full blocks, or the rest padded to the alignment), for row counts below, at and past
+    /// the block size.
+    #[test]
+    fn row_blocks_match_one_product() {
+        tch::manual_seed(5);
+        let opts = (Kind::Float, tch::Device::Cpu);
+        let w = Tensor::randn([24, 16], opts);
+        let b = Tensor::randn([24], opts);
+        for rows in [1, 31, 32, 33, ROW_BLOCK, ROW_BLOCK + 1, 2 * ROW_BLOCK + 70] {
+            let x = Tensor::randn([rows, 16], opts);
+            let seen = std::cell::RefCell::new(Vec::new());
+            let y = in_row_blocks(&x, |r| {
+                seen.borrow_mut().push(r.size()[0]);
+                r.linear(&w, Some(&b))
+            });
+            let diff = (&y - x.linear(&w, Some(&b))).abs().max().double_value(&[]);
+            assert!(diff < 1e-5, "{rows} rows: max |diff| {diff}");
+            assert_eq!(y.size(), vec![rows, 24]);
+            let seen = seen.into_inner();
+            assert!(
+                seen.iter()
+                    .all(|&r| r == ROW_BLOCK || (r < ROW_BLOCK && r % ROW_ALIGN == 0)),
+                "{rows} rows: products of {seen:?}"
+            );
+            assert_eq!(
+                seen.len() as i64,
+                rows / ROW_BLOCK + i64::from(rows % ROW_BLOCK > 0)
+            );
+        }
+        // a leading batch axis is kept
+        let x3 = Tensor::randn([3, 7, 16], opts);
+        let y3 = in_row_blocks(&x3, |r| r.linear::<Tensor>(&w, None));
+        assert_eq!(y3.size(), vec![3, 7, 24]);
+        assert!(
+            (y3 - x3.linear::<Tensor>(&w, None))
+                .abs()
+                .max()
+                .double_value(&[])
+                < 1e-5
+        );
+    }
+
     /// The int8 product against a float64 reference of the same quantisation, and against the
     /// float32 product within the quantisation error bound.
     #[test]

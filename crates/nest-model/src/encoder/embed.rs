@@ -177,8 +177,9 @@ impl ElasticEncoder {
     /// Why: with 2 threads on one batch, every operation forks and joins the thread team, and
     /// the small ones (under libtorch's grain size) run on one thread while the other waits;
     /// two batches at once on one thread each keep both cores busy. Measured on a 2-vCPU AMD
-    /// EPYC (AVX512-BF16): all-MiniLM-L6-v2, STS-B test, 1.25-1.3x the throughput in bf16,
-    /// 1.18x in int8, 1.06x in float32 (BENCHMARKS.md, "Streams").
+    /// EPYC (Zen 5, AVX512-BF16), all-MiniLM-L6-v2 on STS-B test in bf16, interleaved:
+    /// 1.04-1.06x the throughput of one stream (BENCHMARKS.md, "Again on a newer AVX512-BF16
+    /// EPYC").
     fn embed_streams(
         &self,
         batches: &[Vec<&[i64]>],
