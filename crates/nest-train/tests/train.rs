@@ -249,6 +249,21 @@ fn run_directories_are_protected() {
     let mut o = opts(&run);
     o.overwrite = true;
     train(&other, &o, &mut |_| {}).unwrap();
+    // a start killed while writing its recipe leaves only the half-written temp file: a new
+    // start takes the folder over (anything else in it still protects it)
+    let killed = d.path().join("killed");
+    std::fs::create_dir_all(&killed).unwrap();
+    std::fs::write(killed.join(".recipe.toml.tmp4242"), "model = ").unwrap();
+    train(&r, &opts(&killed), &mut |_| {}).unwrap();
+    assert!(!killed.join(".recipe.toml.tmp4242").exists());
+    let taken = d.path().join("taken");
+    std::fs::create_dir_all(&taken).unwrap();
+    std::fs::write(taken.join(".recipe.toml.tmp4242"), "").unwrap();
+    std::fs::write(taken.join("notes.txt"), "mine").unwrap();
+    let e = train(&r, &opts(&taken), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not empty"), "{e}");
     let mut o = opts(&d.path().join("nothing"));
     o.resume = true;
     assert!(train(&r, &o, &mut |_| {})

@@ -108,20 +108,41 @@ fn prepare_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Option<PathBuf>> {
         }
     } else if o.resume {
         return Err(run_err(dir, "no run to resume here (no recipe.toml)"));
-    } else if dir.exists()
-        && std::fs::read_dir(dir)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(false)
-        && !o.overwrite
-    {
+    } else if !o.overwrite && holds_more_than_a_killed_start(dir) {
         return Err(run_err(
             dir,
             "exists and is not empty: choose another --run-dir or pass --overwrite",
         ));
     }
     std::fs::create_dir_all(dir).map_err(|e| nest_core::Error::io(dir, e))?;
+    for leftover in killed_start_leftovers(dir) {
+        let _ = std::fs::remove_file(leftover);
+    }
     nest_core::fsutil::write_atomic(&saved, r.to_toml().as_bytes())?;
     Ok(None)
+}
+
+/// The half-written recipes (`write_atomic`'s `.recipe.toml.tmp<pid>`) of starts killed before
+/// their recipe was in place: a run that never started, which a new start may take over.
+fn killed_start_leftovers(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(".recipe.toml.tmp")
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `dir` holds anything besides [`killed_start_leftovers`].
+fn holds_more_than_a_killed_start(dir: &Path) -> bool {
+    let leftovers = killed_start_leftovers(dir).len();
+    std::fs::read_dir(dir).is_ok_and(|d| d.count() > leftovers)
 }
 
 /// Keeps the metrics log consistent with a resumed checkpoint: drops lines after `step` and any
