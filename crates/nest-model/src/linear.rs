@@ -272,7 +272,7 @@ impl Linear {
         }
         let w = self.inner.ws.to_kind(compute);
         let b = self.inner.bs.as_ref().map(|b| b.to_kind(compute));
-        x.to_kind(compute).linear(&w, b.as_ref())
+        in_row_blocks(&x.to_kind(compute), |rows| rows.linear(&w, b.as_ref()))
     }
 
     /// `x [W_1; W_2; ...]^T + [b_1; b_2; ...]` in `compute`, on the parts' own (float32, trainable)
@@ -282,7 +282,10 @@ impl Linear {
         let bs: Option<Vec<&Tensor>> = parts.iter().map(|l| l.inner.bs.as_ref()).collect();
         let w = Tensor::cat(&ws, 0).to_kind(compute);
         let b = bs.map(|b| Tensor::cat(&b, 0).to_kind(compute));
-        x.to_kind(compute).linear(&w, b.as_ref())
+        match compute {
+            Kind::Float => x.to_kind(compute).linear(&w, b.as_ref()),
+            _ => in_row_blocks(&x.to_kind(compute), |rows| rows.linear(&w, b.as_ref())),
+        }
     }
 
     /// One linear whose output is the concatenation of `parts`' outputs (one product instead of
