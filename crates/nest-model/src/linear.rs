@@ -193,7 +193,8 @@ const ROW_ALIGN: i64 = 32;
 /// multiple of [`ROW_ALIGN`], so that a product's row count is one of 17 values whatever the
 /// batch.
 ///
-/// Why: oneDNN, which runs libtorch's bf16 and int8 products on CPU, compiles and caches a
+/// Why: oneDNN, which runs libtorch's bf16 and int8 products on CPU (inference and
+/// mixed-precision training, forward and backward), compiles and caches a
 /// kernel (and its buffers) per distinct shape, about 1.1-1.7 MB of memory each, up to 1,024
 /// of them. A server's batches (and length-sorted encode batches) have a different token
 /// count almost every time, so the cache, and the RSS, grew by a gigabyte: MiniLM's bf16
