@@ -32,7 +32,8 @@ pub(crate) const EXPLICIT_MAX_KEYS: i64 = 40;
 /// # Shapes
 /// - `q`: `[batch, heads, queries, dim]`; `k`, `v`: `[batch, heads, keys, dim]` (any float
 ///   kind; the fused kernel gets them in `q`'s)
-/// - `mask`: additive, finite, broadcastable to `[batch, heads, queries, keys]`
+/// - `mask`: additive (any float kind; float32 keeps it exact), broadcastable to
+///   `[batch, heads, queries, keys]`
 /// - `scale`: `None` for `1 / sqrt(dim)`
 /// - returns `[batch, heads, queries, dim]` in `q`'s kind
 pub(crate) fn attend(
@@ -46,11 +47,17 @@ pub(crate) fn attend(
     let kind = q.kind();
     let (dim, keys) = (q.size()[3], k.size()[2]);
     if keys > EXPLICIT_MAX_KEYS {
+        // the fused kernel wants the mask in q's kind; float32's minimum would round to -inf in
+        // bf16, so it is clamped to a finite value first
+        let mask = match mask.kind() == kind {
+            true => mask.shallow_clone(),
+            false => mask.clamp_min(-1e38).to_kind(kind),
+        };
         return Tensor::scaled_dot_product_attention(
             q,
             &k.to_kind(kind),
             &v.to_kind(kind),
-            Some(&mask.to_kind(kind)),
+            Some(&mask),
             dropout,
             false,
             scale,

@@ -291,14 +291,6 @@ pub(crate) fn run_layers(
     capture: ClsAttention,
 ) -> EncoderOutput {
     let want = capture != ClsAttention::None;
-    // the mask in the products' kind, once (the fused kernel wants one kind); float32's minimum
-    // would round to -inf in bf16, so it is clamped to a finite value first
-    let mask = if mask.kind() == s.compute {
-        mask.shallow_clone()
-    } else {
-        mask.clamp_min(-1e38).to_kind(s.compute)
-    };
-    let mask = &mask;
     let x = x.to_kind(s.stream);
     let packing = Packing::new(tokens);
     let mut stream = Packing::packed(packing.as_ref(), x.shallow_clone());

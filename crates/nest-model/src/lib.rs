@@ -31,6 +31,7 @@ pub mod point;
 pub mod pooling;
 pub mod prompt;
 pub mod qwen3;
+mod row_blocks;
 pub mod tiny;
 pub mod tokenize;
 mod weights;
@@ -44,6 +45,12 @@ pub use encoder::{ClsAttention, ElasticEncoder, EncodeOptions, EncoderInput, Enc
 pub use error::{Error, Result};
 pub use point::{Keys, Offer, Point, Policy};
 pub use pooling::Pooling;
+
+/// libtorch's intra-op threads (this thread's count) shared out between `parts` threads that
+/// run forward passes at once (encode streams, server workers): at least one each.
+pub fn threads_each(parts: usize) -> i32 {
+    (tch::get_num_threads().max(1) / parts.max(1) as i32).max(1)
+}
 
 /// Device selection: CUDA when built with the `cuda` feature and a GPU is present, else CPU.
 /// Under a multi-process launch each process takes GPU `LOCAL_RANK` (modulo the GPUs it

@@ -116,7 +116,7 @@ impl Engine {
         // the libtorch threads are shared out between the workers (each runs its batches on
         // its own OpenMP team), as `ElasticEncoder::embed_layers` shares them between streams
         let workers = engine.config.workers.max(1);
-        let threads = (tch::get_num_threads().max(1) / workers as i32).max(1);
+        let threads = nest_model::threads_each(workers);
         for w in 0..workers {
             let e = Arc::clone(&engine);
             std::thread::Builder::new()

@@ -21,7 +21,7 @@ pub fn part_path(output: &Path, rank: usize, world: usize) -> PathBuf {
 /// share of the input's bytes and writes its own part ([`part_path`]); the parts in rank order
 /// are the single-process output, row for row (JSONL rows carry their global index).
 pub fn run(a: EncodeArgs) -> Result<()> {
-    anyhow::ensure!(a.model.batch_size >= 1, "--batch-size must be at least 1");
+    let opts = a.model.encode_options()?;
     OutputFormat::from_path(&a.output)?; // fail before loading anything
     let group = match nest_dist::Launch::from_env()? {
         Some(l) => Some(nest_dist::Group::join(
@@ -44,7 +44,6 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     };
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pb = progress::bar(refs.len(), "encode");
-    let opts = a.model.encode_options()?;
     let mut tick = |done: usize| pb.set_position(done as u64);
     let data = if refs.is_empty() {
         Vec::new() // a process whose share of a tiny input holds no line

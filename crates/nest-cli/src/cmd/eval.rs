@@ -147,7 +147,7 @@ fn run_one_grid(
     g: &GridArgs,
     out: &Path,
 ) -> Result<std::path::PathBuf> {
-    anyhow::ensure!(m.batch_size >= 1, "--batch-size must be at least 1");
+    let opts = m.encode_options()?;
     let start = Instant::now();
     let precisions = Precision::parse_list(&g.precision)?;
     // every data file is read and checked before the model loads, so a bad file fails fast
@@ -173,7 +173,6 @@ fn run_one_grid(
         items: !g.no_items,
         prompts: g.prompts.resolve(&model)?,
     };
-    let opts = m.encode_options()?;
     let results = run_with_bars(&model, &tasks, &spec, opts)?;
     if g.latency_texts > 0 {
         eprintln!(

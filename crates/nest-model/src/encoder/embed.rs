@@ -188,7 +188,7 @@ impl ElasticEncoder {
         progress: &mut dyn FnMut(usize),
     ) -> Vec<Vec<Tensor>> {
         let threads = tch::get_num_threads().max(1);
-        let per_stream = (threads / streams as i32).max(1);
+        let per_stream = crate::threads_each(streams);
         let next = std::sync::atomic::AtomicUsize::new(0);
         let shared = ReadOnly(self);
         let (tx, rx) = std::sync::mpsc::channel();
