@@ -75,7 +75,7 @@ pub(crate) fn attend(
         .softmax(-1, Kind::Float)
         .dropout(dropout, dropout > 0.0);
     // the product with v in float32 too: a few MFLOP, and no oneDNN bf16 kernel per shape
-    // (see `linear::in_row_blocks`)
+    // (see `row_blocks::in_row_blocks`)
     p.matmul(&v.to_kind(Kind::Float)).to_kind(kind)
 }
 
