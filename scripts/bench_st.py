@@ -26,6 +26,8 @@ Lower-precision peers (all optional; the defaults are the plain float32 PyTorch 
                            column 3) of the last timed run's embeddings, per layer, on stderr only.
   --threads N              torch / onnxruntime / OpenVINO threads (default: torch's default, and the
                            same number for onnxruntime and OpenVINO).
+  --device cuda            the torch backend on the GPU (what `nest bench encode` passes when Nest
+                           itself runs on a GPU); the other backends are CPU-only here.
 """
 import argparse
 import csv
@@ -155,7 +157,10 @@ def main():
     ap.add_argument("--backend", choices=["torch", "onnx", "onnx-int8", "openvino"], default="torch")
     ap.add_argument("--score", action="store_true", help="STS-B Spearman x100 per layer, on stderr")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda (torch backend only)")
     a = ap.parse_args()
+    if a.device != "cpu" and a.backend != "torch":
+        ap.error(f"--backend {a.backend} runs on the CPU only; --device {a.device} is for --backend torch")
     if a.threads:
         torch.set_num_threads(a.threads)
     threads = torch.get_num_threads()
@@ -180,10 +185,11 @@ def main():
         kwargs["backend"] = "openvino"
         kwargs["model_kwargs"] = {"ov_config": ov_config}
     t = time.perf_counter()
-    model = SentenceTransformer(a.model, device="cpu", **kwargs)
+    model = SentenceTransformer(a.model, device=a.device, **kwargs)
     model.eval()
     load_s = time.perf_counter() - t
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {len(texts)} sentences", file=sys.stderr)
+    where = torch.cuda.get_device_name() if a.device.startswith("cuda") else f"threads {torch.get_num_threads()}"
+    print(f"torch {torch.__version__}, {where}, {len(texts)} sentences", file=sys.stderr)
 
     workdir = None
     if a.backend.startswith("onnx"):

@@ -14,6 +14,9 @@ and loss under torch.autocast("cpu", dtype=torch.bfloat16) (float32 master weigh
 AdamW state; backward outside the autocast region, as PyTorch recommends), and the
 sentence-transformers trainer with bf16=True (accelerate's CPU bf16 autocast). The JSON line then
 also carries "dtype": "bf16"; without the flag nothing changes.
+
+--device cuda (optional) runs both on the GPU (what `nest bench train` passes when Nest itself trains
+on a GPU): the step synchronises the device before reading the clock, autocast is torch.autocast("cuda").
 """
 import argparse
 import contextlib
@@ -40,7 +43,7 @@ def mean_pool(h, mask):
 
 
 def mrl_mnrl(a, p, dims, scale=20.0):
-    labels = torch.arange(len(a))
+    labels = torch.arange(len(a), device=a.device)
     loss = 0.0
     for d in dims:
         x = F.normalize(a[:, :d], dim=-1)
@@ -53,22 +56,25 @@ def bench_step(a):
     from transformers import AutoModel, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(a.model)
-    model = AutoModel.from_pretrained(a.model)
+    model = AutoModel.from_pretrained(a.model).to(a.device)
     model.train()
     decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
     no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=2e-5)
     pairs = read_pairs(a.data, a.batch_size * (a.steps + a.warmup))
     dims = [int(x) for x in a.dims.split(",")]
-    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
+    kind = torch.device(a.device).type
+    autocast = (lambda: torch.autocast(kind, dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
+    sync = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
     times = []
     for i in range(a.steps + a.warmup):
         batch = pairs[i * a.batch_size:(i + 1) * a.batch_size]
+        sync()
         t = time.perf_counter()
         emb = []
         with autocast():
             for col in (0, 1):
-                enc = tok([b[col] for b in batch], padding=True, truncation=True, max_length=a.max_length, return_tensors="pt")
+                enc = tok([b[col] for b in batch], padding=True, truncation=True, max_length=a.max_length, return_tensors="pt").to(a.device)
                 out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
                 emb.append(mean_pool(out.last_hidden_state, enc["attention_mask"]))
             loss = mrl_mnrl(emb[0], emb[1], dims)
@@ -76,6 +82,7 @@ def bench_step(a):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad()
+        sync()
         if i >= a.warmup:
             times.append(time.perf_counter() - t)
     return statistics.median(times), len(times)
@@ -89,14 +96,14 @@ def bench_epoch(a):
 
     pairs = read_pairs(a.epoch_data, 10**9)
     ds = Dataset.from_dict({"anchor": [p[0] for p in pairs], "positive": [p[1] for p in pairs]})
-    model = SentenceTransformer(a.model, device="cpu")
+    model = SentenceTransformer(a.model, device=a.device)
     dims = [int(x) for x in a.dims.split(",")]
     loss = MatryoshkaLoss(model, MultipleNegativesRankingLoss(model), matryoshka_dims=sorted(dims, reverse=True))
     args = SentenceTransformerTrainingArguments(
         output_dir=a.out, num_train_epochs=1, per_device_train_batch_size=a.batch_size, learning_rate=2e-5,
         warmup_ratio=0.1, weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, seed=42,
         batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to=[], logging_steps=10**9,
-        use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, **({"bf16": True} if a.bf16 else {}),
+        use_cpu=a.device == "cpu", dataloader_num_workers=0, disable_tqdm=True, **({"bf16": True} if a.bf16 else {}),
     )
     model.max_seq_length = a.max_length
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=loss)
@@ -104,6 +111,8 @@ def bench_epoch(a):
         print(f"  sentence-transformers trainer: accelerate mixed precision '{trainer.accelerator.mixed_precision}'", file=sys.stderr)
     t = time.perf_counter()
     trainer.train()
+    if torch.device(a.device).type == "cuda":
+        torch.cuda.synchronize()
     return time.perf_counter() - t
 
 
@@ -119,17 +128,27 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", default="/tmp/nest-bench-st")
     ap.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (autocast) for both measures")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda")
     a = ap.parse_args()
     torch.manual_seed(0)
     step, n = bench_step(a)
     tag = " (bf16 autocast)" if a.bf16 else ""
     print(f"  torch step{tag}: median {step:.3f} s over {n} steps", file=sys.stderr)
-    epoch = bench_epoch(a)
-    print(f"  sentence-transformers epoch{' (bf16=True)' if a.bf16 else ''}: {epoch:.1f} s", file=sys.stderr)
+    try:
+        import datasets  # noqa: F401 - the trainer's input type; absent on some GPU images
+    except ImportError as e:
+        epoch = None
+        print(f"  sentence-transformers epoch: skipped, the trainer needs `datasets` ({e})", file=sys.stderr)
+    else:
+        epoch = bench_epoch(a)
+        print(f"  sentence-transformers epoch{' (bf16=True)' if a.bf16 else ''}: {epoch:.1f} s", file=sys.stderr)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result = {"torch_step_s": step, "torch_steps": n, "st_epoch_s": epoch, "peak_rss_mb": rss, "torch_threads": torch.get_num_threads()}
     if a.bf16:
         result["dtype"] = "bf16"
+    if torch.device(a.device).type == "cuda":
+        result["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        result["device"] = torch.cuda.get_device_name()
     print(json.dumps(result))
 
 

@@ -16,15 +16,46 @@
 //! | 64 | 64 | 3.98 / 3.75 | 4.47 / 4.21 |
 //! | 128 | 32 | 8.4 / 12.7 | 8.6 / 9.4 |
 //!
-//! So up to [`EXPLICIT_MAX_KEYS`] keys the explicit form runs, beyond it the fused kernel.
+//! So on CPU up to [`EXPLICIT_MAX_KEYS`] keys the explicit form runs, beyond it the fused
+//! kernel. On a GPU the fused kernel runs at every length (there the explicit form's casts and
+//! separate kernels are launches that a small batch is bound by: bf16 encoding at batch 32 ran
+//! 1.5-1.9x faster fused on an H200), except in bf16 training (inputs that need gradients),
+//! where it made one epoch 2.2-2.7x slower than the explicit form while the median step
+//! barely moved, which points at a cost per new input shape (not established: no profiler ran;
+//! BENCHMARKS.md, "On a GPU").
+//!
+//! `NEST_ATTENTION=explicit` or `fused` forces one form everywhere, to measure the kernels
+//! against each other (`scripts/gpu_check.sh`); unset or `auto`, the rule above.
+//!
 //! The explicit form runs in float32 whatever the inputs' kind (the fused kernel accumulates
 //! the scores and the softmax in float32 too): bf16 rounds only its inputs and its output.
+
+use std::sync::OnceLock;
 
 use tch::{Kind, Tensor};
 
 /// The longest key sequence computed explicitly; longer ones go to the fused kernel. The
 /// measured crossover lay between 40 and 64 keys in both kinds (module docs).
 pub(crate) const EXPLICIT_MAX_KEYS: i64 = 40;
+
+/// Whether the fused kernel runs (module docs).
+fn fused(q: &Tensor, keys: i64) -> bool {
+    static FORCED: OnceLock<Option<bool>> = OnceLock::new();
+    let forced = FORCED.get_or_init(|| match std::env::var("NEST_ATTENTION").as_deref() {
+        Ok("explicit") => Some(false),
+        Ok("fused") => Some(true),
+        Ok("auto") | Err(_) => None,
+        Ok(other) => {
+            eprintln!("NEST_ATTENTION: unknown value '{other}' (expected auto, explicit or fused); using auto");
+            None
+        }
+    });
+    match (forced, q.device()) {
+        (Some(f), _) => *f,
+        (None, tch::Device::Cpu) => keys > EXPLICIT_MAX_KEYS,
+        (None, _) => q.kind() == Kind::Float || !q.requires_grad(),
+    }
+}
 
 /// `softmax(q k^T scale + mask) v`, with dropout `dropout` on the probabilities (0 at
 /// inference).
@@ -46,7 +77,7 @@ pub(crate) fn attend(
 ) -> Tensor {
     let kind = q.kind();
     let (dim, keys) = (q.size()[3], k.size()[2]);
-    if keys > EXPLICIT_MAX_KEYS {
+    if fused(q, keys) {
         // the fused kernel wants the mask in q's kind; float32's minimum would round to -inf in
         // bf16, so it is clamped to a finite value first
         let mask = match mask.kind() == kind {

@@ -20,6 +20,10 @@ const ROW_ALIGN: i64 = 32;
 /// server went from 308 to 1,449 MiB in 30 s of load (BENCHMARKS.md, "Server against Infinity's configurations"). float32
 /// products (MKL) keep no such cache and are not blocked.
 ///
+/// On a GPU the product runs once on all the rows (a GPU wants one large product, and cuBLAS
+/// keeps no per-shape cache); fewer than [`ROW_ALIGN`] rows are still padded, which keeps
+/// `_int_mm` above its CUDA minimum of 17 rows.
+///
 /// # Shapes
 /// - `x`: `[..., in]`; `product` maps `[rows, in]` to `[rows, out]`; returns `[..., out]`
 pub(crate) fn in_row_blocks(x: &Tensor, product: impl Fn(&Tensor) -> Tensor) -> Tensor {
@@ -27,6 +31,18 @@ pub(crate) fn in_row_blocks(x: &Tensor, product: impl Fn(&Tensor) -> Tensor) -> 
     let inner = *size.last().expect("x has a feature axis");
     let x2 = x.reshape([-1, inner]);
     let rows = x2.size()[0];
+    let y = match x.device() != tch::Device::Cpu && rows >= ROW_ALIGN {
+        true => product(&x2),
+        false => blocks(&x2, rows, product),
+    };
+    let mut out = size;
+    *out.last_mut().expect("non-empty") = y.size()[1];
+    y.reshape(out.as_slice())
+}
+
+/// `product` over the `rows` rows of `x2` (`[rows, in]`) in blocks of at most [`ROW_BLOCK`],
+/// the last one padded to a multiple of [`ROW_ALIGN`].
+fn blocks(x2: &Tensor, rows: i64, product: impl Fn(&Tensor) -> Tensor) -> Tensor {
     let mut outs = Vec::with_capacity((rows / ROW_BLOCK + 1) as usize);
     let mut start = 0;
     while rows - start >= ROW_BLOCK {
@@ -42,13 +58,10 @@ pub(crate) fn in_row_blocks(x: &Tensor, product: impl Fn(&Tensor) -> Tensor) -> 
             p => product(&part.constant_pad_nd([0, 0, 0, p])).narrow(0, 0, rest),
         });
     }
-    let y = match outs.len() {
+    match outs.len() {
         1 => outs.pop().expect("one part"),
         _ => Tensor::cat(&outs, 0),
-    };
-    let mut out = size;
-    *out.last_mut().expect("non-empty") = y.size()[1];
-    y.reshape(out.as_slice())
+    }
 }
 
 #[cfg(test)]

@@ -207,6 +207,15 @@ pub(super) fn append_markdown(path: &Path, md: &str) -> Result<()> {
     Ok(())
 }
 
+/// The Python peers' `--device`: the GPU when Nest itself runs on one (its default device), so
+/// that both sides of a benchmark use the same hardware; nothing (the CPU) otherwise.
+pub(crate) fn peer_device_args() -> Vec<String> {
+    match nest_model::default_device() {
+        tch::Device::Cuda(i) => vec!["--device".into(), format!("cuda:{i}")],
+        _ => Vec::new(),
+    }
+}
+
 /// Runs `scripts/bench_st.py` and parses its `{"layer": sentences_per_s}` JSON line.
 fn run_python(
     py: &Path,
@@ -245,6 +254,7 @@ fn run_python(
         ])
         .args(["--repeats", &a.repeats.to_string()])
         .args(["--backend", backend, "--dtype", dtype])
+        .args(peer_device_args())
         .output()
         .with_context(|| format!("starting {}", py.display()))?;
     if !out.status.success() {

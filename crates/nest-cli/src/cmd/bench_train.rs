@@ -31,18 +31,24 @@ fn peak_rss_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-/// Best fp32 GFLOP/s of a 2048^3 matrix product through libtorch (MKL): the practical ceiling.
-fn sgemm_gflops() -> f64 {
+/// Best GFLOP/s of a square matrix product in `kind` on `device` through libtorch (MKL or
+/// oneDNN on CPU, cuBLAS on a GPU): the practical ceiling of the step's products. 2048^3 on CPU,
+/// 8192^3 on a GPU (smaller ones are launch-bound there).
+fn gemm_gflops(kind: tch::Kind, device: tch::Device) -> f64 {
     let _g = tch::no_grad_guard();
-    let n = 2048i64;
-    let a = tch::Tensor::randn([n, n], (tch::Kind::Float, tch::Device::Cpu));
-    let b = tch::Tensor::randn([n, n], (tch::Kind::Float, tch::Device::Cpu));
-    let _ = a.mm(&b);
+    let n = if device == tch::Device::Cpu {
+        2048i64
+    } else {
+        8192
+    };
+    let a = tch::Tensor::randn([n, n], (kind, device));
+    let b = tch::Tensor::randn([n, n], (kind, device));
+    let _ = a.mm(&b).double_value(&[0, 0]);
     let mut best = f64::INFINITY;
     for _ in 0..5 {
         let t = Instant::now();
         let c = a.mm(&b);
-        let _ = c.double_value(&[0, 0]);
+        let _ = c.double_value(&[0, 0]); // waits for the product, on a GPU too
         best = best.min(t.elapsed().as_secs_f64());
     }
     2.0 * (n as f64).powi(3) / best / 1e9
@@ -349,13 +355,22 @@ fn table(
             m / step
         );
     }
-    let (peak, sgemm) = (peak_gflops(), sgemm_gflops());
+    let device = nest_model::default_device();
+    let kind = a.dtype.matmul_kind();
+    let ceiling = gemm_gflops(kind, device);
+    let nominal = match device {
+        tch::Device::Cpu => format!(
+            "; nominal fp32 peak at the reported clock {:.0}",
+            peak_gflops()
+        ),
+        _ => String::new(),
+    };
     let _ = writeln!(
         md,
-        "| achieved GFLOP/s in the {} step | {:.1} ({:.0}% of the measured fp32 SGEMM ceiling {sgemm:.0}; nominal fp32 peak at the reported clock {peak:.0}) | | |",
+        "| achieved GFLOP/s in the {} step | {:.1} ({:.1}% of a {kind:?} matrix product's {ceiling:.0} on {device:?}{nominal}) | | |",
         a.dtype,
         steps.gflops,
-        100.0 * steps.gflops / sgemm
+        100.0 * steps.gflops / ceiling
     );
     md
 }
@@ -383,6 +398,7 @@ fn run_python(py: &Path, a: &BenchTrainArgs, epoch_file: &Path) -> Result<serde_
             &a.steps.to_string(),
         ])
         .args((a.dtype == nest_model::Dtype::Bf16).then_some("--bf16"))
+        .args(super::bench::peer_device_args())
         .output()
         .with_context(|| format!("starting {}", py.display()))?;
     if !out.status.success() {
