@@ -1,7 +1,41 @@
+//! Compiles `shim/fused_adamw.cpp` (libtorch's fused AdamW kernel behind one C function; see
+//! `src/optim.rs`) against the libtorch headers tch builds against (`LIBTORCH`, as
+//! `scripts/setup.sh` writes it into `.cargo/config.toml`). The symbol it calls lives in
+//! `libtorch_cpu.so`, which torch-sys already links.
+//!
 //! With the `cuda` feature, keep `libtorch_cuda.so` linked although no symbol of it is named
 //! directly (the linker's default `--as-needed` would drop it and libtorch would see no GPU).
+
+use std::path::PathBuf;
+
 fn main() {
+    println!("cargo:rerun-if-changed=shim");
+    println!("cargo:rerun-if-env-changed=LIBTORCH");
+    println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     println!("cargo:rerun-if-env-changed=CARGO_FEATURE_CUDA");
+    let root = std::env::var("LIBTORCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            panic!(
+            "nest-model: LIBTORCH is not set; run scripts/setup.sh (it writes .cargo/config.toml) \
+             or point LIBTORCH at a libtorch / torch wheel folder"
+        )
+        });
+    let include = root.join("include");
+    assert!(
+        include.join("ATen/ops/_fused_adamw.h").exists(),
+        "nest-model: {} has no ATen/ops/_fused_adamw.h; use the torch wheel's libtorch",
+        include.display()
+    );
+    let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into());
+    cc::Build::new()
+        .cpp(true)
+        .file("shim/fused_adamw.cpp")
+        .include(&include)
+        .flag("-std=c++20")
+        .flag_if_supported("-Wno-unused-parameter")
+        .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
+        .compile("nest_model_shim");
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
         println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
         println!("cargo:rustc-link-arg=-ltorch_cuda");

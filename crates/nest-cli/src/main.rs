@@ -3,6 +3,7 @@
 //! A thin binary: clap arguments become validated library calls; errors are printed with their
 //! whole `anyhow` chain and exit code 1.
 
+mod alloc;
 mod args;
 mod args_bench;
 mod args_eval;
@@ -15,6 +16,7 @@ mod progress;
 use clap::Parser;
 
 fn main() {
+    alloc::keep_freed_memory();
     let cli = args::Cli::parse();
     if let Err(e) = cmd::run(cli) {
         eprintln!("error: {e}");

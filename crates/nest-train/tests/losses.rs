@@ -90,7 +90,7 @@ fn adamw_matches_pytorch() {
         let loss = (&w * &f[&format!("gw{k}")]).sum(tch::Kind::Float)
             + (&b * &f[&format!("gb{k}")]).sum(tch::Kind::Float);
         loss.backward();
-        opt.step(*lr);
+        opt.step(*lr).unwrap();
         opt.zero_grad();
         for (name, t) in [("w", &w), ("b", &b)] {
             let want = &f[&format!("{name}{}", k + 1)];

@@ -162,7 +162,7 @@ impl<'a> Engine<'a> {
                     epoch,
                 });
             }
-            adam.step(self.cfg.opts.lr);
+            adam.step(self.cfg.opts.lr)?;
             sums.loss += lv;
             sums.steps += 1;
         }

@@ -233,13 +233,14 @@ impl<'a> Run<'a> {
             sync::sync_gradients(g, &self.opt)?;
         }
         let lr = lr_at(r.lr, at.step, self.plan.total, self.plan.warmup, r.decay);
-        let grad_norm =
-            apply_update(&mut self.opt, r.max_grad_norm, lr).map_err(|value| Error::NonFinite {
+        let grad_norm = apply_update(&mut self.opt, r.max_grad_norm, lr, |value| {
+            Error::NonFinite {
                 what: "gradient norm",
                 step: at.step + 1,
                 value,
                 last_checkpoint: self.last_ck.clone(),
-            })?;
+            }
+        })?;
         at.step += 1;
         let (loss, terms) = acc.take(r.grad_accum);
         at.last_loss = loss;

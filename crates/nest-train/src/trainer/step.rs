@@ -6,6 +6,7 @@ use nest_model::{ClsAttention, ElasticEncoder};
 use tch::Tensor;
 
 use crate::data::{Batch, Source};
+use crate::error::Error;
 use crate::objective::{BatchOutput, Column, Objective, StepContext};
 use crate::optim::AdamW;
 use crate::recipe::LossKind;
@@ -137,16 +138,21 @@ pub(crate) fn score(
 }
 
 /// The optimizer update after the accumulated micro-batches: clip, AdamW step at `lr`, zero
-/// the gradients. Returns the gradient norm before clipping, or `Err(norm)` without touching
-/// the weights or the optimizer state when a gradient is NaN or infinite (a finite loss can
-/// still have one, e.g. the square root's at 0).
-pub(crate) fn apply_update(opt: &mut AdamW, max_grad_norm: f64, lr: f64) -> Result<f64, f64> {
+/// the gradients. Returns the gradient norm before clipping, or `non_finite(norm)` without
+/// touching the weights or the optimizer state when a gradient is NaN or infinite (a finite
+/// loss can still have one, e.g. the square root's at 0).
+pub(crate) fn apply_update(
+    opt: &mut AdamW,
+    max_grad_norm: f64,
+    lr: f64,
+    non_finite: impl FnOnce(f64) -> Error,
+) -> Result<f64, Error> {
     let grad_norm = opt.clip_grad_norm(max_grad_norm);
     if !grad_norm.is_finite() {
         opt.zero_grad();
-        return Err(grad_norm);
+        return Err(non_finite(grad_norm));
     }
-    opt.step(lr);
+    opt.step(lr)?;
     opt.zero_grad();
     Ok(grad_norm)
 }
@@ -162,14 +168,20 @@ mod tests {
         let mut opt = AdamW::new(vec![("w.weight".into(), p.shallow_clone())], 0.01);
         p.sqrt().sum(Kind::Float).backward(); // finite loss, infinite gradient
         let before: Vec<f32> = Vec::try_from(&p.detach()).unwrap();
-        let e = apply_update(&mut opt, 1.0, 0.1).unwrap_err();
-        assert!(!e.is_finite());
+        let non_finite = |value| Error::NonFinite {
+            what: "gradient norm",
+            step: 1,
+            value,
+            last_checkpoint: String::new(),
+        };
+        let e = apply_update(&mut opt, 1.0, 0.1, non_finite).unwrap_err();
+        assert!(matches!(e, Error::NonFinite { value, .. } if !value.is_finite()));
         assert_eq!(Vec::<f32>::try_from(&p.detach()).unwrap(), before);
         assert_eq!(opt.step, 0);
         assert_eq!(opt.m[0].abs().sum(Kind::Float).double_value(&[]), 0.0);
         // the gradients were dropped: a finite step afterwards goes through
         (&p * 2.0).sum(Kind::Float).backward();
-        assert!(apply_update(&mut opt, 1.0, 0.1).is_ok());
+        assert!(apply_update(&mut opt, 1.0, 0.1, non_finite).is_ok());
         assert_eq!(opt.step, 1);
     }
 }
