@@ -10,6 +10,7 @@
 pub mod data;
 pub mod error;
 pub mod fsutil;
+pub mod heap;
 pub mod output;
 pub mod spec;
 pub mod vector;

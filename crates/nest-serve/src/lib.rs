@@ -12,7 +12,6 @@ pub mod auth;
 pub mod batcher;
 pub mod engine;
 mod error;
-pub mod heap;
 pub mod load;
 pub mod metrics;
 pub mod openapi;

@@ -46,7 +46,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         a.mmap_threshold_mib <= 32,
         "--mmap-threshold-mib must be at most 32 (glibc's limit), or 0 for glibc's default"
     );
-    if let Some(line) = nest_serve::heap::fix_mmap_threshold(a.mmap_threshold_mib) {
+    if let Some(line) = nest_core::heap::fix_mmap_threshold(a.mmap_threshold_mib) {
         eprintln!("nest serve: {line}");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

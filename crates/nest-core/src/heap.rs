@@ -1,0 +1,77 @@
+//! The C allocator's settings, the one place Nest sets them. libtorch takes every CPU tensor
+//! from glibc's `malloc`, so these decide whether tensor memory is reused or paid again.
+//!
+//! - Batch jobs (training, encoding, evaluation: [`keep_freed_memory`]). By default glibc serves
+//!   blocks from 128 KiB up (rising to 32 MiB as blocks are freed) with their own `mmap`,
+//!   returns them to the kernel on `free`, and trims the heap's free top above 128 KiB. A
+//!   training step frees and re-allocates its activations, gradients and bf16 weight copies
+//!   (megabytes each) every step, so each step paid for its memory again in page faults: `perf`
+//!   put 15% of a bf16 step in the kernel. Blocks up to 1 GiB now come from the heap, which keeps
+//!   up to 1 GiB of free top and grows by 256 MiB at a time. `nest --threads 2 bench train
+//!   --objectives mrl --dtype bf16` on the Zen 5 EPYC: step 0.250 / 0.262 s without, 0.229 /
+//!   0.238 s with (interleaved), peak RSS +50-90 MiB; bulk encoding 1-2% faster, +20 MiB
+//!   (BENCHMARKS.md, "Training step"). `NEST_MALLOC=default` leaves glibc's defaults.
+//! - The server ([`fix_mmap_threshold`]). glibc's malloc raises its mmap threshold each time a
+//!   large block is freed, so after a while the big activation buffers of large batches come
+//!   from the heap, and a heap that has grown is rarely given back: under a long mixed load the
+//!   server's resident memory climbs to the high-water mark of its biggest batches and stays
+//!   there (measured in docs/RELIABILITY.md: 406 -> 897 MiB in 200 s). A fixed threshold makes
+//!   every block at least that large its own mapping, returned to the system when freed. The
+//!   server does not call [`keep_freed_memory`].
+
+/// Sets glibc's mmap threshold to `mib` MiB (0: leave glibc's adaptive default), unless the
+/// user set `MALLOC_MMAP_THRESHOLD_` (glibc reads that itself). Returns a line for the log, or
+/// `None` when nothing was changed.
+pub fn fix_mmap_threshold(mib: usize) -> Option<String> {
+    if mib == 0 || std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some() {
+        return None;
+    }
+    set(mib)
+}
+
+/// The batch jobs' settings (module docs), unless `NEST_MALLOC=default`; returns whether they
+/// were applied. Call first in `main`, before other threads start. The heap settings follow
+/// only once a large mmap threshold was accepted: without it they would leave glibc at its
+/// smallest threshold (a bf16 training step then ran 1.6x slower).
+pub fn keep_freed_memory() -> bool {
+    if std::env::var("NEST_MALLOC").as_deref() == Ok("default") {
+        return false;
+    }
+    keep()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep() -> bool {
+    const MIB: libc::c_int = 1 << 20;
+    #[allow(unsafe_code)]
+    // SAFETY: mallopt only changes tuning parameters of glibc's allocator (a rejected value
+    // returns 0 and changes nothing); no memory is touched.
+    let set = |param, value| unsafe { libc::mallopt(param, value) } == 1;
+    let threshold = [1024 * MIB, 32 * MIB]
+        .into_iter()
+        .any(|v| set(libc::M_MMAP_THRESHOLD, v));
+    threshold && set(libc::M_TRIM_THRESHOLD, 1024 * MIB) && set(libc::M_TOP_PAD, 256 * MIB)
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep() -> bool {
+    false
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn set(mib: usize) -> Option<String> {
+    let bytes = libc::c_int::try_from(mib.checked_mul(1 << 20)?).ok()?;
+    #[allow(unsafe_code)]
+    // SAFETY: mallopt only changes a tuning parameter of glibc's allocator; M_MMAP_THRESHOLD
+    // takes any value up to HEAP_MAX/2 (32 MiB on 64-bit), checked by glibc, which returns 0
+    // and changes nothing otherwise. No memory is touched.
+    let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes) } == 1;
+    ok.then(|| {
+        format!("allocations of {mib} MiB and more get their own mappings (--mmap-threshold-mib)")
+    })
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn set(_mib: usize) -> Option<String> {
+    None
+}
