@@ -285,6 +285,26 @@ mod tests {
     }
 
     #[test]
+    fn a_state_the_fused_kernel_rejects_is_an_error_not_a_crash() {
+        // a float64 moment next to a float32 parameter: libtorch's fused kernel refuses the
+        // mix (a C++ exception); it comes back as an error, and the parameter is not updated
+        let p = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
+        let mut opt = AdamW::new(vec![("a.weight".into(), p.shallow_clone())], 0.0);
+        opt.m[0] = Tensor::zeros([2], (Kind::Double, tch::Device::Cpu));
+        (&p * 0.5).sum(Kind::Float).backward();
+        match opt.step(0.01) {
+            Err(tch::TchError::Torch(msg)) => {
+                assert!(
+                    msg.starts_with("fused AdamW") && msg.contains("Double"),
+                    "{msg}"
+                )
+            }
+            other => panic!("expected libtorch's error, got {other:?}"),
+        }
+        assert_eq!(Vec::<f32>::try_from(&p.detach()).unwrap(), [1.0, 2.0]);
+    }
+
+    #[test]
     fn a_finite_loss_with_an_infinite_gradient_is_seen() {
         // sqrt at 0: loss 0, gradient 1 / (2 sqrt(0)) = inf
         let p = Tensor::from_slice(&[0.0f32, 1.0]).set_requires_grad(true);
