@@ -112,12 +112,14 @@ impl AdamW {
 
     /// One update with learning rate `lr`, through libtorch's fused AdamW kernel (what
     /// `torch.optim.AdamW(fused=True)` runs): one pass over each parameter, gradient and pair
-    /// of moments instead of eight tensor operations, 9.8 against 55-60 ms for MiniLM's 22.7M
-    /// parameters on 2 threads (BENCHMARKS.md, "Training step"). The gradients are read, not
-    /// changed. At `lr` 0 the moments still move (as in PyTorch) and the parameters do not.
+    /// of moments instead of eight tensor operations, 7-9 against 20-23 ms for MiniLM's 22.7M
+    /// parameters on 2 threads (`examples/adamw_kernels.rs`; BENCHMARKS.md, "Training step").
+    /// The gradients are read, not changed. At `lr` 0 the moments still move (as in PyTorch)
+    /// and the parameters do not. An error (a moment of another shape, kind or device than its
+    /// parameter) leaves the step count as it was.
     pub fn step(&mut self, lr: f64) -> Result<(), tch::TchError> {
         let _g = tch::no_grad_guard();
-        self.step += 1;
+        let t = self.step + 1;
         let mut groups: [Group; 2] = Default::default(); // [no decay, decay]
         for i in 0..self.params.len() {
             let g = self.params[i].grad();
@@ -131,11 +133,12 @@ impl AdamW {
         }
         for (group, wd) in groups.iter().zip([0.0, self.weight_decay]) {
             if let Some(first) = group.params.first() {
-                let step = Tensor::from(self.step as f32).to_device(first.device());
+                let step = Tensor::from(t as f32).to_device(first.device());
                 fused::adamw(group, &step, [lr, self.beta1, self.beta2, wd, self.eps])
                     .map_err(tch::TchError::Torch)?;
             }
         }
+        self.step = t;
         Ok(())
     }
 
@@ -214,8 +217,25 @@ mod fused {
     }
 
     /// `at::_fused_adamw_` on `group` at step `step` with `[lr, beta1, beta2, weight_decay,
-    /// eps]`; libtorch's error (wrong kinds, devices or shapes) as the message.
+    /// eps]`; libtorch's error (kinds, devices) as the message. The kernel walks each
+    /// parameter's elements through the other three tensors' memory without checking their
+    /// shapes, so shapes and contiguity are checked here first.
     pub(super) fn adamw(group: &Group, step: &Tensor, h: [f64; 5]) -> Result<(), String> {
+        for (i, p) in group.params.iter().enumerate() {
+            let others = [&group.grads[i], &group.m[i], &group.v[i]];
+            if others.iter().any(|t| t.size() != p.size()) {
+                return Err(format!(
+                    "parameter {i} has shape {:?}, its gradient and moments {:?}",
+                    p.size(),
+                    others.map(|t| t.size())
+                ));
+            }
+            if !p.is_contiguous() || others.iter().any(|t| !t.is_contiguous()) {
+                return Err(format!(
+                    "parameter {i}: the fused kernel needs contiguous tensors"
+                ));
+            }
+        }
         let ptrs = |ts: &[Tensor]| {
             ts.iter()
                 .map(|t| t.as_ptr().cast::<c_void>())
@@ -301,6 +321,18 @@ mod tests {
             }
             other => panic!("expected libtorch's error, got {other:?}"),
         }
+        assert_eq!(Vec::<f32>::try_from(&p.detach()).unwrap(), [1.0, 2.0]);
+    }
+
+    #[test]
+    fn a_moment_of_another_shape_is_refused_before_the_kernel() {
+        let p = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
+        let mut opt = AdamW::new(vec![("a.weight".into(), p.shallow_clone())], 0.0);
+        opt.v[0] = Tensor::zeros([3], (Kind::Float, tch::Device::Cpu));
+        (&p * 0.5).sum(Kind::Float).backward();
+        let e = opt.step(0.01).unwrap_err().to_string();
+        assert!(e.contains("shape [2]") && e.contains("[3]"), "{e}");
+        assert_eq!(opt.step, 0);
         assert_eq!(Vec::<f32>::try_from(&p.detach()).unwrap(), [1.0, 2.0]);
     }
 
