@@ -11,27 +11,17 @@
 
 use std::path::PathBuf;
 
+include!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../build-support/libtorch.rs"
+));
+
 fn main() {
     println!("cargo:rerun-if-changed=shim");
-    println!("cargo:rerun-if-env-changed=LIBTORCH");
-    println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+    println!("cargo:rerun-if-changed=../../build-support");
     println!("cargo:rerun-if-env-changed=NEST_CUDA_INCLUDE");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
-    let root = std::env::var("LIBTORCH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            panic!(
-            "nest-dist: LIBTORCH is not set; run scripts/setup.sh (it writes .cargo/config.toml) \
-             or point LIBTORCH at a libtorch / torch wheel folder"
-        )
-        });
-    let include = root.join("include");
-    assert!(
-        include.join("torch/csrc/distributed/c10d/TCPStore.hpp").exists(),
-        "nest-dist: {} has no c10d headers (torch/csrc/distributed/c10d); use the torch wheel's libtorch",
-        include.display()
-    );
-    let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into());
+    let (root, include, abi) = libtorch("nest-dist", "torch/csrc/distributed/c10d/TCPStore.hpp");
     let mut build = cc::Build::new();
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
         for dir in cuda_includes(&root) {

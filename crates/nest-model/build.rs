@@ -6,28 +6,16 @@
 //! With the `cuda` feature, keep `libtorch_cuda.so` linked although no symbol of it is named
 //! directly (the linker's default `--as-needed` would drop it and libtorch would see no GPU).
 
-use std::path::PathBuf;
+include!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../build-support/libtorch.rs"
+));
 
 fn main() {
     println!("cargo:rerun-if-changed=shim");
-    println!("cargo:rerun-if-env-changed=LIBTORCH");
-    println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+    println!("cargo:rerun-if-changed=../../build-support");
     println!("cargo:rerun-if-env-changed=CARGO_FEATURE_CUDA");
-    let root = std::env::var("LIBTORCH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            panic!(
-            "nest-model: LIBTORCH is not set; run scripts/setup.sh (it writes .cargo/config.toml) \
-             or point LIBTORCH at a libtorch / torch wheel folder"
-        )
-        });
-    let include = root.join("include");
-    assert!(
-        include.join("ATen/ops/_fused_adamw.h").exists(),
-        "nest-model: {} has no ATen/ops/_fused_adamw.h; use the torch wheel's libtorch",
-        include.display()
-    );
-    let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into());
+    let (_, include, abi) = libtorch("nest-model", "ATen/ops/_fused_adamw.h");
     cc::Build::new()
         .cpp(true)
         .file("shim/fused_adamw.cpp")

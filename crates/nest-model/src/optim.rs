@@ -304,14 +304,20 @@ mod tests {
         );
     }
 
+    /// A parameter `[1, 2]` with a gradient, and its optimizer.
+    fn one_parameter() -> (Tensor, AdamW) {
+        let p = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
+        let opt = AdamW::new(vec![("a.weight".into(), p.shallow_clone())], 0.0);
+        (&p * 0.5).sum(Kind::Float).backward();
+        (p, opt)
+    }
+
     #[test]
     fn a_state_the_fused_kernel_rejects_is_an_error_not_a_crash() {
         // a float64 moment next to a float32 parameter: libtorch's fused kernel refuses the
         // mix (a C++ exception); it comes back as an error, and the parameter is not updated
-        let p = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
-        let mut opt = AdamW::new(vec![("a.weight".into(), p.shallow_clone())], 0.0);
+        let (p, mut opt) = one_parameter();
         opt.m[0] = Tensor::zeros([2], (Kind::Double, tch::Device::Cpu));
-        (&p * 0.5).sum(Kind::Float).backward();
         match opt.step(0.01) {
             Err(tch::TchError::Torch(msg)) => {
                 assert!(
@@ -326,10 +332,8 @@ mod tests {
 
     #[test]
     fn a_moment_of_another_shape_is_refused_before_the_kernel() {
-        let p = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
-        let mut opt = AdamW::new(vec![("a.weight".into(), p.shallow_clone())], 0.0);
+        let (p, mut opt) = one_parameter();
         opt.v[0] = Tensor::zeros([3], (Kind::Float, tch::Device::Cpu));
-        (&p * 0.5).sum(Kind::Float).backward();
         let e = opt.step(0.01).unwrap_err().to_string();
         assert!(e.contains("shape [2]") && e.contains("[3]"), "{e}");
         assert_eq!(opt.step, 0);
