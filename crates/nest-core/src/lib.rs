@@ -5,12 +5,14 @@
 //! - [`data`]: readers for the dataset layouts in `shared/datasets/README.md` (TSV, no quoting).
 //! - [`output`]: embedding writers (`.npy`, `.safetensors`, `.jsonl`).
 //! - [`fsutil`]: atomic file writes and content hashes.
+//! - [`lock`]: one writer per run folder (an OS advisory lock that dies with its holder).
 //! - [`vector`]: L2 normalisation of `f32` rows (the tensor twin is `nest_model::pooling`).
 
 pub mod data;
 pub mod error;
 pub mod fsutil;
 pub mod heap;
+pub mod lock;
 pub mod output;
 pub mod spec;
 pub mod vector;
