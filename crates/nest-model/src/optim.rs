@@ -4,6 +4,10 @@
 //! `m = b1 m + (1 - b1) g`, `v = b2 v + (1 - b2) g^2`,
 //! `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
 //! Biases and LayerNorm weights get no decay.
+//!
+//! Parameter groups (as `torch.optim` param groups): each parameter belongs to a group (0 by
+//! default, see [`AdamW::set_groups`]) and [`AdamW::step_groups`] takes one learning rate per
+//! group, so that heads and projectors can run at their own rate and warm-up beside the encoder.
 
 use tch::{Kind, Tensor};
 
@@ -15,6 +19,8 @@ pub struct AdamW {
     pub m: Vec<Tensor>,
     pub v: Vec<Tensor>,
     decay: Vec<bool>,
+    /// Each parameter's group (an index into [`AdamW::step_groups`]' rates).
+    group: Vec<usize>,
     pub step: i64,
     pub beta1: f64,
     pub beta2: f64,
@@ -33,6 +39,7 @@ impl AdamW {
         named.sort_by(|a, b| a.0.cmp(&b.0));
         let names: Vec<String> = named.iter().map(|n| n.0.clone()).collect();
         let decay = names.iter().map(|n| decays(n)).collect();
+        let group = vec![0; names.len()];
         let params: Vec<Tensor> = named.into_iter().map(|n| n.1).collect();
         let m = params.iter().map(Tensor::zeros_like).collect();
         let v = params.iter().map(Tensor::zeros_like).collect();
@@ -42,6 +49,7 @@ impl AdamW {
             m,
             v,
             decay,
+            group,
             step: 0,
             beta1: 0.9,
             beta2: 0.999,
@@ -50,7 +58,17 @@ impl AdamW {
         }
     }
 
-    /// Sets every gradient to zero (or drops it).
+    /// Puts each parameter in group `of(name)`; [`AdamW::step_groups`] then needs a rate for
+    /// every group named here.
+    pub fn set_groups(&mut self, of: impl Fn(&str) -> usize) {
+        self.group = self.names.iter().map(|n| of(n)).collect();
+    }
+
+    /// The number of groups (one more than the highest group index).
+    pub fn num_groups(&self) -> usize {
+        self.group.iter().max().map_or(1, |g| g + 1)
+    }
+
     /// The gradients that exist (a shallow handle each, sharing storage), with their names, in
     /// the optimizer's fixed name order: what data-parallel training sums across processes.
     pub fn named_grads(&self) -> Vec<(&str, Tensor)> {
@@ -118,20 +136,36 @@ impl AdamW {
     /// and the parameters do not. An error (a moment of another shape, kind or device than its
     /// parameter) leaves the step count as it was.
     pub fn step(&mut self, lr: f64) -> Result<(), tch::TchError> {
+        let lrs = vec![lr; self.num_groups()];
+        self.step_groups(&lrs)
+    }
+
+    /// [`AdamW::step`] with learning rate `lrs[g]` for the parameters of group `g`. An error
+    /// (too few rates, or a kernel error) leaves the step count as it was.
+    pub fn step_groups(&mut self, lrs: &[f64]) -> Result<(), tch::TchError> {
+        if lrs.len() < self.num_groups() {
+            return Err(tch::TchError::Torch(format!(
+                "{} learning rates for {} parameter groups",
+                lrs.len(),
+                self.num_groups()
+            )));
+        }
         let _g = tch::no_grad_guard();
         let t = self.step + 1;
-        let mut groups: [Group; 2] = Default::default(); // [no decay, decay]
+        // one fused call per (group, decay): [g0 no decay, g0 decay, g1 no decay, ...]
+        let mut groups: Vec<Group> = (0..2 * lrs.len()).map(|_| Group::default()).collect();
         for i in 0..self.params.len() {
             let g = self.params[i].grad();
             if g.defined() {
-                let group = &mut groups[usize::from(self.decay[i])];
+                let group = &mut groups[2 * self.group[i] + usize::from(self.decay[i])];
                 group.params.push(self.params[i].shallow_clone());
                 group.grads.push(g);
                 group.m.push(self.m[i].shallow_clone());
                 group.v.push(self.v[i].shallow_clone());
             }
         }
-        for (group, wd) in groups.iter().zip([0.0, self.weight_decay]) {
+        for (k, group) in groups.iter().enumerate() {
+            let (lr, wd) = (lrs[k / 2], [0.0, self.weight_decay][k % 2]);
             if let Some(first) = group.params.first() {
                 let step = Tensor::from(t as f32).to_device(first.device());
                 fused::adamw(group, &step, [lr, self.beta1, self.beta2, wd, self.eps])
@@ -285,6 +319,38 @@ mod fused {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two groups at rates 0 and 0.1: group 0 stays, group 1 takes AdamW's first step,
+    /// `p (1 - lr wd) - lr g / (|g| + eps)` (decay only where [`decays`] says so).
+    #[test]
+    fn each_group_steps_at_its_own_rate() {
+        let a = Tensor::from_slice(&[1.0f32, -2.0]).set_requires_grad(true);
+        let b = Tensor::from_slice(&[0.5f32, 3.0]).set_requires_grad(true);
+        let c = Tensor::from_slice(&[0.25f32]).set_requires_grad(true);
+        let named = vec![
+            ("enc.weight".to_string(), a.shallow_clone()),
+            ("head.weight".to_string(), b.shallow_clone()),
+            ("head.bias".to_string(), c.shallow_clone()),
+        ];
+        let mut opt = AdamW::new(named, 0.01);
+        opt.set_groups(|n| usize::from(n.starts_with("head")));
+        assert_eq!(opt.num_groups(), 2);
+        let loss = (&a * 3.0).sum(Kind::Float)
+            + (&b * -0.5).sum(Kind::Float)
+            + (&c * 2.0).sum(Kind::Float);
+        loss.backward();
+        assert!(opt.step_groups(&[0.1]).is_err(), "one rate for two groups");
+        assert_eq!(opt.step, 0);
+        opt.step_groups(&[0.0, 0.1]).unwrap();
+        let v = |t: &Tensor| Vec::<f32>::try_from(&t.detach()).unwrap();
+        assert_eq!(v(&a), [1.0, -2.0]);
+        let step = |p: f64, g: f64, wd: f64| p * (1.0 - 0.1 * wd) - 0.1 * g / (g.abs() + 1e-8);
+        let want = [step(0.5, -0.5, 0.01), step(3.0, -0.5, 0.01)];
+        for (got, want) in v(&b).iter().zip(want) {
+            assert!((f64::from(*got) - want).abs() < 1e-6, "{got} vs {want}");
+        }
+        assert!((f64::from(v(&c)[0]) - step(0.25, 2.0, 0.0)).abs() < 1e-6);
+    }
 
     #[test]
     fn matches_hand_computed_first_steps() {

@@ -91,6 +91,39 @@ fn hsic_and_infonce_through_w_match_pytorch() {
 }
 
 /// A fake teacher: a text's vector is a function of its bytes; counts what it encodes.
+/// The saturation diagnostic (mean off-diagonal Gram entry) against numpy
+/// (`tests/reference/hsic_saturation.py`): the paper's gamma 0.5, the authors' 0.1 and the
+/// median heuristic, on both sides. Tolerance `1e-9` relative.
+#[test]
+fn hsic_saturation_diagnostic_matches_numpy() {
+    use nest_train::objective::hsic::mean_off_diagonal;
+    let f = fixture();
+    let want: HashMap<String, f64> = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/fixtures/objectives/hsic_saturation.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    for side in ["x", "s"] {
+        for (name, gamma, bandwidth) in [
+            ("0.5", 0.5, Bandwidth::Fixed),
+            ("0.1", 0.1, Bandwidth::Fixed),
+            ("median", 0.5, Bandwidth::Median),
+        ] {
+            let config = HsicConfig {
+                gamma,
+                bandwidth,
+                ..HsicConfig::default()
+            };
+            let got = mean_off_diagonal(&side_gram(&f[side], &config));
+            let w = want[&format!("{side}_rbf_{name}")];
+            assert!(
+                (got - w).abs() <= 1e-9 * w.abs().max(1.0),
+                "{side} rbf {name}: {got} vs numpy {w}"
+            );
+        }
+    }
+}
+
 fn fake(calls: &mut usize, scale: f32) -> impl FnMut(&[&str]) -> nest_train::Result<Tensor> + '_ {
     move |texts: &[&str]| {
         *calls += texts.len();

@@ -712,3 +712,64 @@ fn training_prompts_match_sentence_transformers() {
         "{e}"
     );
 }
+
+/// Parameter groups: with `warmup_ratio = 0.5` and `head_warmup_ratio = 0`, the first step's
+/// encoder rate is 0 (warm-up starts at 0) while the heads run at `head_lr`: the encoder's
+/// weights stay bit for bit, and MIPIC's `P_8` moves by exactly AdamW's first step,
+/// `p (1 - lr wd) - lr g / (|g| + eps)` per element, i.e. by `lr` (1 + O(wd)) wherever g != 0.
+#[test]
+fn heads_run_at_their_own_rate_and_warm_up() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let head_lr = 0.05;
+    let r = recipe(
+        &model,
+        &data,
+        &[
+            "--eval-every",
+            "0",
+            "--save-every",
+            "1",
+            "--max-steps",
+            "1",
+            "--warmup-ratio",
+            "0.5",
+            "--head-lr",
+            &head_lr.to_string(),
+            "--head-warmup-ratio",
+            "0",
+            "--weight-decay",
+            "0",
+            "--objective",
+            r#"[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6, min_k = 2}]"#,
+        ],
+    );
+    let run = d.path().join("run");
+    nest_train::trainer::train(&r, &opts(&run), &mut |_| {}).unwrap();
+    let ck = nest_train::checkpoint::list(&run).pop().unwrap().1;
+    let before = tensors(&model.join("model.safetensors"));
+    let after = tensors(&ck.join("model.safetensors"));
+    let mut compared = 0;
+    for (k, v) in &before {
+        let w = after.get(k).or_else(|| after.get(&format!("bert.{k}")));
+        if let Some(w) = w {
+            assert!(v.equal(w), "encoder weight {k} moved during its warm-up");
+            compared += 1;
+        }
+    }
+    assert!(compared > 10, "only {compared} encoder weights compared");
+    let obj = tensors(&ck.join("objective.safetensors"));
+    let p8 = &obj["objective.c1_mipic.sia_p8"];
+    let eye = tch::Tensor::eye_m(8, 32, (tch::Kind::Float, tch::Device::Cpu));
+    // the first AdamW step moves every element with a gradient by lr g / (|g| + eps) ~ +-lr
+    let moved = (p8 - eye).abs();
+    let max = moved.max().double_value(&[]);
+    assert!(
+        (max - head_lr).abs() < 1e-6,
+        "P_8 moved by at most {max}, expected the first AdamW step {head_lr}"
+    );
+    let log = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(line["lr"].as_f64(), Some(0.0));
+    assert_eq!(line["head_lr"].as_f64(), Some(head_lr));
+}

@@ -174,6 +174,20 @@ pub fn hsic(kx: &Tensor, ks: &Tensor) -> Tensor {
     (centred * ks).sum(None::<Kind>) / (n * n)
 }
 
+/// The mean off-diagonal entry of a Gram matrix: the saturation diagnostic. For RBF, near 0
+/// means `K` is nearly the identity (every pair far apart at this bandwidth), so the centred
+/// HSIC sits at a constant and passes no gradient; near 1 means every pair looks alike.
+///
+/// # Shapes
+/// - `k`: `[n, n]`, `n >= 2`
+pub fn mean_off_diagonal(k: &Tensor) -> f64 {
+    let n = k.size()[0];
+    let k = k.to_kind(Kind::Double);
+    let total = k.sum(Kind::Double).double_value(&[]);
+    let diag = k.diagonal(0, 0, 1).sum(Kind::Double).double_value(&[]);
+    (total - diag) / (n * (n - 1)).max(1) as f64
+}
+
 /// `beta * HSIC(X, S)` on the first column of a batch.
 #[derive(Debug, Clone)]
 struct Hsic {
@@ -211,6 +225,23 @@ impl Objective for Hsic {
 
     fn trained_layers(&self, _num_layers: usize) -> Vec<usize> {
         Vec::new()
+    }
+
+    /// The mean off-diagonal kernel value of each side (`kx_offdiag`, `ks_offdiag`).
+    fn diagnostics(&self, out: &BatchOutput) -> Vec<(String, f64)> {
+        let col = &out.columns[0];
+        let x = col.pooled_raw(self.config.input_layer);
+        let s = col.pooled(out.layers);
+        vec![
+            (
+                "kx_offdiag".into(),
+                mean_off_diagonal(&side_gram(&x, &self.config)),
+            ),
+            (
+                "ks_offdiag".into(),
+                mean_off_diagonal(&side_gram(&s, &self.config)),
+            ),
+        ]
     }
 }
 

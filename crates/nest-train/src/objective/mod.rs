@@ -164,6 +164,11 @@ pub trait Objective {
         (self.attention() != ClsAttention::None)
             .then(|| "it reads attention probabilities".to_string())
     }
+    /// Values logged beside the terms (as `diag/<name>` in `metrics.jsonl`) but not part of
+    /// the loss: what tells a user that a term is inert (e.g. a saturated kernel).
+    fn diagnostics(&self, _out: &BatchOutput) -> Vec<(String, f64)> {
+        Vec::new()
+    }
 }
 
 /// The task loss wrapped by the objective.
@@ -340,6 +345,19 @@ impl Objective for Composite {
 
     fn reads_tokens(&self) -> Option<String> {
         self.parts.iter().find_map(|p| p.objective.reads_tokens())
+    }
+
+    fn diagnostics(&self, out: &BatchOutput) -> Vec<(String, f64)> {
+        let many = self.parts.len() > 1;
+        self.parts
+            .iter()
+            .flat_map(|p| {
+                p.objective.diagnostics(out).into_iter().map(|(n, v)| match many {
+                    true => (format!("{}/{n}", p.name), v),
+                    false => (n, v),
+                })
+            })
+            .collect()
     }
 
     fn attention(&self) -> ClsAttention {

@@ -100,6 +100,16 @@ pub struct Recipe {
     /// Fraction of the optimizer steps spent in linear warm-up.
     #[serde(default = "d_warmup")]
     pub(crate) warmup_ratio: f64,
+    /// Learning rate of the objective's own parameters (MIPIC's `P_i` and `phi_i`, and any
+    /// other head an objective trains beside the encoder): a second AdamW parameter group, as
+    /// Hugging Face's Trainer users set one for heads. Unset = `lr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) head_lr: Option<f64>,
+    /// Warm-up fraction of those parameters' schedule (same decay as the encoder's); unset =
+    /// `warmup_ratio`. `head_warmup_ratio = 0` with `warmup_ratio > 0` fits the heads to the
+    /// model as it is before the encoder starts to move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) head_warmup_ratio: Option<f64>,
     #[serde(default = "d_decay")]
     pub(crate) decay: Decay,
     /// Clip the global gradient norm to this (0 = off).
@@ -307,6 +317,12 @@ impl Recipe {
                 "warmup_ratio must be in [0, 1), got {}",
                 self.warmup_ratio
             ));
+        }
+        if let Some(lr) = self.head_lr.filter(|lr| !(*lr >= 0.0 && lr.is_finite())) {
+            return Err(format!("head_lr must be >= 0, got {lr}"));
+        }
+        if let Some(w) = self.head_warmup_ratio.filter(|w| !(0.0..1.0).contains(w)) {
+            return Err(format!("head_warmup_ratio must be in [0, 1), got {w}"));
         }
         if self.weight_decay < 0.0
             || self.max_grad_norm < 0.0

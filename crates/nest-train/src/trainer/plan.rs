@@ -34,7 +34,6 @@ pub(crate) struct Plan {
     /// Micro-batches before each epoch: for the per-micro-batch RNG seed.
     pub(crate) offsets: Vec<u64>,
     pub(crate) total: u64,
-    pub(crate) warmup: u64,
     pub(crate) padding: Padding,
     pub(crate) padding_unbatched: Padding,
 }
@@ -74,7 +73,6 @@ impl Plan {
         Ok(Plan {
             padding: padding(sources, &epochs[0]),
             padding_unbatched: padding(sources, &unbatched),
-            warmup: (r.warmup_ratio * total as f64).round() as u64,
             epochs,
             offsets,
             total,

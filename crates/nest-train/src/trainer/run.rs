@@ -23,7 +23,7 @@ use crate::data::{load_sources, Source};
 use crate::objective::{Objective, StepContext};
 use crate::optim::AdamW;
 use crate::recipe::Recipe;
-use crate::schedule::lr_at;
+use crate::schedule::group_lrs;
 use crate::{Error, Result};
 
 /// A run from setup to the end.
@@ -92,9 +92,13 @@ impl<'a> Run<'a> {
         let eval = EvalGrid::load(r, &enc, objective.trained_dims())?;
         // the encoder's weights and the objective's own parameters, optimised together
         let mut named: Vec<(String, tch::Tensor)> = enc.vs.variables().into_iter().collect();
+        let heads: std::collections::HashSet<String> = obj_vs.variables().into_keys().collect();
         named.extend(obj_vs.variables());
+        let mut opt = AdamW::new(named, r.weight_decay);
+        // two parameter groups: the encoder (0) and the objective's own heads (1)
+        opt.set_groups(|n| usize::from(heads.contains(n)));
         Ok(Run {
-            opt: AdamW::new(named, r.weight_decay),
+            opt,
             recipe_sha: identity_hash(r),
             main: group.is_none_or(|g| g.rank() == 0),
             last_ck: "(none yet)".into(),
@@ -232,8 +236,9 @@ impl<'a> Run<'a> {
         if let Some(g) = self.group {
             sync::sync_gradients(g, &self.opt)?;
         }
-        let lr = lr_at(r.lr, at.step, self.plan.total, self.plan.warmup, r.decay);
-        let grad_norm = apply_update(&mut self.opt, r.max_grad_norm, lr, |value| {
+        let lrs = group_lrs(r, at.step, self.plan.total);
+        let lr = lrs[0];
+        let grad_norm = apply_update(&mut self.opt, r.max_grad_norm, &lrs, |value| {
             Error::NonFinite {
                 what: "gradient norm",
                 step: at.step + 1,
@@ -245,6 +250,9 @@ impl<'a> Run<'a> {
         let (loss, terms) = acc.take(r.grad_accum);
         at.last_loss = loss;
         let mut line = json!({"step": at.step, "epoch": at.epoch, "loss": loss, "lr": lr, "grad_norm": grad_norm, "terms": terms, "seconds": self.start.elapsed().as_secs_f64()});
+        if r.head_lr.is_some() || r.head_warmup_ratio.is_some() {
+            line["head_lr"] = json!(lrs[1]);
+        }
         if let Some(g) = self.group {
             // this run's collectives (the group may have served an earlier stage)
             let (t, t0) = (g.traffic(), self.traffic_start);

@@ -126,10 +126,12 @@ pub(crate) fn score(
         .reduce(|a, b| a + b)
         .expect("an objective returns terms");
     let value = total.double_value(&[]);
-    let terms: Vec<(String, f64)> = terms
+    let mut terms: Vec<(String, f64)> = terms
         .iter()
         .map(|t| (t.name.clone(), t.value.double_value(&[])))
         .collect();
+    let diagnostics = tch::no_grad(|| objective.diagnostics(out));
+    terms.extend(diagnostics.into_iter().map(|(n, v)| (format!("diag/{n}"), v)));
     let finite = value.is_finite();
     if finite {
         (total / grad_accum as f64).backward();
@@ -137,14 +139,15 @@ pub(crate) fn score(
     (MicroResult { loss: value, terms }, finite)
 }
 
-/// The optimizer update after the accumulated micro-batches: clip, AdamW step at `lr`, zero
+/// The optimizer update after the accumulated micro-batches: clip, AdamW step at `lrs` (one
+/// rate per parameter group), zero
 /// the gradients. Returns the gradient norm before clipping, or `non_finite(norm)` without
 /// touching the weights or the optimizer state when a gradient is NaN or infinite (a finite
 /// loss can still have one, e.g. the square root's at 0).
 pub(crate) fn apply_update(
     opt: &mut AdamW,
     max_grad_norm: f64,
-    lr: f64,
+    lrs: &[f64],
     non_finite: impl FnOnce(f64) -> Error,
 ) -> Result<f64, Error> {
     let grad_norm = opt.clip_grad_norm(max_grad_norm);
@@ -152,7 +155,7 @@ pub(crate) fn apply_update(
         opt.zero_grad();
         return Err(non_finite(grad_norm));
     }
-    opt.step(lr)?;
+    opt.step_groups(lrs)?;
     opt.zero_grad();
     Ok(grad_norm)
 }
@@ -174,14 +177,14 @@ mod tests {
             value,
             last_checkpoint: String::new(),
         };
-        let e = apply_update(&mut opt, 1.0, 0.1, non_finite).unwrap_err();
+        let e = apply_update(&mut opt, 1.0, &[0.1], non_finite).unwrap_err();
         assert!(matches!(e, Error::NonFinite { value, .. } if !value.is_finite()));
         assert_eq!(Vec::<f32>::try_from(&p.detach()).unwrap(), before);
         assert_eq!(opt.step, 0);
         assert_eq!(opt.m[0].abs().sum(Kind::Float).double_value(&[]), 0.0);
         // the gradients were dropped: a finite step afterwards goes through
         (&p * 2.0).sum(Kind::Float).backward();
-        assert!(apply_update(&mut opt, 1.0, 0.1, non_finite).is_ok());
+        assert!(apply_update(&mut opt, 1.0, &[0.1], non_finite).is_ok());
         assert_eq!(opt.step, 1);
     }
 }

@@ -115,7 +115,7 @@ impl StepTimer {
             &ctx,
             1,
         );
-        apply_update(&mut self.opt, r.max_grad_norm, self.lr, |value| {
+        apply_update(&mut self.opt, r.max_grad_norm, &[self.lr], |value| {
             Error::NonFinite {
                 what: "gradient norm",
                 step: step + 1,

@@ -58,6 +58,11 @@ pub struct MipicConfig {
     /// Chosen on STS-B dev (docs/STRUCTURE.md): 76.4 detached vs 68.3 at d = 384.
     #[serde(default = "yes")]
     pub pic_detach_target: bool,
+    /// The sentence vector PIC chains (eq. 16 pools \[CLS\]): unset = the model's own pooling
+    /// (the vector the model is trained and served with; mean for all-MiniLM-L6-v2), or a
+    /// pooling mode such as `"cls"` for the paper's reading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pic_pooling: Option<nest_model::Pooling>,
 }
 
 impl Default for MipicConfig {

@@ -136,14 +136,19 @@ impl Mipic {
     }
 
     /// `L_PIC` (eq. 17): the chain over consecutive checkpoints, on the model's own pooling
-    /// (the paper pools \[CLS\]; all-MiniLM-L6-v2 was trained with mean pooling).
+    /// (the paper pools \[CLS\]; all-MiniLM-L6-v2 was trained with mean pooling) unless
+    /// `pic_pooling` names another.
     fn pic(&self, out: &BatchOutput) -> Tensor {
         let col = &out.columns[0];
+        let pooled = |l: usize| match self.config.pic_pooling {
+            Some(p) if p != col.pooling => col.head.forward(&p.pool(&col.hidden[l], &col.mask)),
+            _ => col.pooled(l),
+        };
         let z: Vec<Tensor> = self
             .checkpoints
             .iter()
             .zip(&self.dims)
-            .map(|(&l, &d)| col.pooled(l).narrow(1, 0, d as i64))
+            .map(|(&l, &d)| pooled(l).narrow(1, 0, d as i64))
             .collect();
         let links: Vec<Tensor> = self
             .projectors
@@ -184,8 +189,12 @@ impl Objective for Mipic {
             } else {
                 ""
             };
+            let pooling = match self.config.pic_pooling {
+                Some(p) => format!(", {p:?} pooling"),
+                None => String::new(),
+            };
             parts.push(format!(
-                "PIC {} tau {}{detach}",
+                "PIC {} tau {}{detach}{pooling}",
                 c.join(" "),
                 self.config.pic_temperature
             ));
@@ -194,6 +203,13 @@ impl Objective for Mipic {
     }
 
     fn reads_tokens(&self) -> Option<String> {
+        if self.config.pic && self.config.pic_pooling.is_some() {
+            return Some(
+                "MIPIC's PIC with its own pic_pooling pools token states (leave pic_pooling \
+                 unset, or train without mini_batch_size in one process)"
+                    .to_string(),
+            );
+        }
         (self.config.sia && !self.sia_dims.is_empty()).then(|| {
             "MIPIC's SIA compares token states and attention across layers (turn it off with \
              sia = false, or train MIPIC without mini_batch_size in one process)"

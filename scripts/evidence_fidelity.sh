@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Issue 35: why MIPIC and MIC lose to MRL here, on two kinds of backbone (docs/STRUCTURE.md,
+# "Backbone kinds and levers"). The protocol of scripts/evidence_structure_seeds.sh (the papers'
+# training set, unsupervised SimCSE, AdamW 2e-5, cosine, batch 32, one epoch = 517 steps, max
+# length 256), on:
+#   shipped  all-MiniLM-L6-v2 (sentence-trained, mean pooling)
+#   cls      models/minilm-cls: the same read through [CLS] pooling (scripts/paperlike_models.py)
+#   reinit2  models/minilm-cls-reinit2: [CLS] pooling, layers 5-6 re-initialised
+# in float32 (TRAIN_DTYPE), and the levers: `heads` = the objective's heads (MIPIC's P_i, phi_i) at head_lr 1e-3 (50x).
+#
+#   scripts/evidence_fidelity.sh dev  [BACKBONES]   # one seed (1), STS-B dev, every method x lever
+#   scripts/evidence_fidelity.sh test BACKBONE "METHODS" [SEEDS]   # seeds 1 2 3, the test suite,
+#                                                   # paired comparison against MRL (Holm)
+# Resumable: a finished run or report is skipped, a cut run resumes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${NEST:-target/release/nest}
+D=${NEST_DATA:-../shared/datasets}
+[ -f runs/structure/train.tsv ] || python3 scripts/structure_data.py
+[ -f models/minilm-cls-reinit2/model.safetensors ] || python3 scripts/paperlike_models.py
+declare -A MODEL=(
+  [shipped]=models/all-MiniLM-L6-v2
+  [cls]=models/minilm-cls
+  [reinit2]=models/minilm-cls-reinit2
+)
+declare -A OBJ=(
+  [mrl]='[{kind = "mrl"}]'
+  [mipic]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6}]'
+  [mipic-heads]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6}]'
+  [mic]='[{kind = "mrl"}, {kind = "mic", weight = 0.6}]'
+)
+declare -A EXTRA=(
+  [mipic-heads]='--head-lr 1e-3'
+)
+DIMS=16,32,64,128,256,384
+# float32 training, as the earlier evidence (bf16 training measured 5x slower per step on the
+# Sapphire Rapids machine of issue 35 while it was compiling beside); scored in float32
+TRAIN_DTYPE=${TRAIN_DTYPE:-float32}
+EVAL=(--dtype float32 --latency-texts 0)
+
+train() { # backbone method seed
+  local run="runs/fidelity/$1-$2-seed$3"
+  if [ ! -f "$run/final/nest.json" ]; then
+    local resume=(--overwrite)
+    [ -d "$run/checkpoints" ] && resume=(--resume "$run")
+    # shellcheck disable=SC2086
+    /usr/bin/time -f "train $1 $2 seed $3: %e s wall" \
+      $N train --recipe recipes/mrl-simcse.toml --model "${MODEL[$1]}" --run-dir "$run" \
+      --epochs 1 --seed "$3" --dtype "$TRAIN_DTYPE" "${resume[@]}" --objective "${OBJ[$2]}" ${EXTRA[$2]:-} > "$run.log" 2>&1 \
+      || { echo "train $1 $2 seed $3 failed: see $run.log" >&2; return 1; }
+  fi
+  echo "$run"
+}
+
+case "${1:-dev}" in
+dev)
+  R=reports/fidelity-dev
+  mkdir -p runs/fidelity "$R"
+  for b in ${2:-cls reinit2 shipped}; do
+    out="$R/$b-untrained"
+    [ -f "$out/report.json" ] || $N eval sts --model "${MODEL[$b]}" --data "$D/stsb/dev.tsv" \
+      --layers 6 --dims $DIMS "${EVAL[@]}" --out "$out" > /dev/null
+    for m in mrl mipic mipic-heads mic; do
+      run=$(train "$b" "$m" 1)
+      out="$R/$b-$m"
+      [ -f "$out/report.json" ] || $N eval sts --model "$run/final" --data "$D/stsb/dev.tsv" \
+        --layers 6 --dims $DIMS "${EVAL[@]}" --out "$out" > /dev/null
+    done
+  done
+  python3 scripts/fidelity_tables.py dev "$R"
+  ;;
+test)
+  b=$2
+  methods=${3:-mrl mipic mic}
+  seeds=${4:-1 2 3}
+  R=reports/fidelity-test/$b
+  mkdir -p runs/fidelity "$R"
+  for s in $seeds; do
+    for m in $methods; do
+      run=$(train "$b" "$m" "$s")
+      out="$R/$m-seed$s"
+      [ -f "$out/report.json" ] || $N eval --tasks sts,cls,pair --layers 6 --dims $DIMS \
+        "${EVAL[@]}" --model "$run/final" --out "$out" > /dev/null
+    done
+  done
+  g() { local v=(); for s in $seeds; do v+=("$R/$1-seed$s/report.json"); done; (IFS=,; echo "${v[*]}"); }
+  reports=()
+  for m in $methods; do reports+=("$(g "$m")"); done
+  $N eval compare "${reports[@]}" --resamples 2000 --out "$R/compare" > "$R/compare.md"
+  echo "wrote $R/compare.md"
+  ;;
+*)
+  echo "usage: $0 dev [BACKBONES] | test BACKBONE \"METHODS\" [SEEDS]" >&2
+  exit 2
+  ;;
+esac
