@@ -17,7 +17,9 @@ pub struct TrainArgs {
     /// `--run-dir` run if it has one, start it otherwise (for `torchrun --max-restarts`).
     #[arg(long, value_name = "RUN_DIR|auto")]
     pub resume: Option<PathBuf>,
-    /// Replace whatever run the directory holds.
+    /// Replace the run the directory holds: checked inputs first, then its files move to
+    /// `RUN/.replaced/`, deleted once the new run finished (put back if it fails).
+    /// Contradicts `--resume`.
     #[arg(long)]
     pub overwrite: bool,
     /// Resume a checkpoint written by another number of processes (the run is then no longer

@@ -247,23 +247,36 @@ fn print_scores(adaptor: &Adaptor) {
     }
 }
 
-/// Reads and checks every input before training (embeddings or a BEIR folder, ids, qrels),
-/// then trains with one library call and writes the adaptor and its test report.
+/// Takes the output folder's lock, reads and checks every input before training (embeddings
+/// or a BEIR folder, ids, qrels), then trains with one library call and writes the adaptor
+/// and its test report; a failed start leaves no folder behind.
 pub fn run(a: CompressArgs) -> Result<()> {
     let opts = options(&a)?;
     let mut dims = parse_dims(&a.dims)?;
+    let start = match &a.resume {
+        Some(dir) => resumed(&a, dir, &mut dims)?,
+        None => fresh(&a)?,
+    };
+    if let Some(prev) = &start.init {
+        anyhow::ensure!(prev.meta.input_dim >= dims[0], "adaptor input mismatch");
+    }
+    // one writer per adaptor folder: a second `nest compress` on it is refused at once
+    let lock = nest_core::lock::FolderLock::take(&start.out)?;
+    let result = train_and_write(&a, start, dims, &opts);
+    if result.is_err() {
+        lock.discard();
+    }
+    result
+}
+
+/// Reads every input, trains, and writes the adaptor and its test report into `start.out`.
+fn train_and_write(a: &CompressArgs, start: Start, dims: Vec<usize>, opts: &Options) -> Result<()> {
     let Start {
         method,
         source,
         init,
         out,
-    } = match &a.resume {
-        Some(dir) => resumed(&a, dir, &mut dims)?,
-        None => fresh(&a)?,
-    };
-    if let Some(prev) = &init {
-        anyhow::ensure!(prev.meta.input_dim >= dims[0], "adaptor input mismatch");
-    }
+    } = start;
     let inp = inputs(&source, a.val_fraction)?;
     nest_compress::method::check_dims(&dims, inp.corpus.dim(), method)?;
     eprintln!(
@@ -275,7 +288,7 @@ pub fn run(a: CompressArgs) -> Result<()> {
         inp.train.len(),
         (a.val_fraction * 100.0).round()
     );
-    let adaptor = compress(&inp, method, &dims, &opts, init.as_ref(), &mut |e| {
+    let adaptor = compress(&inp, method, &dims, opts, init.as_ref(), &mut |e| {
         eprintln!(
             "  stage {} {:?} epoch {:>2}: train {:.4}  val {:.4}  {:.2} s (S-XBM {:.2} s)",
             e.phase,

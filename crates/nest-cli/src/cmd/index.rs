@@ -29,6 +29,18 @@ fn build(a: IndexBuildArgs) -> Result<()> {
         let g = nest_dist::Group::join(&launch, std::time::Duration::from_secs(300))?;
         return super::index_parts::build(a, &g);
     }
+    // one build per output at a time: a second one is refused at once, naming the first
+    let lock = nest_core::lock::FolderLock::take_beside(&a.out)?;
+    let result = build_one(a);
+    if result.is_err() {
+        lock.discard();
+    }
+    result
+}
+
+/// A single-process build: every input read and checked before the builder writes (into a
+/// partial folder, renamed into place at the end).
+fn build_one(a: IndexBuildArgs) -> Result<()> {
     let docs = nest_core::data::read_documents(&a.input)?;
     let precisions = Precision::parse_list(&a.precision)?;
     let pb = progress::bar(docs.len(), "index");

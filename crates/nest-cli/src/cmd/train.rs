@@ -49,6 +49,11 @@ fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
 
 pub fn run(a: TrainArgs) -> Result<()> {
     let mut a = split_own_flags(a)?;
+    anyhow::ensure!(
+        !(a.overwrite && a.resume.is_some()),
+        "--resume and --overwrite contradict each other: --resume continues a run, --overwrite \
+         replaces it (once the new run finished); pass one"
+    );
     let auto = a.resume.as_deref() == Some(std::path::Path::new("auto"));
     if auto {
         if a.recipe.is_none() || a.run_dir.is_none() {

@@ -220,6 +220,10 @@ pub fn teacher_vectors(
 }
 
 /// Runs the stages under `run_dir` (`stage1/`, `stage2/`), resuming a cut stage when `resume`.
+///
+/// Both stages' recipes and the student are checked before anything is written, and the run
+/// folder has one writer (its `.lock`, held by rank 0 of a data-parallel run): a second
+/// `nest distill` on it is refused at once. A failed start leaves no folder behind.
 pub fn run(
     d: &DistillRecipe,
     overrides: (&[String], &[String]),
@@ -228,16 +232,51 @@ pub fn run(
     base: &TrainOptions,
     events: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
+    if base.resume && base.overwrite {
+        return Err(Error::Run {
+            path: run_dir.to_path_buf(),
+            message: "--resume and --overwrite contradict each other: pass one".into(),
+        });
+    }
+    let student = nest_model::hub::resolve(&d.student)?;
+    if stages != Stages::First && d.stage2.is_some() {
+        // stage 2 starts from stage 1's result: its keys are checked now, with the student
+        d.stage(2, &student, overrides.1)?;
+    }
+    let rank0 = nest_dist::Launch::from_env().map_err(nest_dist::DistError::from)?;
+    let lock = match rank0.is_none_or(|l| l.rank == 0) {
+        true => Some(nest_core::lock::FolderLock::take(run_dir)?),
+        false => None,
+    };
+    let result = run_stages(d, overrides, run_dir, stages, base, &student, events);
+    if result.is_err() {
+        // removes the lock file and the folder only when this start made them and left them empty
+        if let Some(l) = lock {
+            l.discard();
+        }
+    }
+    result
+}
+
+/// [`run`]'s stages, in order, under the lock.
+fn run_stages(
+    d: &DistillRecipe,
+    overrides: (&[String], &[String]),
+    run_dir: &Path,
+    stages: Stages,
+    base: &TrainOptions,
+    student: &Path,
+    events: &mut dyn FnMut(Event),
+) -> Result<Outcome> {
     let mut out = Outcome {
         stages: Vec::new(),
         final_dir: PathBuf::new(),
         cache: None,
     };
-    let student = nest_model::hub::resolve(&d.student)?;
-    let mut model = student.clone();
+    let mut model = student.to_path_buf();
     if stages != Stages::Second && d.stage1.is_some() {
         let dir = run_dir.join("stage1");
-        let r = d.stage(1, &student, overrides.0)?;
+        let r = d.stage(1, student, overrides.0)?;
         if dir.join("final/nest.json").exists() {
             events(Event::Message(format!(
                 "stage 1 is done ({}): skipped",

@@ -28,9 +28,10 @@ use nest_dist::Group;
 
 use crate::recipe::Recipe;
 use crate::Result;
+use nest_core::lock::FolderLock;
 use plan::Progress;
 use run::Run;
-use run_dir::{dist_timeout, start_run_dir};
+use run_dir::{check_run_dir, dist_timeout, settle, start_run_dir, Ending};
 use run_log::RunLog;
 pub use step::{batch_output, micro_step, MicroResult};
 pub use timer::StepTimer;
@@ -45,9 +46,12 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
 /// [`train`] with an objective of the caller's (e.g. one with parameters of its own).
 ///
 /// The phases, in order: join the process group (a bad launch fails before any model is
-/// loaded), claim the run directory, `Run::prepare` (model, objective, data, plan), resume
-/// from the newest checkpoint if asked, `Run::steps`, then `Run::finish` (final
-/// checkpoint, evaluation, export).
+/// loaded), lock the run directory (one writer: a folder in use is refused at once), check it
+/// against `--resume` / `--overwrite` (nothing written yet), `Run::prepare` (model, objective,
+/// data, plan, evaluation grid: every input read and checked), claim the run directory (the
+/// first write: a failed start before it leaves the disk as it was), resume from the newest
+/// checkpoint if asked, `Run::steps`, then `Run::finish` (final checkpoint, evaluation,
+/// export), and last [`run_dir::settle`] (a replaced run is deleted only now).
 pub fn train_with(
     r: &Recipe,
     o: &TrainOptions,
@@ -63,13 +67,50 @@ pub fn train_with(
             events(e)
         }
     };
-    let resume_from = start_run_dir(r, o, group)?;
-    let mut run = Run::prepare(r, o, build, group, start, events)?;
+    // rank 0 holds the lock and decides for a data-parallel run
+    let lock = main.then(|| FolderLock::take(&o.run_dir)).transpose()?;
+    let checked = match main {
+        true => check_run_dir(r, o).map(Some),
+        false => Ok(None),
+    };
+    let prepared = checked.and_then(|c| Ok((c, Run::prepare(r, o, build, group, start, events)?)));
+    let (claim, run) = match prepared {
+        Ok(x) => x,
+        Err(e) => {
+            if let Some(l) = lock {
+                l.discard();
+            }
+            return Err(e);
+        }
+    };
+    let resume_from = start_run_dir(r, o, group, claim.as_ref())?;
+    let result = train_claimed(run, o, group, resume_from.as_deref(), events);
+    if let Some(c) = &claim {
+        let ending = match &result {
+            Ok(s) if s.final_dir.as_os_str().is_empty() => Ending::Stopped,
+            Ok(_) => Ending::Finished,
+            Err(_) => Ending::Failed,
+        };
+        settle(&o.run_dir, c, ending, events);
+    }
+    drop(lock);
+    result
+}
+
+/// A claimed run from its resume to its end.
+fn train_claimed(
+    mut run: Run,
+    o: &TrainOptions,
+    group: Option<&Group>,
+    resume_from: Option<&std::path::Path>,
+    events: &mut dyn FnMut(Event),
+) -> Result<Summary> {
     let mut at = Progress::default();
-    if let Some(ck) = &resume_from {
+    if let Some(ck) = resume_from {
         at = run.resume(ck, events)?;
     }
     let resumed_from = resume_from.is_some().then_some(at.step);
+    let main = group.is_none_or(|g| g.rank() == 0);
     let rank = group.map(Group::rank);
     let mut log = RunLog::open(&o.run_dir, rank, main, resumed_from)?;
     events(Event::Start {

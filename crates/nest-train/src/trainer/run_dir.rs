@@ -33,29 +33,6 @@ pub(crate) fn run_err(path: &Path, message: impl Into<String>) -> Error {
     }
 }
 
-/// [`prepare_run_dir`] on rank 0 of a data-parallel run (or the only process); the other ranks
-/// wait for it, then resume from the newest checkpoint when asked to (the run directory is
-/// shared: the same path on every machine).
-pub(crate) fn start_run_dir(
-    r: &Recipe,
-    o: &TrainOptions,
-    group: Option<&nest_dist::Group>,
-) -> Result<Option<PathBuf>> {
-    let Some(g) = group else {
-        return prepare_run_dir(r, o);
-    };
-    let mine = if g.rank() == 0 {
-        prepare_run_dir(r, o)?
-    } else {
-        None
-    };
-    g.barrier()?;
-    if g.rank() == 0 || !o.resume {
-        return Ok(mine);
-    }
-    Ok(checkpoint::list(&o.run_dir).pop().map(|(_, ck)| ck))
-}
-
 /// The seconds a collective may wait for another rank before failing: `NEST_DIST_TIMEOUT_S`,
 /// 300 by default.
 pub(crate) fn dist_timeout() -> Result<std::time::Duration> {
@@ -77,49 +54,194 @@ pub(crate) fn dist_timeout() -> Result<std::time::Duration> {
     Ok(std::time::Duration::from_secs(secs))
 }
 
-/// Checks the run directory against `--resume` / `--overwrite`; returns the checkpoint to resume.
-fn prepare_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Option<PathBuf>> {
+/// What a start does to its run folder: decided by [`check_run_dir`] before anything is
+/// written, done by [`claim_run_dir`] once the model, data and evaluation grid were read.
+#[derive(Debug, Clone)]
+pub(crate) enum Claim {
+    /// A new run (the folder is missing or empty, or `--overwrite` of a folder without a run).
+    Fresh,
+    /// `--resume`: the newest checkpoint, or none when the run saved nothing yet.
+    Resume(Option<PathBuf>),
+    /// `--overwrite` of a run: its files move to [`REPLACED`] when the new run starts, and are
+    /// deleted only once the new run finished (put back when it fails).
+    Replace,
+}
+
+/// Where `--overwrite` keeps the run it replaces until the new one finished.
+pub(crate) const REPLACED: &str = ".replaced";
+
+/// Checks the run directory against `--resume` / `--overwrite` without writing anything.
+pub(crate) fn check_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Claim> {
     let dir = &o.run_dir;
-    let saved = dir.join("recipe.toml");
-    if saved.is_file() {
-        if o.overwrite {
-            std::fs::remove_dir_all(dir).map_err(|e| nest_core::Error::io(dir, e))?;
-        } else if o.resume {
-            let old = Recipe::load(Some(&saved), &[])?;
-            let diff = old.differences(r);
-            if !diff.is_empty() {
-                return Err(run_err(
-                    dir,
-                    format!(
-                        "cannot resume: the recipe differs from the run's ({})",
-                        diff.join("; ")
-                    ),
-                ));
-            }
-            let Some((_, ck)) = checkpoint::list(dir).pop() else {
-                return Ok(None); // nothing saved yet: start over in the same folder
-            };
-            return Ok(Some(ck));
-        } else {
-            return Err(run_err(
-                dir,
-                "holds a run already: pass --resume to continue it or --overwrite to replace it",
-            ));
-        }
-    } else if o.resume {
-        return Err(run_err(dir, "no run to resume here (no recipe.toml)"));
-    } else if !o.overwrite && holds_more_than_a_killed_start(dir) {
+    if o.resume && o.overwrite {
         return Err(run_err(
             dir,
-            "exists and is not empty: choose another --run-dir or pass --overwrite",
+            "--resume and --overwrite contradict each other: --resume continues the run, \
+             --overwrite replaces it; pass one",
         ));
+    }
+    let saved = dir.join("recipe.toml");
+    if !saved.is_file() {
+        if o.resume {
+            return Err(run_err(dir, "no run to resume here (no recipe.toml)"));
+        }
+        if !o.overwrite && holds_more_than_a_killed_start(dir) {
+            return Err(run_err(
+                dir,
+                "exists and is not empty: choose another --run-dir or pass --overwrite",
+            ));
+        }
+        return Ok(Claim::Fresh);
+    }
+    if o.overwrite {
+        return Ok(Claim::Replace);
+    }
+    if !o.resume {
+        return Err(run_err(
+            dir,
+            "holds a run already: pass --resume to continue it or --overwrite to replace it",
+        ));
+    }
+    let old = Recipe::load(Some(&saved), &[])?;
+    let diff = old.differences(r);
+    if !diff.is_empty() {
+        return Err(run_err(
+            dir,
+            format!(
+                "cannot resume: the recipe differs from the run's ({})",
+                diff.join("; ")
+            ),
+        ));
+    }
+    // nothing saved yet: start over in the same folder
+    Ok(Claim::Resume(checkpoint::list(dir).pop().map(|(_, ck)| ck)))
+}
+
+/// The first write of a start: a new run's folder and recipe, or the replaced run moved aside;
+/// returns the checkpoint to resume.
+pub(crate) fn claim_run_dir(
+    r: &Recipe,
+    o: &TrainOptions,
+    claim: &Claim,
+) -> Result<Option<PathBuf>> {
+    let dir = &o.run_dir;
+    match claim {
+        Claim::Resume(ck) => return Ok(ck.clone()),
+        Claim::Replace => move_aside(dir)?,
+        Claim::Fresh => {}
     }
     std::fs::create_dir_all(dir).map_err(|e| nest_core::Error::io(dir, e))?;
     for leftover in killed_start_leftovers(dir) {
         let _ = std::fs::remove_file(leftover);
     }
-    nest_core::fsutil::write_atomic(&saved, r.to_toml().as_bytes())?;
+    nest_core::fsutil::write_atomic(&dir.join("recipe.toml"), r.to_toml().as_bytes())?;
     Ok(None)
+}
+
+/// [`claim_run_dir`] on rank 0 of a data-parallel run (or the only process, which passes its
+/// claim); the other ranks wait for it, then resume from the newest checkpoint when asked to
+/// (the run directory is shared: the same path on every machine).
+pub(crate) fn start_run_dir(
+    r: &Recipe,
+    o: &TrainOptions,
+    group: Option<&nest_dist::Group>,
+    claim: Option<&Claim>,
+) -> Result<Option<PathBuf>> {
+    let mine = match claim {
+        Some(c) => claim_run_dir(r, o, c)?,
+        None => None,
+    };
+    let Some(g) = group else {
+        return Ok(mine);
+    };
+    g.barrier()?;
+    if g.rank() == 0 || !o.resume {
+        return Ok(mine);
+    }
+    Ok(checkpoint::list(&o.run_dir).pop().map(|(_, ck)| ck))
+}
+
+/// The entries of a run folder that belong to the run (all but the lock and [`REPLACED`]).
+fn run_entries(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    let n = e.file_name();
+                    n != nest_core::lock::LOCK_FILE && n != REPLACED
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Moves the run in `dir` into `dir/.replaced/`. When that holds a run already (an earlier
+/// `--overwrite` was killed before its new run finished), it is the last complete run and is
+/// kept: the unfinished replacement in `dir` is deleted instead.
+fn move_aside(dir: &Path) -> Result<()> {
+    let aside = dir.join(REPLACED);
+    let io = |p: &Path, e| Error::Core(nest_core::Error::io(p, e));
+    if aside.join("recipe.toml").is_file() {
+        for p in run_entries(dir) {
+            remove_path(&p).map_err(|e| io(&p, e))?;
+        }
+        return Ok(());
+    }
+    std::fs::create_dir_all(&aside).map_err(|e| io(&aside, e))?;
+    for p in run_entries(dir) {
+        let to = aside.join(p.file_name().unwrap_or_default());
+        std::fs::rename(&p, &to).map_err(|e| io(&p, e))?;
+    }
+    Ok(())
+}
+
+fn remove_path(p: &Path) -> std::io::Result<()> {
+    match p.is_dir() {
+        true => std::fs::remove_dir_all(p),
+        false => std::fs::remove_file(p),
+    }
+}
+
+/// How a claimed run ended, for [`settle`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Trained to its last step and exported.
+    Finished,
+    /// Stopped early (`stop_after_steps`): resumable.
+    Stopped,
+    Failed,
+}
+
+/// After a run: a finished run deletes the run it replaced; a failed `--overwrite` puts the
+/// replaced run back in place of the new run's files (an interrupted one, `stop_after_steps`
+/// or a kill, keeps both: the replaced run stays in `.replaced/` until the new one finishes).
+pub(crate) fn settle(dir: &Path, claim: &Claim, ending: Ending, events: &mut dyn FnMut(Event)) {
+    let aside = dir.join(REPLACED);
+    if !aside.exists() {
+        return;
+    }
+    match ending {
+        Ending::Finished => {
+            let _ = std::fs::remove_dir_all(&aside);
+        }
+        Ending::Failed if matches!(claim, Claim::Replace) => {
+            let restored = run_entries(dir)
+                .iter()
+                .try_for_each(|p| remove_path(p))
+                .and_then(|_| {
+                    run_entries(&aside).iter().try_for_each(|p| {
+                        std::fs::rename(p, dir.join(p.file_name().unwrap_or_default()))
+                    })
+                });
+            let _ = std::fs::remove_dir(&aside);
+            events(Event::Message(match restored {
+                Ok(()) => format!("{}: the new run failed; the run it was to replace is back in place", dir.display()),
+                Err(e) => format!("{}: the new run failed and the replaced run could not be put back ({e}); it is in {}", dir.display(), aside.display()),
+            }));
+        }
+        _ => {}
+    }
 }
 
 /// The half-written recipes (`write_atomic`'s `.recipe.toml.tmp<pid>`) of starts killed before
@@ -139,10 +261,15 @@ fn killed_start_leftovers(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// Whether `dir` holds anything besides [`killed_start_leftovers`].
+/// Whether `dir` holds anything besides [`killed_start_leftovers`] and the lock file.
 fn holds_more_than_a_killed_start(dir: &Path) -> bool {
     let leftovers = killed_start_leftovers(dir).len();
-    std::fs::read_dir(dir).is_ok_and(|d| d.count() > leftovers)
+    std::fs::read_dir(dir).is_ok_and(|d| {
+        d.flatten()
+            .filter(|e| e.file_name() != nest_core::lock::LOCK_FILE)
+            .count()
+            > leftovers
+    })
 }
 
 /// Keeps the metrics log consistent with a resumed checkpoint: drops lines after `step` and any

@@ -1,0 +1,437 @@
+//! Nothing lost, nothing puzzling (issue 37), end to end on the binary and a tiny model:
+//! mistakes on a finished run leave it byte-identical, contradictory options are refused, a
+//! run folder has one writer (a killed writer's lock does not block), and a failed start leaves
+//! the disk as it was so the corrected command runs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nest_core::lock::FolderLock;
+use nest_model::tiny::{write_tiny_model, TinySpec};
+use nest_model::Architecture;
+
+fn nest_in(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32")
+        .current_dir(cwd)
+        .args(["--threads", "1"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok_in(cwd: &Path, args: &[&str]) -> String {
+    let o = nest_in(cwd, args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "nest {args:?} failed: {err}");
+    err
+}
+
+/// Runs a command that must fail cleanly (exit 1, no panic); returns stderr.
+fn fails_in(cwd: &Path, args: &[&str]) -> String {
+    let o = nest_in(cwd, args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "nest {args:?} should exit 1: {err}"
+    );
+    assert!(!err.contains("panicked"), "nest {args:?} panicked: {err}");
+    err
+}
+
+/// A folder with a tiny model, a scored TSV of `rows` pairs and a recipe `r.toml` over them
+/// (batch 8, float32, no dropout).
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new(rows: usize, extra: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write_tiny_model(&d.join("tiny"), &TinySpec::new(Architecture::Bert)).unwrap();
+        let words = ["the", "cat", "dog", "sat", "on", "mat", "man", "music"];
+        let mut data = String::from("sentence1\tsentence2\tscore\n");
+        for i in 0..rows {
+            let a = format!(
+                "{} {} {}",
+                words[i % 8],
+                words[(i / 8) % 8],
+                words[(i * 7) % 8]
+            );
+            let b = format!(
+                "{} {} {}",
+                words[(i + 1) % 8],
+                words[(i / 8) % 8],
+                words[(i * 3) % 8]
+            );
+            data.push_str(&format!("{a}\t{b}\t{}\n", (i % 6) as f64 * 0.8));
+        }
+        std::fs::write(d.join("train.tsv"), data).unwrap();
+        let recipe = format!(
+            "model = \"{}\"\nloss = \"cosent\"\nmatryoshka_dims = [8, 32]\nbatch_size = 8\n\
+             lr = 5e-4\ndropout = 0.0\n{extra}\n[[data]]\npath = \"{}\"\nformat = \"scored\"\n",
+            d.join("tiny").display(),
+            d.join("train.tsv").display()
+        );
+        std::fs::write(d.join("r.toml"), recipe).unwrap();
+        Fixture { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Every file under `dir` (but the lock file, which records its last holder) with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if e.file_name() != nest_core::lock::LOCK_FILE {
+                let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn mistakes_on_a_finished_run_leave_it_byte_identical() {
+    let f = Fixture::new(40, "save_every = 2");
+    let (r, run) = (f.path("r.toml"), f.path("run"));
+    ok_in(f.root(), &["train", "--recipe", &r, "--run-dir", &run]);
+    let before = snapshot(Path::new(&run));
+    assert!(before.contains_key(Path::new("final/model.safetensors")));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let sts = f.path("train.tsv");
+    let missing = f.path("missing.tsv");
+    let missing_data = format!("{missing}:scored");
+    let mistakes: Vec<(Vec<&str>, &str)> = vec![
+        // the issue's data loss: resume and overwrite together, from another folder
+        (vec!["train", "--resume", &run, "--overwrite"], "contradict"),
+        (
+            vec![
+                "train",
+                "--recipe",
+                &r,
+                "--run-dir",
+                &run,
+                "--resume",
+                &run,
+                "--overwrite",
+            ],
+            "contradict",
+        ),
+        // an overwrite whose inputs are bad: refused before the old run is touched
+        (
+            vec![
+                "train",
+                "--recipe",
+                &r,
+                "--run-dir",
+                &run,
+                "--overwrite",
+                "--data",
+                &missing_data,
+            ],
+            "missing.tsv",
+        ),
+        (
+            vec![
+                "train",
+                "--recipe",
+                &r,
+                "--run-dir",
+                &run,
+                "--overwrite",
+                "--eval-data",
+                &sts,
+                "--eval-layers",
+                "1-9",
+            ],
+            "eval_layers",
+        ),
+        (
+            vec![
+                "train",
+                "--recipe",
+                &r,
+                "--run-dir",
+                &run,
+                "--overwrite",
+                "--batch-size",
+                "1",
+            ],
+            "batch_size",
+        ),
+        (
+            vec!["train", "--recipe", &r, "--run-dir", &run],
+            "holds a run already",
+        ),
+        (
+            vec!["train", "--resume", &run, "--lr", "1e-3"],
+            "recipe differs",
+        ),
+    ];
+    for (args, says) in &mistakes {
+        let e = fails_in(elsewhere.path(), args);
+        assert!(e.contains(says), "nest {args:?}: expected '{says}' in: {e}");
+        assert!(
+            snapshot(Path::new(&run)) == before,
+            "nest {args:?} changed the finished run"
+        );
+    }
+    // the overwrite that was meant replaces the run, and nothing of the old one stays behind
+    ok_in(
+        f.root(),
+        &[
+            "train",
+            "--recipe",
+            &r,
+            "--run-dir",
+            &run,
+            "--overwrite",
+            "--lr",
+            "1e-3",
+        ],
+    );
+    let after = snapshot(Path::new(&run));
+    assert_ne!(after, before);
+    assert!(
+        after.keys().all(|k| !k.starts_with(".replaced")),
+        "{:?}",
+        after.keys()
+    );
+    let saved = String::from_utf8_lossy(&after[Path::new("recipe.toml")]).into_owned();
+    assert!(saved.contains("lr = 0.001"), "{saved}");
+}
+
+#[test]
+fn one_writer_per_run_folder_and_a_killed_writers_lock_does_not_block() {
+    let f = Fixture::new(40, "epochs = 400\nsave_every = 5\nkeep_last = 2");
+    let (r, run) = (f.path("r.toml"), f.path("run"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32")
+        .args(["--threads", "1", "train", "--recipe", &r, "--run-dir", &run])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let lock = Path::new(&run).join(".lock");
+    while !(Path::new(&run).join("recipe.toml").exists()
+        && std::fs::read_to_string(&lock).is_ok_and(|s| !s.is_empty()))
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the run never started"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = format!("pid {}", child.id());
+    for args in [
+        vec!["train", "--resume", &run],
+        vec!["train", "--recipe", &r, "--run-dir", &run, "--overwrite"],
+    ] {
+        let e = fails_in(f.root(), &args);
+        assert!(
+            e.contains("in use") && e.contains(&pid),
+            "nest {args:?}: {e}"
+        );
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run must still be training"
+    );
+    child.kill().unwrap(); // SIGKILL: the OS releases the lock, the file stays
+    child.wait().unwrap();
+    assert!(lock.exists());
+    // continue it for two more steps than it saved (max_steps may change on a resume)
+    let saved = std::fs::read_dir(Path::new(&run).join("checkpoints"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()?
+                        .strip_prefix("step-")?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0);
+    let steps = (saved + 2).to_string();
+    ok_in(
+        f.root(),
+        &["train", "--resume", &run, "--max-steps", &steps],
+    );
+    assert!(Path::new(&run).join("final/model.safetensors").exists());
+}
+
+#[test]
+fn compress_index_and_distill_refuse_a_folder_in_use() {
+    let f = Fixture::new(8, "");
+    let me = format!("pid {}", std::process::id());
+    // compress: the lock is taken before any input is read
+    let out = f.path("adaptor");
+    let held = FolderLock::take(Path::new(&out)).unwrap();
+    let e = fails_in(
+        f.root(),
+        &[
+            "compress",
+            "--dims",
+            "4,8",
+            "--out",
+            &out,
+            "--embeddings",
+            "c.npy",
+            "--queries",
+            "q.npy",
+            "--qrels",
+            "q.tsv",
+        ],
+    );
+    assert!(e.contains("in use") && e.contains(&me), "{e}");
+    drop(held);
+    // and a failed start leaves no folder behind
+    let fresh = f.path("adaptor2");
+    let e = fails_in(
+        f.root(),
+        &[
+            "compress",
+            "--dims",
+            "4,8",
+            "--out",
+            &fresh,
+            "--embeddings",
+            "c.npy",
+            "--queries",
+            "q.npy",
+            "--qrels",
+            "q.tsv",
+        ],
+    );
+    assert!(e.contains("c.npy"), "{e}");
+    assert!(
+        !Path::new(&fresh).exists(),
+        "a failed compress left {fresh}"
+    );
+    // index build: the lock sits beside the index (which is renamed into place)
+    std::fs::write(f.root().join("docs.txt"), "a cat\na dog\n").unwrap();
+    let idx = f.path("idx");
+    let held = FolderLock::take_beside(Path::new(&idx)).unwrap();
+    let args = [
+        "index",
+        "build",
+        "--model",
+        &f.path("tiny"),
+        "--input",
+        "docs.txt",
+        "--out",
+        &idx,
+    ];
+    let e = fails_in(f.root(), &args);
+    assert!(e.contains("in use") && e.contains(&me), "{e}");
+    drop(held);
+    ok_in(f.root(), &args);
+    // distill
+    let recipe = format!(
+        "teacher = \"{m}\"\nstudent = \"{m}\"\n[stage2]\nloss = \"cosent\"\nbatch_size = 4\n\
+         data = [{{ path = \"{}\", format = \"scored\" }}]\n",
+        f.path("train.tsv"),
+        m = f.path("tiny")
+    );
+    std::fs::write(f.root().join("d.toml"), recipe).unwrap();
+    let run = f.path("distilled");
+    let held = FolderLock::take(Path::new(&run)).unwrap();
+    let e = fails_in(
+        f.root(),
+        &["distill", "--recipe", "d.toml", "--run-dir", &run],
+    );
+    assert!(e.contains("in use") && e.contains(&me), "{e}");
+    drop(held);
+    let e = fails_in(
+        f.root(),
+        &[
+            "distill",
+            "--recipe",
+            "d.toml",
+            "--run-dir",
+            &run,
+            "--resume",
+            "--overwrite",
+        ],
+    );
+    assert!(e.contains("contradict"), "{e}");
+}
+
+#[test]
+fn a_failed_start_leaves_the_disk_as_it_was_and_the_corrected_command_runs() {
+    let f = Fixture::new(16, "");
+    let (r, sts) = (f.path("r.toml"), f.path("train.tsv"));
+    let new = f.path("new");
+    let bad = [
+        "train",
+        "--recipe",
+        &r,
+        "--run-dir",
+        &new,
+        "--eval-data",
+        &sts,
+        "--eval-layers",
+        "1-9",
+    ];
+    let e = fails_in(f.root(), &bad);
+    assert!(e.contains("eval_layers"), "{e}");
+    assert!(!Path::new(&new).exists(), "a failed start left {new}");
+    // an empty folder made beforehand stays empty
+    let empty = f.root().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let empty_s = empty.display().to_string();
+    let e = fails_in(
+        f.root(),
+        &[
+            "train",
+            "--recipe",
+            &r,
+            "--run-dir",
+            &empty_s,
+            "--model",
+            &f.path("no-model"),
+        ],
+    );
+    assert!(e.contains("no-model"), "{e}");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    // the corrected commands run, and --resume of the failed start says there is nothing
+    let e = fails_in(f.root(), &["train", "--resume", &new]);
+    assert!(!e.contains("holds a run"), "{e}");
+    ok_in(
+        f.root(),
+        &[
+            "train",
+            "--recipe",
+            &r,
+            "--run-dir",
+            &new,
+            "--eval-data",
+            &sts,
+            "--eval-layers",
+            "1-2",
+        ],
+    );
+    ok_in(f.root(), &["train", "--recipe", &r, "--run-dir", &empty_s]);
+}
