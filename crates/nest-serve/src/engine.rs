@@ -61,6 +61,9 @@ pub struct Engine {
     pub config: EngineConfig,
     pub queue: Arc<Queue>,
     info: OnceLock<std::result::Result<ServedModel, String>>,
+    /// Signalled when a worker failed to load the model: the server stops with the reason
+    /// (a supervisor then sees a failed process, not a live one answering 503).
+    pub(crate) load_failed: tokio::sync::Notify,
 }
 
 impl ServedModel {
@@ -112,6 +115,7 @@ impl Engine {
             queue: Arc::new(Queue::new(config.max_queued_inputs)),
             config,
             info: OnceLock::new(),
+            load_failed: tokio::sync::Notify::new(),
         });
         // the libtorch threads are shared out between the workers (each runs its batches on
         // its own OpenMP team), as `ElasticEncoder::embed_layers` shares them between streams
@@ -128,6 +132,14 @@ impl Engine {
                 .expect("spawning a worker thread");
         }
         engine
+    }
+
+    /// Why the model failed to load, once it has (`None` while loading or when it loaded).
+    pub fn load_error(&self) -> Option<&str> {
+        match self.info.get() {
+            Some(Err(e)) => Some(e),
+            _ => None,
+        }
     }
 
     /// The model's description, or 503 while loading / after a failed load.
@@ -182,6 +194,7 @@ impl Engine {
             Ok(m) => m,
             Err(e) => {
                 let _ = self.info.set(Err(e));
+                self.load_failed.notify_one();
                 return;
             }
         };

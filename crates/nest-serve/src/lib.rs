@@ -26,7 +26,8 @@ pub use error::{Error, Result};
 pub use routes::Limits;
 
 /// Serves until SIGTERM or Ctrl-C, then stops accepting connections, lets in-flight requests
-/// finish, drains the queue and returns. `on_listen` is called with the bound address (port 0
+/// finish, drains the queue and returns. When the model fails to load (in the background:
+/// `/health` is 503 meanwhile), it stops the same way and returns the reason as an error. `on_listen` is called with the bound address (port 0
 /// picks a free one). A client has `header_timeout` to send its request head (slowloris);
 /// the body and the answer are bounded by `limits.request_timeout`.
 pub async fn serve(
@@ -64,6 +65,13 @@ pub async fn serve(
                 }
             },
             _ = &mut stop => break,
+            _ = engine.load_failed.notified() => {
+                drop(listener);
+                graceful.shutdown().await;
+                engine.queue.close();
+                let why = engine.load_error().unwrap_or("unknown").to_string();
+                return Err(Error::Unavailable(format!("the model failed to load: {why}")));
+            }
         };
         let _ = stream.set_nodelay(true);
         let svc = hyper_util::service::TowerToHyperService::new(app.clone());
