@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Issue 35: why MIPIC and MIC lose to MRL here, on two kinds of backbone (docs/STRUCTURE.md,
 # "Backbone kinds and levers"). The protocol of scripts/evidence_structure_seeds.sh (the papers'
-# training set, unsupervised SimCSE, AdamW 2e-5, cosine, batch 32, one epoch = 517 steps, max
-# length 256), on:
+# training set, unsupervised SimCSE, AdamW 2e-5, cosine, batch 32, max length 256) at a smaller
+# budget, the same for every method: STEPS (250) optimizer steps, about half an epoch; on:
 #   shipped  all-MiniLM-L6-v2 (sentence-trained, mean pooling)
 #   cls      models/minilm-cls: the same read through [CLS] pooling (scripts/paperlike_models.py)
 #   reinit2  models/minilm-cls-reinit2: [CLS] pooling, layers 5-6 re-initialised
 # in float32 (TRAIN_DTYPE), and the levers: `heads` = the objective's heads (MIPIC's P_i, phi_i) at head_lr 1e-3 (50x).
 #
-#   scripts/evidence_fidelity.sh dev  [BACKBONES]   # one seed (1), STS-B dev, every method x lever
+#   scripts/evidence_fidelity.sh dev cls & scripts/evidence_fidelity.sh dev reinit2 & wait   # one seed (1), STS-B dev, every method x lever
 #   scripts/evidence_fidelity.sh test BACKBONE "METHODS" [SEEDS]   # seeds 1 2 3, the test suite,
 #                                                   # paired comparison against MRL (Holm)
 # Resumable: a finished run or report is skipped, a cut run resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=${NEST:-target/release/nest}
+# THREADS=1 by default: two lanes (backbones) run side by side on 2 cores, and a libtorch that
+# wants 2 threads on a core shared with a compiler spins instead of working
+N="${NEST:-target/release/nest} --threads ${THREADS:-1}"
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+# STEPS: the budget of every run compared (the papers' 5 epochs = 2,585 steps do not fit here)
+STEPS=${STEPS:-250}
 D=${NEST_DATA:-../shared/datasets}
 [ -f runs/structure/train.tsv ] || python3 scripts/structure_data.py
 [ -f models/minilm-cls-reinit2/model.safetensors ] || python3 scripts/paperlike_models.py
@@ -46,7 +51,7 @@ train() { # backbone method seed
     # shellcheck disable=SC2086
     /usr/bin/time -f "train $1 $2 seed $3: %e s wall" \
       $N train --recipe recipes/mrl-simcse.toml --model "${MODEL[$1]}" --run-dir "$run" \
-      --epochs 1 --seed "$3" --dtype "$TRAIN_DTYPE" "${resume[@]}" --objective "${OBJ[$2]}" ${EXTRA[$2]:-} > "$run.log" 2>&1 \
+      --epochs 1 --max-steps "$STEPS" --seed "$3" --dtype "$TRAIN_DTYPE" "${resume[@]}" --objective "${OBJ[$2]}" ${EXTRA[$2]:-} > "$run.log" 2>&1 \
       || { echo "train $1 $2 seed $3 failed: see $run.log" >&2; return 1; }
   fi
   echo "$run"

@@ -19,6 +19,11 @@ pub(crate) trait Component {
     /// The objective for the model [`BuildContext`] describes; the message names what is wrong
     /// (the caller adds the recipe key).
     fn build(&self, cx: &BuildContext) -> Result<Box<dyn Objective>, String>;
+    /// Where this method was measured to hurt (against MRL on the same budget), in one line
+    /// with the doc that holds the evidence: `nest train` prints it when it starts.
+    fn evidence(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The model and recipe-wide settings a component is built for.

@@ -278,6 +278,13 @@ impl Objective for Mic {
 }
 
 impl Component for MicConfig {
+    fn evidence(&self) -> Option<&'static str> {
+        Some(
+            "MIC measured below MRL in 16 of 42 cells from sentence-trained backbones \
+             (all-MiniLM-L6-v2; 3 seeds, paired tests): docs/STRUCTURE.md, \"What holds\"",
+        )
+    }
+
     fn weight(&self) -> f64 {
         self.weight
     }

@@ -10,6 +10,19 @@ use crate::objective::{BuildContext, Composite, MrlConfig, Part, TaskLoss};
 use crate::{Error, Result};
 
 impl Recipe {
+    /// One line per component that evidence says may hurt, naming the recipe key: what
+    /// `nest train` prints when it starts.
+    pub fn cautions(&self) -> Vec<String> {
+        self.objective
+            .iter()
+            .enumerate()
+            .filter_map(|(i, spec)| {
+                let e = spec.component().evidence()?;
+                Some(format!("note: objective[{i}] ({}): {e}", spec.kind()))
+            })
+            .collect()
+    }
+
     /// Builds the objective for a model with `hidden` output dims and `num_layers` layers.
     /// `params` is where components with trainable parameters register them (the trainer
     /// optimises and checkpoints that store; the exported model never holds it), each under its

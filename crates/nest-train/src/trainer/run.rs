@@ -73,6 +73,9 @@ impl<'a> Run<'a> {
                 r.batch_size / g.world()
             )));
         }
+        for c in r.cautions() {
+            events(Event::Message(c));
+        }
         let train_start = Instant::now();
         events(Event::Message(format!(
             "objective {}",
