@@ -34,13 +34,13 @@ def dev(root):
         sys.exit(f"no reports under {root}")
     head = "| backbone | method | " + " | ".join(str(d) for d in dims) + " |"
     rule = "|---|---|" + "---:|" * len(dims)
-    print("STS-B dev, Spearman x100, last layer\n")
+    print("STS-B dev, Spearman x100 (as nest eval reports it), last layer\n")
     print(head + "\n" + rule)
     for b, bl in BACKBONES:
         for m, ml in METHODS:
             r = reports[(b, m)]
             if r:
-                print(f"| {bl} | {ml} | " + " | ".join(f"{100 * r[d]:.2f}" if d in r else "-" for d in dims) + " |")
+                print(f"| {bl} | {ml} | " + " | ".join(f"{r[d]:.2f}" if d in r else "-" for d in dims) + " |")
     print("\nMinus MRL on the same backbone\n")
     print(head + "\n" + rule)
     for b, bl in BACKBONES:
@@ -49,7 +49,7 @@ def dev(root):
             r = reports[(b, m)]
             if r and base:
                 print(f"| {bl} | {ml} | " + " | ".join(
-                    f"{100 * (r[d] - base[d]):+.2f}" if d in r and d in base else "-" for d in dims) + " |")
+                    f"{r[d] - base[d]:+.2f}" if d in r and d in base else "-" for d in dims) + " |")
 
 
 if __name__ == "__main__":
