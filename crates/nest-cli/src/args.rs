@@ -107,7 +107,7 @@ pub struct SlimArgs {
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
-    #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
+    #[arg(long, default_value = "./models/all-MiniLM-L6-v2")]
     pub model: String,
     /// Print JSON instead of text.
     #[arg(long)]

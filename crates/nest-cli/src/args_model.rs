@@ -8,7 +8,7 @@ use clap::Args;
 pub struct ModelArgs {
     /// A local model directory (Hugging Face / sentence-transformers layout) or a hub id
     /// `org/name` (downloaded when the machine has internet).
-    #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
+    #[arg(long, default_value = "./models/all-MiniLM-L6-v2")]
     pub model: String,
     /// Truncate inputs to this many tokens (default: the model's max_seq_length).
     #[arg(long)]

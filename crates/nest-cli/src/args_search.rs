@@ -112,7 +112,7 @@ pub struct ExportPgvectorArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
+    #[arg(long, default_value = "./models/all-MiniLM-L6-v2")]
     pub model: String,
     /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
     /// float32, bf16 or int8; what ran is in /v1/models and /metrics.

@@ -34,7 +34,9 @@ const MODULE_FILES: [&str; 2] = ["config.json", "model.safetensors"];
 const COMPLETE: &str = ".complete";
 
 /// Returns a local model directory for `model`: the path itself if it exists, else a hub
-/// download of the repository `org/name`.
+/// download of the repository `org/name` (only that form goes to the hub: exactly one slash,
+/// no part starting with `.`, and a first part that is no local folder). A missing local
+/// path comes back as it is; loading it names the absolute folder it was looked for in.
 pub fn resolve(model: &str) -> Result<PathBuf> {
     let p = Path::new(model);
     // `models/x` where `models/` is a local folder is a (missing) local path, not a hub id.
@@ -48,7 +50,17 @@ pub fn resolve(model: &str) -> Result<PathBuf> {
     if let Some(snapshot) = hf_cache_snapshot(model) {
         return Ok(snapshot);
     }
-    download(model)
+    download(model).map_err(|e| match e {
+        Error::Hub(m) => {
+            let here = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+            Error::Hub(format!(
+                "{m} ('{model}' has the form of a hub id org/name; no local folder {} exists \
+                 either)",
+                here.display()
+            ))
+        }
+        other => other,
+    })
 }
 
 /// The Hugging Face cache's snapshot of `repo` at `refs/main`, if it holds the required files.

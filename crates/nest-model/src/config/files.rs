@@ -53,7 +53,8 @@ impl ModelFiles {
     pub fn locate(dir: &Path) -> Result<Self> {
         if !dir.is_dir() {
             return Err(Error::Missing {
-                path: dir.to_path_buf(),
+                // the folder it was looked for in, whatever the current folder
+                path: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
                 message: "model directory not found (expected a folder with config.json, \
                           model.safetensors and tokenizer.json; run scripts/setup.sh models)"
                     .into(),

@@ -68,6 +68,7 @@ impl DistillRecipe {
         let mut table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| bad(e.to_string()))?;
+        resolve_paths(&mut table, path);
         let (mut s1, mut s2) = (Vec::new(), Vec::new());
         let mut it = overrides.iter();
         while let Some(flag) = it.next() {
@@ -97,9 +98,13 @@ impl DistillRecipe {
                 table.insert(key.replace('-', "_"), v);
             }
         }
-        let r: DistillRecipe = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| bad(e.message().to_string()))?;
+        let r: DistillRecipe =
+            toml::Value::Table(table.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    let explain = crate::recipe::located::explain::<DistillRecipe>;
+                    bad(explain(&table, e.message(), Some(&text), overrides))
+                })?;
         if r.stage1.is_none() && r.stage2.is_none() {
             return Err(bad("neither [stage1] nor [stage2]: nothing to run".into()));
         }
@@ -128,6 +133,27 @@ impl DistillRecipe {
             toml::Value::String(model.display().to_string()),
         );
         Recipe::from_table(table, &format!("[stage{which}]"), overrides)
+    }
+}
+
+/// The relative paths of a distillation recipe file resolve against its folder (as a train
+/// recipe's: `crate::recipe::paths`): the models, the cache and each stage's data.
+fn resolve_paths(table: &mut toml::Table, path: &Path) {
+    use crate::recipe::paths::{resolve_file, resolve_model, resolve_table};
+    let base = path.parent().filter(|b| !b.as_os_str().is_empty());
+    let base = base.unwrap_or(Path::new("."));
+    for (key, model) in [("teacher", true), ("student", true), ("cache_dir", false)] {
+        if let Some(toml::Value::String(v)) = table.get_mut(key) {
+            *v = match model {
+                true => resolve_model(v, base),
+                false => resolve_file(v, base),
+            };
+        }
+    }
+    for stage in ["stage1", "stage2"] {
+        if let Some(toml::Value::Table(t)) = table.get_mut(stage) {
+            resolve_table(t, base);
+        }
     }
 }
 

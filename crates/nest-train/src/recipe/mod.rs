@@ -372,5 +372,7 @@ impl Recipe {
 }
 
 mod load;
+pub(crate) mod located;
+pub(crate) mod paths;
 #[cfg(test)]
 mod tests;

@@ -186,9 +186,11 @@ fn data_a_script_makes_names_the_script_when_missing_and_stays_out_of_the_identi
     let r = Recipe::load(Some(&p), &[]).unwrap();
     let (_e, q) = write(BASE);
     let plain = Recipe::load(Some(&q), &[]).unwrap();
+    // the recipes' paths resolve against their own (different) folders
+    let dirless = |r: &Recipe, d: &Path| r.to_toml().replace(&d.display().to_string(), "DIR");
     assert_eq!(
-        r.to_toml(),
-        plain.to_toml(),
+        dirless(&r, _d.path()),
+        dirless(&plain, _e.path()),
         "made_by is not part of the identity"
     );
     let mut spec = r.data[0].clone();

@@ -31,7 +31,7 @@ use crate::Result;
 use nest_core::lock::FolderLock;
 use plan::Progress;
 use run::Run;
-use run_dir::{check_run_dir, dist_timeout, settle, start_run_dir, Ending};
+use run_dir::{check_run_dir, dist_timeout, recorded_recipe, settle, start_run_dir, Ending};
 use run_log::RunLog;
 pub use step::{batch_output, micro_step, MicroResult};
 pub use timer::StepTimer;
@@ -73,6 +73,9 @@ pub fn train_with(
         true => check_run_dir(r, o).map(Some),
         false => Ok(None),
     };
+    // a resumed run keeps its recorded spelling of the paths (its checkpoints hash it)
+    let recorded = recorded_recipe(r, o);
+    let r = recorded.as_ref().unwrap_or(r);
     let prepared = checked.and_then(|c| Ok((c, Run::prepare(r, o, build, group, start, events)?)));
     let (claim, run) = match prepared {
         Ok(x) => x,

@@ -117,6 +117,17 @@ pub(crate) fn check_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Claim> {
     Ok(Claim::Resume(checkpoint::list(dir).pop().map(|(_, ck)| ck)))
 }
 
+/// For `--resume`: the recipe with its paths spelled as the run recorded them (absolute
+/// since paths resolve against the recipe file; relative to the folder it was started from
+/// before), read on every rank; `None` otherwise.
+pub(crate) fn recorded_recipe(r: &Recipe, o: &TrainOptions) -> Option<Recipe> {
+    if !o.resume {
+        return None;
+    }
+    let saved = Recipe::load_verbatim(&o.run_dir.join("recipe.toml")).ok()?;
+    Some(r.with_recorded_paths(&saved))
+}
+
 /// The first write of a start: a new run's folder and recipe, or the replaced run moved aside;
 /// returns the checkpoint to resume.
 pub(crate) fn claim_run_dir(
