@@ -435,3 +435,173 @@ fn a_failed_start_leaves_the_disk_as_it_was_and_the_corrected_command_runs() {
     );
     ok_in(f.root(), &["train", "--recipe", &r, "--run-dir", &empty_s]);
 }
+
+#[test]
+fn recipe_paths_resolve_against_the_recipe_and_the_run_resumes_from_anywhere() {
+    let f = Fixture::new(16, "");
+    // a recipe kept in its own folder, with its data beside it and the model one folder up
+    let exp = f.root().join("exp");
+    std::fs::create_dir(&exp).unwrap();
+    std::fs::rename(f.root().join("train.tsv"), exp.join("train.tsv")).unwrap();
+    let recipe = "model = \"../tiny\"\nloss = \"cosent\"\nbatch_size = 8\nlr = 5e-4\n\
+                  dropout = 0.0\nsave_every = 1\n[[data]]\npath = \"train.tsv\"\nformat = \"scored\"\n";
+    std::fs::write(exp.join("r.toml"), recipe).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let run = f.path("run");
+    let r = exp.join("r.toml").display().to_string();
+    ok_in(
+        elsewhere.path(),
+        &[
+            "train",
+            "--recipe",
+            &r,
+            "--run-dir",
+            &run,
+            "--max-steps",
+            "1",
+        ],
+    );
+    // the run records absolute paths, so it resumes from yet another folder
+    let saved = std::fs::read_to_string(Path::new(&run).join("recipe.toml")).unwrap();
+    let tiny = std::path::absolute(f.root().join("tiny")).unwrap();
+    assert!(
+        saved.contains(&format!("model = \"{}\"", tiny.display())),
+        "{saved}"
+    );
+    let other = tempfile::tempdir().unwrap();
+    let e = ok_in(
+        other.path(),
+        &["train", "--resume", &run, "--max-steps", "2"],
+    );
+    assert!(e.contains("resumed from"), "{e}");
+    // a missing local model is reported as missing, naming the folder it was looked for in
+    let bad = recipe.replace("../tiny", "../no-such-model");
+    std::fs::write(exp.join("bad.toml"), bad).unwrap();
+    let b = exp.join("bad.toml").display().to_string();
+    let e = fails_in(
+        elsewhere.path(),
+        &["train", "--recipe", &b, "--run-dir", &f.path("bad")],
+    );
+    let looked = std::path::absolute(f.root().join("no-such-model")).unwrap();
+    assert!(
+        e.contains("model directory not found") && e.contains(&looked.display().to_string()),
+        "{e}"
+    );
+    assert!(!e.contains("hub"), "{e}");
+}
+
+#[test]
+fn type_errors_name_the_key_the_line_or_the_flag() {
+    let f = Fixture::new(8, "");
+    let r = f.path("r.toml");
+    let e = fails_in(f.root(), &["train", "--recipe", &r, "--batch-size", "abc"]);
+    assert!(
+        e.contains("--batch-size") && e.contains("invalid type"),
+        "{e}"
+    );
+    let text = std::fs::read_to_string(&r).unwrap();
+    let wrong = text.replace("lr = 5e-4", "lr = \"fast\"");
+    let line = wrong.lines().position(|l| l.starts_with("lr =")).unwrap() + 1;
+    std::fs::write(f.root().join("w.toml"), &wrong).unwrap();
+    let e = fails_in(f.root(), &["train", "--recipe", &f.path("w.toml")]);
+    assert!(e.contains(&format!("line {line}, key lr")), "{e}");
+    let weight = format!("{text}weight = \"heavy\"\n");
+    std::fs::write(f.root().join("d.toml"), weight).unwrap();
+    let e = fails_in(f.root(), &["train", "--recipe", &f.path("d.toml")]);
+    assert!(e.contains("key data.weight") && e.contains("line "), "{e}");
+}
+
+/// Every file of a finished run's model and its logged (step, loss) bits.
+fn outcome(run: &Path) -> (Vec<u8>, Vec<(u64, u64)>) {
+    let losses = std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            Some((v["step"].as_u64()?, v["loss"].as_f64()?.to_bits()))
+        })
+        .collect();
+    (
+        std::fs::read(run.join("final/model.safetensors")).unwrap(),
+        losses,
+    )
+}
+
+#[test]
+fn jsonl_training_data_trains_bit_for_bit_as_tsv() {
+    let f = Fixture::new(24, "save_every = 0");
+    let d = f.root();
+    // the same scored pairs as JSON lines
+    let tsv = std::fs::read_to_string(d.join("train.tsv")).unwrap();
+    let mut jsonl = String::new();
+    let mut triplets = String::from("anchor\tpositive\tnegative\n");
+    let mut triplets_jsonl = String::new();
+    for l in tsv.lines().skip(1) {
+        let c: Vec<&str> = l.split('\t').collect();
+        let score: f64 = c[2].parse().unwrap();
+        jsonl.push_str(
+            &serde_json::json!({"sentence1": c[0], "sentence2": c[1], "score": score}).to_string(),
+        );
+        jsonl.push('\n');
+        let neg = format!("{} {}", c[1], c[0]);
+        triplets.push_str(&format!("{}\t{}\t{neg}\n", c[0], c[1]));
+        let t = serde_json::json!({"anchor": c[0], "positive": c[1], "negative": neg});
+        triplets_jsonl.push_str(&format!("{t}\n"));
+    }
+    std::fs::write(d.join("train.jsonl"), jsonl).unwrap();
+    std::fs::write(d.join("t.tsv"), triplets).unwrap();
+    std::fs::write(d.join("t.jsonl"), triplets_jsonl).unwrap();
+    let r = f.path("r.toml");
+    let train = |data: &str, run: &str, loss: &str| {
+        let data = format!(
+            "{}:{}",
+            f.path(data.split(':').next().unwrap()),
+            data.split(':').nth(1).unwrap()
+        );
+        ok_in(
+            d,
+            &[
+                "train",
+                "--recipe",
+                &r,
+                "--run-dir",
+                &f.path(run),
+                "--data",
+                &data,
+                "--loss",
+                loss,
+            ],
+        );
+        outcome(&d.join(run))
+    };
+    let a = train("train.tsv:scored", "tsv", "cosent");
+    let b = train("train.jsonl:scored", "jsonl", "cosent");
+    assert_eq!(a.1.len(), 3);
+    assert!(a == b, "scored: JSONL trained otherwise than TSV");
+    let a = train("t.tsv:triplets", "t-tsv", "mnrl");
+    let b = train("t.jsonl:triplets", "t-jsonl", "mnrl");
+    assert!(a == b, "triplets: JSONL trained otherwise than TSV");
+    // keys that fit no layout: the error lists the accepted ones
+    std::fs::write(d.join("odd.jsonl"), "{\"query\": \"a\", \"doc\": \"b\"}\n").unwrap();
+    let odd = format!("{}:pairs", f.path("odd.jsonl"));
+    let e = fails_in(
+        d,
+        &[
+            "train",
+            "--recipe",
+            &r,
+            "--run-dir",
+            &f.path("odd"),
+            "--data",
+            &odd,
+            "--loss",
+            "mnrl",
+        ],
+    );
+    assert!(
+        e.contains("odd.jsonl, line 1")
+            && e.contains("anchor, positive")
+            && e.contains("sentence1, sentence2"),
+        "{e}"
+    );
+}

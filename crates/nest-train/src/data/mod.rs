@@ -1,8 +1,10 @@
 //! Training data: readers for each layout, tokenised once; the epoch plan (seeded shuffle,
 //! length-aware batching, no duplicate texts within a batch, a weighted mixture of sources).
 //!
-//! `source.rs` reads and tokenises the sources, `plan.rs` makes each epoch's batches from them.
+//! `source.rs` reads and tokenises the sources (TSV, or JSON lines through `jsonl.rs`),
+//! `plan.rs` makes each epoch's batches from them.
 
+mod jsonl;
 mod plan;
 mod source;
 

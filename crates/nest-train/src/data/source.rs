@@ -37,14 +37,36 @@ impl Source {
     }
 }
 
-/// Reads one source in its format (checked layouts; file and line in every error).
+/// Reads one source in its format, as TSV or (`.jsonl`) JSON lines (checked layouts; file and
+/// line in every error).
 pub fn read_source(spec: &DataSource) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
     let p: &Path = &spec.path;
     if let (Some(cmd), false) = (&spec.made_by, p.exists()) {
         let message = format!("not found; this recipe's data is made by `{cmd}`");
         return Err(nest_core::Error::content(p, message).into());
     }
-    Ok(match spec.format {
+    if super::jsonl::is_jsonl(p) {
+        return super::jsonl::read(p, spec.format);
+    }
+    read_tsv(p, spec.format).map_err(|e| match e {
+        // a header that fits no layout: say which ones this format accepts
+        nest_core::Error::Content { path, message } if message.starts_with("line 1: header") => {
+            let accepted = super::jsonl::layouts(spec.format);
+            let message = format!(
+                "{message} (a {:?} file takes the columns {accepted}; as TSV with that header \
+                 row, or as .jsonl with those keys)",
+                spec.format
+            );
+            nest_core::Error::Content { path, message }.into()
+        }
+        other => other.into(),
+    })
+}
+
+/// Reads a TSV source in `format` (the single format also reads plain text and JSONL
+/// sentences: `nest_core::data::read_sentences`).
+fn read_tsv(p: &Path, format: DataFormat) -> nest_core::Result<(Vec<Vec<String>>, Vec<f64>)> {
+    Ok(match format {
         DataFormat::Scored => {
             let rows = read_sts(p)?;
             (
