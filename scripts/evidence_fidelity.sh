@@ -8,7 +8,8 @@
 #   reinit2  models/minilm-cls-reinit2: [CLS] pooling, layers 5-6 re-initialised
 # in float32 (TRAIN_DTYPE), and the levers: `heads` = the objective's heads (MIPIC's P_i, phi_i) at head_lr 1e-3 (50x).
 #
-#   scripts/evidence_fidelity.sh dev cls & scripts/evidence_fidelity.sh dev reinit2 & wait   # one seed (1), STS-B dev, every method x lever
+#   scripts/evidence_fidelity.sh dev cls & scripts/evidence_fidelity.sh dev reinit2 & wait
+#   METHODS="mrl mipic" scripts/evidence_fidelity.sh dev shipped   # a subset (no untrained row)   # one seed (1), STS-B dev, every method x lever
 #   scripts/evidence_fidelity.sh test BACKBONE "METHODS" [SEEDS]   # seeds 1 2 3, the test suite,
 #                                                   # paired comparison against MRL (Holm)
 # Resumable: a finished run or report is skipped, a cut run resumes.
@@ -33,6 +34,8 @@ declare -A OBJ=(
   [mipic]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6}]'
   [mipic-heads]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6}]'
   [mic]='[{kind = "mrl"}, {kind = "mic", weight = 0.6}]'
+  [mipic-piccls]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6, pic_pooling = "cls"}]'
+  [mipic-light]='[{kind = "mrl"}, {kind = "mipic", weight = 0.06}]'
 )
 declare -A EXTRA=(
   [mipic-heads]='--head-lr 1e-3'
@@ -63,9 +66,9 @@ dev)
   mkdir -p runs/fidelity "$R"
   for b in ${2:-cls reinit2 shipped}; do
     out="$R/$b-untrained"
-    [ -f "$out/report.json" ] || $N eval sts --model "${MODEL[$b]}" --data "$D/stsb/dev.tsv" \
+    [ -f "$out/report.json" ] || [ -n "${METHODS:-}" ] || $N eval sts --model "${MODEL[$b]}" --data "$D/stsb/dev.tsv" \
       --layers 6 --dims $DIMS "${EVAL[@]}" --out "$out" > /dev/null
-    for m in mrl mipic mipic-heads mic; do
+    for m in ${METHODS:-mrl mipic mipic-heads mic}; do
       run=$(train "$b" "$m" 1)
       out="$R/$b-$m"
       [ -f "$out/report.json" ] || $N eval sts --model "$run/final" --data "$D/stsb/dev.tsv" \

@@ -143,6 +143,10 @@ pub struct CompressArgs {
     /// ADS Gumbel-softmax temperature.
     #[arg(long, default_value_t = 1.0)]
     pub tau: f64,
+    /// ADS's gradient to its logits: `straight-through` (the kept dims' values unchanged) or
+    /// `soft` (the kept dims weighted by their Gumbel-softmax probabilities, eq. 6's path).
+    #[arg(long, default_value = "straight-through", value_parser = ["straight-through", "soft"])]
+    pub ads_gradient: String,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
 }

@@ -3,10 +3,12 @@
 //! dims of a representation; in training, `z = softmax((logits + G) / tau)` with Gumbel noise
 //! `G ~ Gumbel(0, 1)` and the top-k dims of `z` kept; at inference, the top-k of the logits.
 //!
-//! The paper does not say how the top-k choice passes gradient to the logits. Nest uses the
-//! straight-through estimator: the kept coordinates are multiplied by `z_i / stop_grad(z_i)`
+//! The paper does not say how the top-k choice passes gradient to the logits. Nest's default is
+//! the straight-through estimator: the kept coordinates are multiplied by `z_i / stop_grad(z_i)`
 //! (value 1, gradient that of `z_i`), so the forward value is exactly the selected dims and the
-//! logits learn which dims the loss prefers.
+//! logits learn which dims the loss prefers. `soft = true` ([`Ads::soft`]) multiplies them by
+//! `z_i` itself (the Gumbel-softmax path of eq. 6 carried into the forward value), the reading
+//! of an independent paper-only reference (`tests/reference/paper/smec_paper.py`).
 
 use tch::{Kind, Tensor};
 
@@ -18,6 +20,9 @@ pub struct Ads {
     pub logits: Tensor,
     pub k: usize,
     pub tau: f64,
+    /// Weight the kept dims by their Gumbel-softmax probabilities (`z_i`) instead of the
+    /// straight-through `z_i / stop_grad(z_i)`.
+    pub soft: bool,
 }
 
 impl Ads {
@@ -27,6 +32,7 @@ impl Ads {
                 .set_requires_grad(true),
             k,
             tau,
+            soft: false,
         }
     }
 
@@ -54,7 +60,11 @@ impl Ads {
         let z = ((self.masked(allowed) + g) / self.tau).softmax(0, Kind::Float);
         let idx = z.topk(self.k as i64, 0, true, false).1.sort(0, false).0;
         let zk = z.index_select(0, &idx);
-        (idx, &zk / zk.detach())
+        let w = match self.soft {
+            true => zk,
+            false => &zk / zk.detach(),
+        };
+        (idx, w)
     }
 
     /// The inference choice: the `k` largest logits among `allowed`, increasing.

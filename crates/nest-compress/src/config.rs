@@ -17,6 +17,9 @@ pub struct Options {
     pub neighbours: usize,
     pub memory_size: usize,
     pub tau: f64,
+    /// ADS passes gradient through the Gumbel-softmax weights themselves (see [`crate::ads`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ads_soft: bool,
     pub seed: u64,
 }
 
@@ -33,6 +36,7 @@ impl Default for Options {
             neighbours: 10,
             memory_size: 5000,
             tau: 1.0,
+            ads_soft: false,
             seed: 42,
         }
     }

@@ -112,6 +112,29 @@ fn the_numpy_recipe_equals_apply() {
     assert!(e.contains("serves dims [3, 4, 6, 12], not 5"), "{e}");
 }
 
+/// `soft`: the kept dims carry their Gumbel-softmax probabilities (the same draw as the
+/// straight-through path, so the same dims), and the gradient reaches the logits.
+#[test]
+fn soft_ads_weights_are_the_gumbel_softmax_probabilities() {
+    let _g = serial();
+    let st = Ads::new(16, 4, 0.7);
+    let soft = Ads {
+        soft: true,
+        ..Ads::new(16, 4, 0.7)
+    };
+    tch::manual_seed(5);
+    let (i_st, w_st) = st.sample(None);
+    tch::manual_seed(5);
+    let (i_soft, w_soft) = soft.sample(None);
+    assert!(i_st.equal(&i_soft), "the same noise must keep the same dims");
+    assert!(f(&(&w_st - 1.0).abs().max()) < 1e-6);
+    let (lo, total) = (f(&w_soft.min()), f(&w_soft.sum(Kind::Float)));
+    assert!(lo > 0.0 && total < 1.0 + 1e-6, "probabilities: min {lo}, sum {total}");
+    w_soft.sum(Kind::Float).backward();
+    let g = soft.logits.grad();
+    assert!(f(&g.abs().max()) > 0.0, "no gradient reached the logits");
+}
+
 #[test]
 fn gumbel_draws_are_seeded() {
     let _g = serial();

@@ -170,6 +170,7 @@ fn options(a: &CompressArgs) -> Result<Options> {
         neighbours: a.neighbours,
         memory_size: a.memory_size,
         tau: a.tau,
+        ads_soft: a.ads_gradient == "soft",
         seed: a.seed,
     })
 }

@@ -68,7 +68,10 @@ impl<'a> Engine<'a> {
         let ads: Vec<Ads> = match cfg.ads_tau {
             Some(tau) if !cfg.per_dim_heads => chain[1..]
                 .iter()
-                .map(|&k| Ads::new(chain[0], k, tau))
+                .map(|&k| Ads {
+                    soft: cfg.opts.ads_soft,
+                    ..Ads::new(chain[0], k, tau)
+                })
                 .collect(),
             _ => Vec::new(),
         };
