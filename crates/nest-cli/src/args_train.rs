@@ -39,8 +39,9 @@ pub struct TrainArgs {
 #[derive(Debug, Args)]
 pub struct DistillArgs {
     /// Distillation recipe (TOML: teacher, student, [stage1], [stage2]); see recipes/ibkd.toml.
+    /// Required. Like every flag here, it may come before or after the stage keys.
     #[arg(long)]
-    pub recipe: PathBuf,
+    pub recipe: Option<PathBuf>,
     /// The teacher model (overrides the recipe's).
     #[arg(long)]
     pub teacher: Option<String>,
@@ -50,13 +51,14 @@ pub struct DistillArgs {
     /// Run directory: stage1/ and stage2/ inside (default: runs/<recipe name>).
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
-    /// Which stages: 1, 2 or all. A finished stage is never rerun.
+    /// Which stages: 1, 2 or all. A finished stage is skipped; one whose keys changed is
+    /// refused (the changed keys named) unless `--overwrite` reruns it.
     #[arg(long, default_value = "all")]
     pub stage: String,
     /// Continue a cut stage from its last checkpoint.
     #[arg(long)]
     pub resume: bool,
-    /// Replace a stage's unfinished run.
+    /// Rerun the chosen stages: an unfinished one from scratch, a finished one too.
     #[arg(long)]
     pub overwrite: bool,
     /// Stage keys as flags: `--stage1.lr 1e-4 --stage2.epochs 1`.

@@ -10,14 +10,49 @@ use nest_train::trainer::TrainOptions;
 use super::train::{bar, on_event};
 use crate::args::DistillArgs;
 
+/// Once clap meets the first stage key, everything after it lands in `overrides`: take the
+/// command's own flags back out of it, so they work in any position (as `nest train`'s do).
+fn split_own_flags(mut a: DistillArgs) -> Result<DistillArgs> {
+    let mut rest = Vec::new();
+    let mut it = std::mem::take(&mut a.overrides).into_iter();
+    while let Some(f) = it.next() {
+        let (key, inline) = match f.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
+            _ => (f.clone(), None),
+        };
+        let mut value = |name: &str| -> Result<String> {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
+        };
+        match key.as_str() {
+            "--recipe" => a.recipe = Some(value("--recipe")?.into()),
+            "--run-dir" => a.run_dir = Some(value("--run-dir")?.into()),
+            "--teacher" => a.teacher = Some(value("--teacher")?),
+            "--student" => a.student = Some(value("--student")?),
+            "--stage" => a.stage = value("--stage")?,
+            "--resume" if inline.is_none() => a.resume = true,
+            "--overwrite" if inline.is_none() => a.overwrite = true,
+            _ => rest.push(f),
+        }
+    }
+    a.overrides = rest;
+    Ok(a)
+}
+
 pub fn run(a: DistillArgs) -> Result<()> {
+    let a = split_own_flags(a)?;
+    let Some(recipe_path) = a.recipe.clone() else {
+        bail!("nest distill needs --recipe FILE (see recipes/ibkd.toml)");
+    };
     let mut overrides = a.overrides.clone();
     for (flag, value) in [("--teacher", &a.teacher), ("--student", &a.student)] {
         if let Some(v) = value {
             overrides.extend([flag.to_string(), v.clone()]);
         }
     }
-    let (recipe, s1, s2) = DistillRecipe::load(&a.recipe, &overrides)?;
+    let (recipe, s1, s2) = DistillRecipe::load(&recipe_path, &overrides)?;
     let stages = match a.stage.as_str() {
         "all" => Stages::Both,
         "1" => Stages::First,
@@ -25,8 +60,7 @@ pub fn run(a: DistillArgs) -> Result<()> {
         s => bail!("--stage {s}: expected 1, 2 or all"),
     };
     let run_dir = a.run_dir.clone().unwrap_or_else(|| {
-        let stem = a
-            .recipe
+        let stem = recipe_path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned());
         PathBuf::from("runs").join(stem.unwrap_or_else(|| "distill".into()))

@@ -34,6 +34,17 @@ fn d_batch() -> usize {
     64
 }
 
+/// The top-level keys of a distillation recipe (the rest are a stage's).
+const TOP_KEYS: [&str; 7] = [
+    "teacher",
+    "student",
+    "teacher_max_length",
+    "teacher_batch_size",
+    "cache_dir",
+    "stage1",
+    "stage2",
+];
+
 /// A distillation recipe: the two models, the teacher cache, and each stage's trainer recipe
 /// (`[stage1]`, `[stage2]`: every key of `nest train`'s recipes except `model`).
 #[derive(Debug, Clone, Deserialize)]
@@ -88,6 +99,12 @@ impl DistillRecipe {
                 s1.extend([format!("--{k}"), value]);
             } else if let Some(k) = key.strip_prefix("stage2.") {
                 s2.extend([format!("--{k}"), value]);
+            } else if !TOP_KEYS.contains(&key.replace('-', "_").as_str()) {
+                return Err(bad(format!(
+                    "--{key}: not a key of a distillation recipe (those are {}); a stage's \
+                     training key goes to its stage: --stage1.{key} / --stage2.{key}",
+                    TOP_KEYS.join(", ")
+                )));
             } else {
                 // a TOML value where it parses as one (numbers), else a string (paths, ids)
                 let v = format!("v = {value}")
@@ -303,12 +320,7 @@ fn run_stages(
     if stages != Stages::Second && d.stage1.is_some() {
         let dir = run_dir.join("stage1");
         let r = d.stage(1, student, overrides.0)?;
-        if dir.join("final/nest.json").exists() {
-            events(Event::Message(format!(
-                "stage 1 is done ({}): skipped",
-                dir.display()
-            )));
-        } else {
+        if !finished_stage(1, &dir, &r, base, events)? {
             let (table, stats) = teacher_table(d, &r, events)?;
             out.cache = Some(stats);
             let table = Rc::new(table);
@@ -341,12 +353,7 @@ fn run_stages(
     if stages != Stages::First && d.stage2.is_some() {
         let dir = run_dir.join("stage2");
         let r = d.stage(2, &model, overrides.1)?;
-        if dir.join("final/nest.json").exists() {
-            events(Event::Message(format!(
-                "stage 2 is done ({}): skipped",
-                dir.display()
-            )));
-        } else {
+        if !finished_stage(2, &dir, &r, base, events)? {
             events(Event::Message("stage 2: fine-tuning".into()));
             out.stages
                 .push(trainer::train(&r, &stage_opts(base, &dir), events)?);
@@ -354,6 +361,46 @@ fn run_stages(
         out.final_dir = dir.join("final");
     }
     Ok(out)
+}
+
+/// Whether stage `which` in `dir` is finished and is skipped: with the keys it was trained
+/// with it is; with other keys it is refused, the changed keys named (as `nest train --resume`
+/// names them), unless `--overwrite` reruns it.
+fn finished_stage(
+    which: usize,
+    dir: &Path,
+    r: &Recipe,
+    base: &TrainOptions,
+    events: &mut dyn FnMut(Event),
+) -> Result<bool> {
+    if !dir.join("final/nest.json").exists() {
+        return Ok(false);
+    }
+    if base.overwrite {
+        events(Event::Message(format!(
+            "stage {which} is done ({}): rerun (--overwrite)",
+            dir.display()
+        )));
+        return Ok(false);
+    }
+    let mut saved = Recipe::load_verbatim(&dir.join("recipe.toml"))?;
+    saved.absolutize_paths();
+    let diff = saved.all_differences(r);
+    if !diff.is_empty() {
+        return Err(Error::Run {
+            path: dir.to_path_buf(),
+            message: format!(
+                "stage {which} is done, trained with other keys ({}): pass --overwrite to \
+                 rerun it, or drop the changes",
+                diff.join("; ")
+            ),
+        });
+    }
+    events(Event::Message(format!(
+        "stage {which} is done ({}): skipped",
+        dir.display()
+    )));
+    Ok(true)
 }
 
 /// A stage's options: its own folder; under `--resume`, a stage with a checkpoint resumes and

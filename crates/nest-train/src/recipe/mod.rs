@@ -350,6 +350,15 @@ impl Recipe {
 
     /// Keys whose values differ from `other`, except the resumable ones.
     pub(crate) fn differences(&self, other: &Recipe) -> Vec<String> {
+        self.differences_except(other, &RESUMABLE_KEYS)
+    }
+
+    /// Keys whose values differ from `other`, the resumable ones too (a finished run's).
+    pub(crate) fn all_differences(&self, other: &Recipe) -> Vec<String> {
+        self.differences_except(other, &[])
+    }
+
+    fn differences_except(&self, other: &Recipe, skip: &[&str]) -> Vec<String> {
         let a = toml::Value::try_from(self).unwrap_or(toml::Value::Boolean(false));
         let b = toml::Value::try_from(other).unwrap_or(toml::Value::Boolean(false));
         let (Some(a), Some(b)) = (a.as_table(), b.as_table()) else {
@@ -359,7 +368,7 @@ impl Recipe {
         keys.sort();
         keys.dedup();
         keys.into_iter()
-            .filter(|k| !RESUMABLE_KEYS.contains(&k.as_str()) && a.get(*k) != b.get(*k))
+            .filter(|k| !skip.contains(&k.as_str()) && a.get(*k) != b.get(*k))
             .map(|k| {
                 format!(
                     "{k}: {} -> {}",

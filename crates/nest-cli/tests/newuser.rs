@@ -1,0 +1,152 @@
+//! The new-user trial (runs/newuser/FINDINGS.md): each BAD or UNCLEAR finding that was fixed,
+//! end to end on the binary and a tiny model. See docs/RELIABILITY.md, "The new-user trial".
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use nest_model::tiny::{write_tiny_model, TinySpec};
+use nest_model::Architecture;
+
+fn nest_in(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32")
+        .current_dir(cwd)
+        .args(["--threads", "1"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok_in(cwd: &Path, args: &[&str]) -> String {
+    let o = nest_in(cwd, args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "nest {args:?} failed: {err}");
+    err
+}
+
+/// Runs a command that must fail cleanly (exit 1, no panic); returns stderr.
+fn fails_in(cwd: &Path, args: &[&str]) -> String {
+    let o = nest_in(cwd, args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "nest {args:?} should exit 1: {err}"
+    );
+    assert!(!err.contains("panicked"), "nest {args:?} panicked: {err}");
+    err
+}
+
+/// A folder with a tiny model (`tiny/`) and a scored TSV of 8 pairs (`train.tsv`).
+fn fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_tiny_model(&d.join("tiny"), &TinySpec::new(Architecture::Bert)).unwrap();
+    let words = ["the", "cat", "dog", "sat", "on", "mat", "man", "music"];
+    let mut data = String::from("sentence1\tsentence2\tscore\n");
+    for i in 0..8 {
+        let a = format!("{} {}", words[i % 8], words[(i * 7) % 8]);
+        let b = format!("{} {}", words[(i + 1) % 8], words[(i * 3) % 8]);
+        data.push_str(&format!("{a}\t{b}\t{}\n", (i % 6) as f64 * 0.8));
+    }
+    std::fs::write(d.join("train.tsv"), data).unwrap();
+    dir
+}
+
+/// #86, #87, #88, #89: distill's own flags work after stage keys; a stage key without its
+/// prefix is pointed to `--stage1.KEY`; a finished stage rerun with other keys is refused,
+/// the keys named, and `--overwrite` reruns it.
+#[test]
+fn distill_flags_in_any_order_and_a_changed_finished_stage() {
+    let f = fixture();
+    let d = f.path();
+    let recipe = format!(
+        "teacher = \"{m}\"\nstudent = \"{m}\"\n[stage2]\nloss = \"cosent\"\nbatch_size = 4\n\
+         dropout = 0.0\ndata = [{{ path = \"{}\", format = \"scored\" }}]\n",
+        d.join("train.tsv").display(),
+        m = d.join("tiny").display()
+    );
+    std::fs::write(d.join("d.toml"), recipe).unwrap();
+    // #86: --run-dir after a stage key
+    ok_in(
+        d,
+        &[
+            "distill",
+            "--recipe",
+            "d.toml",
+            "--stage2.lr",
+            "1e-4",
+            "--run-dir",
+            "run",
+        ],
+    );
+    let saved = d.join("run/stage2/recipe.toml");
+    assert!(d.join("run/stage2/final/nest.json").is_file());
+    let before = std::fs::read(&saved).unwrap();
+    // the same keys: skipped; --recipe after a stage key works too
+    let e = ok_in(
+        d,
+        &[
+            "distill",
+            "--stage2.lr",
+            "1e-4",
+            "--run-dir",
+            "run",
+            "--recipe",
+            "d.toml",
+        ],
+    );
+    assert!(
+        e.contains("stage 2 is done") && e.contains("skipped"),
+        "{e}"
+    );
+    // #89: other keys on a finished stage: refused, the key named, nothing changed
+    let e = fails_in(
+        d,
+        &[
+            "distill",
+            "--recipe",
+            "d.toml",
+            "--run-dir",
+            "run",
+            "--stage2.lr",
+            "5e-4",
+        ],
+    );
+    assert!(e.contains("lr") && e.contains("--overwrite"), "{e}");
+    assert_eq!(std::fs::read(&saved).unwrap(), before);
+    // #88 + #89: --overwrite after a stage key is a flag, and reruns the finished stage
+    let e = ok_in(
+        d,
+        &[
+            "distill",
+            "--recipe",
+            "d.toml",
+            "--run-dir",
+            "run",
+            "--stage2.lr",
+            "5e-4",
+            "--overwrite",
+        ],
+    );
+    assert!(e.contains("rerun"), "{e}");
+    let now = std::fs::read_to_string(&saved).unwrap();
+    assert!(now.contains("0.0005"), "{now}");
+    // #87: a stage key without its stage
+    let e = fails_in(
+        d,
+        &[
+            "distill",
+            "--recipe",
+            "d.toml",
+            "--run-dir",
+            "run",
+            "--lr",
+            "1e-4",
+        ],
+    );
+    assert!(
+        e.contains("--stage1.lr") && e.contains("--stage2.lr"),
+        "{e}"
+    );
+}
