@@ -79,6 +79,9 @@ pub struct CompressArgs {
     /// Where the adaptor goes (adaptor.json + adaptor.safetensors).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replace the adaptor `--out` holds already (refused without it).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Continue a saved smec / mrl+smrl adaptor with smaller stages (its inputs are reused).
     #[arg(long)]
     pub resume: Option<PathBuf>,

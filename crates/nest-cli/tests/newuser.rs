@@ -150,3 +150,30 @@ fn distill_flags_in_any_order_and_a_changed_finished_stage() {
         "{e}"
     );
 }
+
+/// #78: `--dims` is checked before any model loads or anything is embedded; #82: an existing
+/// adaptor folder is refused without `--overwrite`, left as it was.
+#[test]
+fn compress_checks_dims_first_and_refuses_an_existing_adaptor() {
+    let f = tempfile::tempdir().unwrap();
+    let d = f.path();
+    // the model and the BEIR folder do not exist: the dims are wrong first
+    let e = fails_in(
+        d,
+        &["compress", "--method", "smec", "--dims", "50,96,384", "--model", "no-model",
+          "--beir", "no-beir", "--out", "a"],
+    );
+    assert!(e.contains("--dims") && e.contains("not a halving"), "{e}");
+    assert!(!d.join("a").exists());
+    std::fs::create_dir(d.join("p")).unwrap();
+    std::fs::write(d.join("p/adaptor.json"), "{}").unwrap();
+    let args = ["compress", "--dims", "4,8", "--out", "p", "--embeddings", "c.npy",
+                "--queries", "q.npy", "--qrels", "q.tsv"];
+    let e = fails_in(d, &args);
+    assert!(e.contains("--overwrite") && e.contains("p"), "{e}");
+    assert_eq!(std::fs::read_to_string(d.join("p/adaptor.json")).unwrap(), "{}");
+    // with --overwrite it goes on (and fails on the missing embeddings, naming them)
+    let e = fails_in(d, &[&args[..], &["--overwrite"]].concat());
+    assert!(e.contains("c.npy"), "{e}");
+    assert_eq!(std::fs::read_to_string(d.join("p/adaptor.json")).unwrap(), "{}");
+}

@@ -261,6 +261,18 @@ pub fn run(a: CompressArgs) -> Result<()> {
     if let Some(prev) = &start.init {
         anyhow::ensure!(prev.meta.input_dim >= dims[0], "adaptor input mismatch");
     }
+    // the dims' rules (order, halvings) need no data: checked before anything is embedded
+    // (the embeddings' width is checked once they are read)
+    let widest = dims.iter().copied().max().unwrap_or(1);
+    nest_compress::method::check_dims(&dims, widest, start.method)?;
+    let continues_in_place = a.resume.as_deref() == Some(start.out.as_path());
+    if !a.overwrite && !continues_in_place && holds_files(&start.out) {
+        bail!(
+            "{}: holds an adaptor or other files already: pass --overwrite to replace it, or \
+             choose another --out",
+            start.out.display()
+        );
+    }
     // one writer per adaptor folder: a second `nest compress` on it is refused at once
     let lock = nest_core::lock::FolderLock::take(&start.out)?;
     let result = train_and_write(&a, start, dims, &opts);
@@ -268,6 +280,13 @@ pub fn run(a: CompressArgs) -> Result<()> {
         lock.discard();
     }
     result
+}
+
+/// Whether `dir` holds anything but a lock file (a killed start's).
+fn holds_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut it| {
+        it.any(|e| e.is_ok_and(|e| e.file_name() != ".lock"))
+    })
 }
 
 /// Reads every input, trains, and writes the adaptor and its test report into `start.out`.
