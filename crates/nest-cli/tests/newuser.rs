@@ -160,20 +160,149 @@ fn compress_checks_dims_first_and_refuses_an_existing_adaptor() {
     // the model and the BEIR folder do not exist: the dims are wrong first
     let e = fails_in(
         d,
-        &["compress", "--method", "smec", "--dims", "50,96,384", "--model", "no-model",
-          "--beir", "no-beir", "--out", "a"],
+        &[
+            "compress",
+            "--method",
+            "smec",
+            "--dims",
+            "50,96,384",
+            "--model",
+            "no-model",
+            "--beir",
+            "no-beir",
+            "--out",
+            "a",
+        ],
     );
     assert!(e.contains("--dims") && e.contains("not a halving"), "{e}");
     assert!(!d.join("a").exists());
     std::fs::create_dir(d.join("p")).unwrap();
     std::fs::write(d.join("p/adaptor.json"), "{}").unwrap();
-    let args = ["compress", "--dims", "4,8", "--out", "p", "--embeddings", "c.npy",
-                "--queries", "q.npy", "--qrels", "q.tsv"];
+    let args = [
+        "compress",
+        "--dims",
+        "4,8",
+        "--out",
+        "p",
+        "--embeddings",
+        "c.npy",
+        "--queries",
+        "q.npy",
+        "--qrels",
+        "q.tsv",
+    ];
     let e = fails_in(d, &args);
     assert!(e.contains("--overwrite") && e.contains("p"), "{e}");
-    assert_eq!(std::fs::read_to_string(d.join("p/adaptor.json")).unwrap(), "{}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("p/adaptor.json")).unwrap(),
+        "{}"
+    );
     // with --overwrite it goes on (and fails on the missing embeddings, naming them)
     let e = fails_in(d, &[&args[..], &["--overwrite"]].concat());
     assert!(e.contains("c.npy"), "{e}");
-    assert_eq!(std::fs::read_to_string(d.join("p/adaptor.json")).unwrap(), "{}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("p/adaptor.json")).unwrap(),
+        "{}"
+    );
+}
+
+/// #52, #53, #54: slimming to an exit layer or a default dim the model was not trained for
+/// warns (one line), and the slim model's nest.json says so; the range error names the flag
+/// the user typed.
+#[test]
+fn slim_warns_about_untrained_points() {
+    let f = fixture();
+    let d = f.path();
+    let tiny = d.join("tiny").display().to_string();
+    // no nest.json: only the full point is trained
+    let e = ok_in(
+        d,
+        &[
+            "slim",
+            "--model",
+            &tiny,
+            "--keep-layers",
+            "1",
+            "--out",
+            "s0",
+        ],
+    );
+    assert!(
+        e.contains("warning: layer 1") && e.contains("no nest.json"),
+        "{e}"
+    );
+    std::fs::write(
+        d.join("tiny/nest.json"),
+        r#"{"matryoshka_dims": [8, 16], "trained_layers": [2], "objective": "mrl"}"#,
+    )
+    .unwrap();
+    let e = ok_in(
+        d,
+        &[
+            "slim",
+            "--model",
+            &tiny,
+            "--keep-layers",
+            "1",
+            "--dim",
+            "8",
+            "--out",
+            "s1",
+        ],
+    );
+    let warnings: Vec<&str> = e.lines().filter(|l| l.starts_with("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{e}");
+    assert!(
+        warnings[0].contains("layer 1") && warnings[0].contains("[2]"),
+        "{e}"
+    );
+    assert!(!warnings[0].contains("dim 8"), "{e}");
+    let meta = std::fs::read_to_string(d.join("s1/nest.json")).unwrap();
+    assert!(meta.contains("never trained as an exit"), "{meta}");
+    let e = ok_in(
+        d,
+        &[
+            "slim",
+            "--model",
+            &tiny,
+            "--keep-layers",
+            "2",
+            "--dim",
+            "12",
+            "--out",
+            "s2",
+        ],
+    );
+    assert!(
+        e.contains("warning: dim 12 was never trained") && e.contains("[8, 16, 32]"),
+        "{e}"
+    );
+    let e = ok_in(
+        d,
+        &[
+            "slim",
+            "--model",
+            &tiny,
+            "--keep-layers",
+            "2",
+            "--dim",
+            "16",
+            "--out",
+            "s3",
+        ],
+    );
+    assert!(!e.contains("warning"), "{e}");
+    let e = fails_in(
+        d,
+        &[
+            "slim",
+            "--model",
+            &tiny,
+            "--keep-layers",
+            "9",
+            "--out",
+            "s4",
+        ],
+    );
+    assert!(e.contains("--keep-layers 9"), "{e}");
 }

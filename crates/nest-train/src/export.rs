@@ -45,11 +45,26 @@ pub fn slim(enc: &ElasticEncoder, dest: &Path, layers: usize, dim: Option<usize>
                 .filter(|&l| l <= layers)
                 .collect()
         },
-        objective: old.objective.clone(),
+        objective: slim_note(old, enc.num_layers(), layers),
         default_dim: dim.or(old.default_dim),
         training_dtype: old.training_dtype.clone(),
     };
     write(enc, dest, &meta, Some(layers))
+}
+
+/// The slim model's `objective`: the original's, and when the kept last layer was never
+/// trained as an exit (it is not among the original's trained layers, nor its last), a note
+/// that says so: the slim model's `trained_layers` then lists none of its layers.
+fn slim_note(old: &NestMeta, num_layers: usize, layers: usize) -> Option<String> {
+    if layers == num_layers || old.trained_layers.contains(&layers) {
+        return old.objective.clone();
+    }
+    Some(format!(
+        "{}; slimmed to {layers} of {num_layers} layers: layer {layers} was never trained as an \
+         exit (trained: {:?})",
+        old.objective.as_deref().unwrap_or("not recorded"),
+        old.trained_layers
+    ))
 }
 
 /// Whether a weight name belongs to an encoder layer at or beyond `keep`: `encoder.layer.<i>.`

@@ -284,9 +284,7 @@ pub fn run(a: CompressArgs) -> Result<()> {
 
 /// Whether `dir` holds anything but a lock file (a killed start's).
 fn holds_files(dir: &Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|mut it| {
-        it.any(|e| e.is_ok_and(|e| e.file_name() != ".lock"))
-    })
+    std::fs::read_dir(dir).is_ok_and(|mut it| it.any(|e| e.is_ok_and(|e| e.file_name() != ".lock")))
 }
 
 /// Reads every input, trains, and writes the adaptor and its test report into `start.out`.
