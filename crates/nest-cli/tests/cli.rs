@@ -131,7 +131,7 @@ fn slim_keeps_the_first_layers_and_a_default_dim() {
         assert!((x - y).abs() < 1e-6, "{x} vs {y}");
     }
     let e = fails(&["slim", "--model", &m, "--layers", "3", "--out", &slim]);
-    assert!(e.contains("--layers 3 is outside 1..=2"), "{e}");
+    assert!(e.contains("--keep-layers 3 is outside 1..=2"), "{e}");
 }
 
 #[test]
