@@ -306,3 +306,54 @@ fn slim_warns_about_untrained_points() {
     );
     assert!(e.contains("--keep-layers 9"), "{e}");
 }
+
+/// #70: a finished `index build` leaves no `.NAME.lock` beside the index; #72: a funnel whose
+/// later stage is coarser than an earlier one warns, a coarse-to-fine one does not.
+#[test]
+fn index_build_leaves_no_lock_and_a_reversed_funnel_warns() {
+    let f = fixture();
+    let d = f.path();
+    std::fs::write(d.join("docs.txt"), "a cat\na dog\nthe mat\nmusic man\n").unwrap();
+    let tiny = d.join("tiny").display().to_string();
+    ok_in(
+        d,
+        &[
+            "index",
+            "build",
+            "--model",
+            &tiny,
+            "--input",
+            "docs.txt",
+            "--dims",
+            "8,32",
+            "--precision",
+            "float32,binary",
+            "--out",
+            "idx",
+        ],
+    );
+    assert!(d.join("idx/index.json").is_file());
+    assert!(
+        !d.join(".idx.lock").exists(),
+        "the build's lock was left behind"
+    );
+    let search = |funnel: &str| {
+        ok_in(
+            d,
+            &[
+                "search", "--index", "idx", "--query", "a cat", "--k", "2", "--funnel", funnel,
+            ],
+        )
+    };
+    let e = search("float32:32>binary:8");
+    let w: Vec<&str> = e.lines().filter(|l| l.starts_with("warning")).collect();
+    assert_eq!(w.len(), 1, "{e}");
+    assert!(
+        w[0].contains("coarser") && w[0].contains("fewer bits, fewer dims"),
+        "{e}"
+    );
+    let e = search("binary:32>float32:8");
+    assert!(e.contains("fewer dims") && !e.contains("fewer bits"), "{e}");
+    let e = search("binary:8>float32:32");
+    assert!(!e.contains("warning"), "{e}");
+}

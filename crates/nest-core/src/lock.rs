@@ -5,7 +5,8 @@
 //! The lock file holds the holder's pid and host, read back only to name them when a second
 //! writer is refused. Lock files are never deleted while they may be held (a process that
 //! opened the old file and one that created a new one could both "hold" the lock); only
-//! [`FolderLock::discard`] removes one it created itself, when the start it guarded failed.
+//! [`FolderLock::discard`] removes one it created itself, when the start it guarded failed,
+//! and [`FolderLock::remove`] one beside a finished index (still held while it is deleted).
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -102,6 +103,18 @@ impl FolderLock {
         if let Some(dir) = &self.created_dir {
             let _ = std::fs::remove_dir(dir); // only when empty
         }
+        drop(self.file);
+    }
+}
+
+impl FolderLock {
+    /// Releases the lock after a finished write that leaves nothing to guard (an index renamed
+    /// into place): the lock file is deleted while still held, so it does not litter the
+    /// folder. A process that opened the file just before and tries it just after could still
+    /// take the unlinked file's lock while a third makes a new one; two such starts within
+    /// microseconds of a finish are accepted as the price of a clean folder.
+    pub fn remove(self) {
+        let _ = std::fs::remove_file(&self.path);
         drop(self.file);
     }
 }

@@ -98,6 +98,38 @@ impl Funnel {
         }
     }
 
+    /// A stage coarser (fewer bits per coordinate, or fewer dims) than the stage before it,
+    /// as one line for a warning: each stage only reorders the shortlist it is given, so a
+    /// coarse last stage throws the fine ranking away. `None` when the funnel goes coarse to
+    /// fine (or keeps a level).
+    pub fn reversed_stage(&self) -> Option<String> {
+        let bits = |p: crate::Precision| match p {
+            crate::Precision::Float32 => 32,
+            crate::Precision::Int8 => 8,
+            crate::Precision::Binary => 1,
+        };
+        self.stages.windows(2).enumerate().find_map(|(i, w)| {
+            let (a, b) = (w[0].level, w[1].level);
+            let mut why = Vec::new();
+            if bits(b.precision) < bits(a.precision) {
+                why.push("fewer bits");
+            }
+            if b.dim < a.dim {
+                why.push("fewer dims");
+            }
+            (!why.is_empty()).then(|| {
+                format!(
+                    "funnel '{self}': stage {} ({b}) is coarser than stage {} ({a}: {}); a later \
+                     stage only reorders the earlier stage's shortlist, so the final ranking is \
+                     the coarser one's; put the coarse stage first, e.g. {b}>{a}",
+                    i + 2,
+                    i + 1,
+                    why.join(", ")
+                )
+            })
+        })
+    }
+
     /// The number of rows each stage keeps for a final `k` (the last stage keeps `k`).
     pub fn keeps(&self, k: usize) -> Vec<usize> {
         let n = self.stages.len();

@@ -32,8 +32,10 @@ fn build(a: IndexBuildArgs) -> Result<()> {
     // one build per output at a time: a second one is refused at once, naming the first
     let lock = nest_core::lock::FolderLock::take_beside(&a.out)?;
     let result = build_one(a);
-    if result.is_err() {
-        lock.discard();
+    match result.is_ok() {
+        // the index is in place: the lock beside it goes (deleted while still held)
+        true => lock.remove(),
+        false => lock.discard(),
     }
     result
 }

@@ -69,6 +69,9 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 None => Funnel::exact(idx.full_dim()),
             };
             idx.check_funnel(&funnel, a.k)?;
+            if let Some(w) = funnel.reversed_stage() {
+                eprintln!("warning: {w}");
+            }
             let (model, layer) = query_model(&a, &idx.manifest().source)?;
             anyhow::ensure!(
                 model.output_dim() == idx.full_dim(),
@@ -110,6 +113,9 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 Some(f) => Funnel::parse(f)?,
                 None => Funnel::exact(model.output_dim()),
             };
+            if let Some(w) = funnel.reversed_stage() {
+                eprintln!("warning: {w}");
+            }
             let q = embed(&model, layer, &texts)?;
             let mut client = nest_index::pgvector::connect(dsn)?;
             let hits = nest_index::pgvector::search(&mut client, &a.table, &q, &funnel, a.k)?;
