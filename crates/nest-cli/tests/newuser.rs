@@ -357,3 +357,66 @@ fn index_build_leaves_no_lock_and_a_reversed_funnel_warns() {
     let e = search("binary:8>float32:32");
     assert!(!e.contains("warning"), "{e}");
 }
+
+/// #27: `advise` on a report made with `--latency-texts 0` ranks by memory and says so, and
+/// prints no NaN latency (the Pareto front's NaN fix: `report::tests` in nest-eval).
+#[test]
+fn advise_without_latencies_ranks_by_memory() {
+    let f = fixture();
+    let d = f.path();
+    let tiny = d.join("tiny").display().to_string();
+    ok_in(
+        d,
+        &[
+            "eval",
+            "sts",
+            "--model",
+            &tiny,
+            "--data",
+            "train.tsv",
+            "--dims",
+            "8,16,32",
+            "--latency-texts",
+            "0",
+            "--out",
+            "rep",
+        ],
+    );
+    let o = nest_in(
+        d,
+        &[
+            "advise",
+            "--report",
+            "rep/report.json",
+            "--min-score",
+            "-1000",
+        ],
+    );
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("no latency") && err.contains("ranked by memory"),
+        "{err}"
+    );
+    assert!(
+        out.contains("(by memory)") && out.contains("dim 8,"),
+        "{out}"
+    );
+    assert!(!out.contains("NaN"), "{out}");
+    // the chosen cell is not listed again among the alternatives (NaN != NaN)
+    let first = out.lines().find(|l| l.starts_with("cheapest")).unwrap();
+    let cell = first
+        .split("layer ")
+        .nth(1)
+        .unwrap()
+        .split(" ->")
+        .next()
+        .unwrap();
+    let parts: Vec<&str> = cell.split(", ").collect();
+    let dim = parts[1].trim_start_matches("dim ");
+    let again = format!("layer {:>2}, dim {:>4}, {:<7} ->", parts[0], dim, parts[2]);
+    assert!(!out.contains(&again), "{out}");
+}

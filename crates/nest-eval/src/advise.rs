@@ -4,7 +4,8 @@ use crate::report::{pareto_front, Point, Report};
 use crate::{Error, Result};
 
 /// Which cost to minimise first (the other breaks ties).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum CostBy {
     /// Encode latency (layers computed), then bytes per vector.
     Latency,
@@ -19,6 +20,9 @@ pub struct Advice {
     pub min_score: f64,
     pub chosen: Point,
     pub alternatives: Vec<Point>,
+    /// The cost the points were ranked by: `--by latency` becomes memory when the report holds
+    /// no latency (made with `--latency-texts 0`).
+    pub by: CostBy,
 }
 
 /// The full point of a report for `task`: the deepest layer at the largest dim in float32 (what
@@ -36,6 +40,10 @@ pub fn full_point(report: &Report, task: &str) -> Result<Point> {
 /// selects) is at least `min_score`.
 pub fn advise(report: &Report, task: &str, min_score: f64, by: CostBy) -> Result<Advice> {
     let points = report.points(task)?;
+    let by = match points.iter().any(|p| p.latency_ms.is_finite()) {
+        true => by,
+        false => CostBy::Memory,
+    };
     let mut ok: Vec<Point> = points
         .iter()
         .copied()
@@ -69,12 +77,14 @@ pub fn advise(report: &Report, task: &str, min_score: f64, by: CostBy) -> Result
     };
     let alternatives = pareto_front(&ok)
         .into_iter()
-        .filter(|p| *p != chosen)
+        // the cell, not `!=`: a NaN latency is never equal to itself
+        .filter(|p| (p.layer, p.dim, p.precision) != (chosen.layer, chosen.dim, chosen.precision))
         .collect();
     Ok(Advice {
         task: task.to_string(),
         min_score,
         chosen,
         alternatives,
+        by,
     })
 }

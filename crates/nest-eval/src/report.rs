@@ -207,14 +207,19 @@ pub fn grid_text(t: &TaskResult, p: Precision, layers: &[usize], dims: &[usize])
 /// Cells no other cell dominates (latency <=, bytes <=, quality >=, one strictly), sorted by
 /// bytes then latency.
 pub fn pareto_front(points: &[Point]) -> Vec<Point> {
+    use std::cmp::Ordering;
     let mut front: Vec<Point> = points
         .iter()
         .filter(|a| {
             !points.iter().any(|b| {
-                b.latency_ms <= a.latency_ms
+                // an unknown latency (NaN: a report made with --latency-texts 0) neither wins
+                // nor loses: the other two decide
+                let lat_le = b.latency_ms.partial_cmp(&a.latency_ms) != Some(Ordering::Greater);
+                let lat_lt = b.latency_ms < a.latency_ms;
+                lat_le
                     && b.bytes <= a.bytes
                     && b.quality >= a.quality
-                    && (b.latency_ms < a.latency_ms || b.bytes < a.bytes || b.quality > a.quality)
+                    && (lat_lt || b.bytes < a.bytes || b.quality > a.quality)
             })
         })
         .copied()
@@ -240,6 +245,17 @@ mod tests {
             latency_ms,
             bytes,
         }
+    }
+
+    #[test]
+    fn pareto_front_without_latencies_is_decided_by_bytes_and_quality() {
+        // new-user trial #27: dim 384 (89.11, 1536 bytes) was listed although dim 64 (90.10,
+        // 256 bytes) dominates it, because every comparison with a NaN latency is false
+        let (small, big) = (pt(f64::NAN, 256, 90.10), pt(f64::NAN, 1536, 89.11));
+        let tiny = pt(f64::NAN, 32, 80.0);
+        let front = pareto_front(&[big, small, tiny]);
+        let bytes: Vec<usize> = front.iter().map(|p| p.bytes).collect();
+        assert_eq!(bytes, vec![32, 256]);
     }
 
     #[test]

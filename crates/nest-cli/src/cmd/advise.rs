@@ -5,12 +5,18 @@ use nest_eval::Report;
 use crate::args::AdviseArgs;
 
 pub fn run(a: AdviseArgs) -> Result<()> {
-    let by = parse_by(&a.by)?;
+    let mut by = parse_by(&a.by)?;
     let reports = a
         .report
         .iter()
         .map(|p| Report::read(p))
         .collect::<Result<Vec<_>, _>>()?;
+    if by == CostBy::Latency && !has_latency(&reports, &a.task) {
+        eprintln!(
+            "note: the report holds no latency (made with --latency-texts 0): ranked by memory"
+        );
+        by = CostBy::Memory;
+    }
     let report = &reports[0];
     let min_score = min_score(&a, report)?;
     let Some(Cheapest { advice: adv, dtype }) = cheapest(&a, &reports, min_score, by)? else {
@@ -21,6 +27,14 @@ pub fn run(a: AdviseArgs) -> Result<()> {
     };
     print_advice(&a, report, min_score, &adv, dtype);
     Ok(())
+}
+
+/// Whether any report measured a latency for `task`'s points.
+fn has_latency(reports: &[Report], task: &str) -> bool {
+    reports.iter().any(|r| {
+        r.points(task)
+            .is_ok_and(|ps| ps.iter().any(|p| p.latency_ms.is_finite()))
+    })
 }
 
 /// The cost `--by` names: latency or memory.
@@ -95,30 +109,41 @@ fn cheapest<'a>(
 fn print_advice(a: &AdviseArgs, report: &Report, min_score: f64, adv: &Advice, dtype: &str) {
     let c = &adv.chosen;
     println!(
-        "cheapest point with {} >= {} on '{}' (by {}): dtype {dtype}, layer {}, dim {}, {} -> {:.2}; {:.3} ms/text encode, {} bytes/vector",
+        "cheapest point with {} >= {} on '{}' (by {}): dtype {dtype}, layer {}, dim {}, {} -> {:.2}; {} encode, {} bytes/vector",
         report.tasks.iter().find(|t| t.task == a.task || t.kind.name() == a.task).map(|t| t.main_metric.as_str()).unwrap_or("main metric"),
         (min_score * 100.0).round() / 100.0,
         a.task,
-        a.by,
+        match adv.by {
+            CostBy::Latency => "latency",
+            CostBy::Memory => "memory",
+        },
         c.layer,
         c.dim,
         c.precision.name(),
         c.quality,
-        c.latency_ms,
+        latency(c.latency_ms),
         c.bytes
     );
     if !adv.alternatives.is_empty() {
         println!("other Pareto-optimal points that meet the floor:");
         for p in &adv.alternatives {
             println!(
-                "  layer {:>2}, dim {:>4}, {:<7} -> {:.2}; {:.3} ms/text, {} bytes",
+                "  layer {:>2}, dim {:>4}, {:<7} -> {:.2}; {}, {} bytes",
                 p.layer,
                 p.dim,
                 p.precision.name(),
                 p.quality,
-                p.latency_ms,
+                latency(p.latency_ms),
                 p.bytes
             );
         }
+    }
+}
+
+/// A latency as printed: unmeasured (NaN) ones say so.
+fn latency(ms: f64) -> String {
+    match ms.is_finite() {
+        true => format!("{ms:.3} ms/text"),
+        false => "latency not measured".into(),
     }
 }
