@@ -22,9 +22,15 @@ fn main() {
         nest_core::heap::keep_freed_memory();
     }
     if let Err(e) = cmd::run(cli) {
-        eprintln!("error: {e}");
+        let mut said = e.to_string();
+        eprintln!("error: {said}");
         for cause in e.chain().skip(1) {
-            eprintln!("  caused by: {cause}");
+            // a cause its error already quotes (an I/O error's) is not printed twice
+            let cause = cause.to_string();
+            if !said.contains(&cause) {
+                eprintln!("  caused by: {cause}");
+                said.push_str(&cause);
+            }
         }
         std::process::exit(1);
     }

@@ -420,3 +420,67 @@ fn advise_without_latencies_ranks_by_memory() {
     let again = format!("layer {:>2}, dim {:>4}, {:<7} ->", parts[0], dim, parts[2]);
     assert!(!out.contains(&again), "{out}");
 }
+
+/// #10, #11: encode warns (one line) on a TSV or on JSON lines not named `.jsonl`; #6, #47:
+/// invalid UTF-8 is reported once, with its line, in `encode` and in `train`.
+#[test]
+fn encode_warns_on_a_tsv_and_invalid_utf8_names_its_line_once() {
+    let f = fixture();
+    let d = f.path();
+    let tiny = d.join("tiny").display().to_string();
+    let encode = |input: &str| {
+        ok_in(
+            d,
+            &[
+                "encode", "--model", &tiny, "--input", input, "--output", "e.npy",
+            ],
+        )
+    };
+    let e = encode("train.tsv");
+    let w: Vec<&str> = e.lines().filter(|l| l.starts_with("warning")).collect();
+    assert!(w.len() == 1 && w[0].contains("looks like a TSV"), "{e}");
+    std::fs::write(d.join("j.txt"), "{\"text\": \"hello\"}\n").unwrap();
+    assert!(encode("j.txt").contains(".jsonl"));
+    std::fs::write(d.join("ok.txt"), "hello\nworld\n").unwrap();
+    assert!(!encode("ok.txt").contains("warning"));
+    std::fs::write(d.join("bad.txt"), b"hello\nw\xe9rld\n").unwrap();
+    for args in [
+        vec![
+            "encode", "--model", &tiny, "--input", "bad.txt", "--output", "b.npy",
+        ],
+        vec![
+            "train",
+            "--model",
+            &tiny,
+            "--data",
+            "bad.txt:single",
+            "--loss",
+            "simcse",
+            "--run-dir",
+            "r",
+        ],
+    ] {
+        let e = fails_in(d, &args);
+        assert!(e.contains("line 2") && e.contains("UTF-8"), "{e}");
+        assert_eq!(e.lines().filter(|l| l.contains("UTF-8")).count(), 1, "{e}");
+    }
+    // #39: a loss/format mismatch in the recipe's words, with what the loss takes
+    let e = fails_in(
+        d,
+        &[
+            "train",
+            "--model",
+            &tiny,
+            "--data",
+            "train.tsv:scored",
+            "--loss",
+            "mnrl",
+            "--run-dir",
+            "r",
+        ],
+    );
+    assert!(
+        e.contains("format scored, which loss mnrl cannot use (loss mnrl takes pairs or triplets)"),
+        "{e}"
+    );
+}

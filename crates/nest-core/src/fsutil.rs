@@ -76,3 +76,21 @@ mod tests {
         );
     }
 }
+
+/// Reads a text file whole; bytes that are not UTF-8 are an error naming the line and byte
+/// where they start (`std::fs::read_to_string` names neither).
+pub fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, e))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        crate::Error::content(
+            path,
+            format!(
+                "line {line} (byte {at}): not valid UTF-8; Nest reads UTF-8 text (re-encode the \
+                 file, e.g. iconv -f latin1 -t utf-8)"
+            ),
+        )
+    })
+}

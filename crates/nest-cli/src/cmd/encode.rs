@@ -42,6 +42,11 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         Some(g) => nest_core::data::read_sentences_share(&a.input, g.rank(), g.world())?,
         None => nest_core::data::read_sentences(&a.input)?,
     };
+    if let Some(w) = looks_like_tsv(&a.input, &texts) {
+        if group.as_ref().is_none_or(|g| g.rank() == 0) {
+            eprintln!("warning: {w}");
+        }
+    }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pb = progress::bar(refs.len(), "encode");
     let mut tick = |done: usize| pb.set_position(done as u64);
@@ -80,4 +85,35 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         g.barrier()?; // every part is on disk when any rank exits
     }
     Ok(())
+}
+
+/// A warning when the input looks like a TSV (an STS or pairs file, new-user trial #10): its
+/// `.tsv` name, or a first line with tabs; or like JSON lines not named `.jsonl` (#11). `encode` embeds whole lines, a header line and the
+/// tabs included.
+fn looks_like_tsv(input: &Path, texts: &[String]) -> Option<String> {
+    let first = texts.first()?;
+    let jsonl = input
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"));
+    let t = first.trim();
+    if !jsonl && t.starts_with('{') && t.ends_with('}') && t.contains("\"text\"") {
+        return Some(format!(
+            "{} looks like JSON lines (line 1: '{}'): encode embeds each whole line; name the \
+             file .jsonl to embed its \"text\" fields",
+            input.display(),
+            t.chars().take(60).collect::<String>()
+        ));
+    }
+    let tsv = input
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("tsv"));
+    if !tsv && !first.contains('\t') {
+        return None;
+    }
+    let shown: String = first.replace('\t', "\\t").chars().take(60).collect();
+    Some(format!(
+        "{} looks like a TSV (line 1: '{shown}'): encode embeds each whole line as one text, \
+         a header and the tabs included; give one text per line (or .jsonl with \"text\")",
+        input.display()
+    ))
 }

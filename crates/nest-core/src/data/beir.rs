@@ -29,7 +29,7 @@ struct Doc {
 }
 
 fn read_jsonl(path: &Path) -> Result<Vec<Doc>> {
-    let raw = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let raw = crate::fsutil::read_text(path)?;
     let mut out = Vec::new();
     for (i, line) in raw.lines().enumerate() {
         if line.trim().is_empty() {

@@ -20,7 +20,7 @@ pub struct Document {
 ///
 /// Ids must be unique and hold no line break; an empty file is an error.
 pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
-    let raw = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let raw = crate::fsutil::read_text(path)?;
     let share = parse(path, &raw, None)?;
     let mut seen = std::collections::HashSet::new();
     for (i, doc) in share.docs.iter().enumerate() {

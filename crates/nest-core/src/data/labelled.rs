@@ -42,7 +42,7 @@ pub struct LabelledPair {
 /// `entailment|neutral|contradiction`, read as entailment (1) vs not (0) (SICK-E).
 pub fn read_pairs(path: &Path) -> Result<Vec<LabelledPair>> {
     let nli = {
-        let head = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+        let head = crate::fsutil::read_text(path)?;
         head.lines()
             .next()
             .is_some_and(|l| l.trim_start_matches('\u{feff}').starts_with("premise\t"))

@@ -10,7 +10,7 @@ use crate::{Error, Result};
 ///
 /// An input with no text at all is an error.
 pub fn read_sentences(path: &Path) -> Result<Vec<String>> {
-    let raw = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let raw = crate::fsutil::read_text(path)?;
     let out = parse(path, &raw, None)?;
     if out.iter().all(|s| s.trim().is_empty()) {
         return Err(Error::content(path, "the input holds no text to encode"));

@@ -31,7 +31,7 @@ pub(crate) fn is_jsonl(path: &Path) -> bool {
 
 /// Reads a `.jsonl` file in `format`: each example's columns, and the scores of scored pairs.
 pub(crate) fn read(path: &Path, format: DataFormat) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
-    let text = std::fs::read_to_string(path).map_err(|e| nest_core::Error::io(path, e))?;
+    let text = nest_core::fsutil::read_text(path)?;
     let (mut rows, mut scores) = (Vec::new(), Vec::new());
     for (i, line) in text.lines().enumerate() {
         let line_no = i as u64 + 1;

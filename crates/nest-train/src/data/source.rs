@@ -84,7 +84,7 @@ fn read_tsv(p: &Path, format: DataFormat) -> nest_core::Result<(Vec<Vec<String>>
             )
         }
         DataFormat::Pairs => {
-            let header = std::fs::read_to_string(p).map_err(|e| nest_core::Error::io(p, e))?;
+            let header = nest_core::fsutil::read_text(p)?;
             if header
                 .lines()
                 .next()

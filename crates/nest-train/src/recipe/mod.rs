@@ -242,20 +242,29 @@ impl Recipe {
             if !(d.weight > 0.0 && d.weight.is_finite()) {
                 return Err(format!("data: weight of {} must be > 0", d.path.display()));
             }
-            let ok = match self.loss {
-                LossKind::Mnrl | LossKind::MnrlSymmetric => {
-                    matches!(d.format, DataFormat::Pairs | DataFormat::Triplets)
-                }
-                LossKind::Cosent => d.format == DataFormat::Scored,
-                LossKind::Simcse => d.format == DataFormat::Single,
-                LossKind::None => true,
+            let (ok, takes) = match self.loss {
+                LossKind::Mnrl | LossKind::MnrlSymmetric => (
+                    matches!(d.format, DataFormat::Pairs | DataFormat::Triplets),
+                    "pairs or triplets",
+                ),
+                LossKind::Cosent => (d.format == DataFormat::Scored, "scored"),
+                LossKind::Simcse => (d.format == DataFormat::Single, "single"),
+                LossKind::None => (true, "any"),
             };
             if !ok {
+                // the names a recipe spells (serde's), not the Rust ones
+                fn name<T: serde::Serialize + std::fmt::Debug>(x: &T) -> String {
+                    toml::Value::try_from(x)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_else(|| format!("{x:?}"))
+                }
                 return Err(format!(
-                    "data: {} is {:?}, which loss {:?} cannot use",
+                    "data: {} is format {}, which loss {} cannot use (loss {} takes {takes})",
                     d.path.display(),
-                    d.format,
-                    self.loss
+                    name(&d.format),
+                    name(&self.loss),
+                    name(&self.loss),
                 ));
             }
         }
