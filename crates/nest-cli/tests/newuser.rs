@@ -484,3 +484,27 @@ fn encode_warns_on_a_tsv_and_invalid_utf8_names_its_line_once() {
         "{e}"
     );
 }
+
+/// #34, #38: a wrong-typed recipe value names its key and line; a list flag given as `64,384`
+/// names the flag and shows the TOML form.
+#[test]
+fn type_errors_name_the_key_and_show_the_toml_list_form() {
+    let f = fixture();
+    let d = f.path();
+    let tiny = d.join("tiny").display().to_string();
+    std::fs::write(
+        d.join("wt.toml"),
+        format!("model = \"{tiny}\"\nbatch_size = \"four\"\n"),
+    )
+    .unwrap();
+    let e = fails_in(d, &["train", "--recipe", "wt.toml"]);
+    assert!(e.contains("line 2, key batch_size"), "{e}");
+    let e = fails_in(
+        d,
+        &["train", "--model", &tiny, "--matryoshka-dims", "64,384"],
+    );
+    assert!(
+        e.contains("--matryoshka-dims") && e.contains("--matryoshka-dims \"[64, 384]\""),
+        "{e}"
+    );
+}

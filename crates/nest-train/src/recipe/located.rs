@@ -19,7 +19,19 @@ pub(crate) fn explain<T: DeserializeOwned>(
     };
     let top = key.split(['.', '[']).next().unwrap_or(&key);
     if flags.iter().any(|f| flag_key(f).as_deref() == Some(top)) {
-        return format!("--{}: {message}", top.replace('_', "-"));
+        let flag = top.replace('_', "-");
+        // `--matryoshka-dims 64,384`: a list flag takes a TOML list
+        let hint = match (message.contains("expected a sequence"), table.get(top)) {
+            (true, Some(toml::Value::String(v))) => {
+                let items: Vec<&str> = v.split(',').map(str::trim).collect();
+                format!(
+                    "; a list is written as TOML: --{flag} \"[{}]\"",
+                    items.join(", ")
+                )
+            }
+            _ => String::new(),
+        };
+        return format!("--{flag}: {message}{hint}");
     }
     let leaf = key.rsplit('.').next().unwrap_or(&key);
     match file.and_then(|t| line_of(t, leaf)) {
