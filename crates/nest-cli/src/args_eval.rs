@@ -115,18 +115,14 @@ pub struct CompareArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("floor").required(true).args(["min_score", "within"])))]
 pub struct AdviseArgs {
     /// A report.json from `nest eval`; several (comma-separated, e.g. the per-dtype reports of
     /// `nest eval --dtype float32,bf16,int8`) to choose the arithmetic too.
     #[arg(long, value_delimiter = ',', required = true)]
     pub report: Vec<PathBuf>,
     /// The quality floor, in the report's units (x100).
-    #[arg(
-        long,
-        allow_negative_numbers = true,
-        required_unless_present = "within",
-        conflicts_with = "within"
-    )]
+    #[arg(long, allow_negative_numbers = true)]
     pub min_score: Option<f64>,
     /// The floor as a distance below the full point (deepest layer, all dims, float32), e.g.
     /// `--within 2` = at most 2 points below the full model.

@@ -508,3 +508,18 @@ fn type_errors_name_the_key_and_show_the_toml_list_form() {
         "{e}"
     );
 }
+
+/// #14: usage errors exit 2 (clap's convention) and the README says so; #25: advise without a
+/// floor names both ways to give one.
+#[test]
+fn usage_errors_exit_2_as_the_readme_says() {
+    let readme = include_str!("../../../README.md");
+    assert!(readme.contains("exits with code 2"));
+    let d = tempfile::tempdir().unwrap();
+    let o = nest_in(d.path(), &["encode", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = nest_in(d.path(), &["advise", "--report", "r.json"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--min-score") && e.contains("--within"), "{e}");
+}
