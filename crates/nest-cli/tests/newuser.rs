@@ -523,3 +523,21 @@ fn usage_errors_exit_2_as_the_readme_says() {
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("--min-score") && e.contains("--within"), "{e}");
 }
+
+/// #29: inspect's missing default data is named as the default of --data; #57: train with
+/// nothing says what to pass; #74: search --index given the manifest file says it takes the
+/// folder.
+#[test]
+fn defaults_and_wrong_paths_say_what_to_pass() {
+    let d = tempfile::tempdir().unwrap();
+    let e = fails_in(d.path(), &["inspect", "--model", "m"]);
+    assert!(e.contains("the default of --data"), "{e}");
+    let e = fails_in(d.path(), &["train"]);
+    assert!(e.contains("--recipe FILE"), "{e}");
+    std::fs::write(d.path().join("index.json"), "{}").unwrap();
+    let e = fails_in(
+        d.path(),
+        &["search", "--index", "index.json", "--query", "a"],
+    );
+    assert!(e.contains("takes the index folder"), "{e}");
+}

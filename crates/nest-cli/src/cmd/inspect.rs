@@ -27,6 +27,9 @@ pub fn run(a: InspectArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--data`'s default (args_eval.rs), named in the error when it is missing.
+const DEFAULT_DATA: &str = "../shared/datasets/stsb/test.tsv";
+
 /// The texts to encode and the index pairs among them that count as positives.
 struct InspectTexts {
     texts: Vec<String>,
@@ -35,6 +38,12 @@ struct InspectTexts {
 
 /// Reads `--data`: an STS file gives texts and positive pairs; anything else is one sentence per line.
 fn read_texts(a: &InspectArgs) -> Result<InspectTexts> {
+    if !a.data.exists() && a.data == std::path::Path::new(DEFAULT_DATA) {
+        anyhow::bail!(
+            "{DEFAULT_DATA}: no such file (the default of --data, relative to the current \
+             folder; pass --data FILE)"
+        );
+    }
     match nest_core::data::read_sts(&a.data) {
         Ok(rows) => Ok(sts_texts(&rows, a.positive_min)),
         Err(nest_core::Error::Content { .. }) if a.data.extension().is_none_or(|e| e != "tsv") => {

@@ -63,6 +63,11 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 .index
                 .as_ref()
                 .context("--index is required with --engine nest")?;
+            anyhow::ensure!(
+                !path.is_file(),
+                "--index {}: a file; --index takes the index folder (the one holding index.json)",
+                path.display()
+            );
             let idx = Index::open(path)?;
             let funnel = match &a.funnel {
                 Some(f) => Funnel::parse(f)?,

@@ -86,6 +86,12 @@ pub fn run(a: TrainArgs) -> Result<()> {
         stop_after_steps: None,
         allow_world_change: a.allow_world_change,
     };
+    if a.recipe.is_none() && a.resume.is_none() && a.overrides.is_empty() {
+        anyhow::bail!(
+            "nothing to train: pass --recipe FILE (see recipes/), or the keys as flags \
+             (--model DIR --data FILE:FORMAT --loss LOSS), or --resume RUN"
+        );
+    }
     if a.seeds.is_empty() {
         let recipe = Recipe::load(a.recipe.as_deref(), &a.overrides)?;
         return run_one(&recipe, &opts);
