@@ -56,6 +56,24 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     Ok(format!("{:x}", h.finalize()))
 }
 
+/// Reads a text file whole; bytes that are not UTF-8 are an error naming the line and byte
+/// where they start (`std::fs::read_to_string` names neither).
+pub fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, e))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        crate::Error::content(
+            path,
+            format!(
+                "line {line} (byte {at}): not valid UTF-8; Nest reads UTF-8 text (re-encode the \
+                 file, e.g. iconv -f latin1 -t utf-8)"
+            ),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,22 +93,4 @@ mod tests {
             "3d75fa44f805a9ce034b8a4a564fc0f0710a44057e331e519c31993e61021250"
         );
     }
-}
-
-/// Reads a text file whole; bytes that are not UTF-8 are an error naming the line and byte
-/// where they start (`std::fs::read_to_string` names neither).
-pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, e))?;
-    String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        let bytes = e.as_bytes();
-        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-        crate::Error::content(
-            path,
-            format!(
-                "line {line} (byte {at}): not valid UTF-8; Nest reads UTF-8 text (re-encode the \
-                 file, e.g. iconv -f latin1 -t utf-8)"
-            ),
-        )
-    })
 }
