@@ -11,10 +11,8 @@ pub fn run(a: AdviseArgs) -> Result<()> {
         .iter()
         .map(|p| Report::read(p))
         .collect::<Result<Vec<_>, _>>()?;
-    if by == CostBy::Latency && !has_latency(&reports, &a.task) {
-        eprintln!(
-            "note: the report holds no latency (made with --latency-texts 0): ranked by memory"
-        );
+    let no_latency = by == CostBy::Latency && !has_latency(&reports, &a.task);
+    if no_latency {
         by = CostBy::Memory;
     }
     let report = &reports[0];
@@ -25,6 +23,12 @@ pub fn run(a: AdviseArgs) -> Result<()> {
             a.task
         )
     };
+    // said once the advice stands, so that an error is the only line of a failed call
+    if no_latency {
+        eprintln!(
+            "note: the report holds no latency (made with --latency-texts 0): ranked by memory"
+        );
+    }
     print_advice(&a, report, min_score, &adv, dtype);
     Ok(())
 }
