@@ -1,0 +1,186 @@
+"""Nest from Python: elastic text embeddings (any Matryoshka dim x any early-exit layer).
+
+    import nest
+    m = nest.Encoder("models/all-MiniLM-L6-v2")
+    v = m.encode(["a sentence", "another"], layer=3, dim=64)   # numpy float32, shape (2, 64)
+
+`Encoder.encode` follows `SentenceTransformer.encode` wherever the meaning is the same, so code
+written for sentence-transformers runs unchanged; `layer` and `dim` choose the point. The work
+runs in Nest's Rust core (the same code as `nest encode`), with the GIL released.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+# libtorch comes from the `torch` wheel: importing torch first loads its libraries
+# (libtorch_cpu, libc10, ...), which the extension then uses; no second copy is loaded.
+import torch  # noqa: F401  (side effect: loads libtorch)
+import numpy as np
+
+from . import _nest
+from ._nest import get_num_threads, set_num_threads
+
+__all__ = ["Encoder", "get_num_threads", "set_num_threads", "__version__"]
+__version__ = "0.1.0"
+
+
+class Encoder:
+    """A Nest model loaded for inference.
+
+    Args:
+        model: a local model folder in Hugging Face / sentence-transformers layout, or
+            ``org/name`` from the Hugging Face cache (downloaded from the hub when online).
+        dtype: ``"auto"`` (bf16 where this machine measured it faster, else float32),
+            ``"float32"``, ``"bf16"`` or ``"int8"``; as ``nest --dtype``.
+        max_length: tokens per text (default: the model's ``max_seq_length``).
+
+    Raises:
+        FileNotFoundError: the folder or one of its files is missing.
+        ValueError: a bad value (dtype, max_length).
+        RuntimeError: anything else (a malformed file, libtorch).
+    """
+
+    def __init__(self, model: str, dtype: str = "auto", max_length: Optional[int] = None):
+        self._native = _nest.NativeEncoder(str(model), dtype, max_length)
+
+    # -- what the model is -------------------------------------------------------------------
+
+    @property
+    def dtype(self) -> str:
+        """The dtype the model runs in (``auto`` resolved): float32, bf16 or int8."""
+        return self._native.dtype
+
+    @property
+    def num_layers(self) -> int:
+        """Transformer layers: ``layer`` takes 1..num_layers."""
+        return self._native.num_layers
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """The full output width (sentence-transformers' name): ``dim`` takes 1..this."""
+        return self._native.output_dim
+
+    def info(self) -> Dict[str, Any]:
+        """What ``nest info --json`` prints: architecture, layers, output_dim, pooling,
+        ``elastic`` (``trained_dims`` and ``trained_layers`` from a Nest training run, ``None``
+        when not recorded; ``offered_layers`` / ``offered_dims``: those plus the full point),
+        prompts, and the dtype with why it was chosen."""
+        return json.loads(self._native.info_json())
+
+    @property
+    def prompts(self) -> Dict[str, str]:
+        """The model's named prompts (``config_sentence_transformers.json``)."""
+        return dict(self.info()["prompts"])
+
+    # -- encoding ----------------------------------------------------------------------------
+
+    def encode(
+        self,
+        sentences: Union[str, Sequence[str]],
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
+        batch_size: int = 32,
+        show_progress_bar: Optional[bool] = None,
+        output_value: Optional[str] = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: Optional[str] = None,
+        normalize_embeddings: bool = True,
+        *,
+        layer: Optional[int] = None,
+        dim: Optional[int] = None,
+        truncate_dim: Optional[int] = None,
+        streams: int = 1,
+    ):
+        """Embeds ``sentences`` at the point ``(layer, dim)``.
+
+        As ``SentenceTransformer.encode``: a ``str`` gives a 1-D array, a list a 2-D array
+        ``(len, dim)`` of float32; ``convert_to_tensor=True`` gives a ``torch.Tensor``,
+        ``convert_to_numpy=False`` a list of 1-D tensors. ``prompt_name`` picks one of the
+        model's prompts, ``prompt`` gives its text (not both); with neither, the model's default
+        prompt applies if it names one.
+
+        Args:
+            layer: exit after this many layers (default: all, the full model).
+            dim: keep the first ``dim`` dimensions (default: the model's default dim, its full
+                width unless ``nest slim`` chose one); ``truncate_dim`` is sentence-transformers'
+                name for the same thing.
+            normalize_embeddings: L2-normalise after the cut (default True, unlike
+                sentence-transformers: a Matryoshka prefix is only comparable renormalised).
+                False gives the pipeline's own output cut to ``dim`` (normalised at full width
+                when the model ends with a Normalize module), as sentence-transformers' does.
+            batch_size: texts per forward pass (texts are sorted by length first).
+            streams: batches encoded at once, each on its share of libtorch's threads (1: lowest
+                latency; ``get_num_threads()``: highest throughput on many texts).
+
+        Not supported yet: ``precision`` other than float32 (ValueError),
+        ``output_value`` other than ``sentence_embedding``, ``device`` other than cpu; progress
+        bars are not shown.
+        """
+        if precision != "float32":
+            raise ValueError(f"precision: only float32 is supported for now, got {precision!r}")
+        if output_value not in (None, "sentence_embedding"):
+            raise ValueError(
+                f"output_value: only 'sentence_embedding' is supported, got {output_value!r}"
+            )
+        if device not in (None, "cpu"):
+            raise ValueError(f"device: only cpu is supported for now, got {device!r}")
+        if dim is not None and truncate_dim is not None and dim != truncate_dim:
+            raise ValueError(f"dim={dim} and truncate_dim={truncate_dim}: give one")
+        dim = dim if dim is not None else truncate_dim
+        single = isinstance(sentences, str)
+        if single:
+            texts: List[str] = [sentences]
+        else:
+            texts = list(sentences)
+            for i, t in enumerate(texts):
+                if not isinstance(t, str):
+                    raise TypeError(f"sentences[{i}]: expected str, got {type(t).__name__}")
+        _check_int("layer", layer)
+        _check_int("dim", dim)
+        _check_int("batch_size", batch_size)
+        buf, rows, width = self._native.encode_raw(
+            texts, layer, dim, batch_size, bool(normalize_embeddings), prompt_name, prompt, streams
+        )
+        out = np.frombuffer(buf, dtype=np.float32).reshape(rows, width)
+        if single:
+            out = out[0]
+        if convert_to_tensor:
+            return torch.from_numpy(out)
+        if not convert_to_numpy:
+            t = torch.from_numpy(out)
+            return t if single else list(t)
+        return out
+
+    def encode_query(self, sentences: Union[str, Sequence[str]], **kwargs):
+        """``encode`` with the model's ``query`` prompt (when it has one), as
+        sentence-transformers' ``encode_query``."""
+        return self.encode(sentences, **self._with_prompt("query", kwargs))
+
+    def encode_document(self, sentences: Union[str, Sequence[str]], **kwargs):
+        """``encode`` with the model's ``document`` prompt (when it has one), as
+        sentence-transformers' ``encode_document``."""
+        return self.encode(sentences, **self._with_prompt("document", kwargs))
+
+    def _with_prompt(self, name: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        if kwargs.get("prompt_name") is None and kwargs.get("prompt") is None:
+            if name in self.prompts:
+                kwargs = dict(kwargs, prompt_name=name)
+        return kwargs
+
+    def __repr__(self) -> str:
+        return (
+            f"nest.Encoder({str(self._native.path)!r}, dtype={self.dtype!r}, "
+            f"layers={self.num_layers}, dim={self.get_sentence_embedding_dimension()})"
+        )
+
+
+def _check_int(key: str, v: Any) -> None:
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{key}: expected an int, got {type(v).__name__}")
+    if v < 1:
+        raise ValueError(f"{key}: must be at least 1, got {v}")
