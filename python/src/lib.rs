@@ -83,8 +83,7 @@ impl NativeEncoder {
         let (enc, resolved) = py
             .detach(move || -> nest_model::Result<_> {
                 let dir = nest_model::hub::resolve(&model)?;
-                let mut enc =
-                    ElasticEncoder::load(&dir, nest_model::default_device(), max_length)?;
+                let mut enc = ElasticEncoder::load(&dir, nest_model::default_device(), max_length)?;
                 let r = nest_model::dtype::resolve(choice, enc.device());
                 enc.convert_for_inference(r.dtype)?;
                 Ok((enc, r))
@@ -149,7 +148,9 @@ impl NativeEncoder {
         streams: usize,
     ) -> PyResult<(Bound<'py, PyByteArray>, usize, usize)> {
         if batch_size == 0 {
-            return Err(PyValueError::new_err("batch_size: must be at least 1, got 0"));
+            return Err(PyValueError::new_err(
+                "batch_size: must be at least 1, got 0",
+            ));
         }
         let threads = tch::get_num_threads().max(1) as usize;
         if !(1..=threads).contains(&streams) {
@@ -202,7 +203,11 @@ impl NativeEncoder {
         let m = &self.enc.0;
         let c = &m.config;
         let non_empty = |v: &Vec<usize>| (!v.is_empty()).then(|| v.clone());
-        let params: i64 = m.vs.trainable_variables().iter().map(|t| t.numel() as i64).sum();
+        let params: i64 =
+            m.vs.trainable_variables()
+                .iter()
+                .map(|t| t.numel() as i64)
+                .sum();
         let info = serde_json::json!({
             "path": m.files.dir.display().to_string(),
             "architecture": c.model_type,
