@@ -12,7 +12,8 @@ import sys
 
 BACKBONES = [("shipped", "all-MiniLM-L6-v2 (mean)"), ("cls", "minilm-cls"), ("reinit2", "minilm-cls-reinit2")]
 METHODS = [("untrained", "untrained"), ("mrl", "MRL"), ("mipic", "MIPIC"),
-           ("mipic-heads", "MIPIC, head_lr 1e-3"), ("mic", "MIC")]
+           ("mipic-heads", "MIPIC, head_lr 1e-3"), ("mipic-piccls", "MIPIC, PIC on [CLS]"),
+           ("mipic-light", "MRL + 0.06 MIPIC"), ("mic", "MIC")]
 
 
 def load(path):

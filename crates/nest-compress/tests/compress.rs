@@ -126,10 +126,16 @@ fn soft_ads_weights_are_the_gumbel_softmax_probabilities() {
     let (i_st, w_st) = st.sample(None);
     tch::manual_seed(5);
     let (i_soft, w_soft) = soft.sample(None);
-    assert!(i_st.equal(&i_soft), "the same noise must keep the same dims");
+    assert!(
+        i_st.equal(&i_soft),
+        "the same noise must keep the same dims"
+    );
     assert!(f(&(&w_st - 1.0).abs().max()) < 1e-6);
     let (lo, total) = (f(&w_soft.min()), f(&w_soft.sum(Kind::Float)));
-    assert!(lo > 0.0 && total < 1.0 + 1e-6, "probabilities: min {lo}, sum {total}");
+    assert!(
+        lo > 0.0 && total < 1.0 + 1e-6,
+        "probabilities: min {lo}, sum {total}"
+    );
     w_soft.sum(Kind::Float).backward();
     let g = soft.logits.grad();
     assert!(f(&g.abs().max()) > 0.0, "no gradient reached the logits");

@@ -247,7 +247,8 @@ impl Objective for Hsic {
 
 impl Component for HsicConfig {
     fn evidence(&self) -> Option<&'static str> {
-        (self.kernel == Kernel::Rbf && self.bandwidth == Bandwidth::Fixed && !self.normalize).then_some(
+        (self.kernel == Kernel::Rbf && self.bandwidth == Bandwidth::Fixed && !self.normalize)
+            .then_some(
             "an RBF kernel with a fixed gamma on raw pooled vectors is nearly the identity for \
              sentence models (mean off-diagonal 4e-5 at gamma 0.5 for all-MiniLM-L6-v2), so \
              HSIC passes no gradient: watch diag/*offdiag in metrics.jsonl, or use bandwidth = \

@@ -352,10 +352,13 @@ impl Objective for Composite {
         self.parts
             .iter()
             .flat_map(|p| {
-                p.objective.diagnostics(out).into_iter().map(|(n, v)| match many {
-                    true => (format!("{}/{n}", p.name), v),
-                    false => (n, v),
-                })
+                p.objective
+                    .diagnostics(out)
+                    .into_iter()
+                    .map(|(n, v)| match many {
+                        true => (format!("{}/{n}", p.name), v),
+                        false => (n, v),
+                    })
             })
             .collect()
     }

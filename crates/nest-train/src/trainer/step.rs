@@ -131,7 +131,11 @@ pub(crate) fn score(
         .map(|t| (t.name.clone(), t.value.double_value(&[])))
         .collect();
     let diagnostics = tch::no_grad(|| objective.diagnostics(out));
-    terms.extend(diagnostics.into_iter().map(|(n, v)| (format!("diag/{n}"), v)));
+    terms.extend(
+        diagnostics
+            .into_iter()
+            .map(|(n, v)| (format!("diag/{n}"), v)),
+    );
     let finite = value.is_finite();
     if finite {
         (total / grad_accum as f64).backward();
