@@ -17,11 +17,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         "--max-batch-tokens must be at least 1"
     );
     let dir = nest_model::hub::resolve(&a.model)?;
-    let served_name = a.served_name.clone().unwrap_or_else(|| {
-        dir.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| a.model.clone())
-    });
+    let served_name = a
+        .served_name
+        .clone()
+        .unwrap_or_else(|| default_served_name(&dir, &a.model));
     let config = nest_serve::EngineConfig {
         model: dir,
         adaptor: a.adaptor.clone(),
@@ -92,4 +91,33 @@ fn access(a: &ServeArgs) -> Result<nest_serve::auth::Access> {
         );
     }
     Ok(access)
+}
+
+/// The name a model is served under without `--served-name`: its folder's name, or for a
+/// training run's `final/` (or a checkpoint's folder) the run's name, so that every trained run
+/// is not served as "final".
+fn default_served_name(dir: &std::path::Path, model: &str) -> String {
+    let name = |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let own = name(dir);
+    let run = match own.as_deref() {
+        Some("final") => dir.parent().and_then(name),
+        Some(n) if n.starts_with("step-") => dir.parent().and_then(|c| c.parent()).and_then(name),
+        _ => None,
+    };
+    run.or(own).unwrap_or_else(|| model.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_served_name;
+    use std::path::Path;
+
+    #[test]
+    fn a_run_is_served_under_its_own_name() {
+        let n = |p: &str| default_served_name(Path::new(p), "m");
+        assert_eq!(n("models/all-MiniLM-L6-v2"), "all-MiniLM-L6-v2");
+        assert_eq!(n("runs/mrl-stsb/final"), "mrl-stsb");
+        assert_eq!(n("runs/x/checkpoints/step-00000100"), "x");
+        assert_eq!(n("final"), "final");
+    }
 }
