@@ -251,9 +251,9 @@ impl Objective for Mipic {
 impl Component for MipicConfig {
     fn evidence(&self) -> Option<&'static str> {
         Some(
-            "MIPIC measured significantly below MRL from sentence-trained backbones \
-             (all-MiniLM-L6-v2: STS-B -7 to -9.5, Banking77 -2.7 to -6.8; 3 seeds, paired \
-             tests): docs/STRUCTURE.md, \"What holds\"",
+            "MIPIC measured significantly below MRL from a sentence-trained backbone \
+             (all-MiniLM-L6-v2: STS-B -7 to -9.5; 3 seeds, paired tests), above it only from a \
+             paper-like one with head_lr 1e-3: docs/STRUCTURE.md, \"Why they lose here\"",
         )
     }
 
