@@ -32,8 +32,8 @@ $N eval compare reports/quickstart-untrained/report.json reports/quickstart-2dms
 cat <<'MSG'
 
 What to read in the comparison above: 2DMSE trains the shallow exits (one sampled layer per step
-beside the last). After these 60 steps the shallow layers gain (measured 2026-11-26: layer 3 +5 to
-+13 points at every dim, layers 1-4 up), while layers 5-6 lose 2-7 points: the trade-off of a
+beside the last). After these 60 steps the shallow layers gain (measured 2026-11-26: layer 3 +4.6 to
++13 points at every dim, layers 1-4 up), while layers 5-6 lose 1.8-7.2 points: the trade-off of a
 60-step run. The full recipe (recipes/2dmse-stsb.toml, 4 epochs) keeps layer 6 level with MRL
 (86.87 vs 86.69 on STS-B test) and lifts layer 3 by 16 points (docs/TRAINING.md, "2D elasticity").
 MSG
