@@ -35,7 +35,7 @@ What to read in the comparison above: 2DMSE trains the shallow exits (one sample
 beside the last). After these 60 steps the shallow layers gain (measured 2026-11-26: layer 3 +4.6 to
 +13 points at every dim, layers 1-4 up), while layers 5-6 lose 1.8-7.2 points: the trade-off of a
 60-step run. The full recipe (recipes/2dmse-stsb.toml, 4 epochs) keeps layer 6 level with MRL
-(86.87 vs 86.69 on STS-B test) and lifts layer 3 by 16 points (docs/TRAINING.md, "2D elasticity").
+(86.87 vs 86.69 on STS-B test) and puts layer 3 16 points above MRL's (docs/TRAINING.md, "2D elasticity").
 MSG
 # keep only the first 3 layers: a smaller model that loads in sentence-transformers
 $N slim --model runs/quickstart-2dmse/final --keep-layers 3 --out runs/quickstart-2dmse-l3
