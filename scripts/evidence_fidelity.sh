@@ -46,9 +46,9 @@ DIMS=16,32,64,128,256,384
 TRAIN_DTYPE=${TRAIN_DTYPE:-float32}
 EVAL=(--dtype float32 --latency-texts 0)
 # the test stage's tasks: STS-B, SICK-R, MRPC, WiC, SICK-E (cls, the logistic-regression tasks,
-# took 4 CPU-minutes per model and did not fit with 18 models in this session; on an idle machine
-# TEST_TASKS=cls adds them in about a minute per model, into its own report folder: see
-# docs/STRUCTURE.md)
+# took 4 CPU-minutes per model under load; on an idle machine about a minute per model: the
+# classification rows of docs/STRUCTURE.md were made afterwards with `nest eval --tasks cls` into
+# reports/fidelity-test-cls/, the command is there)
 TEST_TASKS=${TEST_TASKS:-sts,pair}
 
 train() { # backbone method seed
