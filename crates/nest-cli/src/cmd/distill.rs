@@ -7,37 +7,26 @@ use anyhow::{bail, Result};
 use nest_train::distill::{self, DistillRecipe, Stages};
 use nest_train::trainer::TrainOptions;
 
-use super::train::{bar, on_event};
+use super::train::{bar, on_event, take_own_flags};
 use crate::args::DistillArgs;
 
 /// Once clap meets the first stage key, everything after it lands in `overrides`: take the
 /// command's own flags back out of it, so they work in any position (as `nest train`'s do).
 fn split_own_flags(mut a: DistillArgs) -> Result<DistillArgs> {
-    let mut rest = Vec::new();
-    let mut it = std::mem::take(&mut a.overrides).into_iter();
-    while let Some(f) = it.next() {
-        let (key, inline) = match f.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
-            _ => (f.clone(), None),
-        };
-        let mut value = |name: &str| -> Result<String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
-        };
-        match key.as_str() {
-            "--recipe" => a.recipe = Some(value("--recipe")?.into()),
-            "--run-dir" => a.run_dir = Some(value("--run-dir")?.into()),
-            "--teacher" => a.teacher = Some(value("--teacher")?),
-            "--student" => a.student = Some(value("--student")?),
-            "--stage" => a.stage = value("--stage")?,
-            "--resume" if inline.is_none() => a.resume = true,
-            "--overwrite" if inline.is_none() => a.overwrite = true,
-            _ => rest.push(f),
+    let overrides = std::mem::take(&mut a.overrides);
+    a.overrides = take_own_flags(overrides, |key, inline, value| {
+        match key {
+            "--recipe" => a.recipe = Some(value()?.into()),
+            "--run-dir" => a.run_dir = Some(value()?.into()),
+            "--teacher" => a.teacher = Some(value()?),
+            "--student" => a.student = Some(value()?),
+            "--stage" => a.stage = value()?,
+            "--resume" if !inline => a.resume = true,
+            "--overwrite" if !inline => a.overwrite = true,
+            _ => return Ok(false),
         }
-    }
-    a.overrides = rest;
+        Ok(true)
+    })?;
     Ok(a)
 }
 

@@ -7,43 +7,59 @@ use nest_train::Recipe;
 
 use crate::args::TrainArgs;
 
-/// Once clap meets the first recipe flag, everything after it lands in `overrides`: take the
-/// trainer's own flags back out of it.
-fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
+/// The argv after clap's first unknown flag: each `--flag [value]` / `--flag=value` that `own`
+/// takes (returns true for) is removed, the rest stay recipe overrides in order. `own` gets the
+/// flag, whether its value was inline, and a getter for its value. `nest train` and `nest
+/// distill` both take their own flags back this way, so they work in any position.
+pub(super) fn take_own_flags(
+    overrides: Vec<String>,
+    mut own: impl FnMut(&str, bool, &mut dyn FnMut() -> Result<String>) -> Result<bool>,
+) -> Result<Vec<String>> {
     let mut rest = Vec::new();
-    let mut it = std::mem::take(&mut a.overrides).into_iter();
+    let mut it = overrides.into_iter();
     while let Some(f) = it.next() {
         let (key, inline) = match f.split_once('=') {
             Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
             _ => (f.clone(), None),
         };
-        let mut value = |name: &str| -> Result<PathBuf> {
+        let has_inline = inline.is_some();
+        let mut value = || {
             inline
                 .clone()
                 .or_else(|| it.next())
-                .map(PathBuf::from)
-                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
+                .ok_or_else(|| anyhow::anyhow!("{key} needs a value"))
         };
-        match key.as_str() {
-            "--recipe" => a.recipe = Some(value("--recipe")?),
-            "--run-dir" => a.run_dir = Some(value("--run-dir")?),
-            "--resume" => a.resume = Some(value("--resume")?),
-            "--overwrite" => a.overwrite = true,
-            "--allow-world-change" => a.allow_world_change = true,
-            "--seeds" => {
-                let v = value("--seeds")?;
-                for s in v.to_string_lossy().split(',').filter(|s| !s.is_empty()) {
-                    a.seeds.push(
-                        s.trim()
-                            .parse()
-                            .map_err(|_| anyhow::anyhow!("--seeds: '{s}' is not a whole number"))?,
-                    );
-                }
-            }
-            _ => rest.push(f),
+        if !own(&key, has_inline, &mut value)? {
+            rest.push(f);
         }
     }
-    a.overrides = rest;
+    Ok(rest)
+}
+
+/// Once clap meets the first recipe flag, everything after it lands in `overrides`: take the
+/// trainer's own flags back out of it.
+fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
+    let overrides = std::mem::take(&mut a.overrides);
+    a.overrides =
+        take_own_flags(overrides, |key, _, value| {
+            match key {
+                "--recipe" => a.recipe = Some(value()?.into()),
+                "--run-dir" => a.run_dir = Some(value()?.into()),
+                "--resume" => a.resume = Some(value()?.into()),
+                "--overwrite" => a.overwrite = true,
+                "--allow-world-change" => a.allow_world_change = true,
+                "--seeds" => {
+                    let v = value()?;
+                    for s in v.split(',').filter(|s| !s.is_empty()) {
+                        a.seeds.push(s.trim().parse().map_err(|_| {
+                            anyhow::anyhow!("--seeds: '{s}' is not a whole number")
+                        })?);
+                    }
+                }
+                _ => return Ok(false),
+            }
+            Ok(true)
+        })?;
     Ok(a)
 }
 
