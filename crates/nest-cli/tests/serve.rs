@@ -871,3 +871,145 @@ fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
         );
     }
 }
+
+/// `encoding_format` int8 / uint8 / binary / ubinary / bytes, and Cohere's `embedding_types`:
+/// every quantized form is, bit for bit, the index's own preparation of the float vector
+/// (`nest_index::level::Prepared`, which `nest search` scores), so it ranks as the index would.
+#[test]
+fn quantized_encodings_are_the_index_codes_of_the_float_vector() {
+    use nest_index::level::{Level, Precision, Prepared};
+    let d = tempfile::tempdir().unwrap();
+    let s = start(&tiny(d.path()), &[]);
+    let a = s.addr.as_str();
+    let texts = ["the cat sat", "dog", "a bird flew over"];
+    let (st, r) = post(
+        a,
+        &json!({"input": texts, "dimensions": 16,
+                "embedding_types": ["float", "int8", "uint8", "binary", "ubinary", "base64"]}),
+    );
+    assert_eq!(st, 200, "{r}");
+    let nums = |v: &Value| -> Vec<i64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect()
+    };
+    let mut floats = Vec::new();
+    for item in r["data"].as_array().unwrap() {
+        let e = &item["embeddings"];
+        let f: Vec<f32> = e["float"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+        assert_eq!(f.len(), 16);
+        let Prepared::Int8(q, scale) = Prepared::new(
+            &f,
+            Level {
+                precision: Precision::Int8,
+                dim: 16,
+            },
+        ) else {
+            unreachable!()
+        };
+        assert_eq!(
+            nums(&e["int8"]),
+            q.iter().map(|&c| c as i64).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            nums(&e["uint8"]),
+            q.iter().map(|&c| c as i64 + 128).collect::<Vec<_>>()
+        );
+        assert_eq!(item["scale"].as_f64().unwrap() as f32, scale);
+        let Prepared::Binary(bits) = Prepared::new(
+            &f,
+            Level {
+                precision: Precision::Binary,
+                dim: 16,
+            },
+        ) else {
+            unreachable!()
+        };
+        assert_eq!(
+            nums(&e["ubinary"]),
+            bits.iter().map(|&b| b as i64).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            nums(&e["binary"]),
+            bits.iter().map(|&b| b as i64 - 128).collect::<Vec<_>>()
+        );
+        let dec: Vec<f32> = base64_decode(e["base64"].as_str().unwrap())
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(dec, f);
+        assert!(item.get("embedding").is_none());
+        floats.push(f);
+    }
+    // one form: OpenAI's shape, `embedding` holds the codes
+    let (st, r) = post(
+        a,
+        &json!({"input": texts, "dimensions": 16, "encoding_format": "ubinary"}),
+    );
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["data"][0]["embedding"].as_array().unwrap().len(), 2);
+    assert!(r["data"][0].get("scale").is_none());
+    // the raw body: rows, then one f32 scale per row; the headers say what it holds
+    let body =
+        json!({"input": texts, "dimensions": 16, "encoding_format": "bytes", "bytes_type": "int8"});
+    let (st, head, raw) = http_full(a, "POST", "/v1/embeddings", body.to_string().as_bytes(), "");
+    assert_eq!(st, 200, "{head}");
+    let head = head.to_ascii_lowercase();
+    for h in [
+        "content-type: application/octet-stream",
+        "x-embedding-dtype: int8",
+        "x-embedding-shape: 3,16",
+        "x-embedding-endianness: little",
+        "x-embedding-scales: f32le-after-rows",
+    ] {
+        assert!(head.contains(h), "{h} not in {head}");
+    }
+    assert_eq!(raw.len(), 3 * 16 + 3 * 4);
+    for (i, f) in floats.iter().enumerate() {
+        let Prepared::Int8(q, scale) = Prepared::new(
+            f,
+            Level {
+                precision: Precision::Int8,
+                dim: 16,
+            },
+        ) else {
+            unreachable!()
+        };
+        let row: Vec<i8> = raw[i * 16..(i + 1) * 16].iter().map(|&b| b as i8).collect();
+        assert_eq!(row, q);
+        let at = 48 + 4 * i;
+        assert_eq!(
+            f32::from_le_bytes(raw[at..at + 4].try_into().unwrap()),
+            scale
+        );
+    }
+    // bad forms are named
+    for (body, needle) in [
+        (
+            json!({"input": "a", "encoding_format": "int4"}),
+            "encoding_format",
+        ),
+        (
+            json!({"input": "a", "encoding_format": "float", "embedding_types": ["int8"]}),
+            "not both",
+        ),
+        (
+            json!({"input": "a", "encoding_format": "bytes", "bytes_type": "fp8"}),
+            "bytes_type",
+        ),
+    ] {
+        let (st, r) = post(a, &body);
+        assert_eq!(st, 400, "{r}");
+        assert!(
+            r["error"]["message"].as_str().unwrap().contains(needle),
+            "{r}"
+        );
+    }
+}

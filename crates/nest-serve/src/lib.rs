@@ -1,7 +1,8 @@
 //! Nest serving: an OpenAI-compatible embeddings server where each request picks its point on
 //! the elastic grid (`dimensions`, and Nest's `layers` extension).
 //!
-//! - [`request`]: parsing and validation of request bodies;
+//! - [`request`]: parsing and validation of request bodies; [`encoding`]: the vectors' wire
+//!   forms (float, base64, int8, uint8, binary, ubinary, raw bytes);
 //! - [`batcher`]: the bounded queue and token-bounded, per-layer dynamic batches;
 //! - [`engine`]: model loading in the background, trained-point checks, worker threads;
 //! - [`routes`]: the HTTP API; [`error`]: the one place errors become statuses;
@@ -10,6 +11,7 @@
 
 pub mod auth;
 pub mod batcher;
+pub mod encoding;
 pub mod engine;
 mod error;
 pub mod load;

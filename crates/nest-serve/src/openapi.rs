@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 
+use crate::encoding::{Encoding, RawType};
 use crate::request::{Field, FIELDS};
 
 fn field_schema(f: &Field, max_inputs: usize) -> Value {
@@ -22,8 +23,18 @@ fn field_schema(f: &Field, max_inputs: usize) -> Value {
             json!({"type": "integer", "minimum": 1, "nullable": true, "description": f.doc})
         }
         "encoding_format" => {
-            json!({"type": "string", "enum": ["float", "base64"], "nullable": true, "description": f.doc})
+            let mut names = Encoding::names();
+            names.push("bytes");
+            json!({"type": "string", "enum": names, "nullable": true, "description": f.doc})
         }
+        "embedding_types" => json!({
+            "type": "array", "minItems": 1, "nullable": true, "description": f.doc,
+            "items": {"type": "string", "enum": Encoding::names()},
+        }),
+        "bytes_type" => json!({
+            "type": "string", "nullable": true, "description": f.doc,
+            "enum": RawType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>(),
+        }),
         _ => json!({"type": "string", "nullable": true, "description": f.doc}),
     }
 }
@@ -74,7 +85,10 @@ pub fn document(max_inputs: usize, keyed: bool) -> Value {
         "summary": "Embeddings (OpenAI's API, with Nest's `layers` and prompts)",
         "security": security,
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingRequest"}}}},
-        "responses": responses(json!({"description": "the vectors", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingResponse"}}}}), keyed, true),
+        "responses": responses(json!({"description": "the vectors: JSON, or with encoding_format bytes a raw little-endian body described by the x-embedding-* headers", "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingResponse"}},
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        }}), keyed, true),
     });
     let models = json!({
         "summary": "The served model, its trained dims and layers, and its arithmetic",
@@ -112,6 +126,10 @@ fn schemas(max_inputs: usize) -> Value {
         .iter()
         .map(|f| (f.name.to_string(), field_schema(f, max_inputs)))
         .collect();
+    let vector = json!({"oneOf": [
+        {"type": "array", "items": {"type": "number"}, "description": "float, or int8 / uint8 codes, or binary / ubinary packed bytes"},
+        {"type": "string", "description": "base64 of little-endian float32"},
+    ]});
     json!({
         "EmbeddingRequest": {"type": "object", "required": ["input"], "properties": props},
         "EmbeddingResponse": {
@@ -121,14 +139,13 @@ fn schemas(max_inputs: usize) -> Value {
                 "object": {"type": "string", "enum": ["list"]},
                 "data": {"type": "array", "items": {
                     "type": "object",
-                    "required": ["object", "index", "embedding"],
+                    "required": ["object", "index"],
                     "properties": {
                         "object": {"type": "string", "enum": ["embedding"]},
                         "index": {"type": "integer", "minimum": 0},
-                        "embedding": {"oneOf": [
-                            {"type": "array", "items": {"type": "number"}},
-                            {"type": "string", "description": "base64 of little-endian float32"},
-                        ]},
+                        "embedding": vector,
+                        "embeddings": {"type": "object", "description": "with embedding_types: one vector per type name", "additionalProperties": vector},
+                        "scale": {"type": "number", "description": "int8 / uint8: the codes' scale (x ~ code * scale; uint8: (code - 128) * scale)"},
                     }
                 }},
                 "model": {"type": "string"},
@@ -149,6 +166,7 @@ fn schemas(max_inputs: usize) -> Value {
                     "dimensions": {"type": "array", "items": {"type": "integer"}},
                     "layers": {"type": "array", "items": {"type": "integer"}},
                     "dtype": {"type": "string"},
+                    "encodings": {"type": "array", "items": {"type": "string"}},
                 }}},
             }
         },

@@ -29,13 +29,7 @@ impl Inputs {
     }
 }
 
-/// `encoding_format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
-    Float,
-    /// Little-endian float32 bytes, base64 (what the official Python client asks for by default).
-    Base64,
-}
+pub use crate::encoding::{Encoding, Output};
 
 /// A parsed request.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +38,8 @@ pub struct EmbeddingRequest {
     pub model: Option<String>,
     pub dimensions: Option<usize>,
     pub layers: Option<usize>,
-    pub encoding: Encoding,
+    /// `encoding_format`, `embedding_types` and `bytes_type`: the vectors' wire forms.
+    pub output: Output,
     /// A prompt the model names (`config_sentence_transformers.json`), e.g. `"query"`.
     pub prompt_name: Option<String>,
     /// A prompt's text, prepended to every text input.
@@ -164,7 +159,7 @@ pub struct Field {
 }
 
 /// Every field [`parse`] reads; others are ignored, as OpenAI's server ignores unknown ones.
-pub const FIELDS: [Field; 8] = [
+pub const FIELDS: [Field; 10] = [
     Field {
         name: "input",
         doc: "a string, an array of strings, an array of token ids or an array of token-id arrays",
@@ -183,7 +178,15 @@ pub const FIELDS: [Field; 8] = [
     },
     Field {
         name: "encoding_format",
-        doc: "float (default) or base64 (little-endian float32)",
+        doc: "float (default), base64 (little-endian float32), int8, uint8, binary, ubinary (docs/SERVING.md), or bytes: a raw body (see bytes_type)",
+    },
+    Field {
+        name: "embedding_types",
+        doc: "Cohere's several-at-once: an array of encoding_format names; each item then carries `embeddings` {name: vector} (instead of encoding_format)",
+    },
+    Field {
+        name: "bytes_type",
+        doc: "with encoding_format bytes: float32 (default), int8, uint8, binary or ubinary; rows little-endian, then one f32 scale per row for int8/uint8",
     },
     Field {
         name: "user",
@@ -212,17 +215,11 @@ pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
     let get = |k: &str| obj.get(k).unwrap_or(&Value::Null);
     let inputs = parse_input(get("input"))?;
     let model = string(get("model"), "model")?;
-    let encoding = match get("encoding_format") {
-        Value::Null => Encoding::Float,
-        Value::String(s) if s == "float" => Encoding::Float,
-        Value::String(s) if s == "base64" => Encoding::Base64,
-        other => {
-            return Err(Error::bad(
-                Some("encoding_format"),
-                format!("'encoding_format' must be \"float\" or \"base64\", got {other}"),
-            ))
-        }
-    };
+    let output = Output::parse(
+        get("encoding_format"),
+        get("embedding_types"),
+        get("bytes_type"),
+    )?;
     if !matches!(get("user"), Value::Null | Value::String(_)) {
         return Err(Error::bad(Some("user"), "'user' must be a string"));
     }
@@ -231,7 +228,7 @@ pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
         model,
         dimensions: positive(get("dimensions"), "dimensions")?,
         layers: positive(get("layers"), "layers")?,
-        encoding,
+        output,
         prompt_name: string(get("prompt_name"), "prompt_name")?,
         prompt: string(get("prompt"), "prompt")?,
     })
@@ -249,7 +246,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.inputs, Inputs::Texts(vec!["hi".into()]));
-        assert_eq!((r.dimensions, r.encoding), (Some(64), Encoding::Base64));
+        assert_eq!(
+            (r.dimensions, r.output),
+            (Some(64), Output::One(Encoding::Base64))
+        );
         assert_eq!(parse(br#"{"input":["a","b"]}"#).unwrap().inputs.len(), 2);
         assert_eq!(
             parse(br#"{"input":[101,7,102]}"#).unwrap().inputs,
@@ -278,7 +278,7 @@ mod tests {
             (br#"{"input":"a","dimensions":"64"}"#, "dimensions"),
             (br#"{"input":"a","layers":2.5}"#, "layers"),
             (
-                br#"{"input":"a","encoding_format":"int8"}"#,
+                br#"{"input":"a","encoding_format":"int4"}"#,
                 "encoding_format",
             ),
             (br#"{"input":"a","model":5}"#, "model"),
@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(r.prompt_name.as_deref(), Some("query"));
         assert_eq!(r.prompt.as_deref(), Some("q: "));
         assert_eq!(r.model.as_deref(), Some("m"));
-        assert!(matches!(r.encoding, Encoding::Base64));
+        assert!(matches!(r.output, Output::One(Encoding::Base64)));
         // a wrong type in any documented field but `user` is named in the error
         for f in FIELDS.iter().filter(|f| f.name != "input") {
             let body = format!(r#"{{"input":"a","{}":[1]}}"#, f.name);

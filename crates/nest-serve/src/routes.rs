@@ -10,14 +10,14 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use base64::Engine as _;
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use crate::batcher::Item;
+use crate::encoding::{self, Output, RawType};
 use crate::engine::{Engine, ServedModel};
 use crate::metrics::METRICS;
-use crate::request::{self, Encoding, Inputs};
+use crate::request::{self, Inputs};
 use crate::{Error, Result};
 
 /// Requests with at most this many bytes of text are tokenised on the async thread; larger
@@ -156,6 +156,7 @@ async fn models(State(s): State<AppState>) -> Result<Json<serde_json::Value>> {
             "max_layers": info.offer.num_layers(),
             "allow_any_point": s.engine.config.allow_any_point,
             "dtype": info.dtype.dtype.name(),
+            "encodings": encoding::Encoding::names(),
             "dtype_reason": info.dtype.reason,
         }]
     })))
@@ -203,7 +204,7 @@ async fn embeddings(
     resp
 }
 
-async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
+async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
     let info = s.engine.info()?;
     let req = request::parse(body)?;
     s.engine.check_model_name(req.model.as_deref())?;
@@ -246,27 +247,93 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Json<serde_json::Value>> {
         })
         .collect();
     s.engine.queue.push_all(items)?;
-    let mut data = Vec::with_capacity(n);
-    for (index, rx) in rxs.into_iter().enumerate() {
-        let v = rx
-            .await
-            .map_err(|_| Error::Internal("the worker stopped".into()))?
-            .map_err(Error::Internal)?;
-        let embedding = match req.encoding {
-            Encoding::Float => json!(v),
-            Encoding::Base64 => {
-                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                json!(base64::engine::general_purpose::STANDARD.encode(bytes))
-            }
-        };
-        data.push(json!({"object": "embedding", "index": index, "embedding": embedding}));
+    let mut vectors = Vec::with_capacity(n);
+    for rx in rxs {
+        vectors.push(
+            rx.await
+                .map_err(|_| Error::Internal("the worker stopped".into()))?
+                .map_err(Error::Internal)?,
+        );
     }
-    Ok(Json(json!({
+    let name = &s.engine.config.served_name;
+    Ok(match req.output {
+        Output::Raw(ty) => raw_response(&vectors, ty, name, tokens),
+        output => Json(json_response(&vectors, &output, name, tokens)).into_response(),
+    })
+}
+
+/// OpenAI's body (`embedding`: one form) or, for several forms, each item's `embeddings`
+/// keyed by name (Cohere's `embedding_types`); `scale` beside int8 and uint8 codes.
+fn json_response(vectors: &[Vec<f32>], output: &Output, model: &str, tokens: usize) -> Value {
+    let encodings = output.encodings();
+    let data: Vec<Value> = vectors
+        .iter()
+        .enumerate()
+        .map(|(index, v)| {
+            let e = encoding::encode(v, &encodings);
+            let mut item = json!({"object": "embedding", "index": index});
+            match output {
+                Output::One(_) => item["embedding"] = e.values[0].1.clone(),
+                _ => {
+                    let map: serde_json::Map<String, Value> = e
+                        .values
+                        .into_iter()
+                        .map(|(k, v)| (k.name().to_string(), v))
+                        .collect();
+                    item["embeddings"] = Value::Object(map);
+                }
+            }
+            if let Some(scale) = e.scale {
+                item["scale"] = json!(scale);
+            }
+            item
+        })
+        .collect();
+    json!({
         "object": "list",
         "data": data,
-        "model": s.engine.config.served_name,
+        "model": model,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    })))
+    })
+}
+
+/// A raw little-endian body: the rows of `ty`, then (int8, uint8) one f32 scale per row; what
+/// it holds in the headers.
+fn raw_response(vectors: &[Vec<f32>], ty: RawType, model: &str, tokens: usize) -> Response {
+    let dim = vectors.first().map_or(0, Vec::len);
+    let header = |v: String| {
+        axum::http::HeaderValue::from_str(&v).unwrap_or(axum::http::HeaderValue::from_static(""))
+    };
+    let mut r = encoding::raw(vectors, ty).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header("application/octet-stream".into()),
+    );
+    h.insert("x-embedding-dtype", header(ty.name().into()));
+    h.insert(
+        "x-embedding-shape",
+        header(format!("{},{dim}", vectors.len())),
+    );
+    h.insert(
+        "x-embedding-row-bytes",
+        header(ty.row_bytes(dim).to_string()),
+    );
+    h.insert("x-embedding-endianness", header("little".into()));
+    h.insert(
+        "x-embedding-scales",
+        header(
+            if ty.has_scales() {
+                "f32le-after-rows"
+            } else {
+                "none"
+            }
+            .into(),
+        ),
+    );
+    h.insert("x-model", header(model.into()));
+    h.insert("x-usage-prompt-tokens", header(tokens.to_string()));
+    r
 }
 
 /// Tokenises `texts`; a text the tokenizer fails on is the client's: 400 naming it.
