@@ -151,7 +151,7 @@ impl Funnel {
 
 /// Scores one row of a level against a prepared query.
 #[inline]
-fn score(rows: Rows<'_>, q: &Prepared, dim: usize, row: usize) -> f32 {
+pub(crate) fn score(rows: Rows<'_>, q: &Prepared, dim: usize, row: usize) -> f32 {
     match (rows, q) {
         (Rows::Float32(v), Prepared::Float32(q)) => {
             kernels::dot_f32(q, &v[row * dim..(row + 1) * dim])
@@ -220,6 +220,46 @@ fn scan(
         t.push(score(rows, q, dim, r), r as u32);
     }
     t.into_sorted()
+}
+
+/// The `keep` best of `n` rows of a level for each query of a block, best first, ties by lower
+/// row, in one pass over the rows: each block of `ROW_BLOCK` rows is scored against every query
+/// of the block while it is in cache, so the rows cross the memory bus once per query block
+/// instead of once per query. The index's first stage and hard-negative mining
+/// ([`crate::memory::MemoryLevel::top`]) both score through it.
+pub(crate) fn block_top(
+    rows: Rows<'_>,
+    dim: usize,
+    n: usize,
+    prepared: &[Prepared],
+    keep: usize,
+) -> Vec<Vec<(f32, u32)>> {
+    if let Rows::Binary(v) = rows {
+        let w = dim.div_ceil(8);
+        let mut dist = vec![vec![0u16; n]; prepared.len()];
+        for lo in (0..n).step_by(ROW_BLOCK) {
+            let hi = (lo + ROW_BLOCK).min(n);
+            for (p, d) in prepared.iter().zip(dist.iter_mut()) {
+                if let Prepared::Binary(qb) = p {
+                    kernels::hamming_many(qb, &v[lo * w..hi * w], &mut d[lo..hi]);
+                }
+            }
+        }
+        return dist
+            .iter()
+            .map(|d| select_binary(d, 0, keep, dim))
+            .collect();
+    }
+    let mut tops: Vec<TopK> = prepared.iter().map(|_| TopK::new(keep)).collect();
+    for lo in (0..n).step_by(ROW_BLOCK) {
+        let hi = (lo + ROW_BLOCK).min(n);
+        for (p, t) in prepared.iter().zip(tops.iter_mut()) {
+            for r in lo..hi {
+                t.push(score(rows, p, dim, r), r as u32);
+            }
+        }
+    }
+    tops.into_iter().map(TopK::into_sorted).collect()
 }
 
 impl Index {
@@ -306,9 +346,7 @@ impl Index {
         t.into_sorted()
     }
 
-    /// The first stage of a block of queries, in one pass over the rows: each block of
-    /// `ROW_BLOCK` rows is scored against every query of the block while it is in cache, so the
-    /// rows cross the memory bus once per query block instead of once per query.
+    /// The first stage of a block of queries, in one pass over the rows ([`block_top`]).
     fn first_stage_block(
         &self,
         queries: &[Vec<f32>],
@@ -317,38 +355,11 @@ impl Index {
     ) -> Vec<Vec<(f32, u32)>> {
         let level = funnel.stages[0].level;
         let keep = funnel.keeps(k)[0];
-        let dim = level.dim;
         let Ok(rows) = self.rows(level) else {
             return vec![Vec::new(); queries.len()];
         };
         let prepared: Vec<Prepared> = queries.iter().map(|q| Prepared::new(q, level)).collect();
-        let n = self.len();
-        if let Rows::Binary(v) = rows {
-            let w = dim.div_ceil(8);
-            let mut dist = vec![vec![0u16; n]; queries.len()];
-            for lo in (0..n).step_by(ROW_BLOCK) {
-                let hi = (lo + ROW_BLOCK).min(n);
-                for (p, d) in prepared.iter().zip(dist.iter_mut()) {
-                    if let Prepared::Binary(qb) = p {
-                        kernels::hamming_many(qb, &v[lo * w..hi * w], &mut d[lo..hi]);
-                    }
-                }
-            }
-            return dist
-                .iter()
-                .map(|d| select_binary(d, 0, keep, dim))
-                .collect();
-        }
-        let mut tops: Vec<TopK> = queries.iter().map(|_| TopK::new(keep)).collect();
-        for lo in (0..n).step_by(ROW_BLOCK) {
-            let hi = (lo + ROW_BLOCK).min(n);
-            for (p, t) in prepared.iter().zip(tops.iter_mut()) {
-                for r in lo..hi {
-                    t.push(score(rows, p, dim, r), r as u32);
-                }
-            }
-        }
-        tops.into_iter().map(TopK::into_sorted).collect()
+        block_top(rows, level.dim, self.len(), &prepared, keep)
     }
 
     /// The later stages of one query: each rescores the previous shortlist with its level.

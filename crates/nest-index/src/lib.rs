@@ -12,12 +12,17 @@
 //! - [`funnel`]: [`Funnel`] (e.g. `binary:384>float32:64>float32:384`): a cheap first stage
 //!   shortlists, later stages rerank the shortlist with more bits; exact search is the
 //!   one-stage funnel at full float32.
+//! - [`memory`]: [`MemoryLevel`], one level's rows in memory, stored and scored by the same code.
+//! - [`mine`]: hard-negative mining (sentence-transformers' `mine_hard_negatives`) over a
+//!   [`MemoryLevel`]: the selection, the output formats, the resumable output file.
 
 pub mod build;
 mod error;
 pub mod funnel;
 pub mod kernels;
 pub mod level;
+pub mod memory;
+pub mod mine;
 pub mod pgvector;
 pub mod reader;
 mod topk;
@@ -26,4 +31,5 @@ pub use build::IndexBuilder;
 pub use error::{Error, Result};
 pub use funnel::{Funnel, Hit, Stage};
 pub use level::{Level, Precision};
+pub use memory::MemoryLevel;
 pub use reader::Index;

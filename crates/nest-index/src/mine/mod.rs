@@ -1,0 +1,82 @@
+//! Hard-negative mining without tensors: sentence-transformers 6.2.0's `mine_hard_negatives`
+//! over vectors scored as the index scores them (a [`MemoryLevel`] at any precision and dim).
+//!
+//! - [`set`]: the queries, the deduplicated corpus and each query's positives;
+//! - [`select`]: the options, the rank window and the choice of each query's negatives (ranges,
+//!   margins, score bounds, top or seeded random sampling);
+//! - [`rows`]: the output formats (triplet, n-tuple, labeled-pair, labeled-list);
+//! - [`output`]: the chunked, resumable output file.
+//!
+//! `nest mine` (nest-cli) encodes the texts and composes these.
+
+pub mod output;
+pub mod rows;
+pub mod select;
+pub mod set;
+
+pub use output::ResumableOutput;
+pub use rows::{write_rows, OutputFormat, QueryRows};
+pub use select::{sample, select, MineOptions, Picked, Sampling, Skipped, Window};
+pub use set::MineSet;
+
+use crate::level::Prepared;
+use crate::memory::MemoryLevel;
+
+/// One query's result: its positives' scores and its negatives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mined {
+    pub positive_scores: Vec<f32>,
+    pub picked: Picked,
+}
+
+/// Mines `queries` (prepared for `corpus`'s level), which are the set's queries `first..`:
+/// retrieves `window.retrieve` candidates each, scores the positives the same way, selects.
+pub fn mine_queries(
+    corpus: &MemoryLevel,
+    queries: &[Prepared],
+    first: usize,
+    positives: &[Vec<u32>],
+    o: &MineOptions,
+    window: Window,
+) -> Vec<Mined> {
+    let top = corpus.top(queries, window.retrieve);
+    top.iter()
+        .zip(queries)
+        .enumerate()
+        .map(|(i, (cands, q))| {
+            let pos = &positives[first + i];
+            let positive_scores: Vec<f32> =
+                pos.iter().map(|&r| corpus.score(q, r as usize)).collect();
+            let picked = select(o, window, first + i, cands, pos, &positive_scores);
+            Mined {
+                positive_scores,
+                picked,
+            }
+        })
+        .collect()
+}
+
+/// Counts over a run, for the summary sentence-transformers prints.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    pub queries: usize,
+    /// Queries that got fewer than `num_negatives`.
+    pub short: usize,
+    pub negatives: usize,
+    pub positive_score_sum: f64,
+    pub positives: usize,
+    pub negative_score_sum: f64,
+    pub skipped: Skipped,
+}
+
+impl Summary {
+    pub fn add(&mut self, m: &Mined, num_negatives: usize) {
+        self.queries += 1;
+        self.short += usize::from(m.picked.negatives.len() < num_negatives);
+        self.negatives += m.picked.negatives.len();
+        self.negative_score_sum += m.picked.negatives.iter().map(|n| n.1 as f64).sum::<f64>();
+        self.positives += m.positive_scores.len();
+        self.positive_score_sum += m.positive_scores.iter().map(|&s| s as f64).sum::<f64>();
+        self.skipped.add(m.picked.skipped);
+    }
+}

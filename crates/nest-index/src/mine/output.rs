@@ -1,0 +1,235 @@
+//! The output of a mining run, written so that `kill -9` then the same command again ends with
+//! exactly the uninterrupted run's file, no line lost or written twice:
+//!
+//! - lines go to `OUT.partial` a chunk of queries at a time, each chunk appended whole and
+//!   synced, then `OUT.mine-state.json` (atomic rename) records how many queries, lines and
+//!   bytes are done and a key of everything that decides the output (inputs' hashes, model,
+//!   point, options);
+//! - on start, a state with the same key resumes: `OUT.partial` is cut back to the recorded
+//!   bytes (dropping a chunk a kill tore) and mining goes on after the recorded queries; a
+//!   state with another key is refused (the command changed) unless `overwrite`;
+//! - at the end the state is removed and `OUT.partial` renamed to `OUT`, so `OUT` appears only
+//!   complete; an existing `OUT` is refused unless `overwrite`.
+//!
+//! One writer at a time: a lock beside `OUT` (`nest_core::lock`), released by the OS on death.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use nest_core::lock::FolderLock;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+const FORMAT: &str = "nest-mine-state";
+const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct State {
+    format: String,
+    version: u32,
+    key: String,
+    queries_done: usize,
+    lines: u64,
+    bytes: u64,
+}
+
+/// `OUT` with `suffix` appended to its file name.
+fn beside(out: &Path, suffix: &str) -> PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    out.with_file_name(name)
+}
+
+/// The partial file and the state file of `out`.
+pub fn work_files(out: &Path) -> (PathBuf, PathBuf) {
+    (beside(out, ".partial"), beside(out, ".mine-state.json"))
+}
+
+/// An output being written (module doc).
+#[derive(Debug)]
+pub struct ResumableOutput {
+    out: PathBuf,
+    partial: PathBuf,
+    state_path: PathBuf,
+    file: File,
+    state: State,
+    _lock: FolderLock,
+}
+
+fn read_state(path: &Path) -> Result<Option<State>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let s: State = serde_json::from_str(&text)
+        .map_err(|e| Error::corrupt(path, format!("not a mining state file: {e}")))?;
+    if s.format != FORMAT || s.version != VERSION {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "format '{}' version {}, expected '{FORMAT}' version {VERSION}",
+                s.format, s.version
+            ),
+        ));
+    }
+    Ok(Some(s))
+}
+
+impl ResumableOutput {
+    /// Opens `out` for a run whose settings hash to `key`: fresh, or resumed (module doc).
+    pub fn open(out: &Path, key: &str, overwrite: bool) -> Result<Self> {
+        let lock = FolderLock::take_beside(out)?;
+        let (partial, state_path) = work_files(out);
+        if overwrite {
+            for p in [out, &partial, &state_path] {
+                if p.exists() {
+                    std::fs::remove_file(p).map_err(|e| Error::io(p, e))?;
+                }
+            }
+        }
+        if out.exists() {
+            return Err(Error::invalid(
+                "--output",
+                format!(
+                    "{} exists (a finished run); pass --overwrite to mine again",
+                    out.display()
+                ),
+            ));
+        }
+        let fresh = State {
+            format: FORMAT.into(),
+            version: VERSION,
+            key: key.into(),
+            queries_done: 0,
+            lines: 0,
+            bytes: 0,
+        };
+        let state = match read_state(&state_path)? {
+            Some(s) if s.key == key && partial.exists() => s,
+            Some(s) if s.key != key => {
+                return Err(Error::invalid(
+                    "--output",
+                    format!(
+                        "{} records an unfinished run of another command (other inputs, model, \
+                         point or options); rerun that command to finish it, or pass \
+                         --overwrite to start this one",
+                        state_path.display()
+                    ),
+                ))
+            }
+            _ => fresh,
+        };
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&partial)
+            .map_err(|e| Error::io(&partial, e))?;
+        let len = file.metadata().map_err(|e| Error::io(&partial, e))?.len();
+        if len < state.bytes {
+            return Err(Error::corrupt(
+                &partial,
+                format!(
+                    "{len} bytes, but {} records {} written; pass --overwrite to start again",
+                    state_path.display(),
+                    state.bytes
+                ),
+            ));
+        }
+        file.set_len(state.bytes)
+            .map_err(|e| Error::io(&partial, e))?;
+        file.seek(SeekFrom::Start(state.bytes))
+            .map_err(|e| Error::io(&partial, e))?;
+        let o = ResumableOutput {
+            out: out.to_path_buf(),
+            partial,
+            state_path,
+            file,
+            state,
+            _lock: lock,
+        };
+        o.save_state()?;
+        Ok(o)
+    }
+
+    fn save_state(&self) -> Result<()> {
+        let text = serde_json::to_string_pretty(&self.state)
+            .map_err(|e| Error::invalid("state", e.to_string()))?;
+        nest_core::fsutil::write_atomic(&self.state_path, text.as_bytes())?;
+        Ok(())
+    }
+
+    /// Queries whose lines are already written (0 for a fresh run).
+    pub fn queries_done(&self) -> usize {
+        self.state.queries_done
+    }
+
+    /// Lines already written.
+    pub fn lines(&self) -> u64 {
+        self.state.lines
+    }
+
+    /// Appends a chunk's `text` (`lines` whole lines) that brings the run to `queries_done`.
+    pub fn append(&mut self, text: &str, lines: u64, queries_done: usize) -> Result<()> {
+        let p = &self.partial;
+        self.file
+            .write_all(text.as_bytes())
+            .map_err(|e| Error::io(p, e))?;
+        self.file.sync_data().map_err(|e| Error::io(p, e))?;
+        self.state.bytes += text.len() as u64;
+        self.state.lines += lines;
+        self.state.queries_done = queries_done;
+        self.save_state()
+    }
+
+    /// Removes the state and renames the partial file to the output.
+    pub fn finish(self) -> Result<PathBuf> {
+        self.file
+            .sync_all()
+            .map_err(|e| Error::io(&self.partial, e))?;
+        std::fs::remove_file(&self.state_path).map_err(|e| Error::io(&self.state_path, e))?;
+        std::fs::rename(&self.partial, &self.out).map_err(|e| Error::io(&self.out, e))?;
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resumes_cuts_a_torn_chunk_and_refuses_other_runs() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("t.jsonl");
+        let mut o = ResumableOutput::open(&out, "k", false).unwrap();
+        o.append("a\nb\n", 2, 1).unwrap();
+        drop(o);
+        // a kill in the middle of the next chunk: bytes past the state
+        let (partial, state) = work_files(&out);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&partial)
+            .unwrap()
+            .write_all(b"c\nd")
+            .unwrap();
+        let e = ResumableOutput::open(&out, "other", false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("another command"), "{e}");
+        let mut o = ResumableOutput::open(&out, "k", false).unwrap();
+        assert_eq!((o.queries_done(), o.lines()), (1, 2));
+        o.append("c\n", 1, 2).unwrap();
+        assert_eq!(o.finish().unwrap(), out);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "a\nb\nc\n");
+        assert!(!state.exists() && !partial.exists());
+        let e = ResumableOutput::open(&out, "k", false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--overwrite"), "{e}");
+        let o = ResumableOutput::open(&out, "k", true).unwrap();
+        assert_eq!(o.queries_done(), 0);
+        assert!(!out.exists());
+    }
+}
