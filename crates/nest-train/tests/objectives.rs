@@ -129,6 +129,7 @@ fn cosent() -> TaskLoss {
         kind: LossKind::Cosent,
         scale: 20.0,
         angle_weight: 0.0,
+        quantization: Default::default(),
     }
 }
 
@@ -280,6 +281,7 @@ fn two_d_equals_sentence_transformers_matryoshka2d_loss() {
                 kind,
                 scale: 20.0,
                 angle_weight: 0.0,
+                quantization: Default::default(),
             },
             TwoDConfig {
                 dims: dims.clone(),

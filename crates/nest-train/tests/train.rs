@@ -773,3 +773,71 @@ fn heads_run_at_their_own_rate_and_warm_up() {
     assert_eq!(line["lr"].as_f64(), Some(0.0));
     assert_eq!(line["head_lr"].as_f64(), Some(head_lr));
 }
+
+/// One column of `metrics.jsonl`'s `terms` at every step.
+fn term(run: &Path, name: &str) -> Vec<f64> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["terms"][name].as_f64()
+        })
+        .collect()
+}
+
+/// Quantization-aware training end to end (issue 40): the recipe's `quantization` puts the
+/// quantised task losses into MRL's and 2DMSE's terms, the per-precision losses are logged,
+/// training lowers the quantised losses, and the run's recipe records the keys.
+#[test]
+fn quantization_aware_training_logs_and_lowers_the_quantised_losses() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let run = d.path().join("qat");
+    let flags = [
+        "--quantization",
+        "[\"int8\", \"binary\"]",
+        "--quantization-weight",
+        "0.5",
+        "--epochs",
+        "10",
+        "--lr",
+        "3e-3",
+        "--warmup-ratio",
+        "0.0",
+        "--decay",
+        "constant",
+        "--save-every",
+        "0",
+    ];
+    let r = recipe(&model, &data, &flags);
+    train(&r, &opts(&run), &mut |_| {}).unwrap();
+    assert_eq!(term(&run, "mrl/cosent+int8+binary@8").len(), 60);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    for p in ["float32", "int8", "binary"] {
+        let l = term(&run, &format!("diag/quantization/{p}@8"));
+        assert_eq!(l.len(), 60, "{p}");
+        let (first, last) = (mean(&l[..6]), mean(&l[54..]));
+        assert!(last < first, "{p}@8: first 6 steps {first}, last 6 {last}");
+    }
+    let saved: toml::Table = std::fs::read_to_string(run.join("recipe.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(saved["quantization"].to_string(), "[\"int8\", \"binary\"]");
+    assert_eq!(saved["quantization_weight"].as_float(), Some(0.5));
+    let enc = ElasticEncoder::load(&run.join("final"), tch::Device::Cpu, None).unwrap();
+    assert_eq!(enc.meta.matryoshka_dims, vec![8, 16, 32]);
+    // 2DMSE: every task term (last and shallow layers) carries the quantised losses
+    let two_d = d.path().join("qat-2d");
+    let mut f = flags.to_vec();
+    f.extend(["--max-steps", "2", "--objective", "[{kind = \"2dmse\"}]"]);
+    train(&recipe(&model, &data, &f), &opts(&two_d), &mut |_| {}).unwrap();
+    for name in [
+        "2dmse/last/cosent+int8+binary@32",
+        "2dmse/shallow/cosent+int8+binary@8",
+        "diag/quantization/binary@32",
+    ] {
+        assert_eq!(term(&two_d, name).len(), 2, "{name}");
+    }
+}

@@ -6,7 +6,8 @@
 //!
 //! One file per method: `mrl` (Matryoshka), `two_d` (2DMSE, [`TwoDMse`]), `ese` (ESE /
 //! Espresso, [`Ese`]), [`mipic`] (MIPIC's SIA and PIC), [`mic`] (MIC's SCR and SIR), [`distill`]
-//! and [`hsic`] (IBKD's teacher matching and information bottleneck).
+//! and [`hsic`] (IBKD's teacher matching and information bottleneck). [`quant`] scores every
+//! task loss also on quantised vectors (quantization-aware training).
 
 mod component;
 pub mod distill;
@@ -15,6 +16,7 @@ pub mod hsic;
 pub mod mic;
 pub mod mipic;
 pub(crate) mod mrl;
+pub mod quant;
 pub(crate) mod registry;
 mod teacher;
 pub(crate) mod two_d;
@@ -194,12 +196,31 @@ pub struct TaskLoss {
     pub kind: LossKind,
     pub scale: f64,
     pub angle_weight: f64,
+    /// Also score the loss on the quantised vectors (straight-through, [`quant`]); off by
+    /// default.
+    pub quantization: quant::Quantization,
 }
 
 impl TaskLoss {
+    /// The loss on the columns as given plus, with [`TaskLoss::quantization`], its weight times
+    /// the loss on each precision's straight-through quantised columns.
+    ///
     /// # Shapes
     /// - `cols[k]`: `[B, d]` embeddings of column `k`; `scores`: `[B]` for CoSENT
     fn apply(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
+        let q = self.quantization;
+        let mut total = self.apply_float(cols, scores);
+        for p in q.precisions() {
+            // not `+=`: see apply_float
+            #[allow(clippy::assign_op_pattern)]
+            let sum = total + self.apply_float(&quant::columns(cols, p), scores) * q.weight;
+            total = sum;
+        }
+        total
+    }
+
+    /// The loss on the columns as given (no quantisation).
+    fn apply_float(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
         match self.kind {
             LossKind::Mnrl => losses::mnrl(&cols[0], &cols[1], cols.get(2), self.scale),
             LossKind::MnrlSymmetric => {
@@ -231,7 +252,16 @@ impl TaskLoss {
         self.apply(&cut, scores)
     }
 
-    fn name(&self) -> &'static str {
+    /// The loss's name in term names: e.g. `cosent`, `cosent+angle`, `mnrl+int8+binary`.
+    fn name(&self) -> String {
+        let mut n = self.float_name().to_string();
+        for p in self.quantization.precisions() {
+            n = format!("{n}+{}", p.name());
+        }
+        n
+    }
+
+    fn float_name(&self) -> &'static str {
         match self.kind {
             LossKind::Mnrl => "mnrl",
             LossKind::MnrlSymmetric => "mnrl-symmetric",

@@ -202,7 +202,7 @@ impl TwoDMse {
                 self.add_alignment(out, l, t, prefix, &mut sums);
             }
         }
-        sums.push_terms(&mut terms, self.task.name(), self.hidden, prefix);
+        sums.push_terms(&mut terms, &self.task.name(), self.hidden, prefix);
         terms
     }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 mod objective;
 
+pub use crate::objective::quant::QuantPrecision;
 pub use crate::objective::LossKind;
 pub(crate) use crate::objective::ObjectiveSpec;
 
@@ -75,6 +76,14 @@ pub struct Recipe {
     /// Weight of AnglE's angle loss added to CoSENT (0 = off).
     #[serde(default)]
     angle_weight: f64,
+    /// Quantization-aware training: every task loss is also scored on the prefix vectors
+    /// quantised to these stored precisions (`int8`, `binary`), with a straight-through
+    /// gradient ([`crate::objective::quant`]); empty = off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    quantization: Vec<QuantPrecision>,
+    /// Weight of each quantised task loss beside the float one; unset = 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    quantization_weight: Option<f64>,
     /// Matryoshka prefix dims (increasing); empty = the full dimension only.
     #[serde(default)]
     matryoshka_dims: Vec<usize>,
@@ -232,6 +241,35 @@ impl Recipe {
         Ok(())
     }
 
+    /// `quantization` and `quantization_weight`.
+    fn validate_quantization(&self) -> std::result::Result<(), String> {
+        let q = &self.quantization;
+        if let Some(p) = q.iter().find(|p| q.iter().filter(|x| x == p).count() > 1) {
+            return Err(format!("quantization lists {} twice", p.name()));
+        }
+        match self.quantization_weight {
+            Some(_) if q.is_empty() => Err(
+                "quantization_weight is set but quantization is empty (e.g. quantization = [\"int8\", \"binary\"])"
+                    .into(),
+            ),
+            Some(w) if !(w > 0.0 && w.is_finite()) => {
+                Err(format!("quantization_weight must be > 0, got {w}"))
+            }
+            _ if !q.is_empty() && self.loss == LossKind::None => Err(
+                "quantization scores the task loss, but the recipe's loss is \"none\"".into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// The quantisation of the task loss the recipe asks for (off when `quantization` is empty).
+    pub(crate) fn quantization(&self) -> crate::objective::quant::Quantization {
+        crate::objective::quant::Quantization::new(
+            &self.quantization,
+            self.quantization_weight.unwrap_or(1.0),
+        )
+    }
+
     /// Value checks that need no model (the dims are checked against the model later).
     /// The data sources: at least one, positive weights, formats the loss can read.
     fn validate_data(&self) -> std::result::Result<(), String> {
@@ -318,6 +356,7 @@ impl Recipe {
             }
         }
         self.validate_scale()?;
+        self.validate_quantization()?;
         if !(self.lr > 0.0 && self.lr.is_finite()) {
             return Err(format!("lr must be > 0, got {}", self.lr));
         }

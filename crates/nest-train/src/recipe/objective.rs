@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use super::{LossKind, ObjectiveSpec, Recipe};
 use crate::objective::distill::TeacherTable;
+use crate::objective::quant::QuantReport;
 use crate::objective::{BuildContext, Composite, MrlConfig, Part, TaskLoss};
 use crate::{Error, Result};
 
@@ -39,6 +40,7 @@ impl Recipe {
             kind: self.loss,
             scale: self.scale,
             angle_weight: self.angle_weight,
+            quantization: self.quantization(),
         };
         let implicit = self.objective.is_empty();
         let specs = match implicit {
@@ -79,6 +81,47 @@ impl Recipe {
                 c.build(&cx).map_err(bad)?,
             ));
         }
+        self.add_quantization_report(&mut parts, task)?;
         Ok(Composite { parts })
+    }
+
+    /// With `quantization`, the component that logs the per-precision task losses (last, so
+    /// that the other components keep their random streams); refused when no component scores
+    /// the task loss it quantises.
+    fn add_quantization_report(&self, parts: &mut Vec<Part>, task: TaskLoss) -> Result<()> {
+        let quantization = task.quantization;
+        if !quantization.is_on() {
+            return Ok(());
+        }
+        let scored = self.objective.is_empty()
+            || self
+                .objective
+                .iter()
+                .any(|s| s.component().uses_task_loss());
+        if !scored {
+            return Err(Error::Recipe {
+                source_name: "quantization".into(),
+                message: "no objective component scores the task loss that it quantises \
+                          (mrl, 2dmse and ese do)"
+                    .into(),
+            });
+        }
+        let mut dims: Vec<usize> = parts
+            .iter()
+            .flat_map(|p| p.objective.trained_dims())
+            .collect();
+        dims.sort_unstable();
+        dims.dedup();
+        let task = TaskLoss {
+            quantization: Default::default(),
+            ..task
+        };
+        let report = QuantReport {
+            task,
+            quantization,
+            dims,
+        };
+        parts.push(Part::new("quantization", 1.0, Box::new(report)));
+        Ok(())
     }
 }

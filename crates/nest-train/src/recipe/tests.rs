@@ -217,3 +217,55 @@ fn a_bad_eval_grid_fails_at_load_naming_the_key() {
     // well-formed values pass; their ranges are checked against the model later
     Recipe::load(Some(&p), &["--eval-dims".into(), "16,4096".into()]).unwrap();
 }
+
+#[test]
+fn quantization_keys_are_checked_naming_key_and_line() {
+    let (_d, p) = write(&format!(
+        "quantization = [\"int8\", \"binary\"]\nquantization_weight = 0.5\n{BASE}"
+    ));
+    let r = Recipe::load(Some(&p), &[]).unwrap();
+    let q = r.quantization();
+    assert!(q.int8 && q.binary && q.weight == 0.5);
+    let again: Recipe = toml::from_str(&r.to_toml()).unwrap();
+    assert_eq!(again, r);
+    // off by default, and then absent from the saved recipe (older runs resume unchanged)
+    let (_e, plain) = write(BASE);
+    let r = Recipe::load(Some(&plain), &[]).unwrap();
+    assert!(!r.quantization().is_on() && !r.to_toml().contains("quantization"));
+    // an unknown precision names the key, its line and the valid names
+    let (_f, p) = write(&format!(
+        "lr = 1e-5\nquantization = [\"int8\", \"int4\"]\n{BASE}"
+    ));
+    let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("line 2, key quantization") && e.contains("int4") && e.contains("binary"),
+        "{e}"
+    );
+    let e = Recipe::load(
+        Some(&plain),
+        &["--quantization".into(), "[\"float16\"]".into()],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--quantization") && e.contains("float16"), "{e}");
+    for (flags, says) in [
+        (
+            vec!["--quantization", "[\"int8\", \"int8\"]"],
+            "lists int8 twice",
+        ),
+        (vec!["--quantization-weight", "2"], "quantization is empty"),
+        (
+            vec![
+                "--quantization",
+                "[\"binary\"]",
+                "--quantization-weight",
+                "0",
+            ],
+            "quantization_weight must be > 0",
+        ),
+    ] {
+        let flags: Vec<String> = flags.into_iter().map(String::from).collect();
+        let e = Recipe::load(Some(&plain), &flags).unwrap_err().to_string();
+        assert!(e.contains(says), "{flags:?}: {e}");
+    }
+}
