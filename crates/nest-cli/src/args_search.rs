@@ -64,6 +64,10 @@ pub struct SearchArgs {
     /// A query text (repeatable).
     #[arg(long)]
     pub query: Vec<String>,
+    /// Only rows whose payload matches, e.g. `{"lang": "en"}` or `{"tag": {"$in": ["a", "b"]}}`
+    /// (every key must match; --engine nest).
+    #[arg(long)]
+    pub filter: Option<String>,
     /// A file of queries, one per line (or `.jsonl` with `text`).
     #[arg(long)]
     pub queries: Option<PathBuf>,
@@ -121,6 +125,10 @@ pub struct ServeArgs {
     /// Apply this adaptor (from `nest compress`) to every vector.
     #[arg(long)]
     pub adaptor: Option<PathBuf>,
+    /// Serve `POST /v1/search` and `POST /v1/documents` over this index (`nest index build`
+    /// with the same model): queries are embedded at the index's layer.
+    #[arg(long)]
+    pub index: Option<PathBuf>,
     /// The name clients pass as `model` (default: the model folder's name).
     #[arg(long)]
     pub served_name: Option<String>,

@@ -831,11 +831,19 @@ fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
     };
     let d = tempfile::tempdir().unwrap();
     let key = "schema-key-0123456789abcdef";
-    let s = start(&tiny(d.path()), &["--api-key", key]);
+    let model = tiny(d.path());
+    std::fs::write(d.path().join("docs.txt"), "the cat sat\na dog ran\nbirds fly south\n").unwrap();
+    let (m, idx) = (model.display().to_string(), d.path().join("idx").display().to_string());
+    let input = d.path().join("docs.txt").display().to_string();
+    nest(&["index", "build", "--model", &m, "--input", &input, "--out", &idx,
+           "--dims", "8,32", "--precision", "float32,binary"]);
+    // with an index: /v1/search and /v1/documents are fuzzed too
+    let s = start(&model, &["--api-key", key, "--index", &idx]);
     let (st, doc) = http(&s.addr, "GET", "/openapi.json", b"");
     assert_eq!(st, 200, "the document needs no key");
     let doc: Value = serde_json::from_slice(&doc).unwrap();
     assert_eq!(doc["openapi"], "3.0.3");
+    assert!(doc["paths"]["/v1/search"]["post"].is_object());
     assert_eq!(
         doc["paths"]["/v1/embeddings"]["post"]["responses"]["413"]["content"]["application/json"]
             ["schema"]["$ref"],
@@ -1012,4 +1020,128 @@ fn quantized_encodings_are_the_index_codes_of_the_float_vector() {
             "{r}"
         );
     }
+}
+
+/// Runs `nest ARGS` (float32), panicking with its stderr on failure; its stdout.
+fn nest(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nest {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `nest serve --index`: `/v1/search` answers what `nest search` answers (ids and scores,
+/// payload filters included), refuses another point, and `/v1/documents` adds durably: a
+/// restarted server (and `nest search`) finds what was acknowledged.
+#[test]
+fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
+    let d = tempfile::tempdir().unwrap();
+    let model = tiny(d.path());
+    let m = model.display().to_string();
+    let words = ["cat", "dog", "bird", "fish", "tree", "car", "road", "sun", "rain", "snow"];
+    let docs: String = (0..40)
+        .map(|i| {
+            let text = format!("the {} and the {} {i}", words[i % 10], words[(i * 7 + 3) % 10]);
+            let lang = ["en", "fr"][i % 2];
+            format!("{}\n", json!({"id": format!("d{i}"), "text": text, "lang": lang}))
+        })
+        .collect();
+    std::fs::write(d.path().join("docs.jsonl"), docs).unwrap();
+    let idx = d.path().join("idx").display().to_string();
+    let input = d.path().join("docs.jsonl").display().to_string();
+    nest(&["index", "build", "--model", &m, "--input", &input, "--out", &idx, "--layer", "2",
+           "--dims", "8,32", "--precision", "float32,int8,binary", "--payload"]);
+    let s = start(&model, &["--index", &idx]);
+    let a = s.addr.as_str();
+    let search = |body: Value| {
+        let (st, b) = http(a, "POST", "/v1/search", body.to_string().as_bytes());
+        (st, serde_json::from_slice::<Value>(&b).unwrap_or(Value::Null))
+    };
+    let cli = |q: &str, funnel: &str, filter: Option<&str>| -> Vec<(String, f32)> {
+        let mut args = vec!["search", "--index", &idx, "--query", q, "--k", "5", "--funnel", funnel];
+        if let Some(f) = filter {
+            args.extend(["--filter", f]);
+        }
+        let line: Value = serde_json::from_str(nest(&args).lines().next().unwrap()).unwrap();
+        line["hits"].as_array().unwrap().iter()
+            .map(|h| (h["id"].as_str().unwrap().to_string(), h["score"].as_f64().unwrap() as f32))
+            .collect()
+    };
+    let api = |r: &Value, i: usize| -> Vec<(String, f32)> {
+        r["data"][i]["hits"].as_array().unwrap().iter()
+            .map(|h| (h["id"].as_str().unwrap().to_string(), h["score"].as_f64().unwrap() as f32))
+            .collect()
+    };
+    let close = |x: &[(String, f32)], y: &[(String, f32)]| {
+        // ids equal; scores equal up to the float noise of a batch of one vs. several
+        x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() < 1e-5)
+    };
+    for (funnel, filter) in [
+        ("float32:32", None),
+        ("binary:32@20>int8:32@10>float32:32", None),
+        ("int8:8@15>float32:32", Some(r#"{"lang": "fr"}"#)),
+    ] {
+        let mut body = json!({"query": ["the cat and the sun", "rain"], "k": 5, "funnel": funnel});
+        if let Some(f) = filter {
+            body["filter"] = serde_json::from_str(f).unwrap();
+        }
+        let (st, r) = search(body);
+        assert_eq!(st, 200, "{r}");
+        assert_eq!(r["funnel"], funnel);
+        for (i, q) in ["the cat and the sun", "rain"].iter().enumerate() {
+            let (want, got) = (cli(q, funnel, filter), api(&r, i));
+            assert!(close(&want, &got), "{funnel} {filter:?}: {want:?} vs {got:?}");
+            if filter.is_some() {
+                assert!(r["data"][i]["hits"].as_array().unwrap().iter().all(|h| h["payload"]["lang"] == "fr"));
+            }
+        }
+    }
+    // another point, a level the index lacks, a bad filter: 400 naming the field
+    for (body, param) in [
+        (json!({"query": "x", "layers": 1}), "layers"),
+        (json!({"query": "x", "dimensions": 8}), "dimensions"),
+        (json!({"query": "x", "funnel": "float32:16"}), "funnel"),
+        (json!({"query": "x", "filter": [1]}), "filter"),
+        (json!({"query": ""}), "query"),
+        (json!({"query": "x", "model": "other"}), "model"),
+    ] {
+        let (st, r) = search(body.clone());
+        assert_eq!(st, 400, "{body}: {r}");
+        assert_eq!(r["error"]["param"], param, "{r}");
+    }
+    // adds: acknowledged once durable; a retry is not a duplicate; found after a restart
+    let add = json!({"documents": [
+        {"id": "new1", "text": "a purple giraffe sings opera", "payload": {"lang": "fr"}},
+        {"id": "d3", "text": "duplicate id"},
+    ]});
+    let (st, b) = http(a, "POST", "/v1/documents", add.to_string().as_bytes());
+    let r: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(st, 200, "{r}");
+    assert_eq!((r["added"].clone(), r["existing"].clone(), r["count"].clone()), (json!(["new1"]), json!(["d3"]), json!(41)));
+    let (_, b) = http(a, "POST", "/v1/documents", add.to_string().as_bytes());
+    assert_eq!(serde_json::from_slice::<Value>(&b).unwrap()["existing"], json!(["new1", "d3"]));
+    let q = json!({"query": "a purple giraffe sings opera", "k": 3, "filter": {"lang": "fr"}});
+    let (_, r) = search(q.clone());
+    assert_eq!(r["data"][0]["hits"][0]["id"], "new1", "{r}");
+    drop(s);
+    let s = start(&model, &["--index", &idx]);
+    let (st, b) = http(&s.addr, "POST", "/v1/search", q.to_string().as_bytes());
+    let r: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!((st, r["data"][0]["hits"][0]["id"].as_str()), (200, Some("new1")), "{r}");
+    let hits = cli("a purple giraffe sings opera", "float32:32", Some(r#"{"lang": "fr"}"#));
+    assert_eq!(hits[0].0, "new1");
+    // a server without --index has no search route; an index of another model is refused
+    let plain = start(&model, &[]);
+    assert_eq!(http(&plain.addr, "POST", "/v1/search", b"{}").0, 404);
+    let other = d.path().join("other");
+    write_tiny_model(&other, &TinySpec::new(Architecture::Bert)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .args(["serve", "--port", "0", "--model", &other.display().to_string(), "--index", &idx])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("built with model"), "{err}");
 }

@@ -17,6 +17,7 @@
 //!   [`MemoryLevel`]: the selection, the output formats, the resumable output file.
 
 pub mod build;
+pub mod collection;
 mod error;
 pub mod funnel;
 pub mod kernels;
@@ -28,6 +29,7 @@ pub mod reader;
 mod topk;
 
 pub use build::IndexBuilder;
+pub use collection::{Collection, Filter, Found};
 pub use error::{Error, Result};
 pub use funnel::{Funnel, Hit, Stage};
 pub use level::{Level, Precision};

@@ -6,6 +6,7 @@
 //! - [`batcher`]: the bounded queue and token-bounded, per-layer dynamic batches;
 //! - [`engine`]: model loading in the background, trained-point checks, worker threads;
 //! - [`routes`]: the HTTP API; [`error`]: the one place errors become statuses;
+//! - [`search`]: `/v1/search` and `/v1/documents` over an index (`--index`);
 //! - [`auth`]: API keys;
 //! - [`metrics`]: Prometheus metrics; [`load`]: the load generator of `nest bench serve`.
 
@@ -19,6 +20,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod request;
 pub mod routes;
+pub mod search;
 pub mod soak;
 
 use std::sync::Arc;
@@ -36,18 +38,24 @@ pub async fn serve(
     config: EngineConfig,
     limits: Limits,
     access: auth::Access,
+    index: Option<&std::path::Path>,
     addr: &str,
     on_listen: impl FnOnce(std::net::SocketAddr),
 ) -> Result<()> {
     let header_timeout = limits
         .request_timeout
         .min(std::time::Duration::from_secs(10));
+    let search = match index {
+        Some(dir) => Some(Arc::new(search::Searcher::open(dir, &config.model)?)),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let engine = Engine::start(config);
     let app = routes::router(routes::AppState {
         engine: Arc::clone(&engine),
         limits,
         access: Arc::new(access),
+        search,
     })?;
     on_listen(listener.local_addr()?);
     let mut http = hyper::server::conn::http1::Builder::new();

@@ -75,7 +75,7 @@ fn responses(ok: Value, keyed: bool, with_body: bool) -> Value {
 
 /// The document for a server that takes at most `max_inputs` inputs per request; `keyed`:
 /// whether it has API keys.
-pub fn document(max_inputs: usize, keyed: bool) -> Value {
+pub fn document(max_inputs: usize, keyed: bool, search: bool) -> Value {
     let security = if keyed {
         json!([{"bearer": []}])
     } else {
@@ -95,7 +95,7 @@ pub fn document(max_inputs: usize, keyed: bool) -> Value {
         "security": security,
         "responses": responses(json!({"description": "the model", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Models"}}}}), keyed, false),
     });
-    json!({
+    let mut doc = json!({
         "openapi": "3.0.3",
         "info": {"title": "Nest embeddings server", "version": env!("CARGO_PKG_VERSION")},
         "paths": {
@@ -117,7 +117,65 @@ pub fn document(max_inputs: usize, keyed: bool) -> Value {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": schemas(max_inputs),
         }
-    })
+    });
+    if search {
+        add_search(&mut doc, &security, max_inputs, keyed);
+    }
+    doc
+}
+
+/// `/v1/search` and `/v1/documents` (servers with `--index`), from the fields they read.
+fn add_search(doc: &mut Value, security: &Value, max_inputs: usize, keyed: bool) {
+    use crate::search::{DOCUMENT_FIELDS, SEARCH_FIELDS};
+    let schema = |f: &Field| match f.name {
+        "query" => json!({"description": f.doc, "oneOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "minItems": 1, "maxItems": max_inputs, "items": {"type": "string", "minLength": 1}},
+        ]}),
+        "k" | "layers" | "dimensions" => json!({"type": "integer", "minimum": 1, "nullable": true, "description": f.doc}),
+        "filter" => json!({"type": "object", "nullable": true, "description": f.doc}),
+        "documents" => json!({"type": "array", "minItems": 1, "maxItems": max_inputs, "description": f.doc, "items": {
+            "type": "object", "required": ["id", "text"], "properties": {
+                "id": {"type": "string", "minLength": 1},
+                "text": {"type": "string", "minLength": 1},
+                "payload": {"type": "object", "nullable": true},
+            }}}),
+        _ => json!({"type": "string", "nullable": true, "description": f.doc}),
+    };
+    let body = |fields: &[Field], required: &str| {
+        let props: serde_json::Map<String, Value> =
+            fields.iter().map(|f| (f.name.to_string(), schema(f))).collect();
+        json!({"type": "object", "required": [required], "properties": props})
+    };
+    let hit = json!({"type": "object", "required": ["id", "score"], "properties": {
+        "id": {"type": "string"}, "score": {"type": "number"}, "payload": {"type": "object"},
+    }});
+    let found = json!({"type": "object", "required": ["object", "funnel", "data"], "properties": {
+        "object": {"type": "string", "enum": ["list"]},
+        "funnel": {"type": "string"},
+        "data": {"type": "array", "items": {"type": "object", "required": ["index", "hits"], "properties": {
+            "object": {"type": "string"}, "index": {"type": "integer"}, "query": {"type": "string"},
+            "hits": {"type": "array", "items": hit},
+        }}},
+    }});
+    let added = json!({"type": "object", "required": ["added", "existing", "count"], "properties": {
+        "object": {"type": "string"},
+        "added": {"type": "array", "items": {"type": "string"}},
+        "existing": {"type": "array", "items": {"type": "string"}},
+        "count": {"type": "integer", "minimum": 0},
+    }});
+    let op = |summary: &str, req: Value, ok: Value| json!({
+        "summary": summary,
+        "security": security,
+        "requestBody": {"required": true, "content": {"application/json": {"schema": req}}},
+        "responses": responses(json!({"description": "ok", "content": {"application/json": {"schema": ok}}}), keyed, true),
+    });
+    doc["paths"]["/v1/search"] = json!({"post": op(
+        "Search the index (--index): queries embedded at its point, a funnel, payload filters",
+        body(&SEARCH_FIELDS, "query"), found)});
+    doc["paths"]["/v1/documents"] = json!({"post": op(
+        "Add documents to the index durably (acknowledged once fsynced); ids already present are skipped",
+        body(&DOCUMENT_FIELDS, "documents"), added)});
 }
 
 /// The request, response, model list and error bodies.

@@ -46,7 +46,7 @@ pub struct EmbeddingRequest {
     pub prompt: Option<String>,
 }
 
-fn string(v: &Value, param: &'static str) -> Result<Option<String>> {
+pub(crate) fn string(v: &Value, param: &'static str) -> Result<Option<String>> {
     match v {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone())),
@@ -57,7 +57,7 @@ fn string(v: &Value, param: &'static str) -> Result<Option<String>> {
     }
 }
 
-fn positive(v: &Value, param: &'static str) -> Result<Option<usize>> {
+pub(crate) fn positive(v: &Value, param: &'static str) -> Result<Option<usize>> {
     match v {
         Value::Null => Ok(None),
         Value::Number(n) => match n.as_u64() {

@@ -93,6 +93,8 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     pub limits: Limits,
     pub access: Arc<crate::auth::Access>,
+    /// The index of `/v1/search` and `/v1/documents` (`--index`), when there is one.
+    pub search: Option<Arc<crate::search::Searcher>>,
 }
 
 /// The router, with the body limit applied (axum's own limit answers 413 before parsing), the
@@ -106,6 +108,7 @@ pub fn router(state: AppState) -> Result<Router> {
     let doc = Arc::new(crate::openapi::document(
         state.limits.max_inputs,
         !state.access.is_open(),
+        state.search.is_some(),
     ));
     let app = Router::new()
         .route(
@@ -120,7 +123,14 @@ pub fn router(state: AppState) -> Result<Router> {
         .route("/health", get(health))
         .route("/v1/models", get(models))
         .route("/models", get(models))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics));
+    let app = match state.search.is_some() {
+        true => app
+            .route("/v1/search", post(crate::search::search))
+            .route("/v1/documents", post(crate::search::documents)),
+        false => app,
+    };
+    let app = app
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
             access,
@@ -176,51 +186,88 @@ async fn embeddings(
     body: std::result::Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let t0 = Instant::now();
-    let resp = match body {
-        Ok(b) => match embed(&s, &b).await {
-            Ok(r) => {
-                METRICS.errors(200);
-                r.into_response()
-            }
-            Err(e) => e.into_response(),
-        },
-        Err(rej) => {
-            let status = rej.status();
-            if status == StatusCode::PAYLOAD_TOO_LARGE {
-                Error::too_large(
-                    None,
-                    format!(
-                        "the body is over the {}-byte limit",
-                        s.limits.max_body_bytes
-                    ),
-                )
-                .into_response()
-            } else {
-                Error::bad(None, rej.body_text()).into_response()
-            }
-        }
-    };
+    let resp = answer(body_bytes(&s, body), |b| async move { embed(&s, &b).await }).await;
     METRICS.latency.observe(t0.elapsed().as_secs_f64());
     resp
 }
 
-async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
-    let info = s.engine.info()?;
-    let req = request::parse(body)?;
-    s.engine.check_model_name(req.model.as_deref())?;
-    let n = req.inputs.len();
+/// The body, or the error a rejected one gets (413 past the byte limit, else 400).
+pub(crate) fn body_bytes(
+    s: &AppState,
+    body: std::result::Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Bytes> {
+    body.map_err(|rej| match rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        true => Error::too_large(
+            None,
+            format!(
+                "the body is over the {}-byte limit",
+                s.limits.max_body_bytes
+            ),
+        ),
+        false => Error::bad(None, rej.body_text()),
+    })
+}
+
+/// Runs a handler on a read body; its error becomes the response (and is counted).
+pub(crate) async fn answer<F, Fut>(body: Result<Bytes>, f: F) -> Response
+where
+    F: FnOnce(Bytes) -> Fut,
+    Fut: std::future::Future<Output = Result<Response>>,
+{
+    let result = match body {
+        Ok(b) => f(b).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(r) => {
+            METRICS.errors(200);
+            r
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// 413 when a request carries more inputs than `--max-client-batch-size`.
+pub(crate) fn check_count(s: &AppState, n: usize, param: &'static str) -> Result<()> {
     if n > s.limits.max_inputs {
         return Err(Error::too_large(
-            Some("input"),
+            Some(param),
             format!(
                 "{n} inputs in one request; the limit is {} (--max-client-batch-size)",
                 s.limits.max_inputs
             ),
         ));
     }
+    Ok(())
+}
+
+async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
+    let info = s.engine.info()?;
+    let req = request::parse(body)?;
+    s.engine.check_model_name(req.model.as_deref())?;
+    check_count(s, req.inputs.len(), "input")?;
     let point = info.point(req.dimensions, req.layers, s.engine.config.allow_any_point)?;
     let (prompt, skip) = info.prompt(req.prompt_name.as_deref(), req.prompt.as_deref())?;
-    let ids = token_ids(info, req.inputs, prompt).await?;
+    let (vectors, tokens) = run_inputs(s, info, req.inputs, (point.layer, point.dim), prompt, skip).await?;
+    let name = &s.engine.config.served_name;
+    Ok(match req.output {
+        Output::Raw(ty) => raw_response(&vectors, ty, name, tokens),
+        output => Json(json_response(&vectors, &output, name, tokens)).into_response(),
+    })
+}
+
+/// Tokenises `inputs` (with the prompt), checks the token limit, queues them at
+/// (`layer`, `dim`) and awaits their vectors; (vectors, tokens).
+pub(crate) async fn run_inputs(
+    s: &AppState,
+    info: &ServedModel,
+    inputs: Inputs,
+    (layer, dim): (usize, usize),
+    prompt: Option<&str>,
+    skip: usize,
+) -> Result<(Vec<Vec<f32>>, usize)> {
+    let n = inputs.len();
+    let ids = token_ids(info, inputs, prompt).await?;
     let tokens: usize = ids.iter().map(Vec::len).sum();
     if tokens > s.limits.max_tokens {
         return Err(Error::too_large(
@@ -239,8 +286,8 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
             rxs.push(rx);
             Item {
                 ids,
-                layer: point.layer,
-                dim: point.dim,
+                layer,
+                dim,
                 skip,
                 reply: tx,
             }
@@ -255,11 +302,7 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
                 .map_err(Error::Internal)?,
         );
     }
-    let name = &s.engine.config.served_name;
-    Ok(match req.output {
-        Output::Raw(ty) => raw_response(&vectors, ty, name, tokens),
-        output => Json(json_response(&vectors, &output, name, tokens)).into_response(),
-    })
+    Ok((vectors, tokens))
 }
 
 /// OpenAI's body (`embedding`: one form) or, for several forms, each item's `embeddings`

@@ -1,5 +1,5 @@
 use anyhow::{Context, Result};
-use nest_index::{Funnel, Index};
+use nest_index::{Collection, Filter, Funnel, Index};
 use nest_model::EncodeOptions;
 
 use crate::args_search::{Engine, ExportCommand, SearchArgs};
@@ -68,7 +68,8 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 "--index {}: a file; --index takes the index folder (the one holding index.json)",
                 path.display()
             );
-            let idx = Index::open(path)?;
+            let col = Collection::open(path)?;
+            let idx = col.index();
             let funnel = match &a.funnel {
                 Some(f) => Funnel::parse(f)?,
                 None => Funnel::exact(idx.full_dim()),
@@ -85,14 +86,20 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 idx.full_dim()
             );
             let q = embed(&model, layer, &texts)?;
-            let hits = idx.search(&q, &funnel, a.k)?;
+            let filter = match &a.filter {
+                Some(f) => Some(Filter::parse(
+                    &serde_json::from_str(f).context("--filter is not JSON")?,
+                )?),
+                None => None,
+            };
+            let hits = col.search(&q, &funnel, a.k, filter.as_ref())?;
             for (t, h) in texts.iter().zip(hits) {
                 let hits: Vec<serde_json::Value> = h
-                    .iter()
+                    .into_iter()
                     .enumerate()
                     .map(|(rank, h)| {
-                        let mut v = serde_json::json!({"rank": rank + 1, "id": idx.id(h.row as usize), "score": h.score});
-                        if let Some(p) = idx.payload(h.row as usize).filter(|p| !p.is_null()) {
+                        let mut v = serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score});
+                        if let Some(p) = h.payload {
                             v["payload"] = p;
                         }
                         v
@@ -105,6 +112,10 @@ pub fn run(a: SearchArgs) -> Result<()> {
             }
         }
         Engine::Pgvector => {
+            anyhow::ensure!(
+                a.filter.is_none(),
+                "--filter works with --engine nest (pgvector: filter with SQL on the table)"
+            );
             let dsn = a
                 .dsn
                 .as_deref()

@@ -54,7 +54,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     let addr = format!("{}:{}", a.host, a.port);
-    rt.block_on(nest_serve::serve(config, limits, access, &addr, |bound| {
+    rt.block_on(nest_serve::serve(config, limits, access, a.index.as_deref(), &addr, |bound| {
         eprintln!("nest serve: listening on http://{bound} (model loading in the background; /health is 200 once ready)");
     }))
     .with_context(|| format!("serving on {addr}"))?;

@@ -1,0 +1,352 @@
+//! Search behind the embeddings API (`nest serve --index DIR`): `POST /v1/search` embeds the
+//! queries with the served model at the index's point and runs a funnel over the index
+//! ([`nest_index::Collection`], the same search as `nest search`); `POST /v1/documents` embeds
+//! documents the same way and adds them durably (acknowledged only once `fsync`ed).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nest_index::collection::NewRow;
+use nest_index::{Collection, Filter, Funnel};
+use serde_json::{json, Value};
+
+use crate::request::{self, Field};
+use crate::{Error, Result};
+
+/// An index the server searches, and the point its vectors were embedded at.
+#[derive(Debug)]
+pub struct Searcher {
+    pub collection: Collection,
+    pub dir: PathBuf,
+    /// The exit layer the index was built at.
+    pub layer: usize,
+}
+
+/// Where the index came from, as `nest index build` records it.
+fn recorded_model(source: &Value) -> Option<&str> {
+    source.get("model").and_then(Value::as_str)
+}
+
+/// The same model folder? (both resolved; a hub name is compared as written)
+fn same_model(recorded: &str, served: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).ok();
+    match (canon(Path::new(recorded)), canon(served)) {
+        (Some(a), Some(b)) => a == b,
+        _ => Path::new(recorded) == served,
+    }
+}
+
+impl Searcher {
+    /// Opens `dir` for a server of `model`: refused when the index was built from another
+    /// model or from vectors without one.
+    pub fn open(dir: &Path, model: &Path) -> Result<Self> {
+        let collection = Collection::open(dir)
+            .map_err(|e| Error::Config(format!("--index {}: {e}", dir.display())))?;
+        let source = &collection.index().manifest().source;
+        let Some(recorded) = recorded_model(source) else {
+            return Err(Error::Config(format!(
+                "--index {}: the index records no model (built from --embeddings?); the server \
+                 embeds queries with its own model, so serve an index built with \
+                 `nest index build --model`",
+                dir.display()
+            )));
+        };
+        if !same_model(recorded, model) {
+            return Err(Error::Config(format!(
+                "--index {}: built with model {recorded}, but this server serves {}; its \
+                 vectors would not match the queries",
+                dir.display(),
+                model.display()
+            )));
+        }
+        let layer = source
+            .get("layer")
+            .and_then(Value::as_u64)
+            .map(|l| l as usize)
+            .ok_or_else(|| {
+                Error::Config(format!("--index {}: no layer recorded", dir.display()))
+            })?;
+        Ok(Searcher {
+            collection,
+            dir: dir.to_path_buf(),
+            layer,
+        })
+    }
+
+    /// Checks a request's `layers` / `dimensions` against the index's point (`None`: the index's).
+    pub fn check_point(&self, layers: Option<usize>, dims: Option<usize>) -> Result<()> {
+        if let Some(l) = layers.filter(|&l| l != self.layer) {
+            return Err(Error::bad(
+                Some("layers"),
+                format!(
+                    "the index holds vectors from layer {}; this request asks layer {l} (omit \
+                     'layers', or build an index at that layer)",
+                    self.layer
+                ),
+            ));
+        }
+        let full = self.collection.index().full_dim();
+        if let Some(d) = dims.filter(|&d| d != full) {
+            return Err(Error::bad(
+                Some("dimensions"),
+                format!(
+                    "queries are embedded at the index's {full} dims and cut by the funnel's \
+                     stages; got 'dimensions' {d} (choose dims in 'funnel', e.g. float32:{d})"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Every field `POST /v1/search` reads (the OpenAPI document's source).
+pub const SEARCH_FIELDS: [Field; 9] = [
+    Field { name: "query", doc: "a string or an array of strings" },
+    Field { name: "k", doc: "hits per query (default 10)" },
+    Field { name: "funnel", doc: "stages such as binary:384@1000>float32:384 (default: exact float32 at the index's full dim)" },
+    Field { name: "filter", doc: "payload equality: {\"key\": value} or {\"key\": {\"$in\": [a, b]}}; every key must match" },
+    Field { name: "model", doc: "the served model's name (optional)" },
+    Field { name: "layers", doc: "must be the index's layer when given" },
+    Field { name: "dimensions", doc: "must be the index's full dim when given (the funnel picks dims)" },
+    Field { name: "prompt_name", doc: "a prompt the model names, e.g. query" },
+    Field { name: "prompt", doc: "a prompt text prepended to every query" },
+];
+
+/// Every field `POST /v1/documents` reads.
+pub const DOCUMENT_FIELDS: [Field; 3] = [
+    Field { name: "documents", doc: "an array of {\"id\": string, \"text\": string, \"payload\": object (optional)}" },
+    Field { name: "model", doc: "the served model's name (optional)" },
+    Field { name: "prompt_name", doc: "a prompt the model names, e.g. document" },
+];
+
+/// A parsed `POST /v1/search` body.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub queries: Vec<String>,
+    pub k: usize,
+    pub funnel: Option<Funnel>,
+    pub filter: Option<Filter>,
+    pub model: Option<String>,
+    pub layers: Option<usize>,
+    pub dimensions: Option<usize>,
+    pub prompt_name: Option<String>,
+    pub prompt: Option<String>,
+}
+
+fn object(body: &[u8]) -> Result<serde_json::Map<String, Value>> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err(Error::bad(None, "the body must be a JSON object")),
+        Err(e) => Err(Error::bad(None, format!("the body is not valid JSON: {e}"))),
+    }
+}
+
+fn strings(v: &Value, param: &'static str) -> Result<Vec<String>> {
+    let bad = |m: String| Error::bad(Some(param), m);
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(vec![s.clone()]),
+        Value::Array(a) if !a.is_empty() => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match x {
+                Value::String(s) if !s.is_empty() => Ok(s.clone()),
+                other => Err(bad(format!("{param}[{i}] must be a non-empty string, got {other}"))),
+            })
+            .collect(),
+        Value::Null => Err(bad(format!("'{param}' is required"))),
+        other => Err(bad(format!(
+            "'{param}' must be a non-empty string or array of strings, got {other}"
+        ))),
+    }
+}
+
+/// Parses a search body.
+pub fn parse_search(body: &[u8]) -> Result<SearchRequest> {
+    let o = object(body)?;
+    let get = |k: &str| o.get(k).unwrap_or(&Value::Null);
+    let funnel = match get("funnel") {
+        Value::Null => None,
+        Value::String(s) => Some(Funnel::parse(s).map_err(|e| Error::bad(Some("funnel"), e.to_string()))?),
+        other => return Err(Error::bad(Some("funnel"), format!("'funnel' must be a string, got {other}"))),
+    };
+    let filter = match get("filter") {
+        Value::Null => None,
+        f => Some(Filter::parse(f).map_err(|e| Error::bad(Some("filter"), e.to_string()))?),
+    };
+    Ok(SearchRequest {
+        queries: strings(get("query"), "query")?,
+        k: request::positive(get("k"), "k")?.unwrap_or(10),
+        funnel,
+        filter,
+        model: request::string(get("model"), "model")?,
+        layers: request::positive(get("layers"), "layers")?,
+        dimensions: request::positive(get("dimensions"), "dimensions")?,
+        prompt_name: request::string(get("prompt_name"), "prompt_name")?,
+        prompt: request::string(get("prompt"), "prompt")?,
+    })
+}
+
+/// A parsed `POST /v1/documents` body.
+#[derive(Debug, Clone)]
+pub struct DocumentsRequest {
+    /// (id, text, payload)
+    pub documents: Vec<(String, String, Option<Value>)>,
+    pub model: Option<String>,
+    pub prompt_name: Option<String>,
+}
+
+pub fn parse_documents(body: &[u8]) -> Result<DocumentsRequest> {
+    let o = object(body)?;
+    let bad = |m: String| Error::bad(Some("documents"), m);
+    let docs = match o.get("documents") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(other) => return Err(bad(format!("'documents' must be a non-empty array, got {other}"))),
+        None => return Err(bad("'documents' is required".into())),
+    };
+    let documents = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let field = |k: &str| d.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+            let id = field("id").ok_or_else(|| bad(format!("documents[{i}].id must be a non-empty string")))?;
+            let text = field("text").ok_or_else(|| bad(format!("documents[{i}].text must be a non-empty string")))?;
+            let payload = match d.get("payload") {
+                None | Some(Value::Null) => None,
+                Some(p @ Value::Object(_)) => Some(p.clone()),
+                Some(other) => return Err(bad(format!("documents[{i}].payload must be an object, got {other}"))),
+            };
+            Ok((id.to_string(), text.to_string(), payload))
+        })
+        .collect::<Result<_>>()?;
+    Ok(DocumentsRequest {
+        documents,
+        model: request::string(o.get("model").unwrap_or(&Value::Null), "model")?,
+        prompt_name: request::string(o.get("prompt_name").unwrap_or(&Value::Null), "prompt_name")?,
+    })
+}
+
+/// Runs a parsed search over embedded queries (blocking: call off the async threads).
+pub fn run_search(s: &Searcher, req: &SearchRequest, queries: &[Vec<f32>]) -> Result<Value> {
+    let index = s.collection.index();
+    let funnel = req.funnel.clone().unwrap_or_else(|| Funnel::exact(index.full_dim()));
+    let bad = |e: nest_index::Error| Error::bad(Some("funnel"), e.to_string());
+    index.check_funnel(&funnel, req.k).map_err(bad)?;
+    let hits = s
+        .collection
+        .search(queries, &funnel, req.k, req.filter.as_ref())
+        .map_err(bad)?;
+    let data: Vec<Value> = hits
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let hits: Vec<Value> = h
+                .into_iter()
+                .map(|f| {
+                    let mut v = json!({"id": f.id, "score": f.score});
+                    if let Some(p) = f.payload {
+                        v["payload"] = p;
+                    }
+                    v
+                })
+                .collect();
+            json!({"object": "search_result", "index": i, "query": req.queries[i], "hits": hits})
+        })
+        .collect();
+    Ok(json!({"object": "list", "funnel": funnel.to_string(), "data": data}))
+}
+
+/// Adds embedded documents (blocking: call off the async threads).
+pub fn run_add(
+    s: &Arc<Searcher>,
+    docs: Vec<(String, String, Option<Value>)>,
+    vectors: Vec<Vec<f32>>,
+) -> Result<Value> {
+    let rows = docs
+        .into_iter()
+        .zip(vectors)
+        .map(|((id, _, payload), vector)| NewRow { id, payload, vector })
+        .collect();
+    let r = s
+        .collection
+        .add(rows)
+        .map_err(|e| Error::Internal(format!("{}: {e}", s.dir.display())))?;
+    Ok(json!({"object": "documents", "added": r.added, "existing": r.existing, "count": s.collection.len()}))
+}
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use crate::request::Inputs;
+use crate::routes::{answer, body_bytes, check_count, run_inputs, AppState};
+
+type Body = std::result::Result<Bytes, axum::extract::rejection::BytesRejection>;
+
+/// The index, or 404 when the server was started without one.
+fn searcher(s: &AppState) -> Result<Arc<Searcher>> {
+    s.search.clone().ok_or_else(|| {
+        Error::Internal("this server has no index; start it with `nest serve --index DIR`".into())
+    })
+}
+
+/// Embeds `texts` at the index's point (its layer, all dims).
+async fn embed_at_index(
+    s: &AppState,
+    idx: &Searcher,
+    texts: Vec<String>,
+    prompt_name: Option<&str>,
+    prompt: Option<&str>,
+) -> Result<Vec<Vec<f32>>> {
+    let info = s.engine.info()?;
+    let full = idx.collection.index().full_dim();
+    if info.offer.width() != full {
+        return Err(Error::Unavailable(format!(
+            "--index {} holds {full}-dim vectors, the served model gives {}",
+            idx.dir.display(),
+            info.offer.width()
+        )));
+    }
+    let (p, skip) = info.prompt(prompt_name, prompt)?;
+    let (v, _) = run_inputs(s, info, Inputs::Texts(texts), (idx.layer, full), p, skip).await?;
+    Ok(v)
+}
+
+pub(crate) async fn search(State(s): State<AppState>, body: Body) -> Response {
+    answer(body_bytes(&s, body), |b| async move {
+        let idx = searcher(&s)?;
+        let req = parse_search(&b)?;
+        s.engine.check_model_name(req.model.as_deref())?;
+        check_count(&s, req.queries.len(), "query")?;
+        idx.check_point(req.layers, req.dimensions)?;
+        let q = embed_at_index(
+            &s,
+            &idx,
+            req.queries.clone(),
+            req.prompt_name.as_deref(),
+            req.prompt.as_deref(),
+        )
+        .await?;
+        let r = tokio::task::spawn_blocking(move || run_search(&idx, &req, &q))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Json(r).into_response())
+    })
+    .await
+}
+
+pub(crate) async fn documents(State(s): State<AppState>, body: Body) -> Response {
+    answer(body_bytes(&s, body), |b| async move {
+        let idx = searcher(&s)?;
+        let req = parse_documents(&b)?;
+        s.engine.check_model_name(req.model.as_deref())?;
+        check_count(&s, req.documents.len(), "documents")?;
+        let texts = req.documents.iter().map(|d| d.1.clone()).collect();
+        let v = embed_at_index(&s, &idx, texts, req.prompt_name.as_deref(), None).await?;
+        let r = tokio::task::spawn_blocking(move || run_add(&idx, req.documents, v))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Json(r).into_response())
+    })
+    .await
+}
