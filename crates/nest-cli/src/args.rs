@@ -55,6 +55,9 @@ pub enum Command {
     Index(crate::args_search::IndexCommand),
     /// Search an index with a funnel (coarse-to-fine), in Nest or in PostgreSQL + pgvector.
     Search(crate::args_search::SearchArgs),
+    /// Mine hard negatives for (query, positive) pairs at any (layer, dim, precision) point, as
+    /// sentence-transformers' mine_hard_negatives; resumable.
+    Mine(crate::args_mine::MineArgs),
     /// Export an index elsewhere (PostgreSQL + pgvector).
     #[command(subcommand)]
     Export(crate::args_search::ExportCommand),

@@ -6,6 +6,7 @@
 mod args;
 mod args_bench;
 mod args_eval;
+mod args_mine;
 mod args_model;
 mod args_search;
 mod args_train;

@@ -12,6 +12,7 @@ mod index_common;
 mod index_parts;
 mod info;
 mod inspect;
+mod mine;
 mod search;
 mod serve;
 mod slim;
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Compress(a) => compress::run(a),
         Command::Index(c) => index::run(c),
         Command::Search(a) => search::run(a),
+        Command::Mine(a) => mine::run(a),
         Command::Export(c) => search::export(c),
         Command::Serve(a) => serve::run(a),
         Command::Bench(BenchCommand::Serve(a)) => bench_serve::serve(a),

@@ -7,6 +7,7 @@
 mod beir;
 mod documents;
 mod labelled;
+mod positives;
 mod sentences;
 mod sts;
 mod tsv;
@@ -14,6 +15,7 @@ mod tsv;
 pub use beir::Beir;
 pub use documents::{read_documents, read_documents_share, Document, DocumentShare};
 pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
+pub use positives::read_positive_pairs;
 pub use sentences::{read_sentences, read_sentences_share};
 pub use sts::{read_sts, StsPair};
 pub use tsv::TsvTable;

@@ -5,16 +5,19 @@
 //! - [`select`]: the options, the rank window and the choice of each query's negatives (ranges,
 //!   margins, score bounds, top or seeded random sampling);
 //! - [`rows`]: the output formats (triplet, n-tuple, labeled-pair, labeled-list);
-//! - [`output`]: the chunked, resumable output file.
+//! - [`output`]: the chunked, resumable output file;
+//! - [`overlap`]: how far two mined files agree.
 //!
 //! `nest mine` (nest-cli) encodes the texts and composes these.
 
 pub mod output;
+pub mod overlap;
 pub mod rows;
 pub mod select;
 pub mod set;
 
 pub use output::ResumableOutput;
+pub use overlap::Overlap;
 pub use rows::{write_rows, OutputFormat, QueryRows};
 pub use select::{sample, select, MineOptions, Picked, Sampling, Skipped, Window};
 pub use set::MineSet;

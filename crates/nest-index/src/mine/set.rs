@@ -20,6 +20,9 @@ pub struct MineSet {
     pub positives_added: usize,
     /// Input pairs whose query repeats an earlier pair's.
     pub repeated_queries: usize,
+    /// The most input pairs of one query, repeated pairs included (what sentence-transformers
+    /// counts as `max_positives`: a grouped count of the dataset's rows).
+    pub max_pairs: usize,
 }
 
 impl MineSet {
@@ -44,24 +47,29 @@ impl MineSet {
             }
         }
         let mut query_of: HashMap<&str, usize> = HashMap::new();
+        let mut pairs_of: Vec<usize> = Vec::new();
         for (q, p) in pairs {
             let qi = *query_of.entry(q).or_insert_with(|| {
                 s.queries.push(q.clone());
                 s.positives.push(Vec::new());
+                pairs_of.push(0);
                 s.queries.len() - 1
             });
+            pairs_of[qi] += 1;
             let row = row_of[p.as_str()];
             if !s.positives[qi].contains(&row) {
                 s.positives[qi].push(row);
             }
         }
         s.repeated_queries = pairs.len() - s.queries.len();
+        s.max_pairs = pairs_of.into_iter().max().unwrap_or(0);
         s
     }
 
-    /// The most positives any query has (sentence-transformers' `max_positives`).
+    /// sentence-transformers' `max_positives`, which sizes the window: the most input pairs of
+    /// one query (a repeated identical pair counts twice, as its grouped count does).
     pub fn max_positives(&self) -> usize {
-        self.positives.iter().map(Vec::len).max().unwrap_or(0)
+        self.max_pairs
     }
 }
 
@@ -85,7 +93,7 @@ mod tests {
         assert_eq!(m.queries, s(&["q1", "q2"]));
         assert_eq!(m.positives, vec![vec![0, 1], vec![3]]);
         assert_eq!((m.duplicate_corpus, m.positives_added), (1, 1));
-        assert_eq!((m.repeated_queries, m.max_positives()), (2, 2));
+        assert_eq!((m.repeated_queries, m.max_positives()), (2, 3));
         // without a corpus, the positives are the corpus
         let m = MineSet::new(&pairs, None);
         assert_eq!(m.corpus, s(&["a", "z", "b"]));
