@@ -116,20 +116,25 @@ pub struct ExportPgvectorArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// The model (a folder or a hub id). Repeat to serve several from one process, each as
+    /// `[NAME=]PATH[#ADAPTOR]` (NAME: its served name; ADAPTOR: a `nest compress` adaptor),
+    /// e.g. `--model base=models/m --model small=models/m#adaptors/smec`; a request's `model`
+    /// picks one, the first when it names none.
     #[arg(long, default_value = "./models/all-MiniLM-L6-v2")]
-    pub model: String,
+    pub model: Vec<String>,
     /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
     /// float32, bf16 or int8; what ran is in /v1/models and /metrics.
     #[arg(long, default_value = "auto", env = "NEST_DTYPE")]
     pub dtype: nest_model::DtypeChoice,
-    /// Apply this adaptor (from `nest compress`) to every vector.
+    /// Apply this adaptor (from `nest compress`) to every vector (of the first model).
     #[arg(long)]
     pub adaptor: Option<PathBuf>,
     /// Serve `POST /v1/search` and `POST /v1/documents` over this index (`nest index build`
     /// with the same model): queries are embedded at the index's layer.
     #[arg(long)]
     pub index: Option<PathBuf>,
-    /// The name clients pass as `model` (default: the model folder's name).
+    /// The name clients pass as `model` for the first model (default: the model folder's
+    /// name, or for a training run's `final/` the run's name).
     #[arg(long)]
     pub served_name: Option<String>,
     #[arg(long, default_value = "127.0.0.1")]

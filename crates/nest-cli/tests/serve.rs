@@ -1145,3 +1145,51 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("built with model"), "{err}");
 }
+
+/// Several models (and a model with an adaptor under another name) in one process: each
+/// request is answered by the model it names, with the vectors a one-model server gives.
+#[test]
+fn several_models_in_one_process_each_answer_their_own_requests() {
+    let d = tempfile::tempdir().unwrap();
+    let bert = tiny(d.path());
+    let mpnet = d.path().join("mpnet");
+    write_tiny_model(&mpnet, &TinySpec::new(Architecture::Mpnet)).unwrap();
+    let (b, m) = (bert.display().to_string(), mpnet.display().to_string());
+    let both = start(&bert, &["--model", &format!("second={m}")]);
+    let (st, r) = http(&both.addr, "GET", "/v1/models", b"");
+    let r: Value = serde_json::from_slice(&r).unwrap();
+    assert_eq!(st, 200);
+    let ids: Vec<&str> = r["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["tiny", "second"]);
+    let ask = |addr: &str, model: Option<&str>| {
+        let mut body = json!({"input": ["the cat sat", "dog"]});
+        if let Some(m) = model {
+            body["model"] = json!(m);
+        }
+        let (st, r) = post(addr, &body);
+        assert_eq!(st, 200, "{r}");
+        (vectors(&r), r["model"].as_str().unwrap().to_string())
+    };
+    let alone_b = start(&bert, &[]);
+    let alone_m = start(&mpnet, &[]);
+    let close = |x: &[Vec<f32>], y: &[Vec<f32>]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(p, q)| (p - q).abs() < 1e-5))
+    };
+    let (v_first, n_first) = ask(&both.addr, None);
+    let (v_named, _) = ask(&both.addr, Some("tiny"));
+    let (v_second, n_second) = ask(&both.addr, Some("second"));
+    assert_eq!((n_first.as_str(), n_second.as_str()), ("tiny", "second"));
+    assert!(close(&v_first, &ask(&alone_b.addr, None).0) && close(&v_named, &v_first));
+    assert!(close(&v_second, &ask(&alone_m.addr, None).0));
+    assert!(!close(&v_first, &v_second));
+    let (st, r) = post(&both.addr, &json!({"input": "x", "model": "third"}));
+    assert_eq!(st, 400);
+    assert!(r["error"]["message"].as_str().unwrap().contains("second"), "{r}");
+    // two models under one name are refused at start
+    let out = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .args(["serve", "--port", "0", "--model", &format!("x={b}"), "--model", &format!("x={m}")])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("served as 'x'"), "{err}");
+}

@@ -399,3 +399,49 @@ mod tests {
         }
     }
 }
+
+/// Against `tests/fixtures/quantize_encodings.json` (`tests/reference/quantize_encodings.py`:
+/// numpy packings, and sentence-transformers' `quantize_embeddings` called on the same
+/// vectors for `binary` / `ubinary`). Normalised vectors within 1e-7 (float sums in another
+/// order), the int8 scale within 2 ulp, every code, bit and base64 string exact.
+#[cfg(test)]
+mod reference {
+    use super::*;
+
+    fn ints(v: &Value) -> Vec<i64> {
+        v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
+    }
+
+    #[test]
+    fn every_encoding_matches_numpy_and_sentence_transformers() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/quantize_encodings.json");
+        let fx: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut checked = 0;
+        for set in ["dim20", "dim16"] {
+            let inputs = &fx[set]["inputs"];
+            for case in fx[set]["cases"].as_array().unwrap() {
+                let dim = case["dim"].as_u64().unwrap() as usize;
+                for (i, row) in case["rows"].as_array().unwrap().iter().enumerate() {
+                    let x: Vec<f32> = inputs[i].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+                    let v = nest_core::vector::prefix_normalized(&x, dim);
+                    let want: Vec<f32> = row["normalized"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+                    assert!(v.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-7), "{set} dim {dim} row {i}");
+                    // encode the reference's vector, so that every byte can be compared
+                    let e = encode(&want, &Encoding::ALL);
+                    let got = |k: Encoding| e.values.iter().find(|(n, _)| *n == k).unwrap().1.clone();
+                    assert_eq!(got(Encoding::Base64), row["base64"], "{set} {dim} {i}");
+                    assert_eq!(ints(&got(Encoding::Int8)), ints(&row["nest_int8"]), "{set} {dim} {i}");
+                    assert_eq!(ints(&got(Encoding::Uint8)), ints(&row["nest_uint8"]));
+                    assert_eq!(ints(&got(Encoding::Ubinary)), ints(&row["ubinary"]));
+                    assert_eq!(ints(&got(Encoding::Binary)), ints(&row["binary"]));
+                    // the index prepares a query by normalising it again: the scale may move by
+                    // an ulp of the (already unit) vector's re-normalisation
+                    let (s, want_s) = (e.scale.unwrap(), row["nest_int8_scale"].as_f64().unwrap() as f32);
+                    assert!((s - want_s).abs() <= 2.0 * f32::EPSILON * want_s, "{s} vs {want_s}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 15, "{checked} rows checked");
+    }
+}

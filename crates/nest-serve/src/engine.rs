@@ -246,21 +246,6 @@ impl Engine {
             }
         }
     }
-
-    /// Resolves the model an API caller named (`None` or the served name).
-    pub fn check_model_name(&self, name: Option<&str>) -> Result<()> {
-        match name {
-            None => Ok(()),
-            Some(n) if n == self.config.served_name || n.is_empty() => Ok(()),
-            Some(n) => Err(Error::bad(
-                Some("model"),
-                format!(
-                    "model '{n}' is not served here; this server serves '{}'",
-                    self.config.served_name
-                ),
-            )),
-        }
-    }
 }
 
 /// One forward pass over a batch (all at one layer); each input's vector, normalised.

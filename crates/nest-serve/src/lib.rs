@@ -35,24 +35,45 @@ pub use routes::Limits;
 /// picks a free one). A client has `header_timeout` to send its request head (slowloris);
 /// the body and the answer are bounded by `limits.request_timeout`.
 pub async fn serve(
-    config: EngineConfig,
+    configs: Vec<EngineConfig>,
     limits: Limits,
     access: auth::Access,
     index: Option<&std::path::Path>,
     addr: &str,
     on_listen: impl FnOnce(std::net::SocketAddr),
 ) -> Result<()> {
+    let Some(first) = configs.first() else {
+        return Err(Error::Config("no model to serve".into()));
+    };
+    let mut names: Vec<&str> = configs.iter().map(|c| c.served_name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::Config(format!(
+            "two models are served as '{}'; give each its own name",
+            w[0]
+        )));
+    }
+    let search = match index {
+        Some(dir) => Some(Arc::new(search::Searcher::open(dir, &first.model)?)),
+        None => None,
+    };
     let header_timeout = limits
         .request_timeout
         .min(std::time::Duration::from_secs(10));
-    let search = match index {
-        Some(dir) => Some(Arc::new(search::Searcher::open(dir, &config.model)?)),
-        None => None,
-    };
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    let engine = Engine::start(config);
+    let engines: Vec<Arc<Engine>> = configs.into_iter().map(Engine::start).collect();
+    // any model failing to load stops the server
+    let failed = Arc::new(tokio::sync::Notify::new());
+    for e in &engines {
+        let (e, failed) = (Arc::clone(e), Arc::clone(&failed));
+        tokio::spawn(async move {
+            e.load_failed.notified().await;
+            failed.notify_one();
+        });
+    }
+    let engines = Arc::new(engines);
     let app = routes::router(routes::AppState {
-        engine: Arc::clone(&engine),
+        engines: Arc::clone(&engines),
         limits,
         access: Arc::new(access),
         search,
@@ -64,6 +85,7 @@ pub async fn serve(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let stop = shutdown_signal();
     tokio::pin!(stop);
+    let close = |engines: &[Arc<Engine>]| engines.iter().for_each(|e| e.queue.close());
     loop {
         let stream = tokio::select! {
             conn = listener.accept() => match conn {
@@ -75,12 +97,15 @@ pub async fn serve(
                 }
             },
             _ = &mut stop => break,
-            _ = engine.load_failed.notified() => {
+            _ = failed.notified() => {
                 drop(listener);
                 graceful.shutdown().await;
-                engine.queue.close();
-                let why = engine.load_error().unwrap_or("unknown").to_string();
-                return Err(Error::Unavailable(format!("the model failed to load: {why}")));
+                close(&engines);
+                let why: Vec<String> = engines
+                    .iter()
+                    .filter_map(|e| e.load_error().map(|w| format!("{}: {w}", e.config.served_name)))
+                    .collect();
+                return Err(Error::Unavailable(format!("the model failed to load: {}", why.join("; "))));
             }
         };
         let _ = stream.set_nodelay(true);
@@ -93,7 +118,7 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
-    engine.queue.close();
+    close(&engines);
     Ok(())
 }
 

@@ -90,11 +90,37 @@ async fn deadline(
 
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub engine: Arc<Engine>,
+    /// Every served model; a request's `model` picks one, the first when it names none.
+    pub engines: Arc<Vec<Arc<Engine>>>,
     pub limits: Limits,
     pub access: Arc<crate::auth::Access>,
     /// The index of `/v1/search` and `/v1/documents` (`--index`), when there is one.
     pub search: Option<Arc<crate::search::Searcher>>,
+}
+
+impl AppState {
+    /// The engine a request names (`model`: a served name), the first when it names none.
+    pub fn engine(&self, name: Option<&str>) -> Result<&Arc<Engine>> {
+        let first = &self.engines[0];
+        match name {
+            None | Some("") => Ok(first),
+            Some(n) => self
+                .engines
+                .iter()
+                .find(|e| e.config.served_name == n)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = self
+                        .engines
+                        .iter()
+                        .map(|e| e.config.served_name.as_str())
+                        .collect();
+                    Error::bad(
+                        Some("model"),
+                        format!("model '{n}' is not served here; this server serves {names:?}"),
+                    )
+                }),
+        }
+    }
 }
 
 /// The router, with the body limit applied (axum's own limit answers 413 before parsing), the
@@ -145,35 +171,45 @@ pub fn router(state: AppState) -> Result<Router> {
 }
 
 async fn health(State(s): State<AppState>) -> Response {
-    match s.engine.info() {
-        Ok(_) => (StatusCode::OK, Json(json!({"status": "ok"}))).into_response(),
+    match s.engines.iter().try_for_each(|e| e.info().map(|_| ())) {
+        Ok(()) => (StatusCode::OK, Json(json!({"status": "ok"}))).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
 async fn models(State(s): State<AppState>) -> Result<Json<serde_json::Value>> {
-    let info = s.engine.info()?;
-    Ok(Json(json!({
-        "object": "list",
-        "data": [{
-            "id": s.engine.config.served_name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "nest",
-            "dimensions": info.offer.dims(),
-            "layers": info.offer.layers(),
-            "max_dimensions": info.offer.width(),
-            "max_layers": info.offer.num_layers(),
-            "allow_any_point": s.engine.config.allow_any_point,
-            "dtype": info.dtype.dtype.name(),
-            "encodings": encoding::Encoding::names(),
-            "dtype_reason": info.dtype.reason,
-        }]
-    })))
+    let data = s
+        .engines
+        .iter()
+        .map(|e| model_entry(e))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Json(json!({"object": "list", "data": data})))
+}
+
+/// One `/v1/models` entry: the served name, its trained dims and layers, its arithmetic and
+/// the encodings it returns.
+fn model_entry(e: &Engine) -> Result<Value> {
+    let info = e.info()?;
+    Ok(json!({
+        "id": e.config.served_name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "nest",
+        "dimensions": info.offer.dims(),
+        "layers": info.offer.layers(),
+        "max_dimensions": info.offer.width(),
+        "max_layers": info.offer.num_layers(),
+        "allow_any_point": e.config.allow_any_point,
+        "adaptor": e.config.adaptor.as_ref().map(|p| p.display().to_string()),
+        "dtype": info.dtype.dtype.name(),
+        "dtype_reason": info.dtype.reason,
+        "encodings": encoding::Encoding::names(),
+    }))
 }
 
 async fn metrics(State(s): State<AppState>) -> Response {
-    METRICS.queue_depth.set(s.engine.queue.depth() as i64);
+    let depth: usize = s.engines.iter().map(|e| e.queue.depth()).sum();
+    METRICS.queue_depth.set(depth as i64);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         METRICS.render(),
@@ -242,14 +278,15 @@ pub(crate) fn check_count(s: &AppState, n: usize, param: &'static str) -> Result
 }
 
 async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
-    let info = s.engine.info()?;
     let req = request::parse(body)?;
-    s.engine.check_model_name(req.model.as_deref())?;
+    let engine = s.engine(req.model.as_deref())?;
+    let info = engine.info()?;
     check_count(s, req.inputs.len(), "input")?;
-    let point = info.point(req.dimensions, req.layers, s.engine.config.allow_any_point)?;
+    let point = info.point(req.dimensions, req.layers, engine.config.allow_any_point)?;
     let (prompt, skip) = info.prompt(req.prompt_name.as_deref(), req.prompt.as_deref())?;
-    let (vectors, tokens) = run_inputs(s, info, req.inputs, (point.layer, point.dim), prompt, skip).await?;
-    let name = &s.engine.config.served_name;
+    let (vectors, tokens) =
+        run_inputs(s, engine, req.inputs, (point.layer, point.dim), prompt, skip).await?;
+    let name = &engine.config.served_name;
     Ok(match req.output {
         Output::Raw(ty) => raw_response(&vectors, ty, name, tokens),
         output => Json(json_response(&vectors, &output, name, tokens)).into_response(),
@@ -260,14 +297,14 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
 /// (`layer`, `dim`) and awaits their vectors; (vectors, tokens).
 pub(crate) async fn run_inputs(
     s: &AppState,
-    info: &ServedModel,
+    engine: &Engine,
     inputs: Inputs,
     (layer, dim): (usize, usize),
     prompt: Option<&str>,
     skip: usize,
 ) -> Result<(Vec<Vec<f32>>, usize)> {
     let n = inputs.len();
-    let ids = token_ids(info, inputs, prompt).await?;
+    let ids = token_ids(engine.info()?, inputs, prompt).await?;
     let tokens: usize = ids.iter().map(Vec::len).sum();
     if tokens > s.limits.max_tokens {
         return Err(Error::too_large(
@@ -293,7 +330,7 @@ pub(crate) async fn run_inputs(
             }
         })
         .collect();
-    s.engine.queue.push_all(items)?;
+    engine.queue.push_all(items)?;
     let mut vectors = Vec::with_capacity(n);
     for rx in rxs {
         vectors.push(

@@ -290,6 +290,22 @@ fn searcher(s: &AppState) -> Result<Arc<Searcher>> {
     })
 }
 
+/// The index belongs to the first served model: a request naming another is refused.
+fn check_index_model(s: &AppState, name: Option<&str>) -> Result<()> {
+    let e = s.engine(name)?;
+    let first = &s.engines[0];
+    if !Arc::ptr_eq(e, first) {
+        return Err(Error::bad(
+            Some("model"),
+            format!(
+                "the index holds vectors of '{}'; '{}' cannot search it",
+                first.config.served_name, e.config.served_name
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Embeds `texts` at the index's point (its layer, all dims).
 async fn embed_at_index(
     s: &AppState,
@@ -298,7 +314,8 @@ async fn embed_at_index(
     prompt_name: Option<&str>,
     prompt: Option<&str>,
 ) -> Result<Vec<Vec<f32>>> {
-    let info = s.engine.info()?;
+    let engine = s.engine(None)?;
+    let info = engine.info()?;
     let full = idx.collection.index().full_dim();
     if info.offer.width() != full {
         return Err(Error::Unavailable(format!(
@@ -308,7 +325,7 @@ async fn embed_at_index(
         )));
     }
     let (p, skip) = info.prompt(prompt_name, prompt)?;
-    let (v, _) = run_inputs(s, info, Inputs::Texts(texts), (idx.layer, full), p, skip).await?;
+    let (v, _) = run_inputs(s, engine, Inputs::Texts(texts), (idx.layer, full), p, skip).await?;
     Ok(v)
 }
 
@@ -316,7 +333,7 @@ pub(crate) async fn search(State(s): State<AppState>, body: Body) -> Response {
     answer(body_bytes(&s, body), |b| async move {
         let idx = searcher(&s)?;
         let req = parse_search(&b)?;
-        s.engine.check_model_name(req.model.as_deref())?;
+        check_index_model(&s, req.model.as_deref())?;
         check_count(&s, req.queries.len(), "query")?;
         idx.check_point(req.layers, req.dimensions)?;
         let q = embed_at_index(
@@ -339,7 +356,7 @@ pub(crate) async fn documents(State(s): State<AppState>, body: Body) -> Response
     answer(body_bytes(&s, body), |b| async move {
         let idx = searcher(&s)?;
         let req = parse_documents(&b)?;
-        s.engine.check_model_name(req.model.as_deref())?;
+        check_index_model(&s, req.model.as_deref())?;
         check_count(&s, req.documents.len(), "documents")?;
         let texts = req.documents.iter().map(|d| d.1.clone()).collect();
         let v = embed_at_index(&s, &idx, texts, req.prompt_name.as_deref(), None).await?;

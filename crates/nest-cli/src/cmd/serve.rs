@@ -16,23 +16,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
         a.max_batch_tokens >= 1,
         "--max-batch-tokens must be at least 1"
     );
-    let dir = nest_model::hub::resolve(&a.model)?;
-    let served_name = a
-        .served_name
-        .clone()
-        .unwrap_or_else(|| default_served_name(&dir, &a.model));
-    let config = nest_serve::EngineConfig {
-        model: dir,
-        adaptor: a.adaptor.clone(),
-        served_name,
-        allow_any_point: a.allow_any_point,
-        max_length: a.max_length,
-        max_batch_tokens: a.max_batch_tokens,
-        max_batch_inputs: a.max_batch_inputs.max(1),
-        max_queued_inputs: a.max_queued_inputs,
-        workers: a.workers,
-        dtype: nest_model::dtype::resolve(a.dtype, nest_model::default_device()),
-    };
+    let dtype = nest_model::dtype::resolve(a.dtype, nest_model::default_device());
+    let configs = a
+        .model
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| engine_config(&a, spec, i == 0, &dtype))
+        .collect::<Result<Vec<_>>>()?;
     let limits = nest_serve::Limits {
         max_inputs: a.max_client_batch_size,
         max_tokens: a.max_batch_tokens,
@@ -54,12 +44,52 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     let addr = format!("{}:{}", a.host, a.port);
-    rt.block_on(nest_serve::serve(config, limits, access, a.index.as_deref(), &addr, |bound| {
+    rt.block_on(nest_serve::serve(configs, limits, access, a.index.as_deref(), &addr, |bound| {
         eprintln!("nest serve: listening on http://{bound} (model loading in the background; /health is 200 once ready)");
     }))
     .with_context(|| format!("serving on {addr}"))?;
     eprintln!("nest serve: stopped");
     Ok(())
+}
+
+/// One `--model [NAME=]PATH[#ADAPTOR]`: `--served-name` and `--adaptor` name the first
+/// model's (and may not be given twice).
+fn engine_config(
+    a: &ServeArgs,
+    spec: &str,
+    first: bool,
+    dtype: &nest_model::dtype::Resolved,
+) -> Result<nest_serve::EngineConfig> {
+    let (name, rest) = match spec.split_once('=') {
+        Some((n, r)) if !n.is_empty() && !n.contains('/') => (Some(n.to_string()), r),
+        _ => (None, spec),
+    };
+    let (path, adaptor) = match rest.split_once('#') {
+        Some((p, ad)) => (p, Some(std::path::PathBuf::from(ad))),
+        None => (rest, None),
+    };
+    let clash = |flag: &str| format!("--model {spec}: gives its own {flag}; drop --{flag}");
+    let name = match (first.then_some(a.served_name.clone()).flatten(), name) {
+        (Some(_), Some(_)) => anyhow::bail!(clash("served-name")),
+        (n, m) => n.or(m),
+    };
+    let adaptor = match (first.then_some(a.adaptor.clone()).flatten(), adaptor) {
+        (Some(_), Some(_)) => anyhow::bail!(clash("adaptor")),
+        (x, y) => x.or(y),
+    };
+    let dir = nest_model::hub::resolve(path).with_context(|| format!("--model {spec}"))?;
+    Ok(nest_serve::EngineConfig {
+        served_name: name.unwrap_or_else(|| default_served_name(&dir, path)),
+        model: dir,
+        adaptor,
+        allow_any_point: a.allow_any_point,
+        max_length: a.max_length,
+        max_batch_tokens: a.max_batch_tokens,
+        max_batch_inputs: a.max_batch_inputs.max(1),
+        max_queued_inputs: a.max_queued_inputs,
+        workers: a.workers,
+        dtype: dtype.clone(),
+    })
 }
 
 /// The API keys of `--api-key` / `NEST_API_KEY` and `--api-key-file`.
