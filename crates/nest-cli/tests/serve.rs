@@ -1193,3 +1193,73 @@ fn several_models_in_one_process_each_answer_their_own_requests() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("served as 'x'"), "{err}");
 }
+
+/// `kill -9` while clients add documents and search: after a restart every acknowledged
+/// document is found, and no id is in the journal twice.
+#[test]
+fn kill_9_during_adds_loses_nothing_acknowledged_and_duplicates_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let model = tiny(d.path());
+    std::fs::write(d.path().join("docs.txt"), "the cat sat\na dog ran\nbirds fly south\n").unwrap();
+    let (m, idx) = (model.display().to_string(), d.path().join("idx").display().to_string());
+    let input = d.path().join("docs.txt").display().to_string();
+    nest(&["index", "build", "--model", &m, "--input", &input, "--out", &idx, "--dims", "32"]);
+    let mut s = start(&model, &["--index", &idx]);
+    let addr = s.addr.clone();
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (addr, acked) = (addr.clone(), std::sync::Arc::clone(&acked));
+            std::thread::spawn(move || {
+                for i in 0..1000 {
+                    // ids overlap between workers: retries and races must not duplicate
+                    let id = format!("n{}", (i * 4 + w) / 2);
+                    let body = json!({"documents": [{"id": id, "text": format!("note {id} about {w}")}]});
+                    let (st, b) = http(&addr, "POST", "/v1/documents", body.to_string().as_bytes());
+                    if st != 200 {
+                        break; // killed
+                    }
+                    let r: Value = serde_json::from_slice(&b).unwrap();
+                    for x in r["added"].as_array().unwrap().iter().chain(r["existing"].as_array().unwrap()) {
+                        acked.lock().unwrap().push(x.as_str().unwrap().to_string());
+                    }
+                    let _ = http(&addr, "POST", "/v1/search", br#"{"query":"note","k":3}"#);
+                }
+            })
+        })
+        .collect();
+    // kill once some adds are through (however slow the machine), while the rest run
+    let t = Instant::now();
+    while acked.lock().unwrap().len() < 24 && t.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s.child.kill().unwrap(); // SIGKILL
+    s.child.wait().unwrap();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() > 10, "only {} adds acknowledged before the kill", acked.len());
+    let journal = std::fs::read_to_string(d.path().join("idx/added.jsonl")).unwrap();
+    let s = start(&model, &["--index", &idx]);
+    let mut ids: Vec<String> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "an id is in the journal twice");
+    for id in &acked {
+        assert!(ids.binary_search(id).is_ok(), "{id} was acknowledged but is gone");
+    }
+    // the restarted server holds them all
+    for chunk in acked.chunks(4).take(10) {
+        let body = json!({"documents": chunk.iter().map(|id| json!({"id": id, "text": "again"})).collect::<Vec<_>>()});
+        let (st, b) = http(&s.addr, "POST", "/v1/documents", body.to_string().as_bytes());
+        let r: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(st, 200, "{r}");
+        assert!(r["added"].as_array().unwrap().is_empty(), "{r}");
+    }
+}
