@@ -828,6 +828,8 @@ fn quantization_aware_training_logs_and_lowers_the_quantised_losses() {
     assert_eq!(saved["quantization_weight"].as_float(), Some(0.5));
     let enc = ElasticEncoder::load(&run.join("final"), tch::Device::Cpu, None).unwrap();
     assert_eq!(enc.meta.matryoshka_dims, vec![8, 16, 32]);
+    let objective = enc.meta.objective.unwrap_or_default();
+    assert!(objective.contains("quantization(int8, binary) x 0.5"), "{objective}");
     // 2DMSE: every task term (last and shallow layers) carries the quantised losses
     let two_d = d.path().join("qat-2d");
     let mut f = flags.to_vec();

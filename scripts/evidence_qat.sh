@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Issue 40: quantization-aware MRL (`quantization = ["int8", "binary"]`) against plain MRL, the
+# same data, budget and hyper-parameters (docs/TRAINING.md, "Quantization-aware training"):
+# recipes/mrl-stsb.toml (CoSENT on STS-B train, all-MiniLM-L6-v2, dims 16..384) for STEPS
+# optimizer steps at lr LR, seeds 1 2 3, float32 training; then
+#   - STS (STS-B test, SICK-R test) and SciFact retrieval over dim x {float32, int8, binary} at
+#     layer 6 (`--rescore 0`: binary retrieval ranked by Hamming alone, what QAT trains),
+#   - the funnel's Recall@10 (relative to the same model's exact float32:384 search) at fixed
+#     shortlists over a SciFact index of each model (`nest bench search`),
+#   - `nest eval compare`: QAT minus MRL per cell, paired bootstrap over the test items, seeds
+#     pooled, Holm over the cells.
+#
+#   scripts/evidence_qat.sh train mrl "1 2 3" & scripts/evidence_qat.sh train qat "1 2 3" & wait
+#   scripts/evidence_qat.sh eval "1 2 3"       # reports, funnels, compare
+# NEST_MRL / NEST_QAT: the binary each arm trains with (default target/release/nest).
+# Resumable: a finished run or report is skipped, a cut run resumes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+NEST=${NEST:-target/release/nest}
+THREADS=${THREADS:-1}
+STEPS=${STEPS:-120}
+LR=${LR:-5e-5}
+QWEIGHT=${QWEIGHT:-0.5}
+DIMS=16,32,64,128,256,384
+R=reports/qat
+declare -A EXTRA=(
+  [mrl]=''
+  [qat]="--quantization [\"int8\",\"binary\"] --quantization-weight $QWEIGHT"
+)
+
+train() { # arm seed
+  local bin=${NEST}
+  [ "$1" = mrl ] && bin=${NEST_MRL:-$NEST}
+  [ "$1" = qat ] && bin=${NEST_QAT:-$NEST}
+  local run="runs/qat/$1-seed$2"
+  [ -f "$run/final/nest.json" ] && return 0
+  local resume=(--overwrite)
+  [ -d "$run/checkpoints" ] && resume=(--resume "$run")
+  # shellcheck disable=SC2086
+  /usr/bin/time -f "train $1 seed $2: %e s wall" \
+    nice -n 19 "$bin" --threads "$THREADS" train --recipe recipes/mrl-stsb.toml --run-dir "$run" \
+    --max-steps "$STEPS" --lr "$LR" --seed "$2" --dtype float32 --eval-every 0 --save-every 40 \
+    "${resume[@]}" ${EXTRA[$1]} > "$run.log" 2>&1 \
+    || { echo "train $1 seed $2 failed: see $run.log" >&2; return 1; }
+  tail -1 "$run.log"
+}
+
+evaluate() { # arm seed
+  local run="runs/qat/$1-seed$2" out="$R/$1-seed$2"
+  [ -f "$out/report.json" ] || nice -n 19 $NEST --threads "$THREADS" eval --tasks sts,retrieval \
+    --layers 6 --dims $DIMS --precision float32,int8,binary --rescore 0 --dtype float32 \
+    --latency-texts 0 --model "$run/final" --out "$out" > "$out.log" 2>&1
+  local idx="runs/qat/idx-$1-seed$2"
+  [ -f "$idx/index.json" ] || nice -n 19 $NEST --threads "$THREADS" index build --model "$run/final" \
+    --input ../shared/datasets/scifact/corpus.jsonl --dims 64,128,384 --precision float32,int8,binary \
+    --dtype float32 --out "$idx" --overwrite > "$idx.log" 2>&1
+  [ -f "$out/funnels.txt" ] || nice -n 19 $NEST --threads "$THREADS" bench search --index "$idx" \
+    --queries ../shared/datasets/scifact/queries.jsonl --max-queries 1109 --funnels \
+    "binary:384@100>float32:384;binary:128@100>float32:384;binary:64@100>float32:384;int8:64@100>float32:384;int8:128@30>float32:384" \
+    > "$out/funnels.txt" 2>&1
+}
+
+case "${1:-}" in
+train)
+  mkdir -p runs/qat
+  for s in ${3:-1 2 3}; do train "$2" "$s"; done
+  ;;
+eval)
+  seeds=${2:-1 2 3}
+  mkdir -p "$R"
+  for s in $seeds; do for a in mrl qat; do evaluate "$a" "$s"; done; done
+  g() { local v=(); for s in $seeds; do v+=("$R/$1-seed$s/report.json"); done; (IFS=,; echo "${v[*]}"); }
+  nice -n 19 $NEST eval compare "$(g mrl)" "$(g qat)" --resamples 2000 --out "$R/compare" > "$R/compare.md"
+  echo "wrote $R/compare.md"
+  ;;
+*)
+  echo "usage: $0 train mrl|qat [SEEDS] | eval [SEEDS]" >&2
+  exit 2
+  ;;
+esac
