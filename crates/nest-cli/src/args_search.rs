@@ -222,6 +222,14 @@ pub struct BenchServeArgs {
     /// `model` sent in each request.
     #[arg(long)]
     pub model: Option<String>,
+    /// The route loaded: `/v1/embeddings`, or Nest's `/v1/search` (texts go in `query`).
+    #[arg(long, default_value = "/v1/embeddings")]
+    pub path: String,
+    /// More body fields, `KEY=JSON` (repeatable), e.g. `--field encoding_format=int8`,
+    /// `--field 'funnel="binary:384@100>float32:384"'`, `--field k=10`; a value that is not
+    /// JSON is sent as a string.
+    #[arg(long)]
+    pub field: Vec<String>,
     /// The server's process id, to report its resident memory before and after.
     #[arg(long)]
     pub pid: Option<u32>,

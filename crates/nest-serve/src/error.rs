@@ -41,9 +41,6 @@ pub enum Error {
     Model(#[from] nest_model::Error),
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    /// A failed HTTP call of the load generator.
-    #[error("http: {0}")]
-    Http(String),
 }
 
 impl Error {
@@ -102,8 +99,7 @@ impl Error {
             Error::Internal(_)
             | Error::Config(_)
             | Error::Model(_)
-            | Error::Io(_)
-            | Error::Http(_) => (
+            | Error::Io(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
                 None,

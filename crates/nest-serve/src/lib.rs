@@ -8,20 +8,18 @@
 //! - [`routes`]: the HTTP API; [`error`]: the one place errors become statuses;
 //! - [`search`]: `/v1/search` and `/v1/documents` over an index (`--index`);
 //! - [`auth`]: API keys;
-//! - [`metrics`]: Prometheus metrics; [`load`]: the load generator of `nest bench serve`.
+//! - [`metrics`]: Prometheus metrics. (The load and soak clients live in `nest-bench`.)
 
 pub mod auth;
 pub mod batcher;
 pub mod encoding;
 pub mod engine;
 mod error;
-pub mod load;
 pub mod metrics;
 pub mod openapi;
 pub mod request;
 pub mod routes;
 pub mod search;
-pub mod soak;
 
 use std::sync::Arc;
 

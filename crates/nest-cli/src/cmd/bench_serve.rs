@@ -30,8 +30,20 @@ pub fn serve(a: BenchServeArgs) -> Result<()> {
     if let Some(m) = &a.model {
         extra.insert("model".into(), m.clone().into());
     }
-    let cfg = nest_serve::load::LoadConfig {
+    for f in &a.field {
+        let (k, v) = f
+            .split_once('=')
+            .with_context(|| format!("--field {f}: expected KEY=JSON"))?;
+        let v: serde_json::Value = serde_json::from_str(v)
+            .or_else(|_| serde_json::from_str(&format!("{v:?}")))
+            .with_context(|| format!("--field {f}: the value is not JSON"))?;
+        extra.insert(k.to_string(), v);
+    }
+    let search = a.path.trim_end_matches('/').ends_with("/search");
+    let cfg = nest_bench::load::LoadConfig {
         url: a.url.clone(),
+        path: a.path.clone(),
+        input_key: if search { "query" } else { "input" }.into(),
         clients: a.clients,
         seconds: a.seconds,
         texts,
@@ -44,7 +56,7 @@ pub fn serve(a: BenchServeArgs) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let r = rt.block_on(nest_serve::load::run(cfg))?;
+    let r = rt.block_on(nest_bench::load::run(cfg))?;
     let after = a.pid.and_then(rss_kib);
     let mut v = serde_json::to_value(&r)?;
     v["label"] = a.label.clone().into();
@@ -52,6 +64,8 @@ pub fn serve(a: BenchServeArgs) -> Result<()> {
     v["inputs_per_request"] = a.inputs_per_request.into();
     v["dimensions"] = a.dimensions.into();
     v["layers"] = a.layers.into();
+    v["path"] = a.path.clone().into();
+    v["fields"] = a.field.clone().into();
     v["rss_mib_before"] = before.map(|k| k as f64 / 1024.0).into();
     v["rss_mib_after"] = after.map(|k| k as f64 / 1024.0).into();
     println!("{v}");
@@ -63,7 +77,7 @@ pub fn serve(a: BenchServeArgs) -> Result<()> {
 pub fn soak(a: crate::args_search::BenchSoakArgs) -> Result<()> {
     let texts = nest_core::data::read_sentences(&a.texts)?;
     let texts: Vec<String> = texts.into_iter().filter(|t| !t.is_empty()).collect();
-    let cfg = nest_serve::soak::SoakConfig {
+    let cfg = nest_bench::soak::SoakConfig {
         url: a.url,
         clients: a.clients,
         seconds: a.seconds,
@@ -78,7 +92,7 @@ pub fn soak(a: crate::args_search::BenchSoakArgs) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let r = rt.block_on(nest_serve::soak::run(cfg))?;
+    let r = rt.block_on(nest_bench::soak::run(cfg))?;
     println!("{}", serde_json::to_string(&r)?);
     anyhow::ensure!(
         r.unexpected == 0,

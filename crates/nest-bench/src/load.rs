@@ -1,6 +1,7 @@
 //! The load generator of `nest bench serve`: `clients` concurrent clients, each sending
-//! `POST /v1/embeddings` requests back to back for `seconds`, counting errors and latencies.
-//! It speaks only the OpenAI API, so the same run measures Nest and a peer server.
+//! `POST /v1/embeddings` (or Nest's `/v1/search`) requests back to back for `seconds`,
+//! counting errors, latencies and response bytes. On `/v1/embeddings` it speaks only the
+//! OpenAI API, so the same run measures Nest and a peer server.
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,10 @@ use crate::{Error, Result};
 pub struct LoadConfig {
     /// Base URL, e.g. `http://127.0.0.1:8080`.
     pub url: String,
+    /// The route, e.g. `/v1/embeddings` or `/v1/search`.
+    pub path: String,
+    /// The body field the texts go in (`input`; `query` for search).
+    pub input_key: String,
     pub clients: usize,
     pub seconds: f64,
     /// Texts to send, cycled through.
@@ -34,6 +39,8 @@ pub struct LoadReport {
     pub max_ms: f64,
     pub requests_per_s: f64,
     pub inputs_per_s: f64,
+    /// Mean bytes of a successful response's body.
+    pub response_bytes_mean: f64,
     /// The first error seen, if any.
     pub first_error: Option<String>,
 }
@@ -59,7 +66,7 @@ pub async fn run(cfg: LoadConfig) -> Result<LoadReport> {
         .pool_max_idle_per_host(cfg.clients)
         .build()
         .map_err(|e| Error::Http(e.to_string()))?;
-    let endpoint = format!("{}/v1/embeddings", cfg.url.trim_end_matches('/'));
+    let endpoint = format!("{}{}", cfg.url.trim_end_matches('/'), cfg.path);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(cfg.seconds);
     let mut tasks = Vec::new();
@@ -74,10 +81,12 @@ pub async fn run(cfg: LoadConfig) -> Result<LoadReport> {
     let mut lat = Vec::new();
     let mut errors = 0;
     let mut first_error = None;
+    let mut bytes = 0usize;
     for t in tasks {
-        let (l, e, f) = t.await.map_err(|e| Error::Internal(e.to_string()))?;
+        let (l, e, f, b) = t.await.map_err(|e| Error::Internal(e.to_string()))?;
         lat.extend(l);
         errors += e;
+        bytes += b;
         if first_error.is_none() {
             first_error = f;
         }
@@ -96,19 +105,21 @@ pub async fn run(cfg: LoadConfig) -> Result<LoadReport> {
         max_ms: lat.last().copied().unwrap_or(f64::NAN),
         requests_per_s: requests as f64 / seconds,
         inputs_per_s: inputs as f64 / seconds,
+        response_bytes_mean: bytes as f64 / requests.max(1) as f64,
         first_error,
     })
 }
 
-/// One client: requests back to back until `deadline`; its latencies (ms), error count and
-/// first error.
+/// One client: requests back to back until `deadline`; its latencies (ms), error count,
+/// first error and response bytes.
 async fn client_loop(
     c: usize,
     client: reqwest::Client,
     endpoint: String,
     cfg: LoadConfig,
     deadline: Instant,
-) -> (Vec<f64>, usize, Option<String>) {
+) -> (Vec<f64>, usize, Option<String>, usize) {
+    let mut bytes = 0;
     let mut lat = Vec::new();
     let mut errors = 0usize;
     let mut first_error = None;
@@ -119,28 +130,32 @@ async fn client_loop(
             .collect();
         next += cfg.inputs_per_request * cfg.clients;
         let mut body = cfg.extra.clone();
-        body.insert("input".into(), serde_json::json!(input));
+        body.insert(cfg.input_key.clone(), serde_json::json!(input));
         let t = Instant::now();
         match post_once(&client, &endpoint, &body).await {
-            Ok(()) => lat.push(t.elapsed().as_secs_f64() * 1e3),
+            Ok(n) => {
+                lat.push(t.elapsed().as_secs_f64() * 1e3);
+                bytes += n;
+            }
             Err(e) => {
                 errors += 1;
                 first_error.get_or_insert(e);
             }
         }
     }
-    (lat, errors, first_error)
+    (lat, errors, first_error, bytes)
 }
 
-/// One request, its whole body read; an error names the status and the server's message.
+/// One request, its whole body read (its length); an error names the status and the
+/// server's message.
 async fn post_once(
     client: &reqwest::Client,
     endpoint: &str,
     body: &serde_json::Map<String, serde_json::Value>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<usize, String> {
     match client.post(endpoint).json(body).send().await {
         Ok(resp) if resp.status().is_success() => match resp.bytes().await {
-            Ok(_) => Ok(()),
+            Ok(b) => Ok(b.len()),
             Err(e) => Err(e.to_string()),
         },
         Ok(resp) => {
