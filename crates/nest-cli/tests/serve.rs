@@ -832,11 +832,30 @@ fn schemathesis_finds_no_server_error_and_no_undocumented_answer() {
     let d = tempfile::tempdir().unwrap();
     let key = "schema-key-0123456789abcdef";
     let model = tiny(d.path());
-    std::fs::write(d.path().join("docs.txt"), "the cat sat\na dog ran\nbirds fly south\n").unwrap();
-    let (m, idx) = (model.display().to_string(), d.path().join("idx").display().to_string());
+    std::fs::write(
+        d.path().join("docs.txt"),
+        "the cat sat\na dog ran\nbirds fly south\n",
+    )
+    .unwrap();
+    let (m, idx) = (
+        model.display().to_string(),
+        d.path().join("idx").display().to_string(),
+    );
     let input = d.path().join("docs.txt").display().to_string();
-    nest(&["index", "build", "--model", &m, "--input", &input, "--out", &idx,
-           "--dims", "8,32", "--precision", "float32,binary"]);
+    nest(&[
+        "index",
+        "build",
+        "--model",
+        &m,
+        "--input",
+        &input,
+        "--out",
+        &idx,
+        "--dims",
+        "8,32",
+        "--precision",
+        "float32,binary",
+    ]);
     // with an index: /v1/search and /v1/documents are fuzzed too
     let s = start(&model, &["--api-key", key, "--index", &idx]);
     let (st, doc) = http(&s.addr, "GET", "/openapi.json", b"");
@@ -964,22 +983,24 @@ fn quantized_encodings_are_the_index_codes_of_the_float_vector() {
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["data"][0]["embedding"].as_array().unwrap().len(), 2);
     assert!(r["data"][0].get("scale").is_none());
-    // the raw body: rows, then one f32 scale per row; the headers say what it holds
-    let body =
-        json!({"input": texts, "dimensions": 16, "encoding_format": "bytes", "bytes_type": "int8"});
+    // the raw body (vLLM's `bytes`): the rows, their layout and scales in the `metadata` header
+    let body = json!({"input": texts, "dimensions": 16, "encoding_format": "bytes", "embed_dtype": "int8"});
     let (st, head, raw) = http_full(a, "POST", "/v1/embeddings", body.to_string().as_bytes(), "");
     assert_eq!(st, 200, "{head}");
-    let head = head.to_ascii_lowercase();
-    for h in [
-        "content-type: application/octet-stream",
-        "x-embedding-dtype: int8",
-        "x-embedding-shape: 3,16",
-        "x-embedding-endianness: little",
-        "x-embedding-scales: f32le-after-rows",
-    ] {
-        assert!(head.contains(h), "{h} not in {head}");
-    }
-    assert_eq!(raw.len(), 3 * 16 + 3 * 4);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/octet-stream"),
+        "{head}"
+    );
+    let meta = head
+        .lines()
+        .find_map(|l| l.strip_prefix("metadata: "))
+        .unwrap_or_else(|| panic!("no metadata header in {head}"));
+    let meta: Value = serde_json::from_str(meta).unwrap();
+    assert_eq!(raw.len(), 3 * 16);
+    // base64 of packed int8 rows: the same codes, 4x fewer characters than float32's
+    let body = json!({"input": texts, "dimensions": 16, "encoding_format": "base64", "embed_dtype": "int8"});
+    let (_, packed) = post(a, &body);
     for (i, f) in floats.iter().enumerate() {
         let Prepared::Int8(q, scale) = Prepared::new(
             f,
@@ -990,13 +1011,21 @@ fn quantized_encodings_are_the_index_codes_of_the_float_vector() {
         ) else {
             unreachable!()
         };
-        let row: Vec<i8> = raw[i * 16..(i + 1) * 16].iter().map(|&b| b as i8).collect();
-        assert_eq!(row, q);
-        let at = 48 + 4 * i;
+        let m = &meta["data"][i];
         assert_eq!(
-            f32::from_le_bytes(raw[at..at + 4].try_into().unwrap()),
-            scale
+            (m["embed_dtype"].as_str(), m["shape"][0].as_u64()),
+            (Some("int8"), Some(16))
         );
+        let (lo, hi) = (
+            m["start"].as_u64().unwrap() as usize,
+            m["end"].as_u64().unwrap() as usize,
+        );
+        let row: Vec<i8> = raw[lo..hi].iter().map(|&b| b as i8).collect();
+        assert_eq!(row, q);
+        assert_eq!(m["scale"].as_f64().unwrap() as f32, scale);
+        let b = base64_decode(packed["data"][i]["embedding"].as_str().unwrap());
+        assert_eq!(b.iter().map(|&x| x as i8).collect::<Vec<_>>(), q);
+        assert_eq!(packed["data"][i]["scale"].as_f64().unwrap() as f32, scale);
     }
     // bad forms are named
     for (body, needle) in [
@@ -1009,8 +1038,12 @@ fn quantized_encodings_are_the_index_codes_of_the_float_vector() {
             "not both",
         ),
         (
-            json!({"input": "a", "encoding_format": "bytes", "bytes_type": "fp8"}),
-            "bytes_type",
+            json!({"input": "a", "encoding_format": "bytes", "embed_dtype": "fp4"}),
+            "embed_dtype",
+        ),
+        (
+            json!({"input": "a", "encoding_format": "bytes_only", "embed_dtype": "int8"}),
+            "embed_dtype",
         ),
     ] {
         let (st, r) = post(a, &body);
@@ -1029,7 +1062,11 @@ fn nest(args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "nest {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "nest {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -1041,43 +1078,91 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
     let d = tempfile::tempdir().unwrap();
     let model = tiny(d.path());
     let m = model.display().to_string();
-    let words = ["cat", "dog", "bird", "fish", "tree", "car", "road", "sun", "rain", "snow"];
+    let words = [
+        "cat", "dog", "bird", "fish", "tree", "car", "road", "sun", "rain", "snow",
+    ];
     let docs: String = (0..40)
         .map(|i| {
-            let text = format!("the {} and the {} {i}", words[i % 10], words[(i * 7 + 3) % 10]);
+            let text = format!(
+                "the {} and the {} {i}",
+                words[i % 10],
+                words[(i * 7 + 3) % 10]
+            );
             let lang = ["en", "fr"][i % 2];
-            format!("{}\n", json!({"id": format!("d{i}"), "text": text, "lang": lang}))
+            format!(
+                "{}\n",
+                json!({"id": format!("d{i}"), "text": text, "lang": lang})
+            )
         })
         .collect();
     std::fs::write(d.path().join("docs.jsonl"), docs).unwrap();
     let idx = d.path().join("idx").display().to_string();
     let input = d.path().join("docs.jsonl").display().to_string();
-    nest(&["index", "build", "--model", &m, "--input", &input, "--out", &idx, "--layer", "2",
-           "--dims", "8,32", "--precision", "float32,int8,binary", "--payload"]);
+    nest(&[
+        "index",
+        "build",
+        "--model",
+        &m,
+        "--input",
+        &input,
+        "--out",
+        &idx,
+        "--layer",
+        "2",
+        "--dims",
+        "8,32",
+        "--precision",
+        "float32,int8,binary",
+        "--payload",
+    ]);
     let s = start(&model, &["--index", &idx]);
     let a = s.addr.as_str();
     let search = |body: Value| {
         let (st, b) = http(a, "POST", "/v1/search", body.to_string().as_bytes());
-        (st, serde_json::from_slice::<Value>(&b).unwrap_or(Value::Null))
+        (
+            st,
+            serde_json::from_slice::<Value>(&b).unwrap_or(Value::Null),
+        )
     };
     let cli = |q: &str, funnel: &str, filter: Option<&str>| -> Vec<(String, f32)> {
-        let mut args = vec!["search", "--index", &idx, "--query", q, "--k", "5", "--funnel", funnel];
+        let mut args = vec![
+            "search", "--index", &idx, "--query", q, "--k", "5", "--funnel", funnel,
+        ];
         if let Some(f) = filter {
             args.extend(["--filter", f]);
         }
         let line: Value = serde_json::from_str(nest(&args).lines().next().unwrap()).unwrap();
-        line["hits"].as_array().unwrap().iter()
-            .map(|h| (h["id"].as_str().unwrap().to_string(), h["score"].as_f64().unwrap() as f32))
+        line["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["id"].as_str().unwrap().to_string(),
+                    h["score"].as_f64().unwrap() as f32,
+                )
+            })
             .collect()
     };
     let api = |r: &Value, i: usize| -> Vec<(String, f32)> {
-        r["data"][i]["hits"].as_array().unwrap().iter()
-            .map(|h| (h["id"].as_str().unwrap().to_string(), h["score"].as_f64().unwrap() as f32))
+        r["data"][i]["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["id"].as_str().unwrap().to_string(),
+                    h["score"].as_f64().unwrap() as f32,
+                )
+            })
             .collect()
     };
     let close = |x: &[(String, f32)], y: &[(String, f32)]| {
         // ids equal; scores equal up to the float noise of a batch of one vs. several
-        x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() < 1e-5)
+        x.len() == y.len()
+            && x.iter()
+                .zip(y)
+                .all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() < 1e-5)
     };
     for (funnel, filter) in [
         ("float32:32", None),
@@ -1093,9 +1178,16 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
         assert_eq!(r["funnel"], funnel);
         for (i, q) in ["the cat and the sun", "rain"].iter().enumerate() {
             let (want, got) = (cli(q, funnel, filter), api(&r, i));
-            assert!(close(&want, &got), "{funnel} {filter:?}: {want:?} vs {got:?}");
+            assert!(
+                close(&want, &got),
+                "{funnel} {filter:?}: {want:?} vs {got:?}"
+            );
             if filter.is_some() {
-                assert!(r["data"][i]["hits"].as_array().unwrap().iter().all(|h| h["payload"]["lang"] == "fr"));
+                assert!(r["data"][i]["hits"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|h| h["payload"]["lang"] == "fr"));
             }
         }
     }
@@ -1120,9 +1212,19 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
     let (st, b) = http(a, "POST", "/v1/documents", add.to_string().as_bytes());
     let r: Value = serde_json::from_slice(&b).unwrap();
     assert_eq!(st, 200, "{r}");
-    assert_eq!((r["added"].clone(), r["existing"].clone(), r["count"].clone()), (json!(["new1"]), json!(["d3"]), json!(41)));
+    assert_eq!(
+        (
+            r["added"].clone(),
+            r["existing"].clone(),
+            r["count"].clone()
+        ),
+        (json!(["new1"]), json!(["d3"]), json!(41))
+    );
     let (_, b) = http(a, "POST", "/v1/documents", add.to_string().as_bytes());
-    assert_eq!(serde_json::from_slice::<Value>(&b).unwrap()["existing"], json!(["new1", "d3"]));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&b).unwrap()["existing"],
+        json!(["new1", "d3"])
+    );
     let q = json!({"query": "a purple giraffe sings opera", "k": 3, "filter": {"lang": "fr"}});
     let (_, r) = search(q.clone());
     assert_eq!(r["data"][0]["hits"][0]["id"], "new1", "{r}");
@@ -1130,8 +1232,16 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
     let s = start(&model, &["--index", &idx]);
     let (st, b) = http(&s.addr, "POST", "/v1/search", q.to_string().as_bytes());
     let r: Value = serde_json::from_slice(&b).unwrap();
-    assert_eq!((st, r["data"][0]["hits"][0]["id"].as_str()), (200, Some("new1")), "{r}");
-    let hits = cli("a purple giraffe sings opera", "float32:32", Some(r#"{"lang": "fr"}"#));
+    assert_eq!(
+        (st, r["data"][0]["hits"][0]["id"].as_str()),
+        (200, Some("new1")),
+        "{r}"
+    );
+    let hits = cli(
+        "a purple giraffe sings opera",
+        "float32:32",
+        Some(r#"{"lang": "fr"}"#),
+    );
     assert_eq!(hits[0].0, "new1");
     // a server without --index has no search route; an index of another model is refused
     let plain = start(&model, &[]);
@@ -1139,11 +1249,22 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
     let other = d.path().join("other");
     write_tiny_model(&other, &TinySpec::new(Architecture::Bert)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nest"))
-        .args(["serve", "--port", "0", "--model", &other.display().to_string(), "--index", &idx])
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--model",
+            &other.display().to_string(),
+            "--index",
+            &idx,
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("built with model"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("built with model"),
+        "{err}"
+    );
 }
 
 /// Several models (and a model with an adaptor under another name) in one process: each
@@ -1159,7 +1280,12 @@ fn several_models_in_one_process_each_answer_their_own_requests() {
     let (st, r) = http(&both.addr, "GET", "/v1/models", b"");
     let r: Value = serde_json::from_slice(&r).unwrap();
     assert_eq!(st, 200);
-    let ids: Vec<&str> = r["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = r["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["tiny", "second"]);
     let ask = |addr: &str, model: Option<&str>| {
         let mut body = json!({"input": ["the cat sat", "dog"]});
@@ -1173,7 +1299,10 @@ fn several_models_in_one_process_each_answer_their_own_requests() {
     let alone_b = start(&bert, &[]);
     let alone_m = start(&mpnet, &[]);
     let close = |x: &[Vec<f32>], y: &[Vec<f32>]| {
-        x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(p, q)| (p - q).abs() < 1e-5))
+        x.len() == y.len()
+            && x.iter().zip(y).all(|(a, b)| {
+                a.len() == b.len() && a.iter().zip(b).all(|(p, q)| (p - q).abs() < 1e-5)
+            })
     };
     let (v_first, n_first) = ask(&both.addr, None);
     let (v_named, _) = ask(&both.addr, Some("tiny"));
@@ -1184,14 +1313,28 @@ fn several_models_in_one_process_each_answer_their_own_requests() {
     assert!(!close(&v_first, &v_second));
     let (st, r) = post(&both.addr, &json!({"input": "x", "model": "third"}));
     assert_eq!(st, 400);
-    assert!(r["error"]["message"].as_str().unwrap().contains("second"), "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("second"),
+        "{r}"
+    );
     // two models under one name are refused at start
     let out = Command::new(env!("CARGO_BIN_EXE_nest"))
-        .args(["serve", "--port", "0", "--model", &format!("x={b}"), "--model", &format!("x={m}")])
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--model",
+            &format!("x={b}"),
+            "--model",
+            &format!("x={m}"),
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("served as 'x'"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("served as 'x'"),
+        "{err}"
+    );
 }
 
 /// `kill -9` while clients add documents and search: after a restart every acknowledged
@@ -1200,10 +1343,19 @@ fn several_models_in_one_process_each_answer_their_own_requests() {
 fn kill_9_during_adds_loses_nothing_acknowledged_and_duplicates_nothing() {
     let d = tempfile::tempdir().unwrap();
     let model = tiny(d.path());
-    std::fs::write(d.path().join("docs.txt"), "the cat sat\na dog ran\nbirds fly south\n").unwrap();
-    let (m, idx) = (model.display().to_string(), d.path().join("idx").display().to_string());
+    std::fs::write(
+        d.path().join("docs.txt"),
+        "the cat sat\na dog ran\nbirds fly south\n",
+    )
+    .unwrap();
+    let (m, idx) = (
+        model.display().to_string(),
+        d.path().join("idx").display().to_string(),
+    );
     let input = d.path().join("docs.txt").display().to_string();
-    nest(&["index", "build", "--model", &m, "--input", &input, "--out", &idx, "--dims", "32"]);
+    nest(&[
+        "index", "build", "--model", &m, "--input", &input, "--out", &idx, "--dims", "32",
+    ]);
     let mut s = start(&model, &["--index", &idx]);
     let addr = s.addr.clone();
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -1214,13 +1366,19 @@ fn kill_9_during_adds_loses_nothing_acknowledged_and_duplicates_nothing() {
                 for i in 0..1000 {
                     // ids overlap between workers: retries and races must not duplicate
                     let id = format!("n{}", (i * 4 + w) / 2);
-                    let body = json!({"documents": [{"id": id, "text": format!("note {id} about {w}")}]});
+                    let body =
+                        json!({"documents": [{"id": id, "text": format!("note {id} about {w}")}]});
                     let (st, b) = http(&addr, "POST", "/v1/documents", body.to_string().as_bytes());
                     if st != 200 {
                         break; // killed
                     }
                     let r: Value = serde_json::from_slice(&b).unwrap();
-                    for x in r["added"].as_array().unwrap().iter().chain(r["existing"].as_array().unwrap()) {
+                    for x in r["added"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .chain(r["existing"].as_array().unwrap())
+                    {
                         acked.lock().unwrap().push(x.as_str().unwrap().to_string());
                     }
                     let _ = http(&addr, "POST", "/v1/search", br#"{"query":"note","k":3}"#);
@@ -1239,7 +1397,11 @@ fn kill_9_during_adds_loses_nothing_acknowledged_and_duplicates_nothing() {
         w.join().unwrap();
     }
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() > 10, "only {} adds acknowledged before the kill", acked.len());
+    assert!(
+        acked.len() > 10,
+        "only {} adds acknowledged before the kill",
+        acked.len()
+    );
     let journal = std::fs::read_to_string(d.path().join("idx/added.jsonl")).unwrap();
     let s = start(&model, &["--index", &idx]);
     let mut ids: Vec<String> = journal
@@ -1252,12 +1414,20 @@ fn kill_9_during_adds_loses_nothing_acknowledged_and_duplicates_nothing() {
     ids.dedup();
     assert_eq!(ids.len(), n, "an id is in the journal twice");
     for id in &acked {
-        assert!(ids.binary_search(id).is_ok(), "{id} was acknowledged but is gone");
+        assert!(
+            ids.binary_search(id).is_ok(),
+            "{id} was acknowledged but is gone"
+        );
     }
     // the restarted server holds them all
     for chunk in acked.chunks(4).take(10) {
         let body = json!({"documents": chunk.iter().map(|id| json!({"id": id, "text": "again"})).collect::<Vec<_>>()});
-        let (st, b) = http(&s.addr, "POST", "/v1/documents", body.to_string().as_bytes());
+        let (st, b) = http(
+            &s.addr,
+            "POST",
+            "/v1/documents",
+            body.to_string().as_bytes(),
+        );
         let r: Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(st, 200, "{r}");
         assert!(r["added"].as_array().unwrap().is_empty(), "{r}");

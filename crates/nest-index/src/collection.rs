@@ -403,7 +403,11 @@ mod tests {
         let c = Collection::open(&dir).unwrap();
         let all = Filter::parse(&serde_json::json!({"group": {"$in": [0, 1, 2]}})).unwrap();
         let queries = vecs(5, 16, 2);
-        for f in ["float32:16", "binary:16@40>float32:16", "int8:8@30>int8:16@10>float32:16"] {
+        for f in [
+            "float32:16",
+            "binary:16@40>float32:16",
+            "int8:8@30>int8:16@10>float32:16",
+        ] {
             let funnel = Funnel::parse(f).unwrap();
             let fast = c.search(&queries, &funnel, 7, None).unwrap();
             let generic = c.search(&queries, &funnel, 7, Some(&all)).unwrap();
@@ -420,33 +424,63 @@ mod tests {
         let funnel = Funnel::parse("binary:16@50>float32:16").unwrap();
         let g1 = Filter::parse(&serde_json::json!({"group": 1})).unwrap();
         let hits = c.search(&rows[..2], &funnel, 10, Some(&g1)).unwrap();
-        assert!(hits.iter().flatten().all(|h| h.payload.as_ref().unwrap()["group"] == 1));
+        assert!(hits
+            .iter()
+            .flatten()
+            .all(|h| h.payload.as_ref().unwrap()["group"] == 1));
         assert_eq!(hits[1][0].id, "d1"); // row 1 is in group 1 and is its own best match
-        // adds: a new row is found, an existing id is skipped
+                                         // adds: a new row is found, an existing id is skipped
         let new = vec![
-            NewRow { id: "n0".into(), payload: Some(serde_json::json!({"group": 1})), vector: rows[5].iter().map(|x| -x).collect() },
-            NewRow { id: "d7".into(), payload: None, vector: rows[7].clone() },
+            NewRow {
+                id: "n0".into(),
+                payload: Some(serde_json::json!({"group": 1})),
+                vector: rows[5].iter().map(|x| -x).collect(),
+            },
+            NewRow {
+                id: "d7".into(),
+                payload: None,
+                vector: rows[7].clone(),
+            },
         ];
         let r = c.add(new.clone()).unwrap();
-        assert_eq!((r.added, r.existing), (vec!["n0".to_string()], vec!["d7".to_string()]));
+        assert_eq!(
+            (r.added, r.existing),
+            (vec!["n0".to_string()], vec!["d7".to_string()])
+        );
         let q = vec![new[0].vector.clone()];
-        let top = |c: &Collection, f: Option<&Filter>| c.search(&q, &funnel, 3, f).unwrap().remove(0);
+        let top =
+            |c: &Collection, f: Option<&Filter>| c.search(&q, &funnel, 3, f).unwrap().remove(0);
         assert_eq!(top(&c, None)[0].id, "n0");
         assert_eq!(top(&c, Some(&g1))[0].id, "n0");
         assert_eq!(c.len(), 301);
         // a restart replays the journal; a torn last line (never acknowledged) is cut off
         drop(c);
-        let mut f = OpenOptions::new().append(true).open(dir.join(JOURNAL)).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.join(JOURNAL))
+            .unwrap();
         f.write_all(br#"{"id":"torn","vector":[0.1,"#).unwrap();
         drop(f);
         let c = Collection::open(&dir).unwrap();
         assert_eq!(c.len(), 301);
         assert_eq!(top(&c, None)[0].id, "n0");
-        let r = c.add(vec![NewRow { id: "n0".into(), payload: None, vector: rows[0].clone() }]).unwrap();
+        let r = c
+            .add(vec![NewRow {
+                id: "n0".into(),
+                payload: None,
+                vector: rows[0].clone(),
+            }])
+            .unwrap();
         assert_eq!(r.existing, vec!["n0".to_string()]);
-        assert!(std::fs::read_to_string(dir.join(JOURNAL)).unwrap().ends_with("}\n"));
+        assert!(std::fs::read_to_string(dir.join(JOURNAL))
+            .unwrap()
+            .ends_with("}\n"));
         // a damaged line in the middle is an error naming it; wrong dims are refused
-        std::fs::write(dir.join(JOURNAL), "{\"id\":\"x\",\"vector\":[1]}\nnot json\n").unwrap();
+        std::fs::write(
+            dir.join(JOURNAL),
+            "{\"id\":\"x\",\"vector\":[1]}\nnot json\n",
+        )
+        .unwrap();
         let e = Collection::open(&dir).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("16"), "{e}");
         assert!(Filter::parse(&serde_json::json!({"g": {"$gt": 1}})).is_err());

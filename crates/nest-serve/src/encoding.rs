@@ -74,62 +74,118 @@ impl Encoding {
     }
 }
 
-/// The element type of a raw `bytes` response.
+/// The element type of packed vectors (`embed_dtype`, vLLM's name, with `encoding_format`
+/// `base64`, `bytes` or `bytes_only`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RawType {
+pub enum EmbedDtype {
     Float32,
+    Float16,
+    Bfloat16,
     Int8,
     Uint8,
     Binary,
     Ubinary,
 }
 
-impl RawType {
-    pub const ALL: [RawType; 5] = [
-        RawType::Float32,
-        RawType::Int8,
-        RawType::Uint8,
-        RawType::Binary,
-        RawType::Ubinary,
+impl EmbedDtype {
+    pub const ALL: [EmbedDtype; 7] = [
+        EmbedDtype::Float32,
+        EmbedDtype::Float16,
+        EmbedDtype::Bfloat16,
+        EmbedDtype::Int8,
+        EmbedDtype::Uint8,
+        EmbedDtype::Binary,
+        EmbedDtype::Ubinary,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
-            RawType::Float32 => "float32",
-            RawType::Int8 => "int8",
-            RawType::Uint8 => "uint8",
-            RawType::Binary => "binary",
-            RawType::Ubinary => "ubinary",
+            EmbedDtype::Float32 => "float32",
+            EmbedDtype::Float16 => "float16",
+            EmbedDtype::Bfloat16 => "bfloat16",
+            EmbedDtype::Int8 => "int8",
+            EmbedDtype::Uint8 => "uint8",
+            EmbedDtype::Binary => "binary",
+            EmbedDtype::Ubinary => "ubinary",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        RawType::ALL.into_iter().find(|e| e.name() == s)
+        EmbedDtype::ALL.into_iter().find(|e| e.name() == s)
     }
 
-    /// The JSON encoding whose bytes a row of this type carries.
-    fn encoding(self) -> Encoding {
-        match self {
-            RawType::Float32 => Encoding::Float,
-            RawType::Int8 => Encoding::Int8,
-            RawType::Uint8 => Encoding::Uint8,
-            RawType::Binary => Encoding::Binary,
-            RawType::Ubinary => Encoding::Ubinary,
-        }
+    pub fn names() -> Vec<&'static str> {
+        EmbedDtype::ALL.iter().map(|e| e.name()).collect()
     }
 
     /// Bytes of one row of `dim` coordinates.
     pub fn row_bytes(self, dim: usize) -> usize {
         match self {
-            RawType::Float32 => 4 * dim,
-            RawType::Int8 | RawType::Uint8 => dim,
-            RawType::Binary | RawType::Ubinary => dim.div_ceil(8),
+            EmbedDtype::Float32 => 4 * dim,
+            EmbedDtype::Float16 | EmbedDtype::Bfloat16 => 2 * dim,
+            EmbedDtype::Int8 | EmbedDtype::Uint8 => dim,
+            EmbedDtype::Binary | EmbedDtype::Ubinary => dim.div_ceil(8),
         }
     }
 
-    /// Whether a trailer of one little-endian f32 scale per row follows the rows.
-    pub fn has_scales(self) -> bool {
-        self.encoding().has_scale()
+    /// Whether a row comes with a `scale` (the int8 codes' dequantisation factor).
+    pub fn has_scale(self) -> bool {
+        matches!(self, EmbedDtype::Int8 | EmbedDtype::Uint8)
+    }
+
+    /// One row's bytes (floats in `order`), with its scale for int8 / uint8.
+    pub fn pack(self, v: &[f32], order: Endianness) -> (Vec<u8>, Option<f32>) {
+        let big = order == Endianness::Big;
+        let mut out = Vec::with_capacity(self.row_bytes(v.len()));
+        let mut put = |b: &[u8]| match big {
+            true => out.extend(b.iter().rev()),
+            false => out.extend_from_slice(b),
+        };
+        let mut scale = None;
+        match self {
+            EmbedDtype::Float32 => v.iter().for_each(|x| put(&x.to_le_bytes())),
+            EmbedDtype::Float16 => v
+                .iter()
+                .for_each(|x| put(&half::f16::from_f32(*x).to_le_bytes())),
+            EmbedDtype::Bfloat16 => v
+                .iter()
+                .for_each(|x| put(&half::bf16::from_f32(*x).to_le_bytes())),
+            EmbedDtype::Int8 | EmbedDtype::Uint8 => {
+                let (q, s) = int8(v);
+                let shift = if self == EmbedDtype::Uint8 { 128 } else { 0 };
+                out.extend(q.iter().map(|&c| (c as i16 + shift) as u8));
+                scale = Some(s);
+            }
+            EmbedDtype::Ubinary => out.extend(ubinary(v)),
+            EmbedDtype::Binary => out.extend(ubinary(v).iter().map(|&b| b.wrapping_sub(128))),
+        }
+        (out, scale)
+    }
+}
+
+/// Byte order of packed floats (`endianness`, vLLM's name; `native` is this machine's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endianness {
+    Little,
+    Big,
+}
+
+impl Endianness {
+    pub fn name(self) -> &'static str {
+        match self {
+            Endianness::Little => "little",
+            Endianness::Big => "big",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "little" => Some(Endianness::Little),
+            "big" => Some(Endianness::Big),
+            "native" if cfg!(target_endian = "big") => Some(Endianness::Big),
+            "native" => Some(Endianness::Little),
+            _ => None,
+        }
     }
 }
 
@@ -162,6 +218,10 @@ fn level(precision: Precision, dim: usize) -> Level {
     Level { precision, dim }
 }
 
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// `v` in each of `encodings` (JSON values), with the int8 scale when one needs it.
 pub fn encode(v: &[f32], encodings: &[Encoding]) -> Encoded {
     let q8 = encodings.iter().any(|e| e.has_scale()).then(|| int8(v));
@@ -174,10 +234,7 @@ pub fn encode(v: &[f32], encodings: &[Encoding]) -> Encoded {
         .map(|&e| {
             let value = match e {
                 Encoding::Float => json!(v),
-                Encoding::Base64 => {
-                    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                    json!(base64::engine::general_purpose::STANDARD.encode(bytes))
-                }
+                Encoding::Base64 => json!(b64(&EmbedDtype::Float32.pack(v, Endianness::Little).0)),
                 Encoding::Int8 => json!(q8.as_ref().map(|q| &q.0)),
                 Encoding::Uint8 => json!(q8.as_ref().map(|q| q
                     .0
@@ -199,45 +256,50 @@ pub fn encode(v: &[f32], encodings: &[Encoding]) -> Encoded {
     }
 }
 
-/// Rows of `vectors` as one raw little-endian body of `ty`, then (int8 and uint8) one f32
-/// scale per row.
-pub fn raw(vectors: &[Vec<f32>], ty: RawType) -> Vec<u8> {
-    let dim = vectors.first().map_or(0, Vec::len);
-    let mut out = Vec::with_capacity(vectors.len() * (ty.row_bytes(dim) + 4));
-    let mut scales = Vec::new();
-    for v in vectors {
-        match ty {
-            RawType::Float32 => out.extend(v.iter().flat_map(|x| x.to_le_bytes())),
-            RawType::Int8 | RawType::Uint8 => {
-                let (q, s) = int8(v);
-                let shift = if ty == RawType::Uint8 { 128 } else { 0 };
-                out.extend(q.iter().map(|&c| (c as i16 + shift) as u8));
-                scales.push(s);
-            }
-            RawType::Ubinary => out.extend(ubinary(v)),
-            RawType::Binary => out.extend(ubinary(v).iter().map(|&b| b.wrapping_sub(128))),
-        }
-    }
-    for s in scales {
-        out.extend(s.to_le_bytes());
-    }
-    out
-}
-
-/// What a request asked for: one encoding in OpenAI's shape (`encoding_format`), several in
-/// Cohere's (`embedding_types`), or a raw body (`encoding_format: "bytes"`).
+/// What a request asked for: one JSON form in OpenAI's shape (`encoding_format`), several in
+/// Cohere's (`embedding_types`), base64 of packed rows (`encoding_format: "base64"` with
+/// `embed_dtype`), or a raw body (`bytes`: its layout in a `metadata` header, as vLLM;
+/// `bytes_only`: no header).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
     One(Encoding),
     Several(Vec<Encoding>),
-    Raw(RawType),
+    Packed(EmbedDtype, Endianness),
+    Raw {
+        dtype: EmbedDtype,
+        order: Endianness,
+        header: bool,
+    },
+}
+
+fn named<T>(
+    v: &Value,
+    param: &'static str,
+    parse: fn(&str) -> Option<T>,
+    names: &str,
+) -> Result<Option<T>> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => parse(s).map(Some).ok_or_else(|| {
+            Error::bad(
+                Some(param),
+                format!("'{param}' must be one of {names}, got {s:?}"),
+            )
+        }),
+        other => Err(Error::bad(
+            Some(param),
+            format!("'{param}' must be one of {names}, got {other}"),
+        )),
+    }
 }
 
 impl Output {
-    /// Reads `encoding_format`, `embedding_types` and `bytes_type` (JSON values, `Null` when
-    /// absent).
-    pub fn parse(format: &Value, types: &Value, bytes_type: &Value) -> Result<Self> {
-        let names = Encoding::names().join(", ");
+    /// Reads `encoding_format`, `embedding_types`, `embed_dtype` and `endianness` (JSON
+    /// values, `Null` when absent).
+    pub fn parse(format: &Value, types: &Value, dtype: &Value, order: &Value) -> Result<Self> {
+        let mut formats = Encoding::names();
+        formats.extend(["bytes", "bytes_only"]);
+        let formats = formats.join(", ");
         let bad = |p: &'static str, m: String| Error::bad(Some(p), m);
         if !types.is_null() && !format.is_null() {
             return Err(bad(
@@ -245,28 +307,50 @@ impl Output {
                 "give 'encoding_format' (one type) or 'embedding_types' (several), not both".into(),
             ));
         }
-        if !bytes_type.is_null() && format.as_str() != Some("bytes") {
-            return Err(bad(
-                "bytes_type",
-                "'bytes_type' goes with \"encoding_format\": \"bytes\"".into(),
-            ));
+        let packed = matches!(format.as_str(), Some("base64" | "bytes" | "bytes_only"));
+        for (v, p) in [(dtype, "embed_dtype"), (order, "endianness")] {
+            if !v.is_null() && !packed {
+                return Err(bad(
+                    p,
+                    format!("'{p}' goes with \"encoding_format\" base64, bytes or bytes_only"),
+                ));
+            }
         }
+        let dt = named(
+            dtype,
+            "embed_dtype",
+            EmbedDtype::parse,
+            &EmbedDtype::names().join(", "),
+        )?
+        .unwrap_or(EmbedDtype::Float32);
+        let order = named(
+            order,
+            "endianness",
+            Endianness::parse,
+            "native, little, big",
+        )?
+        .unwrap_or(Endianness::Little);
         match (format, types) {
             (Value::Null, Value::Null) => Ok(Output::One(Encoding::Float)),
-            (Value::String(s), _) if s == "bytes" => {
-                let ty = match bytes_type {
-                    Value::Null => RawType::Float32,
-                    Value::String(t) => RawType::parse(t).ok_or_else(|| {
-                        bad("bytes_type", format!("'bytes_type' must be one of float32, int8, uint8, binary, ubinary, got {t:?}"))
-                    })?,
-                    other => return Err(bad("bytes_type", format!("'bytes_type' must be a string, got {other}"))),
-                };
-                Ok(Output::Raw(ty))
+            (Value::String(s), _) if s == "bytes" || s == "bytes_only" => {
+                if s == "bytes_only" && dt.has_scale() {
+                    return Err(bad("embed_dtype", format!("'embed_dtype' {} with bytes_only: no header for the rows' scales; use \"bytes\"", dt.name())));
+                }
+                Ok(Output::Raw {
+                    dtype: dt,
+                    order,
+                    header: s == "bytes",
+                })
+            }
+            (Value::String(s), _)
+                if s == "base64" && (dt, order) != (EmbedDtype::Float32, Endianness::Little) =>
+            {
+                Ok(Output::Packed(dt, order))
             }
             (Value::String(s), _) => Encoding::parse(s).map(Output::One).ok_or_else(|| {
                 bad(
                     "encoding_format",
-                    format!("'encoding_format' must be one of {names} or bytes, got {s:?}"),
+                    format!("'encoding_format' must be one of {formats}, got {s:?}"),
                 )
             }),
             (Value::Null, Value::Array(items)) if !items.is_empty() => {
@@ -275,7 +359,10 @@ impl Output {
                     let e = x.as_str().and_then(Encoding::parse).ok_or_else(|| {
                         bad(
                             "embedding_types",
-                            format!("embedding_types[{i}] must be one of {names}, got {x}"),
+                            format!(
+                                "embedding_types[{i}] must be one of {}, got {x}",
+                                Encoding::names().join(", ")
+                            ),
                         )
                     })?;
                     if !v.contains(&e) {
@@ -286,23 +373,54 @@ impl Output {
             }
             (Value::Null, other) => Err(bad(
                 "embedding_types",
-                format!("'embedding_types' must be a non-empty array of {names}, got {other}"),
+                format!(
+                    "'embedding_types' must be a non-empty array of {}, got {other}",
+                    Encoding::names().join(", ")
+                ),
             )),
             (other, _) => Err(bad(
                 "encoding_format",
-                format!("'encoding_format' must be one of {names} or bytes, got {other}"),
+                format!("'encoding_format' must be one of {formats}, got {other}"),
             )),
         }
     }
 
-    /// The JSON encodings to compute (none for a raw body).
+    /// The JSON encodings to compute (none for packed or raw rows).
     pub fn encodings(&self) -> Vec<Encoding> {
         match self {
             Output::One(e) => vec![*e],
             Output::Several(v) => v.clone(),
-            Output::Raw(_) => Vec::new(),
+            Output::Packed(..) | Output::Raw { .. } => Vec::new(),
         }
     }
+}
+
+/// A raw body: the rows of `dtype` one after another, and vLLM's `metadata` record of where
+/// each lies (`start`, `end`, `shape`, `embed_dtype`, `endianness`; Nest adds `scale` for
+/// int8 / uint8).
+pub fn raw(vectors: &[Vec<f32>], dtype: EmbedDtype, order: Endianness) -> (Vec<u8>, Vec<Value>) {
+    let mut body = Vec::new();
+    let mut items = Vec::with_capacity(vectors.len());
+    for (index, v) in vectors.iter().enumerate() {
+        let (bytes, scale) = dtype.pack(v, order);
+        let start = body.len();
+        body.extend(bytes);
+        let mut item = json!({
+            "index": index, "embed_dtype": dtype.name(), "endianness": order.name(),
+            "start": start, "end": body.len(), "shape": [v.len()],
+        });
+        if let Some(s) = scale {
+            item["scale"] = json!(s);
+        }
+        items.push(item);
+    }
+    (body, items)
+}
+
+/// base64 of one packed row, with its scale for int8 / uint8.
+pub fn packed(v: &[f32], dtype: EmbedDtype, order: Endianness) -> (String, Option<f32>) {
+    let (bytes, scale) = dtype.pack(v, order);
+    (b64(&bytes), scale)
 }
 
 #[cfg(test)]
@@ -343,60 +461,92 @@ mod tests {
     }
 
     #[test]
-    fn raw_rows_then_scales() {
+    fn packed_rows_and_their_metadata() {
         let rows = vec![vec![0.6f32, -0.8], vec![0.0, 1.0]];
-        let f = raw(&rows, RawType::Float32);
+        let (f, meta) = raw(&rows, EmbedDtype::Float32, Endianness::Little);
         assert_eq!(f.len(), 16);
         assert_eq!(&f[4..8], &(-0.8f32).to_le_bytes());
-        let q = raw(&rows, RawType::Int8);
-        assert_eq!(q.len(), 2 * 2 + 2 * 4);
+        assert_eq!(
+            (meta[1]["start"].as_u64(), meta[1]["end"].as_u64()),
+            (Some(8), Some(16))
+        );
+        let (big, _) = raw(&rows, EmbedDtype::Float32, Endianness::Big);
+        assert_eq!(&big[4..8], &(-0.8f32).to_be_bytes());
+        let (h, _) = raw(&rows, EmbedDtype::Float16, Endianness::Little);
+        assert_eq!(&h[2..4], &half::f16::from_f32(-0.8).to_le_bytes());
+        let (q, meta) = raw(&rows, EmbedDtype::Int8, Endianness::Little);
+        assert_eq!(q.len(), 4);
         assert_eq!(q[1] as i8, -127);
-        assert_eq!(&q[4..8], &int8(&rows[0]).1.to_le_bytes());
-        assert_eq!(raw(&rows, RawType::Ubinary), vec![0b1000_0000, 0b0100_0000]);
-        assert_eq!(raw(&rows, RawType::Binary), vec![0, 0b1100_0000]);
+        assert_eq!(meta[0]["scale"].as_f64().unwrap() as f32, int8(&rows[0]).1);
+        assert_eq!(
+            raw(&rows, EmbedDtype::Ubinary, Endianness::Big).0,
+            vec![0b1000_0000, 0b0100_0000]
+        );
+        assert_eq!(
+            raw(&rows, EmbedDtype::Binary, Endianness::Little).0,
+            vec![0, 0b1100_0000]
+        );
+        let (b, s) = packed(&rows[0], EmbedDtype::Uint8, Endianness::Little);
+        assert_eq!((b.len(), s.is_some()), (4, true));
     }
 
     #[test]
     fn requests_name_the_field() {
         let s = |x: &str| Value::String(x.into());
+        let n = Value::Null;
+        let parse = |f: &Value, t: &Value, d: &Value, o: &Value| Output::parse(f, t, d, o);
+        assert_eq!(parse(&n, &n, &n, &n).unwrap(), Output::One(Encoding::Float));
         assert_eq!(
-            Output::parse(&Value::Null, &Value::Null, &Value::Null).unwrap(),
-            Output::One(Encoding::Float)
-        );
-        assert_eq!(
-            Output::parse(&s("ubinary"), &Value::Null, &Value::Null).unwrap(),
+            parse(&s("ubinary"), &n, &n, &n).unwrap(),
             Output::One(Encoding::Ubinary)
         );
         assert_eq!(
-            Output::parse(&s("bytes"), &Value::Null, &s("int8")).unwrap(),
-            Output::Raw(RawType::Int8)
+            parse(&s("base64"), &n, &n, &n).unwrap(),
+            Output::One(Encoding::Base64)
+        );
+        assert_eq!(
+            parse(&s("base64"), &n, &s("int8"), &n).unwrap(),
+            Output::Packed(EmbedDtype::Int8, Endianness::Little)
+        );
+        assert_eq!(
+            parse(&s("bytes"), &n, &s("int8"), &s("big")).unwrap(),
+            Output::Raw {
+                dtype: EmbedDtype::Int8,
+                order: Endianness::Big,
+                header: true
+            }
         );
         let types = serde_json::json!(["int8", "float", "int8"]);
         assert_eq!(
-            Output::parse(&Value::Null, &types, &Value::Null).unwrap(),
+            parse(&n, &types, &n, &n).unwrap(),
             Output::Several(vec![Encoding::Int8, Encoding::Float])
         );
-        for (f, t, b, needle) in [
-            (s("int4"), Value::Null, Value::Null, "encoding_format"),
-            (s("float"), types.clone(), Value::Null, "not both"),
+        for (f, t, d, needle) in [
+            (s("int4"), n.clone(), n.clone(), "encoding_format"),
+            (s("float"), types.clone(), n.clone(), "not both"),
             (
-                Value::Null,
+                n.clone(),
                 serde_json::json!([]),
-                Value::Null,
+                n.clone(),
                 "embedding_types",
             ),
             (
-                Value::Null,
+                n.clone(),
                 serde_json::json!(["x"]),
-                Value::Null,
+                n.clone(),
                 "embedding_types[0]",
             ),
-            (s("float"), Value::Null, s("int8"), "bytes_type"),
-            (s("bytes"), Value::Null, s("int4"), "bytes_type"),
+            (s("float"), n.clone(), s("int8"), "embed_dtype"),
+            (s("bytes"), n.clone(), s("fp4"), "embed_dtype"),
+            (s("bytes_only"), n.clone(), s("uint8"), "scales"),
         ] {
-            let e = Output::parse(&f, &t, &b).unwrap_err().to_string();
+            let e = parse(&f, &t, &d, &n).unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");
         }
+        let e = parse(&s("bytes"), &n, &n, &s("middle"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("endianness"), "{e}");
     }
 }
 
@@ -409,12 +559,19 @@ mod reference {
     use super::*;
 
     fn ints(v: &Value) -> Vec<i64> {
-        v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect()
     }
 
     #[test]
     fn every_encoding_matches_numpy_and_sentence_transformers() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/quantize_encodings.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/quantize_encodings.json"
+        );
         let fx: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let mut checked = 0;
         for set in ["dim20", "dim16"] {
@@ -422,22 +579,46 @@ mod reference {
             for case in fx[set]["cases"].as_array().unwrap() {
                 let dim = case["dim"].as_u64().unwrap() as usize;
                 for (i, row) in case["rows"].as_array().unwrap().iter().enumerate() {
-                    let x: Vec<f32> = inputs[i].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+                    let x: Vec<f32> = inputs[i]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_f64().unwrap() as f32)
+                        .collect();
                     let v = nest_core::vector::prefix_normalized(&x, dim);
-                    let want: Vec<f32> = row["normalized"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
-                    assert!(v.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-7), "{set} dim {dim} row {i}");
+                    let want: Vec<f32> = row["normalized"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_f64().unwrap() as f32)
+                        .collect();
+                    assert!(
+                        v.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-7),
+                        "{set} dim {dim} row {i}"
+                    );
                     // encode the reference's vector, so that every byte can be compared
                     let e = encode(&want, &Encoding::ALL);
-                    let got = |k: Encoding| e.values.iter().find(|(n, _)| *n == k).unwrap().1.clone();
+                    let got =
+                        |k: Encoding| e.values.iter().find(|(n, _)| *n == k).unwrap().1.clone();
                     assert_eq!(got(Encoding::Base64), row["base64"], "{set} {dim} {i}");
-                    assert_eq!(ints(&got(Encoding::Int8)), ints(&row["nest_int8"]), "{set} {dim} {i}");
+                    assert_eq!(
+                        ints(&got(Encoding::Int8)),
+                        ints(&row["nest_int8"]),
+                        "{set} {dim} {i}"
+                    );
                     assert_eq!(ints(&got(Encoding::Uint8)), ints(&row["nest_uint8"]));
                     assert_eq!(ints(&got(Encoding::Ubinary)), ints(&row["ubinary"]));
                     assert_eq!(ints(&got(Encoding::Binary)), ints(&row["binary"]));
                     // the index prepares a query by normalising it again: the scale may move by
                     // an ulp of the (already unit) vector's re-normalisation
-                    let (s, want_s) = (e.scale.unwrap(), row["nest_int8_scale"].as_f64().unwrap() as f32);
-                    assert!((s - want_s).abs() <= 2.0 * f32::EPSILON * want_s, "{s} vs {want_s}");
+                    let (s, want_s) = (
+                        e.scale.unwrap(),
+                        row["nest_int8_scale"].as_f64().unwrap() as f32,
+                    );
+                    assert!(
+                        (s - want_s).abs() <= 2.0 * f32::EPSILON * want_s,
+                        "{s} vs {want_s}"
+                    );
                     checked += 1;
                 }
             }

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::encoding::{Encoding, RawType};
+use crate::encoding::{EmbedDtype, Encoding};
 use crate::request::{Field, FIELDS};
 
 fn field_schema(f: &Field, max_inputs: usize) -> Value {
@@ -24,16 +24,18 @@ fn field_schema(f: &Field, max_inputs: usize) -> Value {
         }
         "encoding_format" => {
             let mut names = Encoding::names();
-            names.push("bytes");
+            names.extend(["bytes", "bytes_only"]);
             json!({"type": "string", "enum": names, "nullable": true, "description": f.doc})
         }
         "embedding_types" => json!({
             "type": "array", "minItems": 1, "nullable": true, "description": f.doc,
             "items": {"type": "string", "enum": Encoding::names()},
         }),
-        "bytes_type" => json!({
-            "type": "string", "nullable": true, "description": f.doc,
-            "enum": RawType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>(),
+        "embed_dtype" => json!({
+            "type": "string", "nullable": true, "description": f.doc, "enum": EmbedDtype::names(),
+        }),
+        "endianness" => json!({
+            "type": "string", "nullable": true, "description": f.doc, "enum": ["native", "little", "big"],
         }),
         _ => json!({"type": "string", "nullable": true, "description": f.doc}),
     }
@@ -85,7 +87,7 @@ pub fn document(max_inputs: usize, keyed: bool, search: bool) -> Value {
         "summary": "Embeddings (OpenAI's API, with Nest's `layers` and prompts)",
         "security": security,
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingRequest"}}}},
-        "responses": responses(json!({"description": "the vectors: JSON, or with encoding_format bytes a raw little-endian body described by the x-embedding-* headers", "content": {
+        "responses": responses(json!({"description": "the vectors: JSON, or with encoding_format bytes / bytes_only the packed rows (bytes: their layout in the `metadata` header)", "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingResponse"}},
             "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
         }}), keyed, true),
@@ -132,19 +134,25 @@ fn add_search(doc: &mut Value, security: &Value, max_inputs: usize, keyed: bool)
             {"type": "string", "minLength": 1},
             {"type": "array", "minItems": 1, "maxItems": max_inputs, "items": {"type": "string", "minLength": 1}},
         ]}),
-        "k" | "layers" | "dimensions" => json!({"type": "integer", "minimum": 1, "nullable": true, "description": f.doc}),
+        "k" | "layers" | "dimensions" => {
+            json!({"type": "integer", "minimum": 1, "nullable": true, "description": f.doc})
+        }
         "filter" => json!({"type": "object", "nullable": true, "description": f.doc}),
-        "documents" => json!({"type": "array", "minItems": 1, "maxItems": max_inputs, "description": f.doc, "items": {
+        "documents" => {
+            json!({"type": "array", "minItems": 1, "maxItems": max_inputs, "description": f.doc, "items": {
             "type": "object", "required": ["id", "text"], "properties": {
                 "id": {"type": "string", "minLength": 1},
                 "text": {"type": "string", "minLength": 1},
                 "payload": {"type": "object", "nullable": true},
-            }}}),
+            }}})
+        }
         _ => json!({"type": "string", "nullable": true, "description": f.doc}),
     };
     let body = |fields: &[Field], required: &str| {
-        let props: serde_json::Map<String, Value> =
-            fields.iter().map(|f| (f.name.to_string(), schema(f))).collect();
+        let props: serde_json::Map<String, Value> = fields
+            .iter()
+            .map(|f| (f.name.to_string(), schema(f)))
+            .collect();
         json!({"type": "object", "required": [required], "properties": props})
     };
     let hit = json!({"type": "object", "required": ["id", "score"], "properties": {
@@ -164,12 +172,14 @@ fn add_search(doc: &mut Value, security: &Value, max_inputs: usize, keyed: bool)
         "existing": {"type": "array", "items": {"type": "string"}},
         "count": {"type": "integer", "minimum": 0},
     }});
-    let op = |summary: &str, req: Value, ok: Value| json!({
-        "summary": summary,
-        "security": security,
-        "requestBody": {"required": true, "content": {"application/json": {"schema": req}}},
-        "responses": responses(json!({"description": "ok", "content": {"application/json": {"schema": ok}}}), keyed, true),
-    });
+    let op = |summary: &str, req: Value, ok: Value| {
+        json!({
+            "summary": summary,
+            "security": security,
+            "requestBody": {"required": true, "content": {"application/json": {"schema": req}}},
+            "responses": responses(json!({"description": "ok", "content": {"application/json": {"schema": ok}}}), keyed, true),
+        })
+    };
     doc["paths"]["/v1/search"] = json!({"post": op(
         "Search the index (--index): queries embedded at its point, a funnel, payload filters",
         body(&SEARCH_FIELDS, "query"), found)});
@@ -186,7 +196,7 @@ fn schemas(max_inputs: usize) -> Value {
         .collect();
     let vector = json!({"oneOf": [
         {"type": "array", "items": {"type": "number"}, "description": "float, or int8 / uint8 codes, or binary / ubinary packed bytes"},
-        {"type": "string", "description": "base64 of little-endian float32"},
+        {"type": "string", "description": "base64 of the packed row (embed_dtype; little-endian float32 by default)"},
     ]});
     json!({
         "EmbeddingRequest": {"type": "object", "required": ["input"], "properties": props},

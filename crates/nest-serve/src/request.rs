@@ -38,7 +38,7 @@ pub struct EmbeddingRequest {
     pub model: Option<String>,
     pub dimensions: Option<usize>,
     pub layers: Option<usize>,
-    /// `encoding_format`, `embedding_types` and `bytes_type`: the vectors' wire forms.
+    /// `encoding_format`, `embedding_types`, `embed_dtype`, `endianness`: the vectors' wire forms.
     pub output: Output,
     /// A prompt the model names (`config_sentence_transformers.json`), e.g. `"query"`.
     pub prompt_name: Option<String>,
@@ -159,7 +159,7 @@ pub struct Field {
 }
 
 /// Every field [`parse`] reads; others are ignored, as OpenAI's server ignores unknown ones.
-pub const FIELDS: [Field; 10] = [
+pub const FIELDS: [Field; 11] = [
     Field {
         name: "input",
         doc: "a string, an array of strings, an array of token ids or an array of token-id arrays",
@@ -178,15 +178,19 @@ pub const FIELDS: [Field; 10] = [
     },
     Field {
         name: "encoding_format",
-        doc: "float (default), base64 (little-endian float32), int8, uint8, binary, ubinary (docs/SERVING.md), or bytes: a raw body (see bytes_type)",
+        doc: "float (default), base64 (packed embed_dtype rows; little-endian float32 by default), int8, uint8, binary, ubinary (docs/SERVING.md), bytes (a raw body, its layout in the `metadata` header, as vLLM) or bytes_only (no header)",
     },
     Field {
         name: "embedding_types",
         doc: "Cohere's several-at-once: an array of encoding_format names; each item then carries `embeddings` {name: vector} (instead of encoding_format)",
     },
     Field {
-        name: "bytes_type",
-        doc: "with encoding_format bytes: float32 (default), int8, uint8, binary or ubinary; rows little-endian, then one f32 scale per row for int8/uint8",
+        name: "embed_dtype",
+        doc: "vLLM's: with encoding_format base64, bytes or bytes_only, the packed type: float32 (default), float16, bfloat16, int8, uint8, binary, ubinary",
+    },
+    Field {
+        name: "endianness",
+        doc: "vLLM's: byte order of packed floats: native, little (default) or big",
     },
     Field {
         name: "user",
@@ -218,7 +222,8 @@ pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
     let output = Output::parse(
         get("encoding_format"),
         get("embedding_types"),
-        get("bytes_type"),
+        get("embed_dtype"),
+        get("endianness"),
     )?;
     if !matches!(get("user"), Value::Null | Value::String(_)) {
         return Err(Error::bad(Some("user"), "'user' must be a string"));

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use crate::batcher::Item;
-use crate::encoding::{self, Output, RawType};
+use crate::encoding::{self, EmbedDtype, Endianness, Output};
 use crate::engine::{Engine, ServedModel};
 use crate::metrics::METRICS;
 use crate::request::{self, Inputs};
@@ -284,11 +284,22 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
     check_count(s, req.inputs.len(), "input")?;
     let point = info.point(req.dimensions, req.layers, engine.config.allow_any_point)?;
     let (prompt, skip) = info.prompt(req.prompt_name.as_deref(), req.prompt.as_deref())?;
-    let (vectors, tokens) =
-        run_inputs(s, engine, req.inputs, (point.layer, point.dim), prompt, skip).await?;
+    let (vectors, tokens) = run_inputs(
+        s,
+        engine,
+        req.inputs,
+        (point.layer, point.dim),
+        prompt,
+        skip,
+    )
+    .await?;
     let name = &engine.config.served_name;
     Ok(match req.output {
-        Output::Raw(ty) => raw_response(&vectors, ty, name, tokens),
+        Output::Raw {
+            dtype,
+            order,
+            header,
+        } => raw_response(&vectors, (dtype, order, header), name, tokens),
         output => Json(json_response(&vectors, &output, name, tokens)).into_response(),
     })
 }
@@ -350,8 +361,16 @@ fn json_response(vectors: &[Vec<f32>], output: &Output, model: &str, tokens: usi
         .iter()
         .enumerate()
         .map(|(index, v)| {
-            let e = encoding::encode(v, &encodings);
             let mut item = json!({"object": "embedding", "index": index});
+            if let Output::Packed(dtype, order) = output {
+                let (b64, scale) = encoding::packed(v, *dtype, *order);
+                item["embedding"] = json!(b64);
+                if let Some(s) = scale {
+                    item["scale"] = json!(s);
+                }
+                return item;
+            }
+            let e = encoding::encode(v, &encodings);
             match output {
                 Output::One(_) => item["embedding"] = e.values[0].1.clone(),
                 _ => {
@@ -377,42 +396,31 @@ fn json_response(vectors: &[Vec<f32>], output: &Output, model: &str, tokens: usi
     })
 }
 
-/// A raw little-endian body: the rows of `ty`, then (int8, uint8) one f32 scale per row; what
-/// it holds in the headers.
-fn raw_response(vectors: &[Vec<f32>], ty: RawType, model: &str, tokens: usize) -> Response {
-    let dim = vectors.first().map_or(0, Vec::len);
-    let header = |v: String| {
-        axum::http::HeaderValue::from_str(&v).unwrap_or(axum::http::HeaderValue::from_static(""))
-    };
-    let mut r = encoding::raw(vectors, ty).into_response();
+/// A raw body of packed rows; with `header`, vLLM's `metadata` header (JSON: `model`,
+/// `data` of `index`, `embed_dtype`, `endianness`, `start`, `end`, `shape` and Nest's `scale`,
+/// `usage`).
+fn raw_response(
+    vectors: &[Vec<f32>],
+    (dtype, order, header): (EmbedDtype, Endianness, bool),
+    model: &str,
+    tokens: usize,
+) -> Response {
+    let (body, items) = encoding::raw(vectors, dtype, order);
+    let mut r = body.into_response();
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
-        header("application/octet-stream".into()),
+        axum::http::HeaderValue::from_static("application/octet-stream"),
     );
-    h.insert("x-embedding-dtype", header(ty.name().into()));
-    h.insert(
-        "x-embedding-shape",
-        header(format!("{},{dim}", vectors.len())),
-    );
-    h.insert(
-        "x-embedding-row-bytes",
-        header(ty.row_bytes(dim).to_string()),
-    );
-    h.insert("x-embedding-endianness", header("little".into()));
-    h.insert(
-        "x-embedding-scales",
-        header(
-            if ty.has_scales() {
-                "f32le-after-rows"
-            } else {
-                "none"
-            }
-            .into(),
-        ),
-    );
-    h.insert("x-model", header(model.into()));
-    h.insert("x-usage-prompt-tokens", header(tokens.to_string()));
+    if header {
+        let meta = json!({
+            "object": "list", "model": model, "data": items,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        });
+        if let Ok(v) = axum::http::HeaderValue::from_str(&meta.to_string()) {
+            h.insert("metadata", v);
+        }
+    }
     r
 }
 

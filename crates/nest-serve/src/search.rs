@@ -114,9 +114,18 @@ pub const SEARCH_FIELDS: [Field; 9] = [
 
 /// Every field `POST /v1/documents` reads.
 pub const DOCUMENT_FIELDS: [Field; 3] = [
-    Field { name: "documents", doc: "an array of {\"id\": string, \"text\": string, \"payload\": object (optional)}" },
-    Field { name: "model", doc: "the served model's name (optional)" },
-    Field { name: "prompt_name", doc: "a prompt the model names, e.g. document" },
+    Field {
+        name: "documents",
+        doc: "an array of {\"id\": string, \"text\": string, \"payload\": object (optional)}",
+    },
+    Field {
+        name: "model",
+        doc: "the served model's name (optional)",
+    },
+    Field {
+        name: "prompt_name",
+        doc: "a prompt the model names, e.g. document",
+    },
 ];
 
 /// A parsed `POST /v1/search` body.
@@ -150,7 +159,9 @@ fn strings(v: &Value, param: &'static str) -> Result<Vec<String>> {
             .enumerate()
             .map(|(i, x)| match x {
                 Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                other => Err(bad(format!("{param}[{i}] must be a non-empty string, got {other}"))),
+                other => Err(bad(format!(
+                    "{param}[{i}] must be a non-empty string, got {other}"
+                ))),
             })
             .collect(),
         Value::Null => Err(bad(format!("'{param}' is required"))),
@@ -166,8 +177,15 @@ pub fn parse_search(body: &[u8]) -> Result<SearchRequest> {
     let get = |k: &str| o.get(k).unwrap_or(&Value::Null);
     let funnel = match get("funnel") {
         Value::Null => None,
-        Value::String(s) => Some(Funnel::parse(s).map_err(|e| Error::bad(Some("funnel"), e.to_string()))?),
-        other => return Err(Error::bad(Some("funnel"), format!("'funnel' must be a string, got {other}"))),
+        Value::String(s) => {
+            Some(Funnel::parse(s).map_err(|e| Error::bad(Some("funnel"), e.to_string()))?)
+        }
+        other => {
+            return Err(Error::bad(
+                Some("funnel"),
+                format!("'funnel' must be a string, got {other}"),
+            ))
+        }
     };
     let filter = match get("filter") {
         Value::Null => None,
@@ -200,7 +218,11 @@ pub fn parse_documents(body: &[u8]) -> Result<DocumentsRequest> {
     let bad = |m: String| Error::bad(Some("documents"), m);
     let docs = match o.get("documents") {
         Some(Value::Array(a)) if !a.is_empty() => a,
-        Some(other) => return Err(bad(format!("'documents' must be a non-empty array, got {other}"))),
+        Some(other) => {
+            return Err(bad(format!(
+                "'documents' must be a non-empty array, got {other}"
+            )))
+        }
         None => return Err(bad("'documents' is required".into())),
     };
     let documents = docs
@@ -208,12 +230,18 @@ pub fn parse_documents(body: &[u8]) -> Result<DocumentsRequest> {
         .enumerate()
         .map(|(i, d)| {
             let field = |k: &str| d.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-            let id = field("id").ok_or_else(|| bad(format!("documents[{i}].id must be a non-empty string")))?;
-            let text = field("text").ok_or_else(|| bad(format!("documents[{i}].text must be a non-empty string")))?;
+            let id = field("id")
+                .ok_or_else(|| bad(format!("documents[{i}].id must be a non-empty string")))?;
+            let text = field("text")
+                .ok_or_else(|| bad(format!("documents[{i}].text must be a non-empty string")))?;
             let payload = match d.get("payload") {
                 None | Some(Value::Null) => None,
                 Some(p @ Value::Object(_)) => Some(p.clone()),
-                Some(other) => return Err(bad(format!("documents[{i}].payload must be an object, got {other}"))),
+                Some(other) => {
+                    return Err(bad(format!(
+                        "documents[{i}].payload must be an object, got {other}"
+                    )))
+                }
             };
             Ok((id.to_string(), text.to_string(), payload))
         })
@@ -228,7 +256,10 @@ pub fn parse_documents(body: &[u8]) -> Result<DocumentsRequest> {
 /// Runs a parsed search over embedded queries (blocking: call off the async threads).
 pub fn run_search(s: &Searcher, req: &SearchRequest, queries: &[Vec<f32>]) -> Result<Value> {
     let index = s.collection.index();
-    let funnel = req.funnel.clone().unwrap_or_else(|| Funnel::exact(index.full_dim()));
+    let funnel = req
+        .funnel
+        .clone()
+        .unwrap_or_else(|| Funnel::exact(index.full_dim()));
     let bad = |e: nest_index::Error| Error::bad(Some("funnel"), e.to_string());
     index.check_funnel(&funnel, req.k).map_err(bad)?;
     let hits = s
@@ -264,13 +295,19 @@ pub fn run_add(
     let rows = docs
         .into_iter()
         .zip(vectors)
-        .map(|((id, _, payload), vector)| NewRow { id, payload, vector })
+        .map(|((id, _, payload), vector)| NewRow {
+            id,
+            payload,
+            vector,
+        })
         .collect();
     let r = s
         .collection
         .add(rows)
         .map_err(|e| Error::Internal(format!("{}: {e}", s.dir.display())))?;
-    Ok(json!({"object": "documents", "added": r.added, "existing": r.existing, "count": s.collection.len()}))
+    Ok(
+        json!({"object": "documents", "added": r.added, "existing": r.existing, "count": s.collection.len()}),
+    )
 }
 
 use axum::body::Bytes;
