@@ -148,8 +148,8 @@ fn straight_through_value_is_quantised_and_gradient_is_the_float_one() {
     let gold = Tensor::from_slice(&[0.1f32, 0.9, 0.5, 0.3, 0.7]);
     let cosent = |x: &Tensor, y: &Tensor| losses::cosent(x, y, &gold, 20.0);
     let mnrl = |x: &Tensor, y: &Tensor| losses::mnrl(x, y, None, 20.0);
-    let cases: [(&str, &dyn Fn(&Tensor, &Tensor) -> Tensor); 2] =
-        [("cosent", &cosent), ("mnrl", &mnrl)];
+    type Loss<'a> = &'a dyn Fn(&Tensor, &Tensor) -> Tensor;
+    let cases: [(&str, Loss); 2] = [("cosent", &cosent), ("mnrl", &mnrl)];
     for p in [QuantPrecision::Int8, QuantPrecision::Binary] {
         for (name, loss) in cases {
             let (a, b) = (
