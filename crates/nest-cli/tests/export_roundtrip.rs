@@ -126,3 +126,46 @@ fn sentence_transformers_reads_what_nest_exports() {
         );
     }
 }
+
+/// The metadata other tools read (`tests/reference/export_metadata.py`): sentence-transformers
+/// found `truncate_dim` 128 and encoded 128 dims, and vLLM's expressions over transformers'
+/// `AutoConfig` found `is_matryoshka` and the trained dims, in the config files this export
+/// writes again byte for byte.
+#[test]
+fn vllm_and_sentence_transformers_read_the_elastic_metadata() {
+    let fx: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/fixtures/export-metadata.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(fx["sentence_transformers"]["truncate_dim"], 128);
+    assert_eq!(fx["sentence_transformers"]["encode_shape"], serde_json::json!([1, 128]));
+    assert_eq!(fx["vllm"]["is_matryoshka"], true);
+    assert_eq!(fx["vllm"]["matryoshka_dimensions"], serde_json::json!([64, 128, 256, 384]));
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let model = root().join("models/all-MiniLM-L6-v2");
+    for e in std::fs::read_dir(&model).unwrap() {
+        let p = e.unwrap().path();
+        let to = src.join(p.file_name().unwrap());
+        if p.is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+            for f in std::fs::read_dir(&p).unwrap() {
+                let f = f.unwrap().path();
+                std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+            }
+        } else {
+            std::fs::copy(&p, &to).unwrap();
+        }
+    }
+    std::fs::write(src.join("nest.json"), fx["nest_json"].to_string()).unwrap();
+    let out = d.path().join("slim");
+    let mut args = vec!["slim".to_string(), "--model".into(), src.display().to_string()];
+    args.extend(fx["slim"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()));
+    args.extend(["--out".into(), out.display().to_string()]);
+    nest(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let files = files_of(&out);
+    for (f, sum) in fx["sha256"].as_object().unwrap() {
+        assert_eq!(files[f.as_str()], sum.as_str().unwrap(), "{f} differs from what the tools read");
+    }
+}

@@ -1,8 +1,10 @@
 //! The final model in Hugging Face / sentence-transformers layout, loadable by
 //! `SentenceTransformer(path)` and by `nest`: `config.json`, `model.safetensors` (names as in
 //! `BertModel` / `MPNetModel`), the tokenizer files, `modules.json`, `sentence_bert_config.json`,
-//! `1_Pooling/config.json`, `2_Dense/` when the model has a projection head, and `nest.json` (the trained dims and layers). [`slim`] writes the
-//! same layout with only the first n layers.
+//! `1_Pooling/config.json`, `2_Dense/` when the model has a projection head, and `nest.json` (the
+//! trained dims and layers), with the fields vLLM and sentence-transformers read to use the
+//! elastic dims ([`interop_metadata`]). [`slim`] writes the same layout with only the first n
+//! layers.
 
 use std::path::Path;
 
@@ -118,6 +120,7 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
     if let Some(k) = keep {
         slim_config(&tmp, k)?;
     }
+    interop_metadata(&tmp, meta, enc.output_dim())?;
     write_json(
         &tmp,
         "sentence_bert_config.json",
@@ -162,14 +165,51 @@ fn weights(enc: &ElasticEncoder, keep: Option<usize>) -> Vec<(String, tch::Tenso
     named
 }
 
-/// `config.json` of a model cut to `k` layers.
-fn slim_config(dir: &Path, k: usize) -> Result<()> {
-    let p = dir.join("config.json");
+/// What other tools read of an elastic model, beside Nest's own `nest.json`:
+/// - vLLM accepts a request's `dimensions` only when the Hugging Face `config.json` has a
+///   non-empty `matryoshka_dimensions` (or `is_matryoshka: true`), and then only a listed one
+///   (`vllm/pooling_params.py`, `ModelConfig.is_matryoshka`): the trained dims and the full
+///   width are listed when the model was trained for prefixes;
+/// - sentence-transformers truncates by default to `truncate_dim` of
+///   `config_sentence_transformers.json` (`SentenceTransformer._parse_model_config`): written
+///   when the model has a default dim (`nest slim --dim`).
+///
+/// Evidence: docs/SERVING.md, "Metadata other tools read".
+fn interop_metadata(dir: &Path, meta: &NestMeta, width: usize) -> Result<()> {
+    if !meta.matryoshka_dims.is_empty() {
+        let mut cfg = read_json(dir, "config.json")?;
+        let mut dims = meta.matryoshka_dims.clone();
+        dims.push(width);
+        dims.sort_unstable();
+        dims.dedup();
+        cfg["matryoshka_dimensions"] = json!(dims);
+        cfg["is_matryoshka"] = json!(true);
+        write_json(dir, "config.json", &cfg)?;
+    }
+    if let Some(d) = meta.default_dim.filter(|&d| d < width) {
+        let name = "config_sentence_transformers.json";
+        let mut cfg = match dir.join(name).is_file() {
+            true => read_json(dir, name)?,
+            false => json!({"prompts": {}, "default_prompt_name": null, "similarity_fn_name": "cosine"}),
+        };
+        cfg["truncate_dim"] = json!(d);
+        write_json(dir, name, &cfg)?;
+    }
+    Ok(())
+}
+
+fn read_json(dir: &Path, rel: &str) -> Result<serde_json::Value> {
+    let p = dir.join(rel);
     let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
-    let mut cfg: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Run {
+    serde_json::from_str(&text).map_err(|e| Error::Run {
         path: p.clone(),
         message: e.to_string(),
-    })?;
+    })
+}
+
+/// `config.json` of a model cut to `k` layers.
+fn slim_config(dir: &Path, k: usize) -> Result<()> {
+    let mut cfg = read_json(dir, "config.json")?;
     cfg["num_hidden_layers"] = json!(k);
     // ModernBERT / Qwen3 / Gemma 3 list one attention type per layer
     if let Some(types) = cfg.get_mut("layer_types").and_then(|t| t.as_array_mut()) {
