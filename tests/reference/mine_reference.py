@@ -1,7 +1,7 @@
 """Reference values for hard-negative mining (run once; the output is committed).
 
     nice -n 19 /work/venv/bin/python tests/reference/mine_reference.py            # ~10 s
-    nice -n 19 /work/venv/bin/python tests/reference/mine_reference.py --scifact  # + a real-model check (~1 min)
+    nice -n 19 /work/venv/bin/python tests/reference/mine_reference.py --scifact  # + a real-model check (~2 min)
     # writes tests/fixtures/mine_reference.json (deterministic: same bytes every run)
 
 An independent brute-force numpy implementation of sentence-transformers 6.2.0
@@ -52,7 +52,9 @@ import logging
 import os
 import random
 import re
+import shutil
 import sys
+import tempfile
 import types
 
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -435,6 +437,7 @@ def scifact_check():
     sets = [s for s in OPTION_SETS if "random" not in s["name"]] + [
         {"name": "nv_retriever", "opts": {"relative_margin": 0.05, "num_negatives": 5}}]
     results = []
+    cache = tempfile.mkdtemp(prefix="mine-st-cache-")  # ST embeds once, then reads its own cache
     for s in sets:
         o = dict(s["opts"])
         for k in ("min_score", "max_score"):  # MiniLM scores are higher than the toy vectors'
@@ -443,10 +446,11 @@ def scifact_check():
         ref = reference_mine_loose(Q, C, rows, o)
         fmts = ["n-tuple"] if o.get("include_positives") else ["triplet", "labeled-pair"]
         for fmt in fmts:
-            ds = mine_st_texts(model, dataset, corpus, o, fmt)
+            ds = mine_st_texts(model, dataset, corpus, o, fmt, cache)
             got = [(r[0], r[1], r[2]) for r in ds]
             want = [(uq[q], corpus[a], corpus[b]) for q, a, b in ref[fmt]]
             results.append((s["name"], fmt, got == want, len(got)))
+    shutil.rmtree(cache, ignore_errors=True)
     return results
 
 
@@ -487,9 +491,10 @@ def reference_mine_loose(Q, C, rows, opts):
     return {"triplet": trip, "labeled-pair": pair, "n-tuple": ntup}
 
 
-def mine_st_texts(model, dataset, corpus, o, fmt):
+def mine_st_texts(model, dataset, corpus, o, fmt, cache):
     from sentence_transformers.util import mine_hard_negatives
-    ds = mine_hard_negatives(dataset, model, corpus=corpus, verbose=False, output_format=fmt, batch_size=64, **o)
+    ds = mine_hard_negatives(dataset, model, corpus=corpus, verbose=False, output_format=fmt, batch_size=64,
+                             cache_folder=cache, **o)
     d = ds.data
     if fmt == "triplet":
         return list(zip(d["query"], d["answer"], d["negative"]))
