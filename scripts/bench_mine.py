@@ -111,8 +111,9 @@ def run_st(a):
 
 def timed(cmd, log):
     t = time.time()
+    env = dict(os.environ, TQDM_DISABLE="1")
     with open(log, "w") as lf:
-        r = subprocess.run(["/usr/bin/time", "-v"] + cmd, stdout=lf, stderr=subprocess.STDOUT)
+        r = subprocess.run(["/usr/bin/time", "-v"] + cmd, stdout=lf, stderr=subprocess.STDOUT, env=env)
     wall = time.time() - t
     text = open(log).read()
     if r.returncode != 0:
@@ -151,6 +152,8 @@ def main():
     ap.add_argument("--cheap-dim", type=int, default=128)
     ap.add_argument("--num-negatives", type=int, default=5)
     ap.add_argument("--relative-margin", type=float, default=0.05)
+    ap.add_argument("--runs", default="full-f32,full-auto,cheap-auto",
+                    help="Nest runs, in order (the first is the full point the others are compared with)")
     a = ap.parse_args()
     if a.mode == "st":
         return run_st(a)
@@ -165,11 +168,12 @@ def main():
                        "--output", st_out, "--model", a.model, "--options", json.dumps(st_opts)],
                       os.path.join(out, "st.log"))
     runs.append({"run": "sentence-transformers (float32)", "wall_s": wall, "rss_mib": rss, "file": st_out})
-    points = [("nest full (6, 384), --dtype float32", [], "float32", "full-f32"),
-              ("nest full (6, 384), --dtype auto", [], "auto", "full-auto"),
-              (f"nest cheap ({a.cheap_layer}, {a.cheap_dim}), --dtype auto",
-               ["--layer", str(a.cheap_layer), "--dim", str(a.cheap_dim)], "auto", "cheap-auto")]
-    for name, point, dtype, tag in points:
+    points = {"full-f32": ("nest full (6, 384), --dtype float32", [], "float32"),
+              "full-auto": ("nest full (6, 384), --dtype auto", [], "auto"),
+              "cheap-auto": (f"nest cheap ({a.cheap_layer}, {a.cheap_dim}), --dtype auto",
+                             ["--layer", str(a.cheap_layer), "--dim", str(a.cheap_dim)], "auto")}
+    for tag in a.runs.split(","):
+        name, point, dtype = points[tag]
         f = os.path.join(out, f"nest-{tag}.jsonl")
         cmd = [a.nest, "mine", "--model", a.model, "--queries", q, "--corpus", c, "--output", f,
                "--overwrite", "--dtype", dtype] + point + flags
@@ -179,7 +183,7 @@ def main():
     full = runs[1]["file"]
     print(f"corpus {n} texts, {a.queries} query pairs; {a.num_negatives} negatives, relative margin "
           f"{a.relative_margin}; CPU: {cpu()}")
-    print("| run | wall s | vs ST | peak RSS MiB | negatives | in ST's | in full float32's |")
+    print(f"| run | wall s | vs ST | peak RSS MiB | negatives | in ST's | in {runs[1]['run']}'s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         ov_st, mine_n, _ = overlap(r["file"], st_out)

@@ -55,7 +55,7 @@ pub struct ResumableOutput {
     state_path: PathBuf,
     file: File,
     state: State,
-    _lock: FolderLock,
+    lock: FolderLock,
 }
 
 fn read_state(path: &Path) -> Result<Option<State>> {
@@ -77,78 +77,100 @@ fn read_state(path: &Path) -> Result<Option<State>> {
     Ok(Some(s))
 }
 
-impl ResumableOutput {
-    /// Opens `out` for a run whose settings hash to `key`: fresh, or resumed (module doc).
-    pub fn open(out: &Path, key: &str, overwrite: bool) -> Result<Self> {
-        let lock = FolderLock::take_beside(out)?;
-        let (partial, state_path) = work_files(out);
-        if overwrite {
-            for p in [out, &partial, &state_path] {
-                if p.exists() {
-                    std::fs::remove_file(p).map_err(|e| Error::io(p, e))?;
-                }
+/// The checks of [`ResumableOutput::open`] (under the lock) and the partial file, cut back to
+/// the state's bytes.
+fn start(
+    out: &Path,
+    partial: &Path,
+    state_path: &Path,
+    key: &str,
+    overwrite: bool,
+) -> Result<(File, State)> {
+    if overwrite {
+        for p in [out, partial, state_path] {
+            if p.exists() {
+                std::fs::remove_file(p).map_err(|e| Error::io(p, e))?;
             }
         }
-        if out.exists() {
-            return Err(Error::invalid(
-                "--output",
-                format!(
-                    "{} exists (a finished run); pass --overwrite to mine again",
-                    out.display()
-                ),
-            ));
-        }
-        let fresh = State {
+    }
+    if out.exists() {
+        return Err(Error::invalid(
+            "--output",
+            format!(
+                "{} exists (a finished run); pass --overwrite to mine again",
+                out.display()
+            ),
+        ));
+    }
+    let state = state_to_resume(partial, state_path, key)?;
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(partial)
+        .map_err(|e| Error::io(partial, e))?;
+    let len = file.metadata().map_err(|e| Error::io(partial, e))?.len();
+    if len < state.bytes {
+        return Err(Error::corrupt(
+            partial,
+            format!(
+                "{len} bytes, but {} records {} written; pass --overwrite to start again",
+                state_path.display(),
+                state.bytes
+            ),
+        ));
+    }
+    file.set_len(state.bytes)
+        .map_err(|e| Error::io(partial, e))?;
+    file.seek(SeekFrom::Start(state.bytes))
+        .map_err(|e| Error::io(partial, e))?;
+    Ok((file, state))
+}
+
+/// The recorded state when it is this command's (same key) and its partial file exists, a
+/// fresh one when there is none; another command's is refused.
+fn state_to_resume(partial: &Path, state_path: &Path, key: &str) -> Result<State> {
+    match read_state(state_path)? {
+        Some(s) if s.key == key && partial.exists() => Ok(s),
+        Some(s) if s.key != key => Err(Error::invalid(
+            "--output",
+            format!(
+                "{} records an unfinished run of another command (other inputs, model, point \
+                 or options); rerun that command to finish it, or pass --overwrite to start \
+                 this one",
+                state_path.display()
+            ),
+        )),
+        _ => Ok(State {
             format: FORMAT.into(),
             version: VERSION,
             key: key.into(),
             queries_done: 0,
             lines: 0,
             bytes: 0,
-        };
-        let state = match read_state(&state_path)? {
-            Some(s) if s.key == key && partial.exists() => s,
-            Some(s) if s.key != key => {
-                return Err(Error::invalid(
-                    "--output",
-                    format!(
-                        "{} records an unfinished run of another command (other inputs, model, \
-                         point or options); rerun that command to finish it, or pass \
-                         --overwrite to start this one",
-                        state_path.display()
-                    ),
-                ))
+        }),
+    }
+}
+
+impl ResumableOutput {
+    /// Opens `out` for a run whose settings hash to `key`: fresh, or resumed (module doc).
+    pub fn open(out: &Path, key: &str, overwrite: bool) -> Result<Self> {
+        let lock = FolderLock::take_beside(out)?;
+        let (partial, state_path) = work_files(out);
+        let (file, state) = match start(out, &partial, &state_path, key, overwrite) {
+            Ok(x) => x,
+            Err(e) => {
+                lock.discard(); // a refused start leaves no lock file of its own
+                return Err(e);
             }
-            _ => fresh,
         };
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&partial)
-            .map_err(|e| Error::io(&partial, e))?;
-        let len = file.metadata().map_err(|e| Error::io(&partial, e))?.len();
-        if len < state.bytes {
-            return Err(Error::corrupt(
-                &partial,
-                format!(
-                    "{len} bytes, but {} records {} written; pass --overwrite to start again",
-                    state_path.display(),
-                    state.bytes
-                ),
-            ));
-        }
-        file.set_len(state.bytes)
-            .map_err(|e| Error::io(&partial, e))?;
-        file.seek(SeekFrom::Start(state.bytes))
-            .map_err(|e| Error::io(&partial, e))?;
         let o = ResumableOutput {
             out: out.to_path_buf(),
             partial,
             state_path,
             file,
             state,
-            _lock: lock,
+            lock,
         };
         o.save_state()?;
         Ok(o)
@@ -191,6 +213,7 @@ impl ResumableOutput {
             .map_err(|e| Error::io(&self.partial, e))?;
         std::fs::remove_file(&self.state_path).map_err(|e| Error::io(&self.state_path, e))?;
         std::fs::rename(&self.partial, &self.out).map_err(|e| Error::io(&self.out, e))?;
+        self.lock.remove(); // nothing left to guard: no lock file stays beside the output
         Ok(self.out)
     }
 }
@@ -224,6 +247,10 @@ mod tests {
         assert_eq!(o.finish().unwrap(), out);
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "a\nb\nc\n");
         assert!(!state.exists() && !partial.exists());
+        assert!(
+            !d.path().join(".t.jsonl.lock").exists(),
+            "no lock file left"
+        );
         let e = ResumableOutput::open(&out, "k", false)
             .unwrap_err()
             .to_string();
