@@ -356,6 +356,17 @@ mod tests {
         assert_eq!(sample(1, 0, 2, 3), vec![0, 1]);
     }
 
+    /// The documented draw, written out in Python (`docs/MINING.md`: SplitMix64 seeded
+    /// `seed ^ query * 0xD1B54A32D192ED03` mod 2^64, partial Fisher-Yates, sorted), so that a
+    /// numpy user reproduces a run's random negatives.
+    #[test]
+    fn sample_is_the_documented_draw() {
+        assert_eq!(sample(7, 3, 10, 3), vec![1, 4, 9]);
+        assert_eq!(sample(0, 0, 50, 5), vec![30, 33, 35, 37, 38]);
+        assert_eq!(sample(42, 1000, 7, 6), vec![0, 1, 3, 4, 5, 6]);
+        assert_eq!(sample(123456789, 17, 1000, 4), vec![202, 337, 819, 895]);
+    }
+
     #[test]
     fn splitmix_matches_the_reference_stream() {
         // SplitMix64 seeded 0: the published first outputs
