@@ -55,6 +55,18 @@ assert max(abs(x - y / n) for x, y in zip(v16, full[0][:16])) < 1e-5
 r1 = client.embeddings.create(model=model, input=texts[0], encoding_format="float", extra_body={"layers": 1})
 assert len(r1.data[0].embedding) == len(full[0])
 assert max(abs(x - y) for x, y in zip(r1.data[0].embedding, full[0])) > 1e-3, "layer 1 should differ from the last"
+# quantized types through extra_body (docs/SERVING.md): the codes and Nest's scale come back
+# as the item's fields, undecoded
+rq = client.embeddings.create(model=model, input=texts[0], encoding_format="base64",
+                              extra_body={"embed_dtype": "int8", "dimensions": 16})
+codes = base64.b64decode(rq.data[0].embedding)
+scale = rq.data[0].model_extra["scale"]
+assert len(codes) == 16 and scale > 0, (codes, scale)
+est = [(c - 256 if c > 127 else c) * scale for c in codes]
+assert max(abs(x - y) for x, y in zip(est, v16)) <= scale / 2 + 1e-6, "codes * scale ~ the vector"
+rt = client.embeddings.create(model=model, input=texts[0], extra_body={"embedding_types": ["ubinary", "int8"]})
+e = rt.data[0].model_extra["embeddings"]
+assert len(e["ubinary"]) == len(full[0]) // 8 and len(e["int8"]) == len(full[0]), e
 # errors come back as the client's typed exceptions, with OpenAI's error body
 try:
     client.embeddings.create(model=model, input="x", dimensions=12)

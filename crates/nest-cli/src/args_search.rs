@@ -298,4 +298,8 @@ pub struct BenchSearchArgs {
     /// Time the SIMD kernels against the plain loops over the index's levels.
     #[arg(long)]
     pub kernels: bool,
+    /// Also time in-process search at batch 1, each query embedded alone then searched (what
+    /// `POST /v1/search` does, without HTTP): QPS and p50 / p99 per funnel.
+    #[arg(long)]
+    pub end_to_end: bool,
 }

@@ -1034,7 +1034,7 @@ fn quantized_encodings_are_the_index_codes_of_the_float_vector() {
             "encoding_format",
         ),
         (
-            json!({"input": "a", "encoding_format": "float", "embedding_types": ["int8"]}),
+            json!({"input": "a", "encoding_format": "ubinary", "embedding_types": ["int8"]}),
             "not both",
         ),
         (

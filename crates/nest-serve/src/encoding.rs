@@ -301,6 +301,12 @@ impl Output {
         formats.extend(["bytes", "bytes_only"]);
         let formats = formats.join(", ");
         let bad = |p: &'static str, m: String| Error::bad(Some(p), m);
+        // `embedding_types` decides; the official clients send `encoding_format` float or
+        // base64 on their own, which is then left aside
+        let format = match (types.is_null(), format.as_str()) {
+            (false, Some("float" | "base64")) => &Value::Null,
+            _ => format,
+        };
         if !types.is_null() && !format.is_null() {
             return Err(bad(
                 "embedding_types",
@@ -523,7 +529,7 @@ mod tests {
         );
         for (f, t, d, needle) in [
             (s("int4"), n.clone(), n.clone(), "encoding_format"),
-            (s("float"), types.clone(), n.clone(), "not both"),
+            (s("int8"), types.clone(), n.clone(), "not both"),
             (
                 n.clone(),
                 serde_json::json!([]),

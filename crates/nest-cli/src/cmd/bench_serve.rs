@@ -170,7 +170,7 @@ fn synthesize(idx: &Index, n: usize, out: &std::path::Path) -> Result<()> {
 
 pub fn search(a: BenchSearchArgs) -> Result<()> {
     let idx = Index::open(&a.index)?;
-    let q = bench_queries(&idx, &a)?;
+    let (texts, q, model, layer) = bench_queries(&idx, &a)?;
     let d = q.first().map_or(0, Vec::len);
     eprintln!("{} queries, index of {} vectors", q.len(), idx.len());
     let funnels: Vec<Funnel> = a
@@ -191,6 +191,9 @@ pub fn search(a: BenchSearchArgs) -> Result<()> {
         }
         targets.push((out, "synthetic"));
     }
+    if a.end_to_end {
+        end_to_end(&idx, &model, layer, &texts, &funnels, a.k)?;
+    }
     for (path, kind) in targets {
         let ix = Index::open(&path)?;
         let want = bench_funnels(&ix, kind, &q, &funnels, a.k, d)?;
@@ -204,9 +207,46 @@ pub fn search(a: BenchSearchArgs) -> Result<()> {
     Ok(())
 }
 
+/// In-process search at batch 1, what `POST /v1/search` does without HTTP: each query
+/// embedded alone, then the funnel; queries per second and latency percentiles.
+fn end_to_end(
+    idx: &Index,
+    model: &nest_model::ElasticEncoder,
+    layer: usize,
+    texts: &[String],
+    funnels: &[Funnel],
+    k: usize,
+) -> Result<()> {
+    let d = model.output_dim();
+    let exact = Funnel::exact(idx.full_dim());
+    for f in std::iter::once(&exact).chain(funnels) {
+        let mut lat = Vec::with_capacity(texts.len());
+        let t0 = Instant::now();
+        for t in texts {
+            let t1 = Instant::now();
+            let pooled = model.embed_layers(&[t.as_str()], &[layer], Default::default(), &mut |_| {})?;
+            let v = nest_model::pooling::to_vec_f32(&pooled[0]);
+            idx.search(&[v[..d].to_vec()], f, k)?;
+            lat.push(t1.elapsed().as_secs_f64() * 1e3);
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        lat.sort_by(f64::total_cmp);
+        let pct = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize];
+        println!(
+            "{}",
+            serde_json::json!({"data": "end-to-end", "batch": 1, "queries": texts.len(), "funnel": f.to_string(), "qps": texts.len() as f64 / secs, "p50_ms": pct(0.5), "p99_ms": pct(0.99)})
+        );
+    }
+    Ok(())
+}
+
 /// The queries, embedded with the model and layer the index records: every non-empty line of
-/// `--queries`, deduplicated, a seeded subset of `--max-queries` when there are more.
-fn bench_queries(idx: &Index, a: &BenchSearchArgs) -> Result<Vec<Vec<f32>>> {
+/// `--queries`, deduplicated, a seeded subset of `--max-queries` when there are more; (texts,
+/// vectors, model, layer).
+fn bench_queries(
+    idx: &Index,
+    a: &BenchSearchArgs,
+) -> Result<(Vec<String>, Vec<Vec<f32>>, nest_model::ElasticEncoder, usize)> {
     let source = idx.manifest().source.clone();
     let model_name = source
         .get("model")
@@ -238,10 +278,11 @@ fn bench_queries(idx: &Index, a: &BenchSearchArgs) -> Result<Vec<Vec<f32>>> {
     let opts = nest_model::EncodeOptions::default();
     let pooled = model.embed_layers(&refs, &[layer], opts, &mut |_| {})?;
     let d = model.output_dim();
-    Ok(nest_model::pooling::to_vec_f32(&pooled[0])
+    let vectors = nest_model::pooling::to_vec_f32(&pooled[0])
         .chunks(d)
         .map(<[f32]>::to_vec)
-        .collect())
+        .collect();
+    Ok((texts, vectors, model, layer))
 }
 
 /// Exact search, then every funnel, on one index: one JSON line each (recall against exact,
