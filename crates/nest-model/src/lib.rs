@@ -11,6 +11,7 @@
 
 pub mod adaptor;
 mod attention;
+pub mod backbone;
 pub mod bert;
 mod blocks;
 pub mod config;

@@ -4,56 +4,31 @@
 
 use tch::nn::VarStore;
 
-use crate::bert::Bert;
+use crate::backbone::{Backbone, REGISTRY};
 use crate::config::{read_json, Architecture, ModelConfig, ModelFiles, PoolingConfig, SbertConfig};
 use crate::dense::{var_prefix, Dense, Head};
-use crate::gemma3::{Gemma3, Gemma3Config};
-use crate::modernbert::{ModernBert, ModernBertConfig};
-use crate::mpnet::Mpnet;
 use crate::pooling::Pooling;
-use crate::qwen3::{Qwen3, Qwen3Config};
-use crate::xlm_roberta::XlmRoberta;
 use crate::{weights, Error, Result};
 
-/// The network of one architecture.
-#[derive(Debug)]
-pub(crate) enum Net {
-    Bert(Bert),
-    Mpnet(Mpnet),
-    XlmRoberta(XlmRoberta),
-    Qwen3(Qwen3),
-    ModernBert(ModernBert),
-    Gemma3(Gemma3),
-}
+/// The network of one architecture, behind the [`Backbone`] trait.
+pub(crate) type Net = Box<dyn Backbone>;
 
-/// The architecture's network with its weights registered in `vs` (not loaded yet); the
-/// architecture's own config keys are checked here, errors naming `config.json`.
+/// The architecture's network with its weights registered in `vs` (not loaded yet), built by
+/// its [`REGISTRY`] line; the architecture's own config keys are checked there, errors naming
+/// `config.json`.
 pub(crate) fn net(
     arch: Architecture,
     vs: &VarStore,
     config: &ModelConfig,
     config_path: &std::path::Path,
 ) -> Result<Net> {
-    let bad = |message: String| Error::Config {
+    let (_, build) = REGISTRY
+        .iter()
+        .find(|(a, _)| *a == arch)
+        .expect("every architecture is registered (backbone::tests)");
+    build(vs, config).map_err(|message| Error::Config {
         path: config_path.to_path_buf(),
         message,
-    };
-    Ok(match arch {
-        Architecture::Bert => Net::Bert(Bert::new(vs.root(), config)),
-        Architecture::Mpnet => Net::Mpnet(Mpnet::new(vs.root(), config)),
-        Architecture::XlmRoberta => Net::XlmRoberta(XlmRoberta::new(vs.root(), config)),
-        Architecture::Qwen3 => {
-            let q = Qwen3Config::from_model(config).map_err(bad)?;
-            Net::Qwen3(Qwen3::new(vs.root(), config, &q))
-        }
-        Architecture::ModernBert => {
-            let m = ModernBertConfig::from_model(config).map_err(bad)?;
-            Net::ModernBert(ModernBert::new(vs.root(), config, &m))
-        }
-        Architecture::Gemma3 => {
-            let g = Gemma3Config::from_model(config).map_err(bad)?;
-            Net::Gemma3(Gemma3::new(vs.root(), config, &g))
-        }
     })
 }
 

@@ -1,7 +1,6 @@
 //! Converting an encoder's arithmetic ([`crate::dtype`]): once for inference, or the products
 //! only for mixed-precision training.
 
-use super::build::Net;
 use super::ElasticEncoder;
 use crate::dtype::Dtype;
 use crate::{Error, Result};
@@ -60,14 +59,7 @@ impl ElasticEncoder {
     }
 
     fn set_net_dtype(&mut self, dtype: Dtype, convert: bool, rest: Dtype) {
-        match &mut self.net {
-            Net::Bert(m) => m.set_dtype(dtype, convert, rest),
-            Net::Mpnet(m) => m.set_dtype(dtype, convert, rest),
-            Net::XlmRoberta(m) => m.set_dtype(dtype, convert, rest),
-            Net::Qwen3(m) => m.set_dtype(dtype, convert, rest),
-            Net::ModernBert(m) => m.set_dtype(dtype, convert, rest),
-            Net::Gemma3(m) => m.set_dtype(dtype, convert, rest),
-        }
+        self.net.set_dtype(dtype, convert, rest);
         self.dtype = dtype;
     }
 }

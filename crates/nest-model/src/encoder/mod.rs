@@ -85,6 +85,7 @@ pub struct ElasticEncoder {
     /// The weights (trainable by `nest-train`).
     pub vs: VarStore,
     net: Net,
+    arch: Architecture,
     pub tokenizer: TextTokenizer,
     pub pooling: Pooling,
     pub config: ModelConfig,
@@ -150,6 +151,7 @@ impl ElasticEncoder {
         Ok(ElasticEncoder {
             vs,
             net,
+            arch,
             tokenizer,
             pooling,
             config,
@@ -173,38 +175,17 @@ impl ElasticEncoder {
     }
 
     pub fn architecture(&self) -> Architecture {
-        match self.net {
-            Net::Bert(_) => Architecture::Bert,
-            Net::Mpnet(_) => Architecture::Mpnet,
-            Net::XlmRoberta(_) => Architecture::XlmRoberta,
-            Net::Qwen3(_) => Architecture::Qwen3,
-            Net::ModernBert(_) => Architecture::ModernBert,
-            Net::Gemma3(_) => Architecture::Gemma3,
-        }
+        self.arch
     }
 
     /// Overrides every dropout probability of the network (hidden, attention, embedding) with
     /// `p`, e.g. 0 for runs that must be deterministic; the saved config is not changed.
     pub fn set_dropout(&mut self, p: f64) {
-        match &mut self.net {
-            Net::Bert(m) => m.set_dropout(p),
-            Net::Mpnet(m) => m.set_dropout(p),
-            Net::XlmRoberta(m) => m.set_dropout(p),
-            Net::Qwen3(m) => m.set_dropout(p),
-            Net::ModernBert(m) => m.set_dropout(p),
-            Net::Gemma3(m) => m.set_dropout(p),
-        }
+        self.net.set_dropout(p)
     }
 
     pub fn num_layers(&self) -> usize {
-        match &self.net {
-            Net::Bert(m) => m.num_layers(),
-            Net::Mpnet(m) => m.num_layers(),
-            Net::XlmRoberta(m) => m.num_layers(),
-            Net::Qwen3(m) => m.num_layers(),
-            Net::ModernBert(m) => m.num_layers(),
-            Net::Gemma3(m) => m.num_layers(),
-        }
+        self.net.num_layers()
     }
 
     /// The transformer's width (token states, pooled vectors before any Dense head).
@@ -303,14 +284,7 @@ impl ElasticEncoder {
         let layers = layers.min(self.num_layers());
         self.forwards
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match &self.net {
-            Net::Bert(m) => m.forward(input, layers, train, capture),
-            Net::Mpnet(m) => m.forward(input, layers, train, capture),
-            Net::XlmRoberta(m) => m.forward(input, layers, train, capture),
-            Net::Qwen3(m) => m.forward(input, layers, train, capture),
-            Net::ModernBert(m) => m.forward(input, layers, train, capture),
-            Net::Gemma3(m) => m.forward(input, layers, train, capture),
-        }
+        self.net.forward(input, layers, train, capture)
     }
 
     /// How many forward passes this encoder has run.
