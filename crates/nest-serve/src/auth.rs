@@ -84,11 +84,15 @@ impl Access {
         self.digests.is_empty()
     }
 
+    /// By the route table's guard ([`crate::routes::ROUTES`]); an unknown path needs a key
+    /// (its 404 is for callers with one).
     fn needs_key(&self, path: &str) -> bool {
-        !(self.is_open()
-            || path == "/health"
-            || path == "/openapi.json"
-            || (self.open_metrics && path == "/metrics"))
+        use crate::routes::{Guard, ROUTES};
+        let guard = ROUTES
+            .iter()
+            .find(|r| r.path == path)
+            .map_or(Guard::Key, |r| r.guard);
+        !(self.is_open() || guard == Guard::Open || (self.open_metrics && guard == Guard::Metrics))
     }
 
     /// Whether `authorization` (the header's value) carries one of the keys.

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use crate::encoding::{EmbedDtype, Encoding};
 use crate::request::{Field, FIELDS};
+use crate::routes::{Handler, ROUTES};
 
 fn field_schema(f: &Field, max_inputs: usize) -> Value {
     match f.name {
@@ -97,37 +98,44 @@ pub fn document(max_inputs: usize, keyed: bool, search: bool) -> Value {
         "security": security,
         "responses": responses(json!({"description": "the model", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Models"}}}}), keyed, false),
     });
-    let mut doc = json!({
+    let health = json!({
+        "summary": "200 once the model is loaded (never needs a key)",
+        "security": [],
+        "responses": {
+            "200": {"description": "ready", "content": {"application/json": {"schema": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string", "enum": ["ok"]}}}}}},
+            "408": error_response("the request took longer than --request-timeout"),
+            "503": error_response("the model is loading or failed to load"),
+        }
+    });
+    let (find, add) = search_ops(&security, max_inputs, keyed);
+    // every route of the table the server has, but the document itself and the metrics text
+    let mut paths = serde_json::Map::new();
+    for r in ROUTES.iter().filter(|r| !r.needs_index || search) {
+        let op = match r.handler {
+            Handler::Embeddings => &embed,
+            Handler::Models => &models,
+            Handler::Health => &health,
+            Handler::Search => &find,
+            Handler::Documents => &add,
+            Handler::OpenApi | Handler::Metrics => continue,
+        };
+        let method = if r.post { "post" } else { "get" };
+        paths.insert(r.path.to_string(), json!({ method: op }));
+    }
+    json!({
         "openapi": "3.0.3",
         "info": {"title": "Nest embeddings server", "version": env!("CARGO_PKG_VERSION")},
-        "paths": {
-            "/v1/embeddings": {"post": embed},
-            "/embeddings": {"post": embed},
-            "/v1/models": {"get": models},
-            "/models": {"get": models},
-            "/health": {"get": {
-                "summary": "200 once the model is loaded (never needs a key)",
-                "security": [],
-                "responses": {
-                    "200": {"description": "ready", "content": {"application/json": {"schema": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string", "enum": ["ok"]}}}}}},
-                    "408": error_response("the request took longer than --request-timeout"),
-                    "503": error_response("the model is loading or failed to load"),
-                }
-            }},
-        },
+        "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": schemas(max_inputs),
         }
-    });
-    if search {
-        add_search(&mut doc, &security, max_inputs, keyed);
-    }
-    doc
+    })
 }
 
-/// `/v1/search` and `/v1/documents` (servers with `--index`), from the fields they read.
-fn add_search(doc: &mut Value, security: &Value, max_inputs: usize, keyed: bool) {
+/// The operations of `/v1/search` and `/v1/documents` (servers with `--index`), from the
+/// fields they read.
+fn search_ops(security: &Value, max_inputs: usize, keyed: bool) -> (Value, Value) {
     use crate::search::{DOCUMENT_FIELDS, SEARCH_FIELDS};
     let schema = |f: &Field| match f.name {
         "query" => json!({"description": f.doc, "oneOf": [
@@ -180,12 +188,18 @@ fn add_search(doc: &mut Value, security: &Value, max_inputs: usize, keyed: bool)
             "responses": responses(json!({"description": "ok", "content": {"application/json": {"schema": ok}}}), keyed, true),
         })
     };
-    doc["paths"]["/v1/search"] = json!({"post": op(
-        "Search the index (--index): queries embedded at its point, a funnel, payload filters",
-        body(&SEARCH_FIELDS, "query"), found)});
-    doc["paths"]["/v1/documents"] = json!({"post": op(
-        "Add documents to the index durably (acknowledged once fsynced); ids already present are skipped",
-        body(&DOCUMENT_FIELDS, "documents"), added)});
+    (
+        op(
+            "Search the index (--index): queries embedded at its point, a funnel, payload filters",
+            body(&SEARCH_FIELDS, "query"),
+            found,
+        ),
+        op(
+            "Add documents to the index durably (acknowledged once fsynced); ids already present are skipped",
+            body(&DOCUMENT_FIELDS, "documents"),
+            added,
+        ),
+    )
 }
 
 /// The request, response, model list and error bodies.

@@ -20,6 +20,64 @@ use crate::metrics::METRICS;
 use crate::request::{self, Inputs};
 use crate::{Error, Result};
 
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Never needs a key.
+    Open,
+    /// Open with `--open-metrics`, else like [`Guard::Key`].
+    Metrics,
+    /// Needs a key when the server has keys.
+    Key,
+}
+
+/// What answers a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handler {
+    OpenApi,
+    Embeddings,
+    Health,
+    Models,
+    Metrics,
+    Search,
+    Documents,
+}
+
+/// One route: its path, method, guard, whether it needs `--index`, and its handler.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub path: &'static str,
+    pub post: bool,
+    pub guard: Guard,
+    pub needs_index: bool,
+    pub handler: Handler,
+}
+
+const fn route(path: &'static str, post: bool, guard: Guard, handler: Handler) -> Route {
+    let needs_index = matches!(handler, Handler::Search | Handler::Documents);
+    Route {
+        path,
+        post,
+        guard,
+        needs_index,
+        handler,
+    }
+}
+
+/// Every route: the one table that routing ([`router`]), the key check (`auth`) and the OpenAPI
+/// document (`openapi`) read.
+pub const ROUTES: [Route; 9] = [
+    route("/openapi.json", false, Guard::Open, Handler::OpenApi),
+    route("/v1/embeddings", true, Guard::Key, Handler::Embeddings),
+    route("/embeddings", true, Guard::Key, Handler::Embeddings),
+    route("/health", false, Guard::Open, Handler::Health),
+    route("/v1/models", false, Guard::Key, Handler::Models),
+    route("/models", false, Guard::Key, Handler::Models),
+    route("/metrics", false, Guard::Metrics, Handler::Metrics),
+    route("/v1/search", true, Guard::Key, Handler::Search),
+    route("/v1/documents", true, Guard::Key, Handler::Documents),
+];
+
 /// Requests with at most this many bytes of text are tokenised on the async thread; larger
 /// ones on the blocking pool.
 const INLINE_TOKENIZE_BYTES: usize = 8192;
@@ -136,26 +194,35 @@ pub fn router(state: AppState) -> Result<Router> {
         !state.access.is_open(),
         state.search.is_some(),
     ));
-    let app = Router::new()
-        .route(
-            "/openapi.json",
-            get(move || {
+    let mut app = Router::new();
+    for r in ROUTES
+        .iter()
+        .filter(|r| !r.needs_index || state.search.is_some())
+    {
+        let method = match r.handler {
+            Handler::OpenApi => {
                 let doc = Arc::clone(&doc);
-                async move { Json((*doc).clone()) }
-            }),
-        )
-        .route("/v1/embeddings", post(embeddings))
-        .route("/embeddings", post(embeddings))
-        .route("/health", get(health))
-        .route("/v1/models", get(models))
-        .route("/models", get(models))
-        .route("/metrics", get(metrics));
-    let app = match state.search.is_some() {
-        true => app
-            .route("/v1/search", post(crate::search::search))
-            .route("/v1/documents", post(crate::search::documents)),
-        false => app,
-    };
+                get(move || {
+                    let doc = Arc::clone(&doc);
+                    async move { Json((*doc).clone()) }
+                })
+            }
+            Handler::Embeddings => post(embeddings),
+            Handler::Health => get(health),
+            Handler::Models => get(models),
+            Handler::Metrics => get(metrics),
+            Handler::Search => post(crate::search::search),
+            Handler::Documents => post(crate::search::documents),
+        };
+        debug_assert_eq!(
+            r.post,
+            matches!(
+                r.handler,
+                Handler::Embeddings | Handler::Search | Handler::Documents
+            )
+        );
+        app = app.route(r.path, method);
+    }
     let app = app
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
