@@ -1245,7 +1245,13 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
     assert_eq!(hits[0].0, "new1");
     // a server without --index has no search route; an index of another model is refused
     let plain = start(&model, &[]);
-    assert_eq!(http(&plain.addr, "POST", "/v1/search", b"{}").0, 404);
+    let (st, b) = http(&plain.addr, "POST", "/v1/search", b"{}");
+    let r: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!((st, r["error"]["code"].as_str()), (404, Some("not_found")), "{r}");
+    let (st, b) = http(&plain.addr, "GET", "/v1/embeddings", b"");
+    let r: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!((st, r["error"]["code"].as_str()), (405, Some("method_not_allowed")), "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("POST"), "{r}");
     let other = d.path().join("other");
     write_tiny_model(&other, &TinySpec::new(Architecture::Bert)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nest"))

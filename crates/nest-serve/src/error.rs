@@ -28,6 +28,9 @@ pub enum Error {
     /// The request (its body included) took longer than `--request-timeout`.
     #[error("the request took longer than {0} s (--request-timeout)")]
     Timeout(u64),
+    /// No route at this path, or not with this method (`405`).
+    #[error("{message}")]
+    NoRoute { message: String, method: bool },
     /// The queue is full.
     #[error("the server is at capacity ({queued} inputs queued, limit {limit}); retry later")]
     Overloaded { queued: usize, limit: usize },
@@ -83,6 +86,18 @@ impl Error {
                 "invalid_request_error",
                 None,
                 "timeout",
+            ),
+            Error::NoRoute { method: false, .. } => (
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                None,
+                "not_found",
+            ),
+            Error::NoRoute { method: true, .. } => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "invalid_request_error",
+                None,
+                "method_not_allowed",
             ),
             Error::Overloaded { .. } => (
                 StatusCode::TOO_MANY_REQUESTS,

@@ -224,6 +224,8 @@ pub fn router(state: AppState) -> Result<Router> {
         app = app.route(r.path, method);
     }
     let app = app
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
             access,
@@ -235,6 +237,29 @@ pub fn router(state: AppState) -> Result<Router> {
         Some(c) => app.layer(c),
         None => app,
     })
+}
+
+/// 404 in OpenAI's error shape, naming the routes there are.
+async fn no_route(uri: axum::http::Uri) -> Response {
+    let paths: Vec<&str> = ROUTES.iter().map(|r| r.path).collect();
+    Error::NoRoute {
+        message: format!("no route {}; the routes are {}", uri.path(), paths.join(", ")),
+        method: false,
+    }
+    .into_response()
+}
+
+/// 405 in OpenAI's error shape, naming the method the route takes.
+async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    let want = ROUTES
+        .iter()
+        .find(|r| r.path == uri.path())
+        .map_or("another method", |r| if r.post { "POST" } else { "GET" });
+    Error::NoRoute {
+        message: format!("{} takes {want}, not {method}", uri.path()),
+        method: true,
+    }
+    .into_response()
 }
 
 async fn health(State(s): State<AppState>) -> Response {
