@@ -39,9 +39,9 @@ fn fails(args: &[&str]) -> String {
         Some(1),
         "nest {args:?} should exit 1: {err}"
     );
-    // what mining merged is said before any error
+    // what mining merged is said before the error, causes after it
     assert!(
-        err.lines().last().is_some_and(|l| l.starts_with("error: ")) && !err.contains("panicked"),
+        err.lines().any(|l| l.starts_with("error: ")) && !err.contains("panicked"),
         "{err}"
     );
     err
@@ -313,6 +313,18 @@ fn documented_behaviours_and_clear_errors() {
     std::fs::write(&state, r#"{"format":"nest-mine-state","version":1,"key":"x","queries_done":0,"lines":0,"bytes":0}"#).unwrap();
     let e = run_fail(base("u.jsonl", &[]));
     assert!(e.contains("another command"), "{e}");
+    // a bad --model fails before the output is opened: the right command then starts clean
+    let e = fails(&[
+        "mine",
+        "--model",
+        &f.p("nope"),
+        "--queries",
+        &q,
+        "--output",
+        &f.p("m.jsonl"),
+    ]);
+    assert!(e.contains("nope"), "{e}");
+    assert!(!Path::new(&f.p("m.jsonl.mine-state.json")).exists());
     let bad = f.p("bad.jsonl");
     std::fs::write(&bad, "{\"query\": \"x\"}\n").unwrap();
     let e = fails(&[

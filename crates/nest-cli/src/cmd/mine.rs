@@ -9,6 +9,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use nest_index::mine::{self, MineOptions, MineSet, Mined, OutputFormat, QueryRows, Sampling};
 use nest_index::{Level, MemoryLevel, Precision};
+use nest_model::prompt::TaskPrompts;
 use nest_model::{ElasticEncoder, EncodeOptions, Keys, Policy};
 
 use crate::args_mine::MineArgs;
@@ -23,14 +24,7 @@ const ENCODE_CHUNK: usize = 8192;
 pub fn run(a: MineArgs) -> Result<()> {
     anyhow::ensure!(a.chunk_queries >= 1, "--chunk-queries must be at least 1");
     let o = options(&a)?;
-    let mut format = OutputFormat::parse(&a.output_format)?;
-    if a.include_positives && format != OutputFormat::NTuple {
-        eprintln!(
-            "warning: --include-positives writes n-tuples (as sentence-transformers), not {}",
-            format.name()
-        );
-        format = OutputFormat::NTuple;
-    }
+    let format = output_format(&a)?;
     let precision =
         Precision::parse(&a.precision).map_err(|e| anyhow::anyhow!("--precision: {e}"))?;
     let set = read_set(&a)?;
@@ -43,6 +37,28 @@ pub fn run(a: MineArgs) -> Result<()> {
         set.corpus.len()
     );
     let key = run_key(&a, &o, format, precision)?;
+    // the model and the point before the output: a bad --model or --layer leaves no state behind
+    let model = super::load_model(&a.model)?;
+    let offer = nest_model::Offer::new(&model, None)?;
+    let point = offer.resolve(a.layer, a.dim, Keys::FLAGS, Policy::AnyInRange)?;
+    let enc = Encoding {
+        model: &model,
+        layer: point.layer,
+        dim: point.dim,
+        opts: a.model.encode_options()?,
+        prompts: a.prompts.resolve(&model)?,
+    };
+    let job = Job {
+        o: o.clone(),
+        window,
+        format,
+        level: Level {
+            precision,
+            dim: point.dim,
+        },
+        scores: a.output_scores,
+        chunk: a.chunk_queries,
+    };
     let mut out = mine::ResumableOutput::open(&a.output, &key, a.overwrite)?;
     if out.queries_done() > 0 {
         eprintln!(
@@ -54,7 +70,7 @@ pub fn run(a: MineArgs) -> Result<()> {
         );
     }
     let summary = if out.queries_done() < set.queries.len() {
-        mine_rest(&a, &o, window, format, precision, &set, &mut out)?
+        Some(mine_rest(&job, &enc, &set, &mut out)?)
     } else {
         None
     };
@@ -69,17 +85,36 @@ pub fn run(a: MineArgs) -> Result<()> {
         report(&s, &o);
     }
     if let Some(other) = &a.overlap_with {
-        let ov = mine::Overlap::of(&path, other)?;
-        eprintln!(
-            "overlap: {} of this run's {} (anchor, positive, negative) are in {} ({:.2}%; it holds {})",
-            ov.shared,
-            ov.ours,
-            other.display(),
-            ov.percent(),
-            ov.theirs
-        );
+        overlap(&path, other)?;
     }
     Ok(())
+}
+
+/// How many of `ours`' (anchor, positive, negative) `other` holds, on stderr.
+fn overlap(ours: &Path, other: &Path) -> Result<()> {
+    let ov = mine::Overlap::of(ours, other)?;
+    eprintln!(
+        "overlap: {} of this run's {} (anchor, positive, negative) are in {} ({:.2}%; it holds {})",
+        ov.shared,
+        ov.ours,
+        other.display(),
+        ov.percent(),
+        ov.theirs
+    );
+    Ok(())
+}
+
+/// `--output-format`; n-tuple with `--include-positives` (as sentence-transformers).
+fn output_format(a: &MineArgs) -> Result<OutputFormat> {
+    let format = OutputFormat::parse(&a.output_format)?;
+    if a.include_positives && format != OutputFormat::NTuple {
+        eprintln!(
+            "warning: --include-positives writes n-tuples (as sentence-transformers), not {}",
+            format.name()
+        );
+        return Ok(OutputFormat::NTuple);
+    }
+    Ok(format)
 }
 
 /// The selection settings from the flags.
@@ -191,39 +226,33 @@ fn run_key(a: &MineArgs, o: &MineOptions, f: OutputFormat, p: Precision) -> Resu
     Ok(nest_core::fsutil::sha256_hex(v.to_string().as_bytes()))
 }
 
-/// Loads the model, encodes the corpus and the queries not yet done at the point, then mines
-/// and writes them a chunk at a time.
-fn mine_rest(
-    a: &MineArgs,
-    o: &MineOptions,
+/// What one run mines and writes.
+struct Job {
+    o: MineOptions,
     window: mine::Window,
     format: OutputFormat,
-    precision: Precision,
+    level: Level,
+    scores: bool,
+    chunk: usize,
+}
+
+/// Encodes the corpus and the queries not yet done at the point, then mines and writes them a
+/// chunk at a time.
+fn mine_rest(
+    job: &Job,
+    enc: &Encoding<'_>,
     set: &MineSet,
     out: &mut mine::ResumableOutput,
-) -> Result<Option<mine::Summary>> {
-    let opts = a.model.encode_options()?;
-    let model = super::load_model(&a.model)?;
-    let offer = nest_model::Offer::new(&model, None)?;
-    let point = offer.resolve(a.layer, a.dim, Keys::FLAGS, Policy::AnyInRange)?;
-    let prompts = a.prompts.resolve(&model)?;
-    let level = Level {
-        precision,
-        dim: point.dim,
-    };
+) -> Result<mine::Summary> {
+    let level = job.level;
     eprintln!(
         "mining {} queries against {} texts at layer {} of {}, {level}",
         set.queries.len() - out.queries_done(),
         set.corpus.len(),
-        point.layer,
-        model.num_layers()
+        enc.layer,
+        enc.model.num_layers()
     );
-    let enc = Encoding {
-        model: &model,
-        layer: point.layer,
-        dim: point.dim,
-        opts,
-    };
+    let prompts = &enc.prompts;
     let mut corpus = MemoryLevel::new(level);
     enc.each(
         &set.corpus,
@@ -244,18 +273,19 @@ fn mine_rest(
     )?;
     let mut summary = mine::Summary::default();
     let pb = progress::bar(queries.len(), "mine");
-    for (c, chunk) in queries.chunks(a.chunk_queries).enumerate() {
-        let start = first + c * a.chunk_queries;
-        let mined = mine::mine_queries(&corpus, chunk, start, &set.positives, o, window);
-        let (text, lines) = rows(set, start, &mined, format, a.output_scores, o.num_negatives);
+    let n = job.o.num_negatives;
+    for (c, chunk) in queries.chunks(job.chunk).enumerate() {
+        let start = first + c * job.chunk;
+        let mined = mine::mine_queries(&corpus, chunk, start, &set.positives, &job.o, job.window);
+        let (text, lines) = rows(set, start, &mined, job.format, job.scores, n);
         for m in &mined {
-            summary.add(m, o.num_negatives);
+            summary.add(m, n);
         }
         out.append(&text, lines, start + chunk.len())?;
         pb.set_position((start + chunk.len() - first) as u64);
     }
     pb.finish_and_clear();
-    Ok(Some(summary))
+    Ok(summary)
 }
 
 /// The output lines of queries `start..` (their `mined`), and how many.
@@ -299,6 +329,8 @@ struct Encoding<'m> {
     layer: usize,
     dim: usize,
     opts: EncodeOptions,
+    /// The query and document prompts (`--query-prompt(-name)`, `--document-prompt(-name)`).
+    prompts: TaskPrompts,
 }
 
 impl Encoding<'_> {
