@@ -726,6 +726,11 @@ fn train_resumes_exactly_after_kill_9() {
         std::fs::read(Path::new(&full).join("final/model.safetensors")).unwrap(),
         std::fs::read(cut.join("final/model.safetensors")).unwrap()
     );
+    // resuming a finished run says so (new-user trial #44), rather than "trained 120 steps"
+    let c = cut.display().to_string();
+    let o = nest(&["--threads", "1", "train", "--resume", &c, "--recipe", &r]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("already finished (step 120 of 120)"), "{err}");
 }
 
 fn read_npy(path: &str) -> tch::Tensor {

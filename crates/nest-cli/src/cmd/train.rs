@@ -145,9 +145,22 @@ fn run_one(recipe: &Recipe, opts: &TrainOptions) -> Result<()> {
     if !summary.main {
         return Ok(()); // rank 0 reports for the job
     }
+    if summary.resumed_from == Some(summary.steps) {
+        eprintln!(
+            "the run had already finished (step {} of {}); nothing to train; model: {}",
+            summary.steps,
+            summary.steps,
+            summary.final_dir.display()
+        );
+        return Ok(());
+    }
+    let ran = summary.steps - summary.resumed_from.unwrap_or(0);
     eprintln!(
-        "trained {} steps in {:.1} s (last loss {:.4}); model: {}; log: {}",
-        summary.steps,
+        "trained {ran} steps{} in {:.1} s (last loss {:.4}); model: {}; log: {}",
+        summary
+            .resumed_from
+            .map(|r| format!(" (from step {r} to {})", summary.steps))
+            .unwrap_or_default(),
         summary.seconds,
         summary.last_loss,
         summary.final_dir.display(),
