@@ -11,7 +11,9 @@
 #     pooled, Holm over the cells.
 #
 #   scripts/evidence_qat.sh train mrl "1 2 3" & scripts/evidence_qat.sh train qat "1 2 3" & wait
-#   scripts/evidence_qat.sh eval "1 2 3"       # reports, funnels, compare
+#   scripts/evidence_qat.sh tune "2e-5 5e-5"     # dev: the lr grid for both arms, seed 1 (reports/qat-dev)
+#   scripts/evidence_qat.sh evalarm mrl "1 2 3"   # one arm's reports and funnels (optional, to overlap)
+#   scripts/evidence_qat.sh eval "1 2 3"          # every report and funnel, then the compare
 # NEST_MRL / NEST_QAT: the binary each arm trains with (default target/release/nest).
 # Resumable: a finished run or report is skipped, a cut run resumes.
 set -euo pipefail
@@ -33,7 +35,7 @@ train() { # arm seed
   local bin=${NEST}
   [ "$1" = mrl ] && bin=${NEST_MRL:-$NEST}
   [ "$1" = qat ] && bin=${NEST_QAT:-$NEST}
-  local run="runs/qat/$1-seed$2"
+  local run="runs/qat/${TAG:-}$1-seed$2"
   [ -f "$run/final/nest.json" ] && return 0
   local resume=(--overwrite)
   [ -d "$run/checkpoints" ] && resume=(--resume "$run")
@@ -46,15 +48,18 @@ train() { # arm seed
   tail -1 "$run.log"
 }
 
-evaluate() { # arm seed
+evaluate() { # arm seed; TASKS (default sts,retrieval), FUNNEL=0 skips the index and funnels
   local run="runs/qat/$1-seed$2" out="$R/$1-seed$2"
-  [ -f "$out/report.json" ] || nice -n 19 $NEST --threads "$THREADS" eval --tasks sts,retrieval \
+  [ -f "$out/report.json" ] || nice -n 19 $NEST --threads "$THREADS" eval --tasks "${TASKS:-sts,retrieval}" \
     --layers 6 --dims $DIMS --precision float32,int8,binary --rescore 0 --dtype float32 \
     --latency-texts 0 --model "$run/final" --out "$out" > "$out.log" 2>&1
+  [ "${FUNNEL:-1}" = 0 ] && return 0
   local idx="runs/qat/idx-$1-seed$2"
+  # the funnel's index: SciFact's corpus cut to 128 tokens (the recall is relative to the same
+  # index's exact search, so the cut costs nothing in the comparison; it halves the encoding)
   [ -f "$idx/index.json" ] || nice -n 19 $NEST --threads "$THREADS" index build --model "$run/final" \
     --input ../shared/datasets/scifact/corpus.jsonl --dims 64,128,384 --precision float32,int8,binary \
-    --dtype float32 --out "$idx" --overwrite > "$idx.log" 2>&1
+    --max-length 128 --dtype float32 --out "$idx" --overwrite > "$idx.log" 2>&1
   [ -f "$out/funnels.txt" ] || nice -n 19 $NEST --threads "$THREADS" bench search --index "$idx" \
     --queries ../shared/datasets/scifact/queries.jsonl --max-queries 1109 --funnels \
     "binary:384@100>float32:384;binary:128@100>float32:384;binary:64@100>float32:384;int8:64@100>float32:384;int8:128@30>float32:384" \
@@ -66,6 +71,24 @@ train)
   mkdir -p runs/qat
   for s in ${3:-1 2 3}; do train "$2" "$s"; done
   ;;
+tune) # dev: both arms at each lr of the grid (seed 1), STS-B dev over dim x precision at layer 6
+  mkdir -p reports/qat-dev
+  for lr in ${2:-2e-5 5e-5}; do
+    tag=""
+    [ "$lr" = "$LR" ] || tag="lr$lr-"
+    for a in mrl qat; do
+      LR=$lr TAG=$tag train "$a" 1
+      out="reports/qat-dev/$a-lr$lr"
+      [ -f "$out/report.json" ] || nice -n 19 $NEST --threads "$THREADS" eval sts \
+        --data ../shared/datasets/stsb/dev.tsv --layers 6 --dims $DIMS --precision float32,int8,binary \
+        --dtype float32 --latency-texts 0 --model "runs/qat/$tag$a-seed1/final" --out "$out" > "$out.log" 2>&1
+    done
+  done
+  ;;
+evalarm) # one arm's reports and funnels, e.g. while the other arm still trains
+  mkdir -p "$R"
+  for s in ${3:-1 2 3}; do evaluate "$2" "$s"; done
+  ;;
 eval)
   seeds=${2:-1 2 3}
   mkdir -p "$R"
@@ -75,7 +98,7 @@ eval)
   echo "wrote $R/compare.md"
   ;;
 *)
-  echo "usage: $0 train mrl|qat [SEEDS] | eval [SEEDS]" >&2
+  echo "usage: $0 train mrl|qat [SEEDS] | tune [LRS] | evalarm mrl|qat [SEEDS] | eval [SEEDS]" >&2
   exit 2
   ;;
 esac
