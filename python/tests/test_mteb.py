@@ -1,0 +1,199 @@
+"""`nest.mteb`: MTEB 2 runs a Nest encoder at a (layer, dim) point on a local task, with the
+score `nest eval` gives (within 0.01 Spearman points), and `nest eval` reports exported to
+MTEB's results format read back by mteb's own loader (`ResultCache.load_results`).
+
+Needs `mteb` (2.x), models/all-MiniLM-L6-v2, ../shared/datasets and, for the comparisons with
+`nest eval`, target/release/nest (each is skipped with the reason when missing). Run from the
+repository root:
+
+    HF_HUB_OFFLINE=1 python -m pytest python/tests/test_mteb.py -q
+
+About 2 minutes on 2 busy cores, most of it one `nest eval --tasks sts` run shared by the tests.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+mteb = pytest.importorskip("mteb", reason="mteb is not installed (pip install 'mteb>=2')")
+if int(mteb.__version__.split(".")[0]) < 2:
+    pytest.skip(f"nest.mteb needs mteb 2.x, found {mteb.__version__}", allow_module_level=True)
+
+import nest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "python" / "nest"
+
+# An installed wheel built before nest/mteb.py existed: test the source file (it is pure Python)
+# with the installed extension, rather than rebuilding the wheel.
+try:
+    import nest.mteb as nm  # noqa: E402
+except ModuleNotFoundError:
+    nest.__path__.insert(0, str(SRC))
+    import nest.mteb as nm  # noqa: E402
+
+MODEL = ROOT / "models" / "all-MiniLM-L6-v2"
+DATA = ROOT.parent / "shared" / "datasets"
+NEST_BIN = ROOT / "target" / "release" / "nest"
+POINTS = [(6, 384), (3, 64)]
+
+if not MODEL.is_dir():
+    pytest.skip(f"{MODEL} is missing: run scripts/setup.sh models", allow_module_level=True)
+if not (DATA / "stsb" / "test.tsv").is_file():
+    pytest.skip(f"{DATA}/stsb/test.tsv is missing", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def report_path(tmp_path_factory):
+    """One `nest eval` run of the sts family (STS-B test, SICK-R test) at layers 3,6 x dims 64,384
+    x precisions float32,int8, in float32 arithmetic."""
+    if not NEST_BIN.is_file():
+        pytest.skip(f"{NEST_BIN} is not built (cargo build --release)")
+    out = tmp_path_factory.mktemp("nest-eval")
+    cmd = [
+        str(NEST_BIN), "eval", "--model", str(MODEL), "--data-root", str(DATA),
+        "--tasks", "sts", "--layers", "3,6", "--dims", "64,384",
+        "--precision", "float32,int8", "--dtype", "float32", "--latency-texts", "0",
+        "--no-items", "--out", str(out),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, timeout=600)
+    return out / "report.json"
+
+
+@pytest.fixture(scope="module")
+def report(report_path):
+    return json.loads(report_path.read_text())
+
+
+def cells(report):
+    """(task, layer, dim, precision) -> metrics."""
+    return {
+        (t["task"], c["layer"], c["dim"], c["precision"]): c["metrics"]
+        for t in report["tasks"]
+        for c in t["cells"]
+    }
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return nest.Encoder(str(MODEL), dtype="float32")
+
+
+# -- the local task ---------------------------------------------------------------------------
+
+
+def test_local_stsb_reads_every_pair_unquoted():
+    task = nm.LocalSTSB(DATA)
+    task.load_data()
+    ds = task.dataset["test"]
+    assert len(ds) == 1379  # csv's default quoting would merge rows at the 50 '"'s: 1119
+    assert sum('"' in s for s in list(ds["sentence1"]) + list(ds["sentence2"])) > 0
+    assert min(ds["score"]) == 0 and max(ds["score"]) == 5
+    assert task.metadata.name == "STSBenchmark"
+    assert task.metadata.main_score == "cosine_spearman"
+    assert task.metadata.revision.startswith("sha256:")
+
+
+@pytest.mark.parametrize("layer,dim", POINTS)
+def test_mteb_local_task_matches_nest_eval(layer, dim, encoder, report):
+    model = nm.NestEncoder(encoder, layer=layer, dim=dim)
+    assert isinstance(model, mteb.models.EncoderProtocol)
+    meta = model.mteb_model_meta
+    assert meta.name == f"nest/all-MiniLM-L6-v2@layer{layer}-dim{dim}"
+    assert meta.embed_dim == dim
+
+    res = mteb.evaluate(model, nm.LocalSTSB(DATA), cache=None, show_progress_bar=False,
+                        co2_tracker=False)  # fmt: skip
+    ours = 100 * res.task_results[0].get_score()
+    theirs = cells(report)[("stsb/test", layer, dim, "float32")]["spearman"]
+    print(f"\nSTS-B test at (layer {layer}, dim {dim}): MTEB {ours:.4f}, nest eval {theirs:.4f}")
+    assert abs(ours - theirs) < 0.01
+
+
+# -- the export -------------------------------------------------------------------------------
+
+
+def test_export_read_back_by_mteb(report_path, report, encoder, tmp_path):
+    written = nm.export_results(report_path, tmp_path)
+    grid = cells(report)
+    assert len(written) == len(grid)
+
+    res = mteb.ResultCache(tmp_path).load_results(include_remote=False)
+    by_name = {m.model_name: m for m in res.model_results}
+    points = {(layer, dim, prec) for (_, layer, dim, prec) in grid}
+    assert len(by_name) == len(points) == 2 * 2 * 2
+
+    revision = nm.model_revision(MODEL)
+    task_names = {"stsb/test": "STSBenchmark", "sick-r/test": "Nest-sick-r"}
+    for (task, layer, dim, prec), metrics in grid.items():
+        name = nm.point_model_name(MODEL, layer, dim, prec)
+        mr = by_name[name]
+        assert mr.model_revision == revision
+        kwargs = mr.model_meta.loader_kwargs
+        assert (kwargs["layer"], kwargs["dim"], kwargs["precision"]) == (layer, dim, prec)
+        (tr,) = [t for t in mr.task_results if t.task_name == task_names[task]]
+        (entry,) = tr.scores["test"]
+        assert tr.get_score() == pytest.approx(metrics["spearman"] / 100, abs=1e-6)
+        assert entry["cosine_spearman"] == pytest.approx(metrics["spearman"] / 100, abs=1e-6)
+        assert entry["cosine_pearson"] == pytest.approx(metrics["pearson"] / 100, abs=1e-6)
+
+    # a live run at a float32 point is the same MTEB model as the exported cell
+    live = nm.NestEncoder(encoder, layer=3, dim=64).mteb_model_meta
+    assert (live.name, live.revision) == (nm.point_model_name(MODEL, 3, 64), revision)
+
+
+def test_export_other_families(tmp_path):
+    """Retrieval, pair and classification cells (a hand-written report: no nest eval run)."""
+    rep = {
+        "model": {"path": "runs/x/final", "dtype": "bf16", "max_seq_length": 256, "prompts": {}},
+        "tasks": [
+            {"task": "scifact/test", "kind": "retrieval", "main_metric": "ndcg_at_10",
+             "files": [{"path": "c.jsonl", "sha256": "ab" * 32}], "n_examples": 300,
+             "cells": [{"layer": 6, "dim": 128, "precision": "binary",
+                        "metrics": {"ndcg_at_10": 61.5, "map_at_100": 55.0, "mrr_at_10": 57.25}}]},
+            {"task": "mrpc/test", "kind": "pair", "main_metric": "ap", "files": [],
+             "cells": [{"layer": 6, "dim": 128, "precision": "binary",
+                        "metrics": {"ap": 80.5, "accuracy": 70.0, "accuracy_threshold": 0.75,
+                                    "f1": 81.0, "f1_threshold": 0.5}}]},
+            {"task": "banking77", "kind": "cls", "main_metric": "accuracy", "files": [],
+             "cells": [{"layer": 6, "dim": 128, "precision": "binary",
+                        "metrics": {"accuracy": 90.0, "macro_f1": 89.0, "logreg_iterations": 78.0}}]},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(rep))
+    nm.export_results(path, tmp_path / "out")
+    res = mteb.ResultCache(tmp_path / "out").load_results(include_remote=False)
+    (mr,) = res.model_results
+    assert mr.model_name == "nest/x-final@layer6-dim128-binary+bf16"
+    assert mr.model_revision == "unknown"
+    got = {t.task_name: t for t in mr.task_results}
+    assert got["SciFact"].get_score() == pytest.approx(0.615)
+    assert got["SciFact"].dataset_revision == "sha256:" + "ab" * 8
+    assert got["SciFact"].scores["test"][0]["mrr_at_10"] == pytest.approx(0.5725)
+    pair = got["Nest-mrpc"].scores["test"][0]
+    assert got["Nest-mrpc"].get_score() == pytest.approx(0.805)
+    assert pair["cosine_f1_threshold"] == pytest.approx(0.5)
+    assert pair["cosine_accuracy"] == pytest.approx(0.70)
+    cls = got["Nest-banking77"].scores["test"][0]
+    assert got["Nest-banking77"].get_score() == pytest.approx(0.90)
+    assert cls["f1"] == pytest.approx(0.89)
+
+
+def test_import_does_not_need_mteb():
+    code = (
+        "import sys, nest\n"
+        f"nest.__path__.append({str(SRC)!r})\n"
+        "import nest.mteb as nm\n"
+        "assert 'mteb' not in sys.modules, 'nest.mteb imported mteb eagerly'\n"
+        "print(nm.point_model_name('models/m', 6, 64))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "nest/m@layer6-dim64"
