@@ -19,6 +19,7 @@ pub mod dense;
 pub mod dtype;
 pub mod encoder;
 pub mod error;
+pub mod export;
 pub mod gemma3;
 pub mod hub;
 pub mod io;

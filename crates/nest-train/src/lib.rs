@@ -4,7 +4,7 @@
 //! -> one encoder forward per column in train mode, all layers -> objective ([`objective`]:
 //! one file per method, named loss terms; pure loss functions in [`losses`]) -> backward ->
 //! [`optim::AdamW`] + the schedule -> checkpoint ([`checkpoint`], atomic, exact resume) ->
-//! periodic grid evaluation -> final model in sentence-transformers layout ([`export`]). The
+//! periodic grid evaluation -> final model in sentence-transformers layout (`nest_model::export`). The
 //! loop is [`trainer::train`]; [`distill`] runs IBKD's two stages through it with a cached
 //! teacher.
 //!
@@ -18,7 +18,6 @@
 //!   [`trainer::ObjectiveBuilder`] for an objective of one's own; [`trainer::TrainOptions`] in,
 //!   [`trainer::Event`]s during, a [`trainer::Summary`] out; [`trainer::StepTimer`] times steps.
 //! - Distillation: [`distill::run`]; the cached teacher alone: [`distill::teacher_vectors`].
-//! - Export: [`export::slim`] (fewer layers, a shorter prefix).
 //! - Checkpoints: [`checkpoint::list`], [`checkpoint::load`].
 //! - Objectives, for extension: the [`objective::Objective`] trait with what it reads
 //!   ([`objective::BatchOutput`], [`objective::StepContext`]) and returns
@@ -37,7 +36,6 @@ pub mod checkpoint;
 pub mod data;
 pub mod distill;
 mod error;
-pub mod export;
 pub mod losses;
 pub mod objective;
 /// The one AdamW, shared with `nest-compress`; it lives in `nest-model` (see its docs).

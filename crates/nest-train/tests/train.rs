@@ -505,7 +505,7 @@ fn a_slim_model_equals_early_exit_on_the_full_model() {
         write_tiny_model(&model, &spec).unwrap();
         let full = ElasticEncoder::load(&model, tch::Device::Cpu, None).unwrap();
         let out = d.path().join("slim");
-        nest_train::export::slim(&full, &out, 2, Some(16)).unwrap();
+        nest_model::export::slim(&full, &out, 2, Some(16)).unwrap();
         let slim = ElasticEncoder::load(&out, tch::Device::Cpu, None).unwrap();
         assert_eq!(slim.num_layers(), 2);
         assert_eq!(slim.meta.default_dim, Some(16));
@@ -538,7 +538,7 @@ fn a_slim_model_equals_early_exit_on_the_full_model() {
             .fold(0.0f32, f32::max);
         assert!(diff < 1e-6, "{arch:?}: {diff}");
         // a slim model cannot be slimmed beyond its layers
-        assert!(nest_train::export::slim(&slim, &d.path().join("x"), 3, None).is_err());
+        assert!(nest_model::export::slim(&slim, &d.path().join("x"), 3, None).is_err());
     }
 }
 

@@ -20,7 +20,7 @@ pub fn run(a: SlimArgs) -> Result<()> {
     if let Some(w) = untrained_point(&m.meta, m.num_layers(), m.output_dim(), a.layers, a.dim) {
         eprintln!("warning: {w}");
     }
-    nest_train::export::slim(&m, &a.out, a.layers, a.dim)
+    nest_model::export::slim(&m, &a.out, a.layers, a.dim)
         .with_context(|| format!("writing {}", a.out.display()))?;
     let before: i64 = m.vs.variables().values().map(|t| t.numel() as i64).sum();
     let slim = super::load_model_path(&a.out.display().to_string(), None)?;

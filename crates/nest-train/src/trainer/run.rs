@@ -364,7 +364,7 @@ impl<'a> Run<'a> {
             default_dim: None,
             training_dtype: Some(self.enc.dtype().name().into()),
         };
-        crate::export::save(&self.enc, &final_dir, &meta)?;
+        nest_model::export::save(&self.enc, &final_dir, &meta)?;
         if let Some(g) = self.group {
             g.barrier()?;
         }

@@ -1,4 +1,5 @@
-//! The final model in Hugging Face / sentence-transformers layout, loadable by
+//! The model folder's writer (nest-model owns the layout, read and write): the final model in
+//! Hugging Face / sentence-transformers layout, loadable by
 //! `SentenceTransformer(path)` and by `nest`: `config.json`, `model.safetensors` (names as in
 //! `BertModel` / `MPNetModel`), the tokenizer files, `modules.json`, `sentence_bert_config.json`,
 //! `1_Pooling/config.json`, `2_Dense/` when the model has a projection head, and `nest.json` (the
@@ -8,7 +9,7 @@
 
 use std::path::Path;
 
-use nest_model::{ElasticEncoder, NestMeta};
+use crate::{ElasticEncoder, NestMeta};
 use serde_json::json;
 
 use crate::{Error, Result};
@@ -23,7 +24,7 @@ const COPIED: [&str; 6] = [
 ];
 
 /// Writes the model to `dest` (replacing it) through a temporary folder renamed at the end.
-pub(crate) fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
+pub fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
     write(enc, dest, meta, None)
 }
 
@@ -86,7 +87,7 @@ fn io(p: &Path, e: std::io::Error) -> Error {
 /// Writes `v` as pretty JSON to `dir/rel` (atomically).
 fn write_json(dir: &Path, rel: &str, v: &serde_json::Value) -> Result<()> {
     let p = dir.join(rel);
-    let text = serde_json::to_string_pretty(v).map_err(|e| Error::Run {
+    let text = serde_json::to_string_pretty(v).map_err(|e| Error::Config {
         path: p.clone(),
         message: e.to_string(),
     })?;
@@ -114,7 +115,7 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
     // each Dense module goes to its own folder, as sentence-transformers keeps it
     let (head, mut named): (Vec<_>, Vec<_>) = weights(enc, keep)
         .into_iter()
-        .partition(|(n, _)| nest_model::dense::module_of(n).is_some());
+        .partition(|(n, _)| crate::dense::module_of(n).is_some());
     named.sort_by(|a, b| a.0.cmp(&b.0));
     tch::Tensor::write_safetensors(&named, tmp.join("model.safetensors"))?;
     if let Some(k) = keep {
@@ -129,7 +130,7 @@ fn write(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta, keep: Option<usize>
     let modules = write_modules(enc, &tmp, &head)?;
     write_json(&tmp, "modules.json", &json!(modules))?;
     write_json(&tmp, "1_Pooling/config.json", &pooling_config(enc))?;
-    let meta = serde_json::to_value(meta).map_err(|e| Error::Run {
+    let meta = serde_json::to_value(meta).map_err(|e| Error::Config {
         path: tmp.clone(),
         message: e.to_string(),
     })?;
@@ -190,7 +191,9 @@ fn interop_metadata(dir: &Path, meta: &NestMeta, width: usize) -> Result<()> {
         let name = "config_sentence_transformers.json";
         let mut cfg = match dir.join(name).is_file() {
             true => read_json(dir, name)?,
-            false => json!({"prompts": {}, "default_prompt_name": null, "similarity_fn_name": "cosine"}),
+            false => {
+                json!({"prompts": {}, "default_prompt_name": null, "similarity_fn_name": "cosine"})
+            }
         };
         cfg["truncate_dim"] = json!(d);
         write_json(dir, name, &cfg)?;
@@ -201,7 +204,7 @@ fn interop_metadata(dir: &Path, meta: &NestMeta, width: usize) -> Result<()> {
 fn read_json(dir: &Path, rel: &str) -> Result<serde_json::Value> {
     let p = dir.join(rel);
     let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
-    serde_json::from_str(&text).map_err(|e| Error::Run {
+    serde_json::from_str(&text).map_err(|e| Error::Config {
         path: p.clone(),
         message: e.to_string(),
     })
@@ -234,14 +237,14 @@ fn write_modules(
         std::fs::create_dir_all(dir.join(&folder)).map_err(|e| io(dir, e))?;
         let mut own: Vec<(String, tch::Tensor)> = head
             .iter()
-            .filter_map(|(n, t)| match nest_model::dense::module_of(n) {
+            .filter_map(|(n, t)| match crate::dense::module_of(n) {
                 Some((m, inner)) if m == k => Some((inner.to_string(), t.shallow_clone())),
                 _ => None,
             })
             .collect();
         own.sort_by(|a, b| a.0.cmp(&b.0));
         tch::Tensor::write_safetensors(&own, dir.join(&folder).join("model.safetensors"))?;
-        let config = serde_json::to_value(&d.config).map_err(|e| Error::Run {
+        let config = serde_json::to_value(&d.config).map_err(|e| Error::Config {
             path: dir.join(&folder),
             message: e.to_string(),
         })?;
@@ -259,7 +262,7 @@ fn write_modules(
 /// `1_Pooling/config.json` of the model's pooling.
 fn pooling_config(enc: &ElasticEncoder) -> serde_json::Value {
     let p = enc.pooling;
-    use nest_model::Pooling::*;
+    use crate::Pooling::*;
     json!({
         "word_embedding_dimension": enc.hidden_size(),
         "pooling_mode_cls_token": p == Cls,
