@@ -226,6 +226,10 @@ fn quantization_keys_are_checked_naming_key_and_line() {
     let r = Recipe::load(Some(&p), &[]).unwrap();
     let q = r.quantization();
     assert!(q.int8 && q.binary && q.weight == 0.5);
+    assert!(r
+        .cautions()
+        .iter()
+        .any(|c| c.starts_with("note: quantization:")));
     let again: Recipe = toml::from_str(&r.to_toml()).unwrap();
     assert_eq!(again, r);
     // off by default, and then absent from the saved recipe (older runs resume unchanged)
