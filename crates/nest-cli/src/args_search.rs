@@ -196,6 +196,10 @@ pub struct ServeArgs {
     /// in the environment wins.
     #[arg(long, default_value_t = 0)]
     pub mmap_threshold_mib: usize,
+    /// Give freed memory back to the kernel (glibc `malloc_trim`) at most this often, per
+    /// worker, between batches, so resident memory stays flat under a long mixed load; 0: never.
+    #[arg(long, default_value_t = 1000)]
+    pub trim_interval_ms: u64,
 }
 
 #[derive(Debug, Args)]

@@ -76,6 +76,29 @@ fn set(_mib: usize) -> Option<String> {
     None
 }
 
+/// Gives the freed memory of every malloc arena back to the kernel (glibc's `malloc_trim(0)`:
+/// the free top, and free pages inside the heap through `madvise`), so that a long-running
+/// server's resident memory follows what it holds rather than its highest mark. Returns whether
+/// anything was released (always `false` off glibc). Costs a walk of the free lists: the server
+/// calls it at most once a second per worker, between batches (`--trim-interval-ms`).
+pub fn release_freed() -> bool {
+    trim()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim() -> bool {
+    #[allow(unsafe_code)]
+    // SAFETY: malloc_trim only returns free memory of glibc's own arenas to the kernel; it takes
+    // the arenas' locks itself and touches no allocated block.
+    let released = unsafe { libc::malloc_trim(0) };
+    released == 1
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim() -> bool {
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,9 @@ pub struct EngineConfig {
     pub workers: usize,
     /// The arithmetic (`--dtype`), resolved on this machine once, before the workers load.
     pub dtype: nest_model::dtype::Resolved,
+    /// Freed memory goes back to the kernel at most this often, between batches
+    /// (`nest_core::heap::release_freed`); `None`: never.
+    pub trim_interval: Option<std::time::Duration>,
 }
 
 /// What the handlers need to know about the loaded model (the evaluation report's model record
@@ -204,6 +207,7 @@ impl Engine {
             .set(1);
         let _ = self.info.set(Ok(served));
         let _guard = tch::no_grad_guard();
+        let mut trimmed = std::time::Instant::now();
         while let Some(mut batch) = self
             .queue
             .take_batch(self.config.max_batch_tokens, self.config.max_batch_inputs)
@@ -215,6 +219,12 @@ impl Engine {
             for run in crate::batcher::length_runs(&lens) {
                 let part: Vec<Item> = rest.by_ref().take(run.len()).collect();
                 self.run_part(&enc, adaptor.as_ref(), part);
+            }
+            if let Some(every) = self.config.trim_interval {
+                if trimmed.elapsed() >= every {
+                    nest_core::heap::release_freed();
+                    trimmed = std::time::Instant::now();
+                }
             }
         }
     }

@@ -89,6 +89,8 @@ fn engine_config(
         max_queued_inputs: a.max_queued_inputs,
         workers: a.workers,
         dtype: dtype.clone(),
+        trim_interval: (a.trim_interval_ms > 0)
+            .then(|| std::time::Duration::from_millis(a.trim_interval_ms)),
     })
 }
 
