@@ -15,6 +15,8 @@
 #   scripts/evidence_qat.sh evalarm mrl "1 2 3"   # one arm's reports and funnels (optional, to overlap)
 #   scripts/evidence_qat.sh eval "1 2 3"          # every report and funnel, then the compare
 # NEST_MRL / NEST_QAT: the binary each arm trains with (default target/release/nest).
+# STEPS (120), LR (5e-5), QWEIGHT (0.5); TAG: a run-name prefix (e.g. LR=2e-5 TAG=lr2e-5-);
+# TASKS=sts and FUNNEL=0: evalarm without SciFact or the index (what fit for seeds 2 and 3).
 # Resumable: a finished run or report is skipped, a cut run resumes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
