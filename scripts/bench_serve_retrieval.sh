@@ -5,7 +5,8 @@
 #  2. POST /v1/search over a SciFact index (dims 128,384 x float32,int8,binary): 64 clients and 1
 #     client, next to in-process search at batch 1 (`nest bench search --end-to-end`: embed one
 #     query, run the funnel) and the funnel's vector search alone.
-#   scripts/bench_serve_retrieval.sh          (SECONDS_PER_RUN=15 CLIENTS=64 by default)
+#  3. the same funnel through PostgreSQL + pgvector (scripts/pg_local.sh, or PG_DSN; `nopg` skips it).
+#   scripts/bench_serve_retrieval.sh [nopg]   (SECONDS_PER_RUN=15 CLIENTS=64 by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${NEST:-target/release/nest}
@@ -51,3 +52,11 @@ trap - EXIT
 echo "== in-process"
 $N bench search --index $R/idx --queries $R/queries.txt --max-queries 300 --end-to-end \
   --funnels "binary:384@100>float32:384;int8:128@100>float32:384"
+[ "${1:-}" = nopg ] && exit 0
+echo "== pgvector"
+started=
+if [ -z "${PG_DSN:-}" ]; then PG_DSN=$(scripts/pg_local.sh start); started=1; fi
+$N export pgvector --index $R/idx --dsn "$PG_DSN" --table nest_serve39 --overwrite --hnsw binary:384
+$N bench search --index $R/idx --queries $R/queries.txt --max-queries 300 --dsn "$PG_DSN" \
+  --table nest_serve39 --funnels "binary:384@100>float32:384"
+[ -n "$started" ] && scripts/pg_local.sh stop
