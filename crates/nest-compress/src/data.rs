@@ -213,6 +213,19 @@ pub fn read_embeddings(matrix: &Path, ids: Option<&Path>) -> Result<Embeddings> 
     Ok(Embeddings { ids, x })
 }
 
+/// When `ids` are the row numbers `0..n` (no ids file was given), a hint naming the flag that
+/// gives the real ids; else nothing.
+fn row_number_hint(ids: &[String], flag: &str) -> String {
+    let rows = ids.iter().enumerate().all(|(i, d)| *d == i.to_string());
+    match rows && !ids.is_empty() {
+        true => format!(
+            " (without {flag} the ids are the row numbers 0..{}; pass {flag} FILE, one id per row)",
+            ids.len() - 1
+        ),
+        false => String::new(),
+    }
+}
+
 /// Reads BEIR qrels (`query-id corpus-id score`, rows with score > 0 kept) and checks every id
 /// against the query and corpus ids, naming the line of the first unknown one.
 pub fn read_qrels(path: &Path, queries: &Embeddings, corpus: &Embeddings) -> Result<Qrels> {
@@ -230,9 +243,10 @@ pub fn read_qrels(path: &Path, queries: &Embeddings, corpus: &Embeddings) -> Res
             return Err(Error::input(
                 path,
                 format!(
-                    "line {line}: query id '{}' is not among the {} query ids",
+                    "line {line}: query id '{}' is not among the {} query ids{}",
                     row[0],
-                    qi.len()
+                    qi.len(),
+                    row_number_hint(&queries.ids, "--query-ids")
                 ),
             ));
         }
@@ -240,9 +254,10 @@ pub fn read_qrels(path: &Path, queries: &Embeddings, corpus: &Embeddings) -> Res
             return Err(Error::input(
                 path,
                 format!(
-                    "line {line}: corpus id '{}' is not among the {} corpus ids",
+                    "line {line}: corpus id '{}' is not among the {} corpus ids{}",
                     row[1],
-                    ci.len()
+                    ci.len(),
+                    row_number_hint(&corpus.ids, "--corpus-ids")
                 ),
             ));
         }

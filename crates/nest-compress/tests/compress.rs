@@ -347,9 +347,26 @@ fn bad_input_is_named() {
         e.contains("qrels.tsv") && e.contains("line 3") && e.contains("corpus id '9'"),
         "{e}"
     );
+    // without an ids file the ids are row numbers, and the message says so (new-user #81)
+    assert!(
+        e.contains("without --corpus-ids the ids are the row numbers 0..3"),
+        "{e}"
+    );
     std::fs::write(p("qrels.tsv"), "query-id\tcorpus-id\tscore\n7\t1\t1\n").unwrap();
     let e = read_qrels(&p("qrels.tsv"), &q, &c).unwrap_err().to_string();
     assert!(e.contains("line 2") && e.contains("query id '7'"), "{e}");
+    assert!(e.contains("--query-ids FILE"), "{e}");
+    // with an ids file, no such hint
+    std::fs::write(p("ids4.txt"), "a\nb\nc\nd\n").unwrap();
+    let c4 = read_embeddings(&p("c.npy"), Some(&p("ids4.txt"))).unwrap();
+    std::fs::write(p("qrels.tsv"), "query-id\tcorpus-id\tscore\n0\tz\t1\n").unwrap();
+    let e = read_qrels(&p("qrels.tsv"), &q, &c4)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("corpus id 'z'") && !e.contains("row numbers"),
+        "{e}"
+    );
     let e = check_dims(&[3, 8], 3, Method::Pca).unwrap_err().to_string();
     assert!(e.contains("decreasing") || e.contains("larger"), "{e}");
     let e = check_dims(&[384, 200, 100], 384, Method::Smec)
