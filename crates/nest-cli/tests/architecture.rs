@@ -12,7 +12,12 @@ fn sources(dir: &Path, out: &mut Vec<String>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        if p.is_dir() && !matches!(name.as_str(), "target" | ".git" | ".deps" | "models" | "runs") {
+        if p.is_dir()
+            && !matches!(
+                name.as_str(),
+                "target" | ".git" | ".deps" | "models" | "runs"
+            )
+        {
             sources(&p, out);
         } else if name.ends_with(".rs") {
             out.push(p.to_string_lossy().replace('\\', "/"));
@@ -47,10 +52,16 @@ fn architecture_names_only_files_and_crates_that_exist() {
         .collect();
     assert!(members.len() >= 9, "{members:?}");
     for m in &members {
-        assert!(doc.contains(&format!("**{m}**")), "ARCHITECTURE.md has no paragraph on {m}");
+        assert!(
+            doc.contains(&format!("**{m}**")),
+            "ARCHITECTURE.md has no paragraph on {m}"
+        );
     }
     for para in doc.split("**nest-").skip(1) {
         let name = format!("nest-{}", para.split("**").next().unwrap());
-        assert!(members.contains(&name), "ARCHITECTURE.md describes {name}, not a workspace crate");
+        assert!(
+            members.contains(&name),
+            "ARCHITECTURE.md describes {name}, not a workspace crate"
+        );
     }
 }

@@ -730,7 +730,10 @@ fn train_resumes_exactly_after_kill_9() {
     let c = cut.display().to_string();
     let o = nest(&["--threads", "1", "train", "--resume", &c, "--recipe", &r]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success() && err.contains("already finished (step 120 of 120)"), "{err}");
+    assert!(
+        o.status.success() && err.contains("already finished (step 120 of 120)"),
+        "{err}"
+    );
 }
 
 fn read_npy(path: &str) -> tch::Tensor {

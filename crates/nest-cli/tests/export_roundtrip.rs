@@ -138,9 +138,15 @@ fn vllm_and_sentence_transformers_read_the_elastic_metadata() {
     )
     .unwrap();
     assert_eq!(fx["sentence_transformers"]["truncate_dim"], 128);
-    assert_eq!(fx["sentence_transformers"]["encode_shape"], serde_json::json!([1, 128]));
+    assert_eq!(
+        fx["sentence_transformers"]["encode_shape"],
+        serde_json::json!([1, 128])
+    );
     assert_eq!(fx["vllm"]["is_matryoshka"], true);
-    assert_eq!(fx["vllm"]["matryoshka_dimensions"], serde_json::json!([64, 128, 256, 384]));
+    assert_eq!(
+        fx["vllm"]["matryoshka_dimensions"],
+        serde_json::json!([64, 128, 256, 384])
+    );
     let d = tempfile::tempdir().unwrap();
     let src = d.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
@@ -160,12 +166,26 @@ fn vllm_and_sentence_transformers_read_the_elastic_metadata() {
     }
     std::fs::write(src.join("nest.json"), fx["nest_json"].to_string()).unwrap();
     let out = d.path().join("slim");
-    let mut args = vec!["slim".to_string(), "--model".into(), src.display().to_string()];
-    args.extend(fx["slim"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()));
+    let mut args = vec![
+        "slim".to_string(),
+        "--model".into(),
+        src.display().to_string(),
+    ];
+    args.extend(
+        fx["slim"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
     args.extend(["--out".into(), out.display().to_string()]);
     nest(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let files = files_of(&out);
     for (f, sum) in fx["sha256"].as_object().unwrap() {
-        assert_eq!(files[f.as_str()], sum.as_str().unwrap(), "{f} differs from what the tools read");
+        assert_eq!(
+            files[f.as_str()],
+            sum.as_str().unwrap(),
+            "{f} differs from what the tools read"
+        );
     }
 }

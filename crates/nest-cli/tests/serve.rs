@@ -1247,11 +1247,22 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
     let plain = start(&model, &[]);
     let (st, b) = http(&plain.addr, "POST", "/v1/search", b"{}");
     let r: Value = serde_json::from_slice(&b).unwrap();
-    assert_eq!((st, r["error"]["code"].as_str()), (404, Some("not_found")), "{r}");
+    assert_eq!(
+        (st, r["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{r}"
+    );
     let (st, b) = http(&plain.addr, "GET", "/v1/embeddings", b"");
     let r: Value = serde_json::from_slice(&b).unwrap();
-    assert_eq!((st, r["error"]["code"].as_str()), (405, Some("method_not_allowed")), "{r}");
-    assert!(r["error"]["message"].as_str().unwrap().contains("POST"), "{r}");
+    assert_eq!(
+        (st, r["error"]["code"].as_str()),
+        (405, Some("method_not_allowed")),
+        "{r}"
+    );
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("POST"),
+        "{r}"
+    );
     let other = d.path().join("other");
     write_tiny_model(&other, &TinySpec::new(Architecture::Bert)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nest"))

@@ -111,10 +111,7 @@ impl Error {
                 None,
                 "model_loading",
             ),
-            Error::Internal(_)
-            | Error::Config(_)
-            | Error::Model(_)
-            | Error::Io(_) => (
+            Error::Internal(_) | Error::Config(_) | Error::Model(_) | Error::Io(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
                 None,

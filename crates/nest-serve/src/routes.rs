@@ -243,7 +243,11 @@ pub fn router(state: AppState) -> Result<Router> {
 async fn no_route(uri: axum::http::Uri) -> Response {
     let paths: Vec<&str> = ROUTES.iter().map(|r| r.path).collect();
     Error::NoRoute {
-        message: format!("no route {}; the routes are {}", uri.path(), paths.join(", ")),
+        message: format!(
+            "no route {}; the routes are {}",
+            uri.path(),
+            paths.join(", ")
+        ),
         method: false,
     }
     .into_response()

@@ -829,7 +829,10 @@ fn quantization_aware_training_logs_and_lowers_the_quantised_losses() {
     let enc = ElasticEncoder::load(&run.join("final"), tch::Device::Cpu, None).unwrap();
     assert_eq!(enc.meta.matryoshka_dims, vec![8, 16, 32]);
     let objective = enc.meta.objective.unwrap_or_default();
-    assert!(objective.contains("quantization(int8, binary) x 0.5"), "{objective}");
+    assert!(
+        objective.contains("quantization(int8, binary) x 0.5"),
+        "{objective}"
+    );
     // 2DMSE: every task term (last and shallow layers) carries the quantised losses
     let two_d = d.path().join("qat-2d");
     let mut f = flags.to_vec();

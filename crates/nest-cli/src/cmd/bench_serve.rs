@@ -224,7 +224,8 @@ fn end_to_end(
         let t0 = Instant::now();
         for t in texts {
             let t1 = Instant::now();
-            let pooled = model.embed_layers(&[t.as_str()], &[layer], Default::default(), &mut |_| {})?;
+            let pooled =
+                model.embed_layers(&[t.as_str()], &[layer], Default::default(), &mut |_| {})?;
             let v = nest_model::pooling::to_vec_f32(&pooled[0]);
             idx.search(&[v[..d].to_vec()], f, k)?;
             lat.push(t1.elapsed().as_secs_f64() * 1e3);
@@ -246,7 +247,12 @@ fn end_to_end(
 fn bench_queries(
     idx: &Index,
     a: &BenchSearchArgs,
-) -> Result<(Vec<String>, Vec<Vec<f32>>, nest_model::ElasticEncoder, usize)> {
+) -> Result<(
+    Vec<String>,
+    Vec<Vec<f32>>,
+    nest_model::ElasticEncoder,
+    usize,
+)> {
     let source = idx.manifest().source.clone();
     let model_name = source
         .get("model")

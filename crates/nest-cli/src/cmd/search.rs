@@ -98,7 +98,8 @@ pub fn run(a: SearchArgs) -> Result<()> {
                     .into_iter()
                     .enumerate()
                     .map(|(rank, h)| {
-                        let mut v = serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score});
+                        let mut v =
+                            serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score});
                         if let Some(p) = h.payload {
                             v["payload"] = p;
                         }
