@@ -15,6 +15,7 @@ pub mod batcher;
 pub mod encoding;
 pub mod engine;
 mod error;
+mod inputs;
 pub mod metrics;
 pub mod openapi;
 pub mod request;
@@ -40,17 +41,7 @@ pub async fn serve(
     addr: &str,
     on_listen: impl FnOnce(std::net::SocketAddr),
 ) -> Result<()> {
-    let Some(first) = configs.first() else {
-        return Err(Error::Config("no model to serve".into()));
-    };
-    let mut names: Vec<&str> = configs.iter().map(|c| c.served_name.as_str()).collect();
-    names.sort_unstable();
-    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-        return Err(Error::Config(format!(
-            "two models are served as '{}'; give each its own name",
-            w[0]
-        )));
-    }
+    let first = check_names(&configs)?;
     let search = match index {
         Some(dir) => Some(Arc::new(search::Searcher::open(dir, &first.model)?)),
         None => None,
@@ -60,15 +51,7 @@ pub async fn serve(
         .min(std::time::Duration::from_secs(10));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let engines: Vec<Arc<Engine>> = configs.into_iter().map(Engine::start).collect();
-    // any model failing to load stops the server
-    let failed = Arc::new(tokio::sync::Notify::new());
-    for e in &engines {
-        let (e, failed) = (Arc::clone(e), Arc::clone(&failed));
-        tokio::spawn(async move {
-            e.load_failed.notified().await;
-            failed.notify_one();
-        });
-    }
+    let failed = watch_failures(&engines);
     let engines = Arc::new(engines);
     let app = routes::router(routes::AppState {
         engines: Arc::clone(&engines),
@@ -118,6 +101,35 @@ pub async fn serve(
     graceful.shutdown().await;
     close(&engines);
     Ok(())
+}
+
+/// The first model; an error when there is none or two share a served name.
+fn check_names(configs: &[EngineConfig]) -> Result<&EngineConfig> {
+    let Some(first) = configs.first() else {
+        return Err(Error::Config("no model to serve".into()));
+    };
+    let mut names: Vec<&str> = configs.iter().map(|c| c.served_name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::Config(format!(
+            "two models are served as '{}'; give each its own name",
+            w[0]
+        )));
+    }
+    Ok(first)
+}
+
+/// One notification for any model that fails to load (the server then stops).
+fn watch_failures(engines: &[Arc<Engine>]) -> Arc<tokio::sync::Notify> {
+    let failed = Arc::new(tokio::sync::Notify::new());
+    for e in engines {
+        let (e, failed) = (Arc::clone(e), Arc::clone(&failed));
+        tokio::spawn(async move {
+            e.load_failed.notified().await;
+            failed.notify_one();
+        });
+    }
+    failed
 }
 
 async fn shutdown_signal() {

@@ -11,13 +11,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
 
-use crate::batcher::Item;
 use crate::encoding::{self, EmbedDtype, Endianness, Output};
-use crate::engine::{Engine, ServedModel};
+use crate::engine::Engine;
+pub(crate) use crate::inputs::run_inputs;
 use crate::metrics::METRICS;
-use crate::request::{self, Inputs};
+use crate::request;
 use crate::{Error, Result};
 
 /// Who may call a route.
@@ -77,10 +76,6 @@ pub const ROUTES: [Route; 9] = [
     route("/v1/search", true, Guard::Key, Handler::Search),
     route("/v1/documents", true, Guard::Key, Handler::Documents),
 ];
-
-/// Requests with at most this many bytes of text are tokenised on the async thread; larger
-/// ones on the blocking pool.
-const INLINE_TOKENIZE_BYTES: usize = 8192;
 
 /// Per-request limits (`413` beyond them, `408` past the timeout) and who may call from a
 /// browser.
@@ -400,55 +395,6 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
     })
 }
 
-/// Tokenises `inputs` (with the prompt), checks the token limit, queues them at
-/// (`layer`, `dim`) and awaits their vectors; (vectors, tokens).
-pub(crate) async fn run_inputs(
-    s: &AppState,
-    engine: &Engine,
-    inputs: Inputs,
-    (layer, dim): (usize, usize),
-    prompt: Option<&str>,
-    skip: usize,
-) -> Result<(Vec<Vec<f32>>, usize)> {
-    let n = inputs.len();
-    let ids = token_ids(engine.info()?, inputs, prompt).await?;
-    let tokens: usize = ids.iter().map(Vec::len).sum();
-    if tokens > s.limits.max_tokens {
-        return Err(Error::too_large(
-            Some("input"),
-            format!(
-                "{tokens} tokens in one request; the limit is {} (--max-batch-tokens)",
-                s.limits.max_tokens
-            ),
-        ));
-    }
-    let mut rxs = Vec::with_capacity(n);
-    let items: Vec<Item> = ids
-        .into_iter()
-        .map(|ids| {
-            let (tx, rx) = oneshot::channel();
-            rxs.push(rx);
-            Item {
-                ids,
-                layer,
-                dim,
-                skip,
-                reply: tx,
-            }
-        })
-        .collect();
-    engine.queue.push_all(items)?;
-    let mut vectors = Vec::with_capacity(n);
-    for rx in rxs {
-        vectors.push(
-            rx.await
-                .map_err(|_| Error::Internal("the worker stopped".into()))?
-                .map_err(Error::Internal)?,
-        );
-    }
-    Ok((vectors, tokens))
-}
-
 /// OpenAI's body (`embedding`: one form) or, for several forms, each item's `embeddings`
 /// keyed by name (Cohere's `embedding_types`); `scale` beside int8 and uint8 codes.
 fn json_response(vectors: &[Vec<f32>], output: &Output, model: &str, tokens: usize) -> Value {
@@ -518,69 +464,4 @@ fn raw_response(
         }
     }
     r
-}
-
-/// Tokenises `texts`; a text the tokenizer fails on is the client's: 400 naming it.
-fn tokenize(tok: &nest_model::tokenize::TextTokenizer, texts: &[String]) -> Result<Vec<Vec<i64>>> {
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    tok.encode(&refs).map_err(|e| {
-        let i = refs
-            .iter()
-            .position(|t| tok.encode(&[t]).is_err())
-            .unwrap_or(0);
-        Error::bad(
-            Some("input"),
-            format!("input[{i}] could not be tokenised: {e}"),
-        )
-    })
-}
-
-/// The request's token ids: texts tokenised (inline when short, else off the async threads),
-/// id lists checked against the vocabulary; both truncated to the model's max length.
-/// A prompt, when given, is prepended to every text (token-id inputs are taken as they are).
-async fn token_ids(
-    info: &ServedModel,
-    inputs: Inputs,
-    prompt: Option<&str>,
-) -> Result<Vec<Vec<i64>>> {
-    let max_len = info.tokenizer.max_length();
-    Ok(match inputs {
-        Inputs::Texts(texts) => {
-            if let Some(i) = texts.iter().position(|t| t.is_empty()) {
-                return Err(Error::bad(
-                    Some("input"),
-                    format!("input[{i}] is an empty string"),
-                ));
-            }
-            let texts: Vec<String> = match prompt {
-                Some(p) => texts.iter().map(|t| format!("{p}{t}")).collect(),
-                None => texts,
-            };
-            let bytes: usize = texts.iter().map(String::len).sum();
-            if bytes <= INLINE_TOKENIZE_BYTES {
-                // short inputs: tokenising takes microseconds, less than a thread hand-off
-                tokenize(&info.tokenizer, &texts)?
-            } else {
-                let tok = Arc::clone(&info.tokenizer);
-                tokio::task::spawn_blocking(move || tokenize(&tok, &texts))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))??
-            }
-        }
-        Inputs::Tokens(mut seqs) => {
-            for (i, sq) in seqs.iter_mut().enumerate() {
-                if let Some(j) = sq.iter().position(|&t| t as usize >= info.vocab_size) {
-                    return Err(Error::bad(
-                        Some("input"),
-                        format!(
-                            "input[{i}][{j}] = {} is outside the vocabulary (0..{})",
-                            sq[j], info.vocab_size
-                        ),
-                    ));
-                }
-                sq.truncate(max_len);
-            }
-            seqs
-        }
-    })
 }

@@ -58,96 +58,102 @@ fn embed(
 pub fn run(a: SearchArgs) -> Result<()> {
     let texts = read_queries(&a)?;
     match a.engine {
-        Engine::Nest => {
-            let path = a
-                .index
-                .as_ref()
-                .context("--index is required with --engine nest")?;
-            anyhow::ensure!(
-                !path.is_file(),
-                "--index {}: a file; --index takes the index folder (the one holding index.json)",
-                path.display()
-            );
-            let col = Collection::open(path)?;
-            let idx = col.index();
-            let funnel = match &a.funnel {
-                Some(f) => Funnel::parse(f)?,
-                None => Funnel::exact(idx.full_dim()),
-            };
-            idx.check_funnel(&funnel, a.k)?;
-            if let Some(w) = funnel.reversed_stage() {
-                eprintln!("warning: {w}");
-            }
-            let (model, layer) = query_model(&a, &idx.manifest().source)?;
-            anyhow::ensure!(
-                model.output_dim() == idx.full_dim(),
-                "the query model gives {} dims, the index holds {}",
-                model.output_dim(),
-                idx.full_dim()
-            );
-            let q = embed(&model, layer, &texts)?;
-            let filter = match &a.filter {
-                Some(f) => Some(Filter::parse(
-                    &serde_json::from_str(f).context("--filter is not JSON")?,
-                )?),
-                None => None,
-            };
-            let hits = col.search(&q, &funnel, a.k, filter.as_ref())?;
-            for (t, h) in texts.iter().zip(hits) {
-                let hits: Vec<serde_json::Value> = h
-                    .into_iter()
-                    .enumerate()
-                    .map(|(rank, h)| {
-                        let mut v =
-                            serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score});
-                        if let Some(p) = h.payload {
-                            v["payload"] = p;
-                        }
-                        v
-                    })
-                    .collect();
-                println!(
-                    "{}",
-                    serde_json::json!({"query": t, "funnel": funnel.to_string(), "hits": hits})
-                );
-            }
-        }
-        Engine::Pgvector => {
-            anyhow::ensure!(
-                a.filter.is_none(),
-                "--filter works with --engine nest (pgvector: filter with SQL on the table)"
-            );
-            let dsn = a
-                .dsn
-                .as_deref()
-                .context("--dsn (or NEST_PG_DSN) is required with --engine pgvector")?;
-            let source = match &a.index {
-                Some(p) => Index::open(p)?.manifest().source.clone(),
-                None => serde_json::Value::Null,
-            };
-            let (model, layer) = query_model(&a, &source)?;
-            let funnel = match &a.funnel {
-                Some(f) => Funnel::parse(f)?,
-                None => Funnel::exact(model.output_dim()),
-            };
-            if let Some(w) = funnel.reversed_stage() {
-                eprintln!("warning: {w}");
-            }
-            let q = embed(&model, layer, &texts)?;
-            let mut client = nest_index::pgvector::connect(dsn)?;
-            let hits = nest_index::pgvector::search(&mut client, &a.table, &q, &funnel, a.k)?;
-            for (t, h) in texts.iter().zip(hits) {
-                let hits: Vec<serde_json::Value> = h
-                    .iter()
-                    .enumerate()
-                    .map(|(rank, h)| serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score}))
-                    .collect();
-                println!(
-                    "{}",
-                    serde_json::json!({"query": t, "funnel": funnel.to_string(), "engine": "pgvector", "hits": hits})
-                );
-            }
-        }
+        Engine::Nest => run_nest(&a, &texts),
+        Engine::Pgvector => run_pgvector(&a, &texts),
+    }
+}
+
+/// Nest's own index (and the documents added to it since: `Collection`), with `--filter`.
+fn run_nest(a: &SearchArgs, texts: &[String]) -> Result<()> {
+    let path = a
+        .index
+        .as_ref()
+        .context("--index is required with --engine nest")?;
+    anyhow::ensure!(
+        !path.is_file(),
+        "--index {}: a file; --index takes the index folder (the one holding index.json)",
+        path.display()
+    );
+    let col = Collection::open(path)?;
+    let idx = col.index();
+    let funnel = match &a.funnel {
+        Some(f) => Funnel::parse(f)?,
+        None => Funnel::exact(idx.full_dim()),
+    };
+    idx.check_funnel(&funnel, a.k)?;
+    if let Some(w) = funnel.reversed_stage() {
+        eprintln!("warning: {w}");
+    }
+    let (model, layer) = query_model(a, &idx.manifest().source)?;
+    anyhow::ensure!(
+        model.output_dim() == idx.full_dim(),
+        "the query model gives {} dims, the index holds {}",
+        model.output_dim(),
+        idx.full_dim()
+    );
+    let q = embed(&model, layer, texts)?;
+    let filter = match &a.filter {
+        Some(f) => Some(Filter::parse(
+            &serde_json::from_str(f).context("--filter is not JSON")?,
+        )?),
+        None => None,
+    };
+    let hits = col.search(&q, &funnel, a.k, filter.as_ref())?;
+    for (t, h) in texts.iter().zip(hits) {
+        let hits: Vec<serde_json::Value> = h
+            .into_iter()
+            .enumerate()
+            .map(|(rank, h)| {
+                let mut v = serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score});
+                if let Some(p) = h.payload {
+                    v["payload"] = p;
+                }
+                v
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"query": t, "funnel": funnel.to_string(), "hits": hits})
+        );
+    }
+    Ok(())
+}
+
+/// The same funnel in PostgreSQL + pgvector.
+fn run_pgvector(a: &SearchArgs, texts: &[String]) -> Result<()> {
+    anyhow::ensure!(
+        a.filter.is_none(),
+        "--filter works with --engine nest (pgvector: filter with SQL on the table)"
+    );
+    let dsn = a
+        .dsn
+        .as_deref()
+        .context("--dsn (or NEST_PG_DSN) is required with --engine pgvector")?;
+    let source = match &a.index {
+        Some(p) => Index::open(p)?.manifest().source.clone(),
+        None => serde_json::Value::Null,
+    };
+    let (model, layer) = query_model(a, &source)?;
+    let funnel = match &a.funnel {
+        Some(f) => Funnel::parse(f)?,
+        None => Funnel::exact(model.output_dim()),
+    };
+    if let Some(w) = funnel.reversed_stage() {
+        eprintln!("warning: {w}");
+    }
+    let q = embed(&model, layer, texts)?;
+    let mut client = nest_index::pgvector::connect(dsn)?;
+    let hits = nest_index::pgvector::search(&mut client, &a.table, &q, &funnel, a.k)?;
+    for (t, h) in texts.iter().zip(hits) {
+        let hits: Vec<serde_json::Value> = h
+            .iter()
+            .enumerate()
+            .map(|(rank, h)| serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"query": t, "funnel": funnel.to_string(), "engine": "pgvector", "hits": hits})
+        );
     }
     Ok(())
 }
