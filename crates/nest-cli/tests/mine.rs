@@ -301,8 +301,11 @@ fn documented_behaviours_and_clear_errors() {
         &["--range-max", "2", "--num-negatives", "3"],
     ));
     assert!(e.contains("cannot mine 3 negatives"), "{e}");
+    let before = std::fs::read(f.p("a.jsonl")).unwrap();
     let e = run_fail(base("a.jsonl", &[]));
     assert!(e.contains("exists") && e.contains("--overwrite"), "{e}");
+    // the refused second run leaves the finished output byte for byte
+    assert_eq!(std::fs::read(f.p("a.jsonl")).unwrap(), before);
     // a window past most candidates: fewer negatives, said
     let args = base("few.jsonl", &["--range-min", "47", "--range-max", "60"]);
     let err = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
