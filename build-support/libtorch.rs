@@ -26,3 +26,43 @@ fn libtorch(krate: &str, header: &str) -> (std::path::PathBuf, std::path::PathBu
     let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into());
     (root, include, abi)
 }
+
+/// Folders holding `headers` (the CUDA runtime's, NCCL's) for a `cuda` build: those in
+/// `NEST_CUDA_INCLUDE` (`:`-separated) if set, else those of the NVIDIA wheels next to the torch
+/// wheel (`nvidia/*/include`, as `pip install torch` and `scripts/check_cuda_build.sh` lay them
+/// out), then `$CUDA_HOME/include` and `/usr/local/cuda/include`. Panics (a build script's error)
+/// naming what to install when a header is in none of them.
+#[allow(dead_code)]
+fn cuda_includes(
+    krate: &str,
+    libtorch: &std::path::Path,
+    headers: &[&str],
+) -> Vec<std::path::PathBuf> {
+    use std::path::PathBuf;
+    println!("cargo:rerun-if-env-changed=NEST_CUDA_INCLUDE");
+    println!("cargo:rerun-if-env-changed=CUDA_HOME");
+    if let Ok(v) = std::env::var("NEST_CUDA_INCLUDE") {
+        return std::env::split_paths(&v).collect();
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(libtorch.join("../nvidia"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("include"))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    if let Ok(home) = std::env::var("CUDA_HOME") {
+        dirs.push(PathBuf::from(home).join("include"));
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/include"));
+    for h in headers {
+        assert!(
+            dirs.iter().any(|d| d.join(h).exists()),
+            "{krate} (cuda feature): no {h} in {dirs:?}; install the NVIDIA wheels torch depends \
+             on (plus nvidia-cuda-crt and nvidia-cuda-cccl for the headers) or set \
+             NEST_CUDA_INCLUDE"
+        );
+    }
+    dirs
+}

@@ -9,8 +9,6 @@
 //! `scripts/check_cuda_build.sh` lay them out), else `$CUDA_HOME/include` and
 //! `/usr/local/cuda/include`.
 
-use std::path::PathBuf;
-
 include!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../build-support/libtorch.rs"
@@ -24,7 +22,7 @@ fn main() {
     let (root, include, abi) = libtorch("nest-dist", "torch/csrc/distributed/c10d/TCPStore.hpp");
     let mut build = cc::Build::new();
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
-        for dir in cuda_includes(&root) {
+        for dir in cuda_includes("nest-dist", &root, &["cuda_runtime_api.h", "nccl.h"]) {
             build.include(dir);
         }
         build
@@ -49,31 +47,4 @@ fn main() {
         .define("USE_C10D_GLOO", None)
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
         .compile("nest_dist_shim");
-}
-
-/// Folders with `cuda_runtime_api.h` and `nccl.h` for the `cuda` build (see the module docs).
-fn cuda_includes(libtorch: &std::path::Path) -> Vec<PathBuf> {
-    if let Ok(v) = std::env::var("NEST_CUDA_INCLUDE") {
-        return std::env::split_paths(&v).collect();
-    }
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(libtorch.join("../nvidia"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("include"))
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    if let Ok(home) = std::env::var("CUDA_HOME") {
-        dirs.push(PathBuf::from(home).join("include"));
-    }
-    dirs.push(PathBuf::from("/usr/local/cuda/include"));
-    let has = |h: &str| dirs.iter().any(|d| d.join(h).exists());
-    assert!(
-        has("cuda_runtime_api.h") && has("nccl.h"),
-        "nest-dist (cuda feature): no cuda_runtime_api.h and nccl.h in {dirs:?}; install the \
-         NVIDIA wheels torch depends on (plus nvidia-cuda-crt and nvidia-cuda-cccl for the \
-         headers) or set NEST_CUDA_INCLUDE"
-    );
-    dirs
 }

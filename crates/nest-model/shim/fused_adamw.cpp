@@ -12,13 +12,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <vector>
 
 extern "C" {
 
 // One AdamW update of `n` parameters: `params[i]` with gradient `grads[i]` and moments
 // `exp_avgs[i]`, `exp_avg_sqs[i]` (all float32, contiguous, on one device), at step `step` (a
-// float32 scalar tensor on that device, already counting this update).
+// float32 scalar tensor on that device, already counting this update). With `lr_tensor` not
+// null the rate is read from that float32 scalar tensor on the device instead of `lr` (what a
+// CUDA graph replays with a changing rate); with `found_inf` not null (a float32 scalar tensor)
+// the kernel leaves everything untouched where it holds 1.
 int nest_fused_adamw(
     at::Tensor* const* params,
     at::Tensor* const* grads,
@@ -27,6 +31,8 @@ int nest_fused_adamw(
     long n,
     at::Tensor* step,
     double lr,
+    at::Tensor* lr_tensor,
+    at::Tensor* found_inf,
     double beta1,
     double beta2,
     double weight_decay,
@@ -41,8 +47,19 @@ int nest_fused_adamw(
       vs.push_back(*exp_avg_sqs[i]);
       steps.push_back(*step);
     }
-    at::_fused_adamw_(
-        ps, gs, ms, vs, {}, steps, lr, beta1, beta2, weight_decay, eps, false, false);
+    std::optional<at::Tensor> inf;
+    if (found_inf != nullptr) {
+      inf = *found_inf;
+    }
+    if (lr_tensor != nullptr) {
+      at::_fused_adamw_(
+          ps, gs, ms, vs, {}, steps, *lr_tensor, beta1, beta2, weight_decay, eps, false, false,
+          std::nullopt, inf);
+    } else {
+      at::_fused_adamw_(
+          ps, gs, ms, vs, {}, steps, lr, beta1, beta2, weight_decay, eps, false, false,
+          std::nullopt, inf);
+    }
     return 0;
   } catch (const std::exception& e) {
     size_t len = std::strlen(e.what());

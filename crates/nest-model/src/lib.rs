@@ -21,6 +21,7 @@ pub mod encoder;
 pub mod error;
 pub mod export;
 pub mod gemma3;
+pub mod graph;
 pub mod hub;
 pub mod io;
 pub mod layer;
@@ -45,6 +46,7 @@ pub use dense::{Dense, DenseConfig, Head};
 pub use dtype::{Dtype, DtypeChoice};
 pub use encoder::{ClsAttention, ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput};
 pub use error::{Error, Result};
+pub use packing::without_packing;
 pub use point::{Keys, Offer, Point, Policy};
 pub use pooling::Pooling;
 

@@ -28,6 +28,35 @@ pub struct AdamW {
     pub weight_decay: f64,
 }
 
+/// The host numbers of an update as device tensors, for [`AdamW::clip_and_step_on_device`]:
+/// what a recorded step reads at each replay.
+#[derive(Debug)]
+pub struct DeviceUpdate {
+    /// Updates done so far (a float32 scalar), counted up by each update.
+    pub step: Tensor,
+    /// One learning rate per parameter group (float32 scalars), set before each replay.
+    pub lrs: Vec<Tensor>,
+}
+
+impl DeviceUpdate {
+    /// `opt`'s step count and a zero rate per group, on `device`.
+    pub fn new(opt: &AdamW, device: tch::Device) -> DeviceUpdate {
+        DeviceUpdate {
+            step: Tensor::from(opt.step as f32).to_device(device),
+            lrs: (0..opt.num_groups())
+                .map(|_| Tensor::zeros([], (Kind::Float, device)))
+                .collect(),
+        }
+    }
+
+    /// Sets the rates (outside a recording: a fill of each scalar).
+    pub fn set_lrs(&self, lrs: &[f64]) {
+        for (t, &lr) in self.lrs.iter().zip(lrs) {
+            let _ = t.shallow_clone().fill_(lr);
+        }
+    }
+}
+
 /// No decay for biases and LayerNorm parameters.
 pub fn decays(name: &str) -> bool {
     !(name.ends_with(".bias") || name.contains("LayerNorm") || name.contains("layer_norm"))
@@ -168,12 +197,92 @@ impl AdamW {
             let (lr, wd) = (lrs[k / 2], [0.0, self.weight_decay][k % 2]);
             if let Some(first) = group.params.first() {
                 let step = Tensor::from(t as f32).to_device(first.device());
-                fused::adamw(group, &step, [lr, self.beta1, self.beta2, wd, self.eps])
-                    .map_err(tch::TchError::Torch)?;
+                fused::adamw(
+                    group,
+                    &step,
+                    [lr, self.beta1, self.beta2, wd, self.eps],
+                    None,
+                )
+                .map_err(tch::TchError::Torch)?;
             }
         }
         self.step = t;
         Ok(())
+    }
+
+    /// [`AdamW::clip_grad_norm`] and [`AdamW::step_groups`] without reading anything back to
+    /// the host, for a step recorded as a CUDA graph ([`crate::graph`]): the norm stays on the
+    /// device, the clipping factor `min(1, max_norm / (norm + 1e-6))` multiplies every gradient
+    /// (1 when not clipping: the same values), `update.step` counts up on the device, each
+    /// group's rate is read from `update.lrs`, and the kernel skips the update (weights and
+    /// moments untouched) when the norm is not finite. Returns the norm (a float64 scalar
+    /// tensor). The host's [`AdamW::step`] count is the caller's to advance once it has read a
+    /// finite norm; after a non-finite one the device count is one ahead, and training stops.
+    pub fn clip_and_step_on_device(
+        &mut self,
+        max_norm: f64,
+        update: &DeviceUpdate,
+    ) -> Result<Tensor, tch::TchError> {
+        let _g = tch::no_grad_guard();
+        if update.lrs.len() < self.num_groups() {
+            return Err(tch::TchError::Torch(format!(
+                "{} learning rates for {} parameter groups",
+                update.lrs.len(),
+                self.num_groups()
+            )));
+        }
+        let grads: Vec<Tensor> = self
+            .params
+            .iter()
+            .map(Tensor::grad)
+            .filter(Tensor::defined)
+            .collect();
+        if grads.is_empty() {
+            return Ok(update.step.zeros_like().to_kind(Kind::Double));
+        }
+        let norms: Vec<Tensor> = grads
+            .iter()
+            .map(|g| g.norm().to_kind(Kind::Double).square())
+            .collect();
+        let total = Tensor::stack(&norms, 0).sum(Kind::Double).sqrt();
+        if max_norm > 0.0 {
+            let coef = total
+                .full_like(max_norm)
+                .g_div(&(&total + 1e-6))
+                .clamp_max(1.0);
+            for mut g in grads {
+                let _ = g.g_mul_(&coef);
+            }
+        }
+        let found_inf = total.isfinite().logical_not().to_kind(Kind::Float);
+        let _ = update.step.shallow_clone().g_add_scalar_(1.0);
+        let mut groups: Vec<Group> = (0..2 * update.lrs.len())
+            .map(|_| Group::default())
+            .collect();
+        for i in 0..self.params.len() {
+            let g = self.params[i].grad();
+            if g.defined() {
+                let group = &mut groups[2 * self.group[i] + usize::from(self.decay[i])];
+                group.params.push(self.params[i].shallow_clone());
+                group.grads.push(g);
+                group.m.push(self.m[i].shallow_clone());
+                group.v.push(self.v[i].shallow_clone());
+            }
+        }
+        for (k, group) in groups.iter().enumerate() {
+            let wd = [0.0, self.weight_decay][k % 2];
+            if !group.params.is_empty() {
+                let h = [0.0, self.beta1, self.beta2, wd, self.eps];
+                fused::adamw(
+                    group,
+                    &update.step,
+                    h,
+                    Some((&update.lrs[k / 2], &found_inf)),
+                )
+                .map_err(tch::TchError::Torch)?;
+            }
+        }
+        Ok(total)
     }
 
     /// Named state tensors for a checkpoint (`m.<name>`, `v.<name>`).
@@ -241,6 +350,8 @@ mod fused {
             n: c_long,
             step: *const c_void,
             lr: f64,
+            lr_tensor: *const c_void,
+            found_inf: *const c_void,
             beta1: f64,
             beta2: f64,
             weight_decay: f64,
@@ -254,7 +365,14 @@ mod fused {
     /// eps]`; libtorch's error (kinds, devices) as the message. The kernel walks each
     /// parameter's elements through the other three tensors' memory without checking their
     /// shapes, so shapes and contiguity are checked here first.
-    pub(super) fn adamw(group: &Group, step: &Tensor, h: [f64; 5]) -> Result<(), String> {
+    /// With `on_device`: the rate read from that float32 scalar tensor instead of `h[0]`, and
+    /// the update skipped by the kernel where the second tensor holds 1 (a non-finite norm).
+    pub(super) fn adamw(
+        group: &Group,
+        step: &Tensor,
+        h: [f64; 5],
+        on_device: Option<(&Tensor, &Tensor)>,
+    ) -> Result<(), String> {
         for (i, p) in group.params.iter().enumerate() {
             let others = [&group.grads[i], &group.m[i], &group.v[i]];
             if others.iter().any(|t| t.size() != p.size()) {
@@ -294,6 +412,8 @@ mod fused {
                 p.len() as c_long,
                 step.as_ptr().cast(),
                 h[0],
+                on_device.map_or(std::ptr::null(), |d| d.0.as_ptr().cast()),
+                on_device.map_or(std::ptr::null(), |d| d.1.as_ptr().cast()),
                 h[1],
                 h[2],
                 h[3],
@@ -368,6 +488,79 @@ mod tests {
                 && !decays("x.bias")
                 && decays("x.weight")
         );
+    }
+
+    /// Two optimizers over equal copies of two parameters in two groups, with equal gradients.
+    fn twin_optimizers(scale: f64) -> [(Vec<Tensor>, AdamW); 2] {
+        [0, 1].map(|_| {
+            tch::manual_seed(3);
+            let named: Vec<(String, Tensor)> = ["enc.weight", "head.bias"]
+                .iter()
+                .map(|n| {
+                    let t = Tensor::randn([4, 3], (Kind::Float, tch::Device::Cpu));
+                    (n.to_string(), t.set_requires_grad(true))
+                })
+                .collect();
+            let params: Vec<Tensor> = named.iter().map(|n| n.1.shallow_clone()).collect();
+            let mut opt = AdamW::new(named, 0.01);
+            opt.set_groups(|n| usize::from(n.starts_with("head")));
+            let loss: Tensor = params
+                .iter()
+                .map(|p| (p * p * scale).sum(Kind::Float))
+                .reduce(|a, b| a + b)
+                .unwrap();
+            loss.backward();
+            (params, opt)
+        })
+    }
+
+    /// The device-side update is the host one, bit for bit, clipped (norm 30 > 1) or not (norm
+    /// under 100), over two steps; rates are float32 scalars on the device, so the host side
+    /// runs at the same float32-rounded rates.
+    #[test]
+    fn the_device_update_is_the_host_update() {
+        let lrs = [(2e-3f32) as f64, (5e-4f32) as f64];
+        for (scale, max_norm) in [(3.0, 1.0), (0.5, 100.0), (0.5, 0.0)] {
+            let [(host_p, mut host), (dev_p, mut dev)] = twin_optimizers(scale);
+            let update = DeviceUpdate::new(&dev, tch::Device::Cpu);
+            update.set_lrs(&lrs);
+            for step in 0..2 {
+                if step == 1 {
+                    for (h, d) in host_p.iter().zip(&dev_p) {
+                        (h * h * scale).sum(Kind::Float).backward();
+                        (d * d * scale).sum(Kind::Float).backward();
+                    }
+                }
+                let norm = host.clip_grad_norm(max_norm);
+                host.step_groups(&lrs).unwrap();
+                host.zero_grad();
+                let got = dev.clip_and_step_on_device(max_norm, &update).unwrap();
+                dev.zero_grad();
+                assert_eq!(got.double_value(&[]), norm, "norm, step {step}");
+                assert_eq!(update.step.double_value(&[]), (step + 1) as f64);
+                for (h, d) in host_p.iter().zip(&dev_p) {
+                    let (h, d) = (
+                        Vec::<f32>::try_from(&h.detach().view([-1])).unwrap(),
+                        Vec::<f32>::try_from(&d.detach().view([-1])).unwrap(),
+                    );
+                    assert_eq!(h, d, "scale {scale}, max_norm {max_norm}, step {step}");
+                }
+            }
+        }
+    }
+
+    /// A non-finite gradient norm: the kernel leaves weights and moments as they were.
+    #[test]
+    fn a_non_finite_norm_skips_the_device_update() {
+        let p = Tensor::from_slice(&[0.0f32, 1.0]).set_requires_grad(true);
+        let mut opt = AdamW::new(vec![("w.weight".into(), p.shallow_clone())], 0.01);
+        let update = DeviceUpdate::new(&opt, tch::Device::Cpu);
+        update.set_lrs(&[0.1]);
+        p.sqrt().sum(Kind::Float).backward(); // finite loss, infinite gradient
+        let norm = opt.clip_and_step_on_device(1.0, &update).unwrap();
+        assert!(!norm.double_value(&[]).is_finite());
+        assert_eq!(Vec::<f32>::try_from(&p.detach()).unwrap(), [0.0, 1.0]);
+        assert_eq!(opt.m[0].abs().sum(Kind::Float).double_value(&[]), 0.0);
     }
 
     /// A parameter `[1, 2]` with a gradient, and its optimizer.

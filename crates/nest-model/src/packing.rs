@@ -4,6 +4,27 @@
 
 use tch::Tensor;
 
+thread_local! {
+    /// Set by [`without_packing`]: the layers run on the padded layout.
+    static OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with packing off on this thread: every layer sees the padded `[batch, seq, ...]`
+/// layout. What a captured CUDA graph needs ([`crate::graph`]): packing's token count is read
+/// back from the device (a synchronisation, which a capture refuses) and changes the shapes
+/// from batch to batch, while a graph replays fixed shapes. The values are the same either way
+/// (padding is masked out of attention and pooling), up to float reordering.
+pub fn without_packing<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OFF.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(OFF.with(|c| c.replace(true)));
+    f()
+}
+
 /// The real tokens of a padded batch. Every part of a layer except attention works per
 /// position (the linear layers, GELU, the LayerNorms: over 90% of the work), so it runs on the
 /// real tokens alone, packed into one `[tokens, hidden]` matrix, and only attention sees the
@@ -21,6 +42,9 @@ impl Packing {
     /// The packing of `tokens` (`[batch, seq]`, nonzero = real token); `None` when the batch has
     /// no padding (then packing would only copy).
     pub(crate) fn new(tokens: &Tensor) -> Option<Packing> {
+        if OFF.with(std::cell::Cell::get) {
+            return None;
+        }
         let (batch, seq) = tokens.size2().ok()?;
         let index = tokens.reshape([-1]).ne(0).nonzero().squeeze_dim(1);
         (index.size()[0] < batch * seq).then_some(Packing { index, batch, seq })

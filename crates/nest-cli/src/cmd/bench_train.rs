@@ -159,6 +159,8 @@ struct StepFigures {
     mrl_steps: usize,
     gflops: f64,
     rss: f64,
+    /// The CUDA allocator's (allocated, reserved) peak bytes over the step benchmark.
+    gpu_peak: Option<(u64, u64)>,
 }
 
 /// Interleaved timed steps of every objective on the same batches (3 warm-up steps first).
@@ -181,6 +183,8 @@ fn step_benchmark(a: &BenchTrainArgs, s: &Setup, kinds: &[String]) -> Result<Ste
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut timer = StepTimer::new(enc, recipes, teacher, 2e-5)?;
+    timer.set_graph_mode(a.cuda_graph);
+    nest_model::graph::reset_peak_memory(timer.encoder().device());
     eprintln!(
         "bench train: {} in {} (max {} tokens), batch {} pairs, {} dims, {} libtorch threads; objectives {}",
         a.model,
@@ -210,6 +214,14 @@ fn step_benchmark(a: &BenchTrainArgs, s: &Setup, kinds: &[String]) -> Result<Ste
             }
         }
     }
+    let (graphs, failed) = timer.graph_report();
+    if a.cuda_graph != nest_train::trainer::GraphMode::Off {
+        eprintln!(
+            "  cuda graphs: {graphs} shapes recorded{}",
+            failed.map_or(String::new(), |f| format!("; recording stopped: {f}"))
+        );
+    }
+    let gpu_peak = nest_model::graph::peak_memory(timer.encoder().device());
     let median = |v: &[f64]| {
         let mut s = v.to_vec();
         s.sort_by(f64::total_cmp);
@@ -220,6 +232,7 @@ fn step_benchmark(a: &BenchTrainArgs, s: &Setup, kinds: &[String]) -> Result<Ste
         mrl_steps: times[0].len(),
         gflops: flops / times[0].iter().sum::<f64>() / 1e9,
         rss: peak_rss_mb(),
+        gpu_peak,
     })
 }
 
@@ -348,6 +361,14 @@ fn table(
         "| peak RSS after the step benchmark | {:.0} MiB | | |",
         steps.rss
     );
+    if let Some((alloc, reserved)) = steps.gpu_peak {
+        let _ = writeln!(
+            md,
+            "| peak GPU memory in the step benchmark (allocated / reserved) | {:.0} / {:.0} MiB | | |",
+            alloc as f64 / 1048576.0,
+            reserved as f64 / 1048576.0
+        );
+    }
     for (k, m) in kinds.iter().zip(&steps.medians).skip(1) {
         let _ = writeln!(
             md,

@@ -249,7 +249,14 @@ impl ElasticEncoder {
 
     /// Pads token sequences into one batch on the model's device.
     pub fn make_input(&self, seqs: &[&[i64]]) -> EncoderInput {
-        let len = seqs.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
+        self.make_input_on(seqs, 0, self.device())
+    }
+
+    /// [`Self::make_input`] padded to at least `min_len` tokens, on `dev` (the host, for a copy
+    /// into the static tensors of a recorded step).
+    pub fn make_input_on(&self, seqs: &[&[i64]], min_len: usize, dev: Device) -> EncoderInput {
+        let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        let len = longest.max(min_len).max(1);
         let pad = self.config.pad_id();
         let mut ids = Vec::with_capacity(seqs.len() * len);
         let mut mask = Vec::with_capacity(seqs.len() * len);
@@ -260,7 +267,6 @@ impl ElasticEncoder {
             mask.extend(std::iter::repeat_n(0i64, len - s.len()));
         }
         let shape = [seqs.len() as i64, len as i64];
-        let dev = self.device();
         EncoderInput {
             ids: Tensor::from_slice(&ids).view(shape).to_device(dev),
             mask: Tensor::from_slice(&mask).view(shape).to_device(dev),

@@ -171,6 +171,13 @@ pub trait Objective {
     fn diagnostics(&self, _out: &BatchOutput) -> Vec<(String, f64)> {
         Vec::new()
     }
+    /// Whether [`Objective::terms`] runs the same tensor operations at every step: nothing drawn
+    /// from the [`StepContext`] (no sampled layers or dims), nothing read back to the host. Only
+    /// such an objective's step can be recorded once as a CUDA graph and replayed
+    /// ([`crate::trainer::GraphedStep`]).
+    fn fixed_terms(&self) -> bool {
+        false
+    }
 }
 
 /// The task loss wrapped by the objective.
@@ -318,6 +325,10 @@ impl Objective for Composite {
             })
             .collect();
         parts.join(" + ")
+    }
+
+    fn fixed_terms(&self) -> bool {
+        self.parts.iter().all(|p| p.objective.fixed_terms())
     }
 
     fn terms(&self, out: &BatchOutput, ctx: &StepContext) -> Vec<Term> {

@@ -61,6 +61,10 @@ impl Objective for Matryoshka {
     fn trained_layers(&self, num_layers: usize) -> Vec<usize> {
         vec![num_layers]
     }
+
+    fn fixed_terms(&self) -> bool {
+        true
+    }
 }
 
 impl Component for MrlConfig {

@@ -8,6 +8,7 @@
 
 mod board;
 mod eval;
+mod graphed;
 mod model;
 mod plan;
 mod run;
@@ -28,6 +29,7 @@ use nest_dist::Group;
 
 use crate::recipe::Recipe;
 use crate::Result;
+pub use graphed::{GraphMode, GraphedStep, StepSpec};
 use nest_core::lock::FolderLock;
 use plan::Progress;
 use run::Run;

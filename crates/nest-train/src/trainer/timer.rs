@@ -7,6 +7,7 @@ use std::rc::Rc;
 use nest_model::ElasticEncoder;
 use tch::nn::VarStore;
 
+use super::graphed::{GraphMode, GraphedStep, StepSpec};
 use super::step::{apply_update, micro_step};
 use crate::data::{Batch, Source};
 use crate::objective::distill::TeacherTable;
@@ -25,6 +26,7 @@ pub struct StepTimer {
     _params: VarStore,
     opt: AdamW,
     lr: f64,
+    graphs: GraphedStep,
 }
 
 impl StepTimer {
@@ -60,11 +62,22 @@ impl StepTimer {
             recipes,
             _params: params,
             lr,
+            graphs: GraphedStep::new(GraphMode::Off),
         })
     }
 
     pub fn encoder(&self) -> &ElasticEncoder {
         &self.enc
+    }
+
+    /// Records steps as CUDA graphs per shape (see [`GraphedStep`]); `Off` by default.
+    pub fn set_graph_mode(&mut self, mode: GraphMode) {
+        self.graphs = GraphedStep::new(mode);
+    }
+
+    /// How many shapes have a recorded step, and why recording stopped if it did.
+    pub fn graph_report(&self) -> (usize, Option<&str>) {
+        (self.graphs.recorded(), self.graphs.failed.as_deref())
     }
 
     /// One optimizer step of objective `o` on `pairs` (anchor, positive), tokenisation
@@ -106,23 +119,30 @@ impl StepTimer {
             micro_batch: step,
             seed: r.seed,
         };
-        micro_step(
-            &self.enc,
-            self.objectives[o].as_ref(),
-            &src,
-            &batch,
-            r.loss,
-            &ctx,
-            1,
-        );
-        apply_update(&mut self.opt, r.max_grad_norm, &[self.lr], |value| {
-            Error::NonFinite {
-                what: "gradient norm",
-                step: step + 1,
-                value,
-                last_checkpoint: "(a benchmark: none)".into(),
+        let non_finite = |value| Error::NonFinite {
+            what: "gradient norm",
+            step: step + 1,
+            value,
+            last_checkpoint: "(a benchmark: none)".into(),
+        };
+        let spec = StepSpec {
+            objective: self.objectives[o].as_ref(),
+            loss: r.loss,
+            ctx,
+            max_grad_norm: r.max_grad_norm,
+            lrs: &[self.lr],
+        };
+        match self
+            .graphs
+            .step(&self.enc, &mut self.opt, &src, &batch, &spec)?
+        {
+            Some((_, norm)) if !norm.is_finite() => return Err(non_finite(norm)),
+            Some(_) => {}
+            None => {
+                micro_step(&self.enc, spec.objective, &src, &batch, r.loss, &ctx, 1);
+                apply_update(&mut self.opt, r.max_grad_norm, &[self.lr], non_finite)?;
             }
-        })?;
+        }
         let lengths = |c: usize| src.ids.iter().map(|x| x[c].len()).collect();
         Ok([lengths(0), lengths(1)])
     }

@@ -1,0 +1,435 @@
+//! Replaying recorded device work: CUDA graphs behind a small trait, with a CPU fake.
+//!
+//! A step of a small model on a GPU is bound by kernel launches, not arithmetic: MiniLM's
+//! training step at batch 32 is a few thousand launches of a few microseconds each, and the GPU
+//! idles between them (BENCHMARKS.md, "On a GPU"). A CUDA graph records those launches once and
+//! replays them with one launch. The rules of a capture ([`torch.cuda.graph`]'s) shape this
+//! module:
+//! - **fixed shapes and addresses**: the recorded work reads and writes the same tensors every
+//!   replay, so a caller copies its inputs into static tensors ([`Captured::state`]) and reads
+//!   its outputs from static tensors; a new shape is a new graph (callers key graphs by shape
+//!   bucket);
+//! - **no host synchronisation** inside the recorded work (no `.item()`, no `nonzero`, no copy
+//!   to or from pageable host memory): the layers run unpacked
+//!   ([`crate::without_packing`]), learning rates and step counts are device tensors;
+//! - **a side stream**: capture runs on a stream other than the default one, after warm-up passes
+//!   on that stream (lazy initialisation inside a capture fails), as `torch.cuda.graph` does.
+//!
+//! [`StepGraph`] is that bookkeeping; [`CudaGraph`] (the `cuda` feature) is libtorch's
+//! `at::cuda::CUDAGraph` through `shim/cuda_graph.cpp`, and [`Eager`] is the CPU fake, which
+//! records nothing and asks the caller to run the body again at every replay: the same
+//! arithmetic on the same static tensors, so that the CPU tests check everything but the
+//! recording itself.
+//!
+//! [`torch.cuda.graph`]: https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs
+
+use tch::Device;
+
+use crate::{Error, Result};
+
+/// What a replay did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// The recorded work was launched.
+    Replayed,
+    /// Nothing was recorded (the CPU fake): the caller runs the body itself.
+    RunBody,
+}
+
+/// One recording of device work: enter the side stream, warm up, begin, run the body once,
+/// end, leave; then replay as often as wanted.
+pub trait StepGraph {
+    /// Makes the graph's side stream current (after the work queued so far).
+    fn enter(&mut self) -> Result<()>;
+    /// Restores the previous stream, which then waits for the side stream.
+    fn leave(&mut self) -> Result<()>;
+    /// Starts recording (inside [`StepGraph::enter`]).
+    fn begin(&mut self) -> Result<()>;
+    /// Stops recording.
+    fn end(&mut self) -> Result<()>;
+    /// Launches the recorded work, or says that nothing was recorded.
+    fn replay(&mut self) -> Result<Replay>;
+    /// Whether replays launch recorded work (false for the fake).
+    fn records(&self) -> bool;
+}
+
+/// The CPU fake: checks the order of calls, records nothing.
+#[derive(Debug, Default)]
+pub struct Eager {
+    entered: bool,
+    recording: bool,
+    recorded: bool,
+}
+
+impl Eager {
+    fn order(what: &str) -> Error {
+        Error::Core(nest_core::Error::value(
+            "graph",
+            format!("{what} out of order (enter, begin, end, leave, then replay)"),
+        ))
+    }
+}
+
+impl StepGraph for Eager {
+    fn enter(&mut self) -> Result<()> {
+        if self.entered {
+            return Err(Self::order("enter"));
+        }
+        self.entered = true;
+        Ok(())
+    }
+    fn leave(&mut self) -> Result<()> {
+        if !self.entered || self.recording {
+            return Err(Self::order("leave"));
+        }
+        self.entered = false;
+        Ok(())
+    }
+    fn begin(&mut self) -> Result<()> {
+        if !self.entered || self.recording || self.recorded {
+            return Err(Self::order("begin"));
+        }
+        self.recording = true;
+        Ok(())
+    }
+    fn end(&mut self) -> Result<()> {
+        if !self.recording {
+            return Err(Self::order("end"));
+        }
+        (self.recording, self.recorded) = (false, true);
+        Ok(())
+    }
+    fn replay(&mut self) -> Result<Replay> {
+        if !self.recorded || self.entered {
+            return Err(Self::order("replay"));
+        }
+        Ok(Replay::RunBody)
+    }
+    fn records(&self) -> bool {
+        false
+    }
+}
+
+/// A graph for work on `device`: a CUDA graph on a GPU (with the `cuda` feature), else the fake.
+pub fn for_device(device: Device) -> Result<Box<dyn StepGraph>> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => Ok(Box::new(cuda::CudaGraph::new()?)),
+        _ => Ok(Box::new(Eager::default())),
+    }
+}
+
+/// Recorded work with its static tensors: `state` holds the inputs the caller fills before
+/// each [`Captured::run`] and the outputs it reads after.
+pub struct Captured<S> {
+    pub state: S,
+    graph: Box<dyn StepGraph>,
+}
+
+/// A recording that failed, with its state back.
+pub struct Failed<S> {
+    pub state: S,
+    pub error: Error,
+    /// Whether every warm-up pass ran (the failure was the capture's): their effects stand.
+    pub warmed: bool,
+}
+
+impl<S> Captured<S> {
+    /// Runs `warmup` passes of `body` on the side stream (real passes: a training step's are
+    /// steps), then records one pass, which does **not** run: [`Captured::run`] runs it. The
+    /// fake records nothing and skips the recorded pass, so that both run the body the same
+    /// number of times. At least one warm-up pass is wise on a GPU: lazy initialisation
+    /// (handles, workspaces) inside a capture fails.
+    pub fn record(
+        device: Device,
+        state: S,
+        warmup: usize,
+        body: &mut dyn FnMut(&S) -> Result<()>,
+    ) -> std::result::Result<Captured<S>, Failed<S>> {
+        match for_device(device) {
+            Ok(g) => Self::record_with(g, state, warmup, body),
+            Err(error) => Err(Failed {
+                state,
+                error,
+                warmed: false,
+            }),
+        }
+    }
+
+    /// [`Captured::record`] with a given graph (tests pass the fake).
+    pub fn record_with(
+        mut graph: Box<dyn StepGraph>,
+        state: S,
+        warmup: usize,
+        body: &mut dyn FnMut(&S) -> Result<()>,
+    ) -> std::result::Result<Captured<S>, Failed<S>> {
+        let fail = |state, error, warmed| Failed {
+            state,
+            error,
+            warmed,
+        };
+        if let Err(e) = graph.enter() {
+            return Err(fail(state, e, false));
+        }
+        if let Err(e) = (0..warmup).try_for_each(|_| body(&state)) {
+            let _ = graph.leave();
+            return Err(fail(state, e, false));
+        }
+        let recorded = graph.begin().and_then(|()| {
+            let ran = match graph.records() {
+                true => body(&state),
+                false => Ok(()),
+            };
+            // a failed body still ends the capture, so that the stream is usable again
+            let ended = graph.end();
+            ran.and(ended)
+        });
+        let left = graph.leave();
+        match recorded.and(left) {
+            Ok(()) => Ok(Captured { state, graph }),
+            Err(e) => Err(fail(state, e, true)),
+        }
+    }
+
+    /// One pass: the recorded work replayed, or `body` run on the fake.
+    pub fn run(&mut self, body: &mut dyn FnMut(&S) -> Result<()>) -> Result<()> {
+        match self.graph.replay()? {
+            Replay::Replayed => Ok(()),
+            Replay::RunBody => body(&self.state),
+        }
+    }
+
+    /// Whether [`Captured::run`] replays recorded work.
+    pub fn records(&self) -> bool {
+        self.graph.records()
+    }
+}
+
+/// The CUDA caching allocator's bytes on a device: `(allocated peak, reserved peak)` since the
+/// last [`reset_peak_memory`]; `None` on the CPU or without the `cuda` feature.
+pub fn peak_memory(device: Device) -> Option<(u64, u64)> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => cuda::memory(i).ok().map(|m| (m[1] as u64, m[3] as u64)),
+        _ => None,
+    }
+}
+
+/// Restarts [`peak_memory`]'s peaks from the current use (nothing on the CPU).
+pub fn reset_peak_memory(device: Device) {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => {
+            let _ = cuda::reset_peak(i);
+        }
+        _ => {}
+    }
+}
+
+/// `at::cuda::CUDAGraph` through `shim/cuda_graph.cpp`.
+#[cfg(feature = "cuda")]
+#[allow(unsafe_code)]
+mod cuda {
+    use std::ffi::{c_char, c_int, c_longlong, c_void, CStr};
+
+    use super::{Replay, StepGraph};
+    use crate::{Error, Result};
+
+    extern "C" {
+        fn nest_graph_new(err: *mut *mut c_char) -> *mut c_void;
+        fn nest_graph_free(g: *mut c_void);
+        fn nest_graph_enter(g: *mut c_void, err: *mut *mut c_char) -> c_int;
+        fn nest_graph_leave(g: *mut c_void, err: *mut *mut c_char) -> c_int;
+        fn nest_graph_begin(g: *mut c_void, err: *mut *mut c_char) -> c_int;
+        fn nest_graph_end(g: *mut c_void, err: *mut *mut c_char) -> c_int;
+        fn nest_graph_replay(g: *mut c_void, err: *mut *mut c_char) -> c_int;
+        fn nest_cuda_memory(device: c_int, out: *mut c_longlong, err: *mut *mut c_char) -> c_int;
+        fn nest_cuda_reset_peak(device: c_int, err: *mut *mut c_char) -> c_int;
+        fn nest_fused_adamw_free_message(m: *mut c_char);
+    }
+
+    /// The shim's error message (freed here), as an error naming `what`.
+    fn check(rc: c_int, err: *mut c_char, what: &str) -> Result<()> {
+        if rc == 0 {
+            return Ok(());
+        }
+        let msg = match err.is_null() {
+            true => "(no message)".to_string(),
+            false => {
+                // SAFETY: the shim wrote a NUL-terminated malloc'd string, freed after copying.
+                let m = unsafe { CStr::from_ptr(err) }
+                    .to_string_lossy()
+                    .into_owned();
+                unsafe { nest_fused_adamw_free_message(err) };
+                m
+            }
+        };
+        Err(Error::Core(nest_core::Error::value(
+            "cuda graph",
+            format!("{what}: {msg}"),
+        )))
+    }
+
+    /// One `at::cuda::CUDAGraph` with its side stream (owned by the shim).
+    pub struct CudaGraph {
+        raw: *mut c_void,
+        recorded: bool,
+    }
+
+    impl CudaGraph {
+        pub fn new() -> Result<CudaGraph> {
+            let mut err = std::ptr::null_mut();
+            // SAFETY: the shim returns a new object or null with `err` set.
+            let raw = unsafe { nest_graph_new(&mut err) };
+            if raw.is_null() {
+                check(1, err, "creating a CUDA graph")?;
+            }
+            Ok(CudaGraph {
+                raw,
+                recorded: false,
+            })
+        }
+
+        fn call(
+            &mut self,
+            f: unsafe extern "C" fn(*mut c_void, *mut *mut c_char) -> c_int,
+            what: &str,
+        ) -> Result<()> {
+            let mut err = std::ptr::null_mut();
+            // SAFETY: `raw` is the live object `nest_graph_new` made; the shim catches every
+            // C++ exception and reports it through `err`.
+            let rc = unsafe { f(self.raw, &mut err) };
+            check(rc, err, what)
+        }
+    }
+
+    impl Drop for CudaGraph {
+        fn drop(&mut self) {
+            // SAFETY: made by `nest_graph_new`, freed once.
+            unsafe { nest_graph_free(self.raw) }
+        }
+    }
+
+    impl StepGraph for CudaGraph {
+        fn enter(&mut self) -> Result<()> {
+            self.call(nest_graph_enter, "entering the side stream")
+        }
+        fn leave(&mut self) -> Result<()> {
+            self.call(nest_graph_leave, "leaving the side stream")
+        }
+        fn begin(&mut self) -> Result<()> {
+            self.call(nest_graph_begin, "beginning the capture")
+        }
+        fn end(&mut self) -> Result<()> {
+            self.call(nest_graph_end, "ending the capture")?;
+            self.recorded = true;
+            Ok(())
+        }
+        fn replay(&mut self) -> Result<Replay> {
+            self.call(nest_graph_replay, "replaying")?;
+            Ok(Replay::Replayed)
+        }
+        fn records(&self) -> bool {
+            true
+        }
+    }
+
+    /// `{allocated, allocated peak, reserved, reserved peak}` bytes on device `i`.
+    pub fn memory(i: usize) -> Result<[i64; 4]> {
+        let mut out = [0 as c_longlong; 4];
+        let mut err = std::ptr::null_mut();
+        // SAFETY: `out` has the four slots the shim writes.
+        let rc = unsafe { nest_cuda_memory(i as c_int, out.as_mut_ptr(), &mut err) };
+        check(rc, err, "reading the allocator's counters")?;
+        Ok(out.map(|v| v as i64))
+    }
+
+    pub fn reset_peak(i: usize) -> Result<()> {
+        let mut err = std::ptr::null_mut();
+        // SAFETY: as in `memory`.
+        let rc = unsafe { nest_cuda_reset_peak(i as c_int, &mut err) };
+        check(rc, err, "resetting the allocator's peaks")
+    }
+}
+
+#[cfg(feature = "cuda")]
+pub use cuda::CudaGraph;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Kind, Tensor};
+
+    struct Doubler {
+        x: Tensor,
+        y: Tensor,
+    }
+
+    fn body(s: &Doubler) -> Result<()> {
+        let _ = s.y.shallow_clone().copy_(&(&s.x * 2.0));
+        Ok(())
+    }
+
+    /// The fake runs the body at every pass: the outputs follow the inputs copied in.
+    #[test]
+    fn the_fake_replays_by_running_the_body_on_the_static_tensors() {
+        let state = Doubler {
+            x: Tensor::from_slice(&[1.0f32, 2.0]),
+            y: Tensor::zeros([2], (Kind::Float, Device::Cpu)),
+        };
+        let passes = std::cell::Cell::new(0);
+        let mut counted = |s: &Doubler| {
+            passes.set(passes.get() + 1);
+            body(s)
+        };
+        let mut c = Captured::record(Device::Cpu, state, 2, &mut counted)
+            .map_err(|f| f.error)
+            .unwrap();
+        assert!(!c.records());
+        assert_eq!(
+            passes.get(),
+            2,
+            "two warm-up passes; the recorded one does not run"
+        );
+        let _ = c
+            .state
+            .x
+            .shallow_clone()
+            .copy_(&Tensor::from_slice(&[5.0f32, -1.0]));
+        c.run(&mut counted).unwrap();
+        assert_eq!(Vec::<f32>::try_from(&c.state.y).unwrap(), [10.0, -2.0]);
+        assert_eq!(passes.get(), 3);
+    }
+
+    /// Calls out of order are refused, and a body that fails in its warm-up leaves the side
+    /// stream and hands the state back with the body's error.
+    #[test]
+    fn out_of_order_calls_and_failed_bodies_are_errors() {
+        let mut g = Eager::default();
+        assert!(g.begin().is_err(), "begin before enter");
+        assert!(g.replay().is_err(), "replay before a recording");
+        g.enter().unwrap();
+        assert!(g.enter().is_err());
+        g.begin().unwrap();
+        assert!(g.leave().is_err(), "leave while recording");
+        g.end().unwrap();
+        g.leave().unwrap();
+        assert_eq!(g.replay().unwrap(), Replay::RunBody);
+        let mut failing =
+            |_: &()| -> Result<()> { Err(Error::Core(nest_core::Error::value("body", "planted"))) };
+        let f = Captured::record_with(Box::new(Eager::default()), (), 1, &mut failing)
+            .err()
+            .unwrap();
+        assert!(
+            f.error.to_string().contains("planted") && !f.warmed,
+            "{}",
+            f.error
+        );
+    }
+
+    #[test]
+    fn no_peak_memory_on_the_cpu() {
+        assert_eq!(peak_memory(Device::Cpu), None);
+        reset_peak_memory(Device::Cpu);
+    }
+}

@@ -1,0 +1,313 @@
+//! A whole training step (forward, objective, backward, clipping, AdamW) recorded once as a
+//! CUDA graph per input shape and replayed ([`nest_model::graph`]): on a GPU a small model's
+//! step is bound by kernel launches, and a replay is one launch.
+//!
+//! What a replay needs, and this module arranges:
+//! - fixed shapes: each column of a batch is padded to a multiple of [`BUCKET`] tokens, and one
+//!   graph is kept per (rows, padded lengths); a batch of other rows (an epoch's last) runs
+//!   eagerly;
+//! - static tensors: the token ids and masks are copied into the graph's own tensors before a
+//!   replay, and the loss and gradient norm are read from its outputs after;
+//! - nothing read back inside the step: the layers run unpacked, the objective must say its
+//!   terms are fixed ([`Objective::fixed_terms`]: MRL yes, 2DMSE's sampled layers no), the
+//!   clipping and the update read the rate and step from the device
+//!   ([`AdamW::clip_and_step_on_device`]).
+//!
+//! Dropout stays random: the generator is re-seeded before each replay as before each eager
+//! step, and libtorch's CUDA generator feeds a graph its current seed and offset at replay. The
+//! values differ from the eager step's only by the padding (float reordering: the same loss to
+//! about 1e-6 relative, asserted on the CPU fake).
+
+use std::collections::HashMap;
+
+use nest_model::graph::Captured;
+use nest_model::optim::DeviceUpdate;
+use nest_model::{ClsAttention, ElasticEncoder, EncoderInput};
+use tch::{Device, Kind, Tensor};
+
+use crate::data::{Batch, Source};
+use crate::objective::{BatchOutput, Column, Objective, StepContext};
+use crate::optim::AdamW;
+use crate::recipe::LossKind;
+use crate::Result;
+
+/// Token lengths are padded up to a multiple of this (fewer graphs, a little more padding).
+pub const BUCKET: usize = 16;
+/// At most this many shapes get a graph; others run eagerly.
+pub const MAX_GRAPHS: usize = 32;
+/// A new shape's first step runs eagerly on the graph's side stream (as a warm-up pass: lazy
+/// initialisation must not happen inside a capture), then the step is recorded for the next
+/// batches of that shape.
+const WARMUP: usize = 1;
+
+/// When to record steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphMode {
+    /// Record on a GPU, run eagerly on the CPU.
+    Auto,
+    /// Always go through the recording bookkeeping (on the CPU: the fake, which runs the body;
+    /// what the tests use).
+    On,
+    Off,
+}
+
+impl std::str::FromStr for GraphMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<GraphMode, String> {
+        match s {
+            "auto" => Ok(GraphMode::Auto),
+            "on" => Ok(GraphMode::On),
+            "off" => Ok(GraphMode::Off),
+            other => Err(format!("'{other}': expected auto, on or off")),
+        }
+    }
+}
+
+/// One shape's static tensors.
+struct Static {
+    /// Per column: token ids and attention mask `[rows, padded]`, pooling mask (a prompt's
+    /// tokens zeroed).
+    inputs: Vec<(EncoderInput, Tensor)>,
+    /// Gold scores `[rows]`, when the source has them.
+    scores: Option<Tensor>,
+    /// The summed loss and the gradient norm before clipping (float64 scalars).
+    loss: Tensor,
+    norm: Tensor,
+}
+
+/// What one recorded or eager step needs to know besides the batch.
+pub struct StepSpec<'a> {
+    pub objective: &'a dyn Objective,
+    pub loss: LossKind,
+    pub ctx: StepContext,
+    pub max_grad_norm: f64,
+    pub lrs: &'a [f64],
+}
+
+/// The graphs of one run and the device copy of the optimizer's numbers.
+pub struct GraphedStep {
+    mode: GraphMode,
+    graphs: HashMap<Vec<i64>, Captured<Static>>,
+    update: Option<DeviceUpdate>,
+    rows: Option<usize>,
+    /// Why recording stopped (a failed capture): later steps run eagerly.
+    pub failed: Option<String>,
+}
+
+impl GraphedStep {
+    pub fn new(mode: GraphMode) -> GraphedStep {
+        GraphedStep {
+            mode,
+            graphs: HashMap::new(),
+            update: None,
+            rows: None,
+            failed: None,
+        }
+    }
+
+    /// Whether a step of `objective` on `device` would be recorded (before shape checks).
+    pub fn applies(&self, objective: &dyn Objective, device: Device) -> bool {
+        let mode = match self.mode {
+            GraphMode::Off => false,
+            GraphMode::On => true,
+            GraphMode::Auto => device.is_cuda(),
+        };
+        mode && self.failed.is_none() && objective.fixed_terms()
+    }
+
+    /// How many shapes have a graph.
+    pub fn recorded(&self) -> usize {
+        self.graphs.len()
+    }
+
+    /// One optimizer step on batch `b` through its shape's graph: `Some((loss, grad norm))`, or
+    /// `None` when this step cannot be recorded (the caller runs the eager step). The optimizer's
+    /// host step count advances on a finite norm; a non-finite one is returned as it is, with the
+    /// weights untouched (the caller stops).
+    pub fn step(
+        &mut self,
+        enc: &ElasticEncoder,
+        opt: &mut AdamW,
+        src: &Source,
+        b: &Batch,
+        spec: &StepSpec,
+    ) -> Result<Option<(f64, f64)>> {
+        if !self.applies(spec.objective, enc.device())
+            || *self.rows.get_or_insert(b.examples.len()) != b.examples.len()
+        {
+            return Ok(None);
+        }
+        let host = host_inputs(enc, src, b, spec.loss);
+        let key: Vec<i64> = host.iter().map(|(i, _)| i.ids.size()[1]).collect();
+        if !self.graphs.contains_key(&key) && self.graphs.len() >= MAX_GRAPHS {
+            return Ok(None);
+        }
+        let update = self
+            .update
+            .get_or_insert_with(|| DeviceUpdate::new(opt, enc.device()));
+        update.set_lrs(spec.lrs);
+        tch::manual_seed(spec.ctx.seed.wrapping_add(spec.ctx.micro_batch) as i64);
+        let scores = scores(src, b);
+        let mut body = |s: &Static| run_body(enc, opt, update, spec, s);
+        let state = match self.graphs.get_mut(&key) {
+            Some(c) => {
+                fill(&c.state, &host, scores.as_ref());
+                c.run(&mut body)?;
+                &c.state
+            }
+            None => {
+                let state = static_like(&host, scores.as_ref(), enc.device());
+                fill(&state, &host, scores.as_ref());
+                // the warm-up pass is this step; the recording serves the next ones
+                match Captured::record(enc.device(), state, WARMUP, &mut body) {
+                    Ok(c) => &self.graphs.entry(key).or_insert(c).state,
+                    Err(f) if f.warmed => {
+                        self.failed = Some(f.error.to_string());
+                        return Ok(Some(outputs(opt, &f.state)));
+                    }
+                    Err(f) => return Err(f.error.into()),
+                }
+            }
+        };
+        Ok(Some(outputs(opt, state)))
+    }
+}
+
+/// The step's loss and norm, read back (one synchronisation); the host step count follows a
+/// finite norm.
+fn outputs(opt: &mut AdamW, s: &Static) -> (f64, f64) {
+    let (loss, norm) = (s.loss.double_value(&[]), s.norm.double_value(&[]));
+    if norm.is_finite() {
+        opt.step += 1;
+    }
+    (loss, norm)
+}
+
+/// The recorded work: forward every column, the objective's summed terms, backward, clip and
+/// update on the device, zero the gradients (as the eager update leaves them); the loss and norm
+/// into the static outputs.
+fn run_body(
+    enc: &ElasticEncoder,
+    opt: &mut AdamW,
+    update: &DeviceUpdate,
+    spec: &StepSpec,
+    s: &Static,
+) -> nest_model::Result<()> {
+    let out = nest_model::without_packing(|| batch_output(enc, s, spec.objective.attention()));
+    let terms = spec.objective.terms(&out, &spec.ctx);
+    let total = terms
+        .iter()
+        .map(|t| t.value.shallow_clone())
+        .reduce(|a, b| a + b)
+        .expect("an objective returns terms");
+    total.backward();
+    let _ = s
+        .loss
+        .shallow_clone()
+        .copy_(&total.detach().to_kind(Kind::Double));
+    let norm = opt
+        .clip_and_step_on_device(spec.max_grad_norm, update)
+        .map_err(nest_model::Error::Torch)?;
+    let _ = s.norm.shallow_clone().copy_(&norm);
+    opt.zero_grad();
+    Ok(())
+}
+
+/// The objective's view of the static inputs (dropout on).
+fn batch_output(enc: &ElasticEncoder, s: &Static, attention: ClsAttention) -> BatchOutput {
+    let columns = s
+        .inputs
+        .iter()
+        .map(|(input, pool_mask)| {
+            let out = enc.forward_with(input, enc.num_layers(), true, attention);
+            Column {
+                hidden: out.hidden_states,
+                mask: pool_mask.shallow_clone(),
+                pooling: enc.pooling,
+                head: enc.head.shallow_clone(),
+                cls_attention: out.cls_attention,
+                pooled: Vec::new(),
+            }
+        })
+        .collect();
+    BatchOutput {
+        columns,
+        scores: s.scores.as_ref().map(Tensor::shallow_clone),
+        layers: enc.num_layers(),
+        normalize: enc.normalize,
+        texts: Vec::new(),
+    }
+}
+
+/// Each column's padded ids and masks on the host (SimCSE: the first column twice), lengths
+/// rounded up to [`BUCKET`].
+fn host_inputs(
+    enc: &ElasticEncoder,
+    src: &Source,
+    b: &Batch,
+    loss: LossKind,
+) -> Vec<(EncoderInput, Tensor)> {
+    let cols: Vec<usize> = match loss {
+        LossKind::Simcse => vec![0, 0],
+        _ => (0..src.columns()).collect(),
+    };
+    cols.into_iter()
+        .map(|col| {
+            let seqs: Vec<&[i64]> = b
+                .examples
+                .iter()
+                .map(|&i| src.ids[i][col].as_slice())
+                .collect();
+            let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(1);
+            let padded = longest.div_ceil(BUCKET) * BUCKET;
+            let input = enc.make_input_on(&seqs, padded, Device::Cpu);
+            let pool_mask = match src.prompt_tokens.get(col).copied().unwrap_or(0) {
+                0 => input.mask.shallow_clone(),
+                k => {
+                    let m = input.mask.copy();
+                    let _ = m.narrow(1, 0, (k as i64).min(m.size()[1])).fill_(0);
+                    m
+                }
+            };
+            (input, pool_mask)
+        })
+        .collect()
+}
+
+fn scores(src: &Source, b: &Batch) -> Option<Tensor> {
+    (!src.scores.is_empty()).then(|| {
+        let s: Vec<f32> = b.examples.iter().map(|&i| src.scores[i] as f32).collect();
+        Tensor::from_slice(&s)
+    })
+}
+
+/// Device tensors of the host inputs' shapes, and the two outputs.
+fn static_like(host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>, dev: Device) -> Static {
+    Static {
+        inputs: host
+            .iter()
+            .map(|(i, m)| {
+                let input = EncoderInput {
+                    ids: i.ids.zeros_like().to_device(dev),
+                    mask: i.mask.zeros_like().to_device(dev),
+                };
+                (input, m.zeros_like().to_device(dev))
+            })
+            .collect(),
+        scores: scores.map(|s| s.zeros_like().to_device(dev)),
+        loss: Tensor::zeros([], (Kind::Double, dev)),
+        norm: Tensor::zeros([], (Kind::Double, dev)),
+    }
+}
+
+/// Copies a batch into a graph's static inputs.
+fn fill(s: &Static, host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>) {
+    for ((dst, dst_mask), (src, src_mask)) in s.inputs.iter().zip(host) {
+        let _ = dst.ids.shallow_clone().copy_(&src.ids);
+        let _ = dst.mask.shallow_clone().copy_(&src.mask);
+        let _ = dst_mask.shallow_clone().copy_(src_mask);
+    }
+    if let (Some(d), Some(h)) = (&s.scores, scores) {
+        let _ = d.shallow_clone().copy_(h);
+    }
+}
