@@ -22,7 +22,9 @@ W=$REPO/target/gpu-bundle
 mkdir -p "$W" .gpu/whl .gpu/data
 grep -qx "/.gpu/" .git/info/exclude 2> /dev/null || echo "/.gpu/" >> .git/info/exclude
 
-# 1. the lent machine's torch: headers and libraries to build and link against
+# 1. the lent machine's torch: headers and libraries to build and link against; the CUDA
+#    runtime's full headers (crt/, cccl's nv/) for the shims, as scripts/check_cuda_build.sh
+"$V/bin/pip" install --quiet "nvidia-cuda-crt==13.0.88" "nvidia-cuda-cccl==13.0.85"
 if [ ! -f "$W/torch-$TV/torch/lib/libtorch_cuda.so" ]; then
   "$V/bin/pip" download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 -d "$W/whl" "torch==$TV"
@@ -81,6 +83,11 @@ save_file({k: (v.half() if v.is_floating_point() else v).contiguous() for k, v i
 EOF
 cp ../shared/datasets/stsb/test.tsv .gpu/data/stsb_test.tsv
 cp ../shared/datasets/snli/triplets_dev.tsv .gpu/data/snli_triplets_dev.tsv
+# issue 41 (scripts/gpu_issue41.sh): SICK-R test, xz-compressed (unpacked there), and the CPU's
+# per-step losses of recipes/gpu-numerics-mrl.toml (the pairs it trains on are cut there from the
+# triplets)
+xz -9 -c ../shared/datasets/sick-r/test.tsv > .gpu/data/sickr_test.tsv.xz
+cp tests/fixtures/gpu_cpu_losses_200.json .gpu/data/
 "$V/bin/pip" download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 -d .gpu/whl datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 du -sh .gpu

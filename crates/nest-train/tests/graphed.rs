@@ -122,3 +122,116 @@ fn sampled_objectives_stay_eager() {
     }
     assert_eq!(t.graph_report(), (0, None));
 }
+
+mod run {
+    //! `nest train` with `cuda_graph = "on"` (the fake on the CPU) against the eager trainer,
+    //! and its resume.
+
+    use std::path::{Path, PathBuf};
+
+    use nest_model::tiny::{write_tiny_model, TinySpec};
+    use nest_model::Architecture;
+    use nest_train::trainer::{train, TrainOptions};
+    use nest_train::Recipe;
+
+    fn data(dir: &Path) -> PathBuf {
+        let mut s = String::from("anchor\tpositive\n");
+        for (a, b) in super::pairs(48, 3) {
+            s.push_str(&format!("{a}\t{b}\n"));
+        }
+        let p = dir.join("pairs.tsv");
+        std::fs::write(&p, s).unwrap();
+        p
+    }
+
+    fn run(model: &Path, data: &Path, dir: &Path, extra: &[&str], resume: bool, stop: Option<u64>) {
+        let mut flags: Vec<String> = [
+            "--model",
+            &model.display().to_string(),
+            "--data",
+            &format!("{}:pairs", data.display()),
+            "--loss",
+            "mnrl",
+            "--matryoshka-dims",
+            "[8, 16, 32]",
+            "--batch-size",
+            "8",
+            "--lr",
+            "1e-4",
+            "--epochs",
+            "2",
+            "--save-every",
+            "4",
+            "--dropout",
+            "0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        flags.extend(extra.iter().map(|s| s.to_string()));
+        let r = Recipe::load(None, &flags).unwrap();
+        let o = TrainOptions {
+            run_dir: dir.to_path_buf(),
+            resume,
+            overwrite: false,
+            device: tch::Device::Cpu,
+            stop_after_steps: stop,
+            allow_world_change: false,
+        };
+        train(&r, &o, &mut |_| {}).unwrap();
+    }
+
+    fn losses(dir: &Path) -> Vec<f64> {
+        std::fs::read_to_string(dir.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let v = serde_json::from_str::<serde_json::Value>(l).ok()?;
+                v.get("lr")?;
+                v["loss"].as_f64()
+            })
+            .collect()
+    }
+
+    /// The recorded steps log the eager steps' losses (to 1e-4 relative: the buckets' padding);
+    /// a recorded run stopped at step 4 and resumed logs what the uninterrupted recorded run
+    /// logged, bit for bit.
+    #[test]
+    fn a_recorded_run_trains_and_resumes_as_the_eager_one() {
+        let d = tempfile::tempdir().unwrap();
+        let model = d.path().join("tiny");
+        write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
+        let data = data(d.path());
+        let (eager, graphed, resumed) =
+            (d.path().join("e"), d.path().join("g"), d.path().join("r"));
+        run(&model, &data, &eager, &[], false, None);
+        run(
+            &model,
+            &data,
+            &graphed,
+            &["--cuda-graph", "on"],
+            false,
+            None,
+        );
+        let (e, g) = (losses(&eager), losses(&graphed));
+        assert!(e.len() >= 12, "{} steps", e.len());
+        assert_eq!(e.len(), g.len());
+        for (i, (a, b)) in e.iter().zip(&g).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * a.abs(),
+                "step {}: eager {a}, recorded {b}\n{e:?}\n{g:?}",
+                i + 1
+            );
+        }
+        run(
+            &model,
+            &data,
+            &resumed,
+            &["--cuda-graph", "on"],
+            false,
+            Some(4),
+        );
+        run(&model, &data, &resumed, &["--cuda-graph", "on"], true, None);
+        assert_eq!(losses(&resumed), g);
+    }
+}

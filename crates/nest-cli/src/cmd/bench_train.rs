@@ -260,6 +260,8 @@ fn epoch_benchmark(a: &BenchTrainArgs, s: &Setup, dir: &Path) -> Result<(f64, u6
         "0",
         "--dtype",
         a.dtype.name(),
+        "--cuda-graph",
+        a.cuda_graph.name(),
     ];
     let recipe = Recipe::load(None, &s.flags(a, &epoch_file, &extra))?;
     let opts = TrainOptions {

@@ -168,6 +168,12 @@ pub struct Recipe {
     /// bit for bit); unset = the model's own.
     #[serde(default)]
     pub(crate) dropout: Option<f64>,
+    /// Record each training step as a CUDA graph per input shape and replay it
+    /// ([`crate::trainer::GraphedStep`]): `auto` on a GPU, `on` also through the CPU fake (for
+    /// tests), `off` (the default). Applies when the objective's terms are fixed (MRL), with no
+    /// accumulation, GradCache or data parallelism.
+    #[serde(default, skip_serializing_if = "crate::trainer::GraphMode::is_off")]
+    pub(crate) cuda_graph: crate::trainer::GraphMode,
 }
 
 fn d_dtype() -> nest_model::DtypeChoice {

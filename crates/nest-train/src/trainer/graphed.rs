@@ -4,8 +4,8 @@
 //!
 //! What a replay needs, and this module arranges:
 //! - fixed shapes: each column of a batch is padded to a multiple of [`BUCKET`] tokens, and one
-//!   graph is kept per (rows, padded lengths); a batch of other rows (an epoch's last) runs
-//!   eagerly;
+//!   graph is kept per (rows, padded lengths), at most [`MAX_GRAPHS`] (other shapes run
+//!   eagerly);
 //! - static tensors: the token ids and masks are copied into the graph's own tensors before a
 //!   replay, and the loss and gradient norm are read from its outputs after;
 //! - nothing read back inside the step: the layers run unpacked, the objective must say its
@@ -22,9 +22,10 @@ use std::collections::HashMap;
 
 use nest_model::graph::Captured;
 use nest_model::optim::DeviceUpdate;
-use nest_model::{ClsAttention, ElasticEncoder, EncoderInput};
+use nest_model::{ElasticEncoder, EncoderInput};
 use tch::{Device, Kind, Tensor};
 
+use super::step::MicroResult;
 use crate::data::{Batch, Source};
 use crate::objective::{BatchOutput, Column, Objective, StepContext};
 use crate::optim::AdamW;
@@ -40,15 +41,33 @@ pub const MAX_GRAPHS: usize = 32;
 /// batches of that shape.
 const WARMUP: usize = 1;
 
-/// When to record steps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// When to record steps (the recipe's `cuda_graph`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum GraphMode {
     /// Record on a GPU, run eagerly on the CPU.
     Auto,
     /// Always go through the recording bookkeeping (on the CPU: the fake, which runs the body;
     /// what the tests use).
     On,
+    #[default]
     Off,
+}
+
+impl GraphMode {
+    /// The recipe's spelling.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GraphMode::Auto => "auto",
+            GraphMode::On => "on",
+            GraphMode::Off => "off",
+        }
+    }
+
+    /// Whether this is the default (what a saved recipe leaves out).
+    pub fn is_off(&self) -> bool {
+        *self == GraphMode::Off
+    }
 }
 
 impl std::str::FromStr for GraphMode {
@@ -73,7 +92,14 @@ struct Static {
     /// The summed loss and the gradient norm before clipping (float64 scalars).
     loss: Tensor,
     norm: Tensor,
+    /// The objective's terms (float64, the first `names.len()` of [`MAX_TERMS`]), named at the
+    /// first pass.
+    terms: Tensor,
+    names: std::cell::RefCell<Vec<String>>,
 }
+
+/// Terms a recorded step reports at most (beyond: summed into the loss, not logged one by one).
+const MAX_TERMS: usize = 64;
 
 /// What one recorded or eager step needs to know besides the batch.
 pub struct StepSpec<'a> {
@@ -82,6 +108,8 @@ pub struct StepSpec<'a> {
     pub ctx: StepContext,
     pub max_grad_norm: f64,
     pub lrs: &'a [f64],
+    /// Dropout on (the recipe's `dropout` is not 0).
+    pub train: bool,
 }
 
 /// The graphs of one run and the device copy of the optimizer's numbers.
@@ -89,7 +117,6 @@ pub struct GraphedStep {
     mode: GraphMode,
     graphs: HashMap<Vec<i64>, Captured<Static>>,
     update: Option<DeviceUpdate>,
-    rows: Option<usize>,
     /// Why recording stopped (a failed capture): later steps run eagerly.
     pub failed: Option<String>,
 }
@@ -100,7 +127,6 @@ impl GraphedStep {
             mode,
             graphs: HashMap::new(),
             update: None,
-            rows: None,
             failed: None,
         }
     }
@@ -131,21 +157,24 @@ impl GraphedStep {
         src: &Source,
         b: &Batch,
         spec: &StepSpec,
-    ) -> Result<Option<(f64, f64)>> {
-        if !self.applies(spec.objective, enc.device())
-            || *self.rows.get_or_insert(b.examples.len()) != b.examples.len()
-        {
+    ) -> Result<Option<(MicroResult, f64)>> {
+        if !self.applies(spec.objective, enc.device()) {
             return Ok(None);
         }
         let host = host_inputs(enc, src, b, spec.loss);
-        let key: Vec<i64> = host.iter().map(|(i, _)| i.ids.size()[1]).collect();
+        // (rows, each column's padded length)
+        let key: Vec<i64> = std::iter::once(b.examples.len() as i64)
+            .chain(host.iter().map(|(i, _)| i.ids.size()[1]))
+            .collect();
         if !self.graphs.contains_key(&key) && self.graphs.len() >= MAX_GRAPHS {
             return Ok(None);
         }
         let update = self
             .update
             .get_or_insert_with(|| DeviceUpdate::new(opt, enc.device()));
+        // the rates, and the step count (eager steps between recorded ones advance the host's)
         update.set_lrs(spec.lrs);
+        let _ = update.step.shallow_clone().fill_(opt.step as f64);
         tch::manual_seed(spec.ctx.seed.wrapping_add(spec.ctx.micro_batch) as i64);
         let scores = scores(src, b);
         let mut body = |s: &Static| run_body(enc, opt, update, spec, s);
@@ -162,6 +191,11 @@ impl GraphedStep {
                 match Captured::record(enc.device(), state, WARMUP, &mut body) {
                     Ok(c) => &self.graphs.entry(key).or_insert(c).state,
                     Err(f) if f.warmed => {
+                        eprintln!(
+                            "warning: recording the training step as a CUDA graph failed ({}); \
+                             the steps run eagerly from here",
+                            f.error
+                        );
                         self.failed = Some(f.error.to_string());
                         return Ok(Some(outputs(opt, &f.state)));
                     }
@@ -173,14 +207,22 @@ impl GraphedStep {
     }
 }
 
-/// The step's loss and norm, read back (one synchronisation); the host step count follows a
-/// finite norm.
-fn outputs(opt: &mut AdamW, s: &Static) -> (f64, f64) {
+/// The step's loss, terms and norm, read back (one synchronisation); the host step count
+/// follows a finite norm.
+fn outputs(opt: &mut AdamW, s: &Static) -> (MicroResult, f64) {
+    let names = s.names.borrow();
+    let values = Vec::<f64>::try_from(
+        s.terms
+            .narrow(0, 0, names.len() as i64)
+            .to_device(Device::Cpu),
+    )
+    .unwrap_or_default();
     let (loss, norm) = (s.loss.double_value(&[]), s.norm.double_value(&[]));
     if norm.is_finite() {
         opt.step += 1;
     }
-    (loss, norm)
+    let terms = names.iter().cloned().zip(values).collect();
+    (MicroResult { loss, terms }, norm)
 }
 
 /// The recorded work: forward every column, the objective's summed terms, backward, clip and
@@ -193,8 +235,20 @@ fn run_body(
     spec: &StepSpec,
     s: &Static,
 ) -> nest_model::Result<()> {
-    let out = nest_model::without_packing(|| batch_output(enc, s, spec.objective.attention()));
+    let out = nest_model::without_packing(|| batch_output(enc, s, spec));
     let terms = spec.objective.terms(&out, &spec.ctx);
+    let named = terms.len().min(MAX_TERMS);
+    if s.names.borrow().is_empty() {
+        *s.names.borrow_mut() = terms[..named].iter().map(|t| t.name.clone()).collect();
+    }
+    let values: Vec<Tensor> = terms[..named]
+        .iter()
+        .map(|t| t.value.detach().to_kind(Kind::Double).reshape([1]))
+        .collect();
+    let _ = s
+        .terms
+        .narrow(0, 0, named as i64)
+        .copy_(&Tensor::cat(&values, 0));
     let total = terms
         .iter()
         .map(|t| t.value.shallow_clone())
@@ -213,13 +267,14 @@ fn run_body(
     Ok(())
 }
 
-/// The objective's view of the static inputs (dropout on).
-fn batch_output(enc: &ElasticEncoder, s: &Static, attention: ClsAttention) -> BatchOutput {
+/// The objective's view of the static inputs.
+fn batch_output(enc: &ElasticEncoder, s: &Static, spec: &StepSpec) -> BatchOutput {
+    let attention = spec.objective.attention();
     let columns = s
         .inputs
         .iter()
         .map(|(input, pool_mask)| {
-            let out = enc.forward_with(input, enc.num_layers(), true, attention);
+            let out = enc.forward_with(input, enc.num_layers(), spec.train, attention);
             Column {
                 hidden: out.hidden_states,
                 mask: pool_mask.shallow_clone(),
@@ -297,6 +352,8 @@ fn static_like(host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>, dev: De
         scores: scores.map(|s| s.zeros_like().to_device(dev)),
         loss: Tensor::zeros([], (Kind::Double, dev)),
         norm: Tensor::zeros([], (Kind::Double, dev)),
+        terms: Tensor::zeros([MAX_TERMS as i64], (Kind::Double, dev)),
+        names: std::cell::RefCell::new(Vec::new()),
     }
 }
 

@@ -10,6 +10,7 @@ use serde_json::json;
 use tch::nn::VarStore;
 
 use super::eval::EvalGrid;
+use super::graphed::{GraphedStep, StepSpec};
 use super::model::load_model;
 use super::plan::{Accum, Plan, Progress};
 use super::run_dir::{self, identity_hash, run_err};
@@ -46,6 +47,8 @@ pub(crate) struct Run<'a> {
     start: Instant,
     pub(super) train_start: Instant,
     traffic_start: nest_dist::Traffic,
+    /// Steps recorded as CUDA graphs (the recipe's `cuda_graph`).
+    graphed: GraphedStep,
 }
 
 impl<'a> Run<'a> {
@@ -118,6 +121,7 @@ impl<'a> Run<'a> {
             start,
             train_start,
             traffic_start: group.map(Group::traffic).unwrap_or_default(),
+            graphed: GraphedStep::new(r.cuda_graph),
         })
     }
 
@@ -166,12 +170,17 @@ impl<'a> Run<'a> {
         while (at.epoch as usize) < self.plan.epochs.len() && at.step < self.plan.total {
             let n = self.plan.epochs[at.epoch as usize].len();
             while at.next_batch < n {
-                acc.add(self.micro_step(at)?, self.r.grad_accum);
+                let applied = self.graphed_step(at)?;
+                let res = match &applied {
+                    Some((res, _)) => res.clone(),
+                    None => self.micro_step(at)?,
+                };
+                acc.add(res, self.r.grad_accum);
                 at.next_batch += 1;
                 if acc.n < self.r.grad_accum && at.next_batch < n {
                     continue;
                 }
-                self.update(at, &mut acc, log, events)?;
+                self.update(at, &mut acc, applied.map(|a| a.1), log, events)?;
                 // the position a checkpoint of this step resumes from
                 let after = match at.next_batch >= n {
                     true => (at.epoch + 1, 0),
@@ -193,6 +202,47 @@ impl<'a> Run<'a> {
             at.next_batch = 0;
         }
         Ok(true)
+    }
+
+    /// The whole step at `at` through a recorded CUDA graph when one applies (the recipe's
+    /// `cuda_graph`, no accumulation, GradCache or data parallelism): its loss and terms, and
+    /// the gradient norm of the update it applied; `None` for the eager path. A non-finite loss
+    /// or norm stops the run with the weights untouched.
+    fn graphed_step(&mut self, at: &Progress) -> Result<Option<(MicroResult, f64)>> {
+        let r = self.r;
+        if r.grad_accum != 1 || self.group.is_some() || self.spread.chunk.is_some() {
+            return Ok(None);
+        }
+        let e = at.epoch as usize;
+        let b = &self.plan.epochs[e][at.next_batch];
+        let lrs = group_lrs(r, at.step, self.plan.total);
+        let spec = StepSpec {
+            objective: self.objective.as_ref(),
+            loss: r.loss,
+            ctx: StepContext {
+                step: at.step,
+                micro_batch: self.plan.offsets[e] + at.next_batch as u64,
+                seed: r.seed,
+            },
+            max_grad_norm: r.max_grad_norm,
+            lrs: &lrs,
+            train: r.dropout != Some(0.0),
+        };
+        let src = &self.sources[b.source];
+        let Some((res, norm)) = self.graphed.step(&self.enc, &mut self.opt, src, b, &spec)? else {
+            return Ok(None);
+        };
+        for (what, value) in [("loss", res.loss), ("gradient norm", norm)] {
+            if !value.is_finite() {
+                return Err(Error::NonFinite {
+                    what,
+                    step: at.step + 1,
+                    value,
+                    last_checkpoint: self.last_ck.clone(),
+                });
+            }
+        }
+        Ok(Some((res, norm)))
     }
 
     /// The micro-batch at `at`, forward and backward; a non-finite loss stops the run.
@@ -227,11 +277,13 @@ impl<'a> Run<'a> {
     }
 
     /// One optimizer step over the accumulated gradients (averaged over the processes first),
-    /// logged; a non-finite gradient norm stops the run before the weights change.
+    /// logged; a non-finite gradient norm stops the run before the weights change. `applied`:
+    /// a recorded step already updated, with this gradient norm.
     fn update(
         &mut self,
         at: &mut Progress,
         acc: &mut Accum,
+        applied: Option<f64>,
         log: &mut RunLog,
         events: &mut dyn FnMut(Event),
     ) -> Result<()> {
@@ -241,14 +293,17 @@ impl<'a> Run<'a> {
         }
         let lrs = group_lrs(r, at.step, self.plan.total);
         let lr = lrs[0];
-        let grad_norm = apply_update(&mut self.opt, r.max_grad_norm, &lrs, |value| {
-            Error::NonFinite {
-                what: "gradient norm",
-                step: at.step + 1,
-                value,
-                last_checkpoint: self.last_ck.clone(),
-            }
-        })?;
+        let grad_norm = match applied {
+            Some(norm) => norm,
+            None => apply_update(&mut self.opt, r.max_grad_norm, &lrs, |value| {
+                Error::NonFinite {
+                    what: "gradient norm",
+                    step: at.step + 1,
+                    value,
+                    last_checkpoint: self.last_ck.clone(),
+                }
+            })?,
+        };
         at.step += 1;
         let (loss, terms) = acc.take(r.grad_accum);
         at.last_loss = loss;

@@ -131,6 +131,7 @@ impl StepTimer {
             ctx,
             max_grad_norm: r.max_grad_norm,
             lrs: &[self.lr],
+            train: true,
         };
         match self
             .graphs
