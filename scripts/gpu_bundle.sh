@@ -33,9 +33,16 @@ fi
 # 2. a copy of torch-sys and of Nest's sources that uses it
 TS=$(find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -maxdepth 2 -type d -name "torch-sys-0.26.0" | head -1)
 [ -d "$W/torch-sys" ] || cp -r "$TS" "$W/torch-sys"
-rm -rf "$W/src" && mkdir -p "$W/src"
-git ls-files -z --cached --others --exclude-standard | xargs -0 tar -cf - | tar -xf - -C "$W/src"
-printf '\n[patch.crates-io]\ntorch-sys = { path = "%s" }\n' "$W/torch-sys" >> "$W/src/Cargo.toml"
+#    (files whose content changed are written anew, the others keep their time: cargo rebuilds
+#    by modification time, and a copy that kept the checkout's times could look older than the
+#    last build and be skipped)
+rm -rf "$W/new" && mkdir -p "$W/new" "$W/src"
+git ls-files -z --cached --others --exclude-standard | xargs -0 tar -cf - | tar -xf - -C "$W/new"
+printf '\n[patch.crates-io]\ntorch-sys = { path = "%s" }\n' "$W/torch-sys" >> "$W/new/Cargo.toml"
+(cd "$W/new" && find . -type f -print0) | while IFS= read -r -d '' f; do
+  cmp -s "$W/new/$f" "$W/src/$f" || { mkdir -p "$(dirname "$W/src/$f")"; cp "$W/new/$f" "$W/src/$f"; }
+done
+rm -rf "$W/new"
 # 3. build; where torch-sys' wrappers fail to compile, make those throw, and build again
 NV=$("$V/bin/python" -c "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]) + '/nvidia')")
 DEV=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib

@@ -2,11 +2,15 @@
 // allocator's peak counters, behind C functions for `src/graph.rs`. Compiled with the `cuda`
 // feature only (it needs the CUDA runtime's headers).
 //
-// A capture must run on a stream other than the default one, so each graph owns a side stream
-// from libtorch's pool: `nest_graph_enter` makes it this thread's current stream (after the work
-// already queued on the previous stream), `nest_graph_leave` restores the previous one (which
-// then waits for the side stream). Warm-up passes and the capture run between the two, as
-// `torch.cuda.graph` does; replays run on the current stream.
+// A capture must run on a stream other than the default one: `nest_graph_enter` makes a side
+// stream this thread's current stream (after the work already queued on the previous stream),
+// `nest_graph_leave` restores the previous one (which then waits for the side stream). Warm-up
+// passes and the capture run between the two, as `torch.cuda.graph` does; replays run on the
+// current stream. All graphs of a device share one side stream (autograd ties a parameter's
+// gradient accumulation to the stream it last ran on: one stream keeps every capture on it)
+// and one memory pool: each graph's temporaries are free again when it ends, and everything
+// that outlives a step (weights, gradients, moments, the static inputs and outputs) is
+// allocated outside the captures, so graphs may share the pool in any replay order.
 //
 // Errors never cross the boundary as exceptions: the message is copied into a malloc'd string
 // for Rust to read and free (`nest_fused_adamw_free_message`), and the function returns non-zero.
@@ -14,20 +18,41 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <utility>
 
 namespace {
+
+// The current device's side stream and memory pool, made on first use.
+std::pair<c10::cuda::CUDAStream, c10::MempoolId_t> device_shared() {
+  static std::mutex lock;
+  static std::map<c10::DeviceIndex, std::pair<c10::cuda::CUDAStream, c10::MempoolId_t>> all;
+  std::lock_guard<std::mutex> guard(lock);
+  auto device = c10::cuda::current_device();
+  auto it = all.find(device);
+  if (it == all.end()) {
+    it = all.emplace(device, std::make_pair(c10::cuda::getStreamFromPool(false, device),
+                                            at::cuda::graph_pool_handle()))
+             .first;
+  }
+  return it->second;
+}
 
 struct NestGraph {
   at::cuda::CUDAGraph graph;
   c10::cuda::CUDAStream side;
+  c10::MempoolId_t pool;
   std::optional<c10::cuda::CUDAStream> previous;
-  NestGraph() : graph(), side(c10::cuda::getStreamFromPool()) {}
+  explicit NestGraph(std::pair<c10::cuda::CUDAStream, c10::MempoolId_t> shared)
+      : graph(), side(shared.first), pool(shared.second) {}
 };
 
 int fail(const std::exception& e, char** err) {
@@ -56,7 +81,7 @@ extern "C" {
 // A new, empty graph on the current device (with its side stream); null and `err` on failure.
 void* nest_graph_new(char** err) {
   NestGraph* g = nullptr;
-  guarded(err, [&] { g = new NestGraph(); });
+  guarded(err, [&] { g = new NestGraph(device_shared()); });
   return g;
 }
 
@@ -93,9 +118,12 @@ int nest_graph_leave(void* raw, char** err) {
   });
 }
 
-// Starts recording what is queued on the current (side) stream, into a private memory pool.
+// Starts recording what is queued on the current (side) stream, into the shared memory pool.
 int nest_graph_begin(void* raw, char** err) {
-  return guarded(err, [&] { static_cast<NestGraph*>(raw)->graph.capture_begin(); });
+  return guarded(err, [&] {
+    auto* g = static_cast<NestGraph*>(raw);
+    g->graph.capture_begin(g->pool);
+  });
 }
 
 int nest_graph_end(void* raw, char** err) {
