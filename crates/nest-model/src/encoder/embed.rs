@@ -1,5 +1,11 @@
 //! Embedding texts: length-sorted batches, one forward pass per batch to the deepest requested
 //! layer, pooled vectors back in input order.
+//!
+//! On a GPU the host must keep ahead of the device: nothing in a batch's eager pass waits for
+//! the device (the packing comes from the host's lengths, inputs go up through pinned memory
+//! without waiting), the vectors stay on the device until many batches' worth pile up
+//! ([`Collected`]), and with [`GraphMode`](super::GraphMode) a batch is one replay of a
+//! recorded pass ([`super::graphed`]).
 
 use nest_core::output::Matrix;
 use nest_core::ElasticSpec;
@@ -7,14 +13,98 @@ use tch::{Device, Kind, Tensor};
 
 use super::{ElasticEncoder, EncodeOptions};
 use crate::pooling::to_vec_f32;
-use crate::{Error, Result};
+use crate::{EncoderInput, Error, Result};
 
 /// What every batch of one [`ElasticEncoder::embed_layers`] call computes.
-struct BatchJob<'a> {
-    layers: &'a [usize],
-    deepest: usize,
+pub(super) struct BatchJob<'a> {
+    pub(super) layers: &'a [usize],
+    pub(super) deepest: usize,
     /// Leading tokens left out of the pooling (a prompt's).
-    skip: usize,
+    pub(super) skip: usize,
+}
+
+/// Pooled vectors on a GPU stay there until this many bytes pile up (or the encode ends).
+const FLUSH_BYTES: usize = 64 << 20;
+
+/// `host` (a CPU tensor) on `dev`. On a GPU through pinned memory and without waiting: a plain
+/// copy from the host waits for all the work queued on the device (libtorch synchronises a
+/// blocking copy's stream), which would idle the GPU while the host prepares each batch. The
+/// pinned block is not reused before the copy is done (libtorch's pinned allocator records it).
+/// On the CPU, `host` itself.
+pub(super) fn upload(host: &Tensor, dev: Device) -> Tensor {
+    if !dev.is_cuda() {
+        return host.to_device(dev);
+    }
+    let pinned = host
+        .f_pin_memory(dev)
+        .unwrap_or_else(|_| host.shallow_clone());
+    pinned.to_device_(dev, pinned.kind(), true, false)
+}
+
+/// The pooled vectors of an encode's batches per requested layer, in batch order. On a GPU they
+/// stay on the device until [`FLUSH_BYTES`] pile up or the encode ends: a copy to the host waits
+/// for everything queued before it (stream order), so a copy per batch would make the host wait
+/// for each batch before queueing the next, the idle time this saves.
+struct Collected {
+    /// Per layer: parts already on the host, then parts still where they were computed.
+    host: Vec<Vec<Tensor>>,
+    pending: Vec<Vec<Tensor>>,
+    pending_bytes: usize,
+}
+
+impl Collected {
+    fn new(layers: usize) -> Collected {
+        Collected {
+            host: (0..layers).map(|_| Vec::new()).collect(),
+            pending: (0..layers).map(|_| Vec::new()).collect(),
+            pending_bytes: 0,
+        }
+    }
+
+    /// Adds one batch's vectors (one tensor per layer, float32).
+    fn push(&mut self, batch: Vec<Tensor>) {
+        let on_gpu = batch.first().is_some_and(|t| t.device().is_cuda());
+        for (k, t) in batch.into_iter().enumerate() {
+            self.pending_bytes += t.numel() * 4;
+            self.pending[k].push(t);
+        }
+        if on_gpu && self.pending_bytes >= FLUSH_BYTES {
+            self.flush();
+        }
+    }
+
+    /// Brings the pending parts to the host: one copy per layer (on the CPU, one `cat`).
+    fn flush(&mut self) {
+        for (host, pending) in self.host.iter_mut().zip(&mut self.pending) {
+            if !pending.is_empty() {
+                host.push(Tensor::cat(pending, 0).to_device(Device::Cpu));
+                pending.clear();
+            }
+        }
+        self.pending_bytes = 0;
+    }
+
+    /// Every layer's vectors on the host, back in input order (`order[pos]` = the input index
+    /// of the `pos`-th vector).
+    ///
+    /// # Shapes
+    /// - returns one tensor `[order.len(), output_dim]` per layer
+    fn finish(mut self, order: &[usize]) -> Vec<Tensor> {
+        self.flush();
+        let mut inv = vec![0i64; order.len()];
+        for (pos, &i) in order.iter().enumerate() {
+            inv[i] = pos as i64;
+        }
+        let inverse = Tensor::from_slice(&inv);
+        self.host
+            .into_iter()
+            .map(|mut parts| match parts.len() {
+                1 => parts.pop().expect("one part"),
+                _ => Tensor::cat(&parts, 0),
+            })
+            .map(|t| t.index_select(0, &inverse))
+            .collect()
+    }
 }
 
 /// The encoder, shared with [`ElasticEncoder::embed_streams`]'s threads for forward passes.
@@ -112,45 +202,67 @@ impl ElasticEncoder {
             deepest: layers.iter().copied().max().unwrap_or(self.num_layers()),
             skip,
         };
-        let streams = opts.streams.clamp(1, batches.len());
-        let pooled = match streams {
+        let mut collected = Collected::new(layers.len());
+        match opts.streams.clamp(1, batches.len()) {
             1 => {
+                // the first batch is the largest: its row count is every batch's bucket
+                let graphs = opts
+                    .graphs
+                    .resolve(self.device())
+                    .then_some(batches[0].len());
                 let mut done = 0;
-                let mut out = Vec::with_capacity(batches.len());
                 for b in &batches {
-                    out.push(self.embed_batch(b, &job));
+                    collected.push(self.embed_one(b, &job, graphs));
                     done += b.len();
                     progress(done);
                 }
-                out
             }
-            n => self.embed_streams(&batches, &job, n, progress),
-        };
-        let mut per_layer: Vec<Vec<Tensor>> = (0..layers.len()).map(|_| Vec::new()).collect();
-        for batch in pooled {
-            for (k, t) in batch.into_iter().enumerate() {
-                per_layer[k].push(t);
+            n => {
+                for pooled in self.embed_streams(&batches, &job, n, progress) {
+                    collected.push(pooled);
+                }
             }
         }
-        // undo the length sort
-        let inverse = {
-            let mut inv = vec![0i64; order.len()];
-            for (pos, &i) in order.iter().enumerate() {
-                inv[i] = pos as i64;
-            }
-            Tensor::from_slice(&inv)
-        };
-        Ok(per_layer
-            .into_iter()
-            .map(|parts| Tensor::cat(&parts, 0).index_select(0, &inverse))
-            .collect())
+        Ok(collected.finish(&order))
     }
 
-    /// One batch's pooled vectors at each requested layer, on the CPU in float32.
+    /// One batch through its recorded pass when `graphs` gives the bucket's rows (and the shape
+    /// can be recorded), else eagerly.
+    fn embed_one(&self, seqs: &[&[i64]], job: &BatchJob, graphs: Option<usize>) -> Vec<Tensor> {
+        graphs
+            .and_then(|rows| self.embed_graphed(seqs, job, rows))
+            .unwrap_or_else(|| self.embed_batch(seqs, job))
+    }
+
+    /// One batch's pooled vectors at each requested layer, in float32, left on the device: the
+    /// forward pass is queued, not awaited (the packing comes from the host's lengths, and the
+    /// inputs go up without waiting), so that on a GPU the host prepares the next batch while
+    /// this one runs.
+    ///
+    /// # Shapes
+    /// - returns `job.layers.len()` tensors `[seqs.len(), output_dim]`
     fn embed_batch(&self, seqs: &[&[i64]], job: &BatchJob) -> Vec<Tensor> {
         let _guard = tch::no_grad_guard();
-        let input = self.make_input(seqs);
-        let out = self.forward(&input, job.deepest, false);
+        let dev = self.device();
+        let host = self.make_input_on(seqs, 0, Device::Cpu);
+        let seq = host.ids.size()[1] as usize;
+        let input = EncoderInput {
+            ids: upload(&host.ids, dev),
+            mask: upload(&host.mask, dev),
+        };
+        let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        let put = |index: Tensor| upload(&index, dev);
+        crate::packing::with_host_lengths(&lengths, seq, put, || self.pool_layers(&input, job))
+    }
+
+    /// The forward pass of `input` to the job's deepest layer, pooled (prompt tokens left out)
+    /// at each requested layer, in float32 where `input` lies: what the eager and the recorded
+    /// passes share.
+    ///
+    /// # Shapes
+    /// - `input`: `[rows, seq]`; returns `job.layers.len()` tensors `[rows, output_dim]`
+    pub(super) fn pool_layers(&self, input: &EncoderInput, job: &BatchJob) -> Vec<Tensor> {
+        let out = self.forward(input, job.deepest, false);
         let pool_mask = match job.skip {
             0 => input.mask.shallow_clone(),
             k => {
@@ -163,7 +275,6 @@ impl ElasticEncoder {
             .iter()
             .map(|&l| {
                 self.embed_pooled(&out.hidden_states[l], &pool_mask)
-                    .to_device(Device::Cpu)
                     .to_kind(Kind::Float)
             })
             .collect()

@@ -20,6 +20,8 @@ pub(crate) use build::net as build_net;
 use build::Net;
 mod convert;
 mod embed;
+mod graphed;
+pub use graphed::GraphMode;
 
 pub use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
 
@@ -58,6 +60,9 @@ pub struct EncodeOptions {
     /// 0 counts as 1). One stream gives a batch the lowest latency; as many streams as threads
     /// the highest throughput on many texts (`embed_streams`).
     pub streams: usize,
+    /// Whether batches run through recorded forward passes (CUDA graphs; one stream only):
+    /// `Auto` on a GPU. `NEST_CUDA_GRAPHS=0|1` overrides it ([`GraphMode::resolve`]).
+    pub graphs: GraphMode,
 }
 
 impl Default for EncodeOptions {
@@ -65,6 +70,7 @@ impl Default for EncodeOptions {
         EncodeOptions {
             batch_size: 32,
             streams: 1,
+            graphs: GraphMode::Auto,
         }
     }
 }
@@ -74,7 +80,7 @@ impl EncodeOptions {
     pub fn batch(batch_size: usize) -> Self {
         EncodeOptions {
             batch_size,
-            streams: 1,
+            ..EncodeOptions::default()
         }
     }
 }
@@ -107,6 +113,8 @@ pub struct ElasticEncoder {
     /// for inference (then the encoder can no longer be trained, saved or reloaded).
     dtype: Dtype,
     converted: bool,
+    /// The recorded encode passes, per shape ([`graphed`]).
+    graphs: graphed::Graphs,
 }
 
 impl ElasticEncoder {
@@ -164,6 +172,7 @@ impl ElasticEncoder {
             forwards: Default::default(),
             dtype: Dtype::Float32,
             converted: false,
+            graphs: Default::default(),
         })
     }
 
