@@ -136,6 +136,7 @@ impl ModelArgs {
         Ok(nest_model::EncodeOptions {
             batch_size: self.batch_size,
             streams,
+            ..Default::default()
         })
     }
 }

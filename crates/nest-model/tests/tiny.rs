@@ -125,6 +125,7 @@ fn streams_give_the_one_stream_vectors_in_order() {
             let opts = EncodeOptions {
                 batch_size: 2,
                 streams,
+                ..EncodeOptions::default()
             };
             let mut seen = Vec::new();
             let many = enc
@@ -144,6 +145,7 @@ fn streams_give_the_one_stream_vectors_in_order() {
     let opts = EncodeOptions {
         batch_size: 1,
         streams: 2,
+        ..EncodeOptions::default()
     };
     enc.embed_layers(&TEXTS, &[2], opts, &mut noop).unwrap();
     assert_eq!(tch::get_num_threads(), threads);
