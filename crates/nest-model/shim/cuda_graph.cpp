@@ -12,10 +12,13 @@
 // that outlives a step (weights, gradients, moments, the static inputs and outputs) is
 // allocated outside the captures, so graphs may share the pool in any replay order.
 //
+// Only libtorch's and c10's out-of-line functions are called (events through `c10::Event`, not
+// the header-inline `at::cuda::CUDAEvent`), so the shim needs no CUDA runtime library of its own.
+//
 // Errors never cross the boundary as exceptions: the message is copied into a malloc'd string
 // for Rust to read and free (`nest_fused_adamw_free_message`), and the function returns non-zero.
 
-#include <ATen/cuda/CUDAEvent.h>
+#include <c10/core/Event.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -95,9 +98,9 @@ int nest_graph_enter(void* raw, char** err) {
       throw std::runtime_error("nest_graph_enter: already on the graph's side stream");
     }
     auto current = c10::cuda::getCurrentCUDAStream();
-    at::cuda::CUDAEvent ready;
-    ready.record(current);
-    ready.block(g->side);
+    c10::Event ready(c10::DeviceType::CUDA);
+    ready.record(current.unwrap());
+    ready.block(g->side.unwrap());
     g->previous = current;
     c10::cuda::setCurrentCUDAStream(g->side);
   });
@@ -110,9 +113,9 @@ int nest_graph_leave(void* raw, char** err) {
     if (!g->previous) {
       throw std::runtime_error("nest_graph_leave: not on the graph's side stream");
     }
-    at::cuda::CUDAEvent done;
-    done.record(g->side);
-    done.block(*g->previous);
+    c10::Event done(c10::DeviceType::CUDA);
+    done.record(g->side.unwrap());
+    done.block(g->previous->unwrap());
     c10::cuda::setCurrentCUDAStream(*g->previous);
     g->previous.reset();
   });
