@@ -3,7 +3,7 @@ OpenAI-compatible HTTP loop (standard library HTTP server, one thread per connec
 same dynamic batching as Nest: a worker takes whatever requests are queued, up to
 --max-batch inputs, and runs one `model.encode` over them.
 
-    python scripts/peer_st_server.py --model models/all-MiniLM-L6-v2 --port 8081 [--max-batch 32]
+    python scripts/peer_st_server.py --model models/all-MiniLM-L6-v2 --port 8081 [--max-batch 32] [--device cuda]
 
 Only what the benchmark sends is implemented: POST /v1/embeddings with `input` (a string or a
 list of strings), optional `dimensions` (prefix, re-normalised) and `layers` (refused: the peer
@@ -24,9 +24,10 @@ ap.add_argument("--model", required=True)
 ap.add_argument("--port", type=int, default=8081)
 ap.add_argument("--max-batch", type=int, default=32)
 ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--device", default="cpu", help="cpu (default), or cuda / cuda:N")
 args = ap.parse_args()
 torch.set_num_threads(args.threads)
-model = SentenceTransformer(args.model, device="cpu")
+model = SentenceTransformer(args.model, device=args.device)
 jobs = queue.Queue()
 
 
