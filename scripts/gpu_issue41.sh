@@ -45,7 +45,7 @@ mkdir -p "$OUT"
 WORK=${WORK:-/tmp/issue41-work}
 rm -rf "$WORK" && mkdir -p "$WORK"
 export PYTHONUNBUFFERED=1
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 7 8}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 7 8}  # 0: the smoke check alone
 : > "$OUT/status.tsv"
 G=${NEST_GPU_DIR:-$REPO/.gpu}
 M=models/all-MiniLM-L6-v2
@@ -67,7 +67,7 @@ if [ "$DRY" = 1 ]; then
   cut -f1,2 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_pairs_dev.tsv"
   B1="4"; TRAIN_DTYPE=float32; TRAIN_STEPS=1; EPOCH_PAIRS=8; ENC_B="8 16"; REPEATS=${REPEATS:-1}
   GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; NUM_STEPS=6; NUM_AT=3; MP_B=4
-  for s in 1 2 3 4 5 6 7 8; do eval "S${s}_S=\${S${s}_S:-400}"; done
+  for s in 0 1 2 3 4 5 6 7 8; do eval "S${s}_S=\${S${s}_S:-400}"; done
   RUN_SCALE=4  # 2 shared cores: each command's own limit x 4
 else
   TOTAL_S=${TOTAL_S:-470}
@@ -75,8 +75,8 @@ else
   D=$G/data
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; NUM_STEPS=200; NUM_AT=100; MP_B=32
-  S1_S=${S1_S:-130} S2_S=${S2_S:-80} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
-  S5_S=${S5_S:-70} S6_S=${S6_S:-70} S7_S=${S7_S:-50} S8_S=${S8_S:-70}
+  S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-100} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
+  S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70}
   RUN_SCALE=1
 fi
 
@@ -229,6 +229,18 @@ section() {
 }
 
 # ------------------------------------------------------------------ 1. training step, MiniLM
+s0() {
+  run smoke_train_graph 40 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" --objectives mrl \
+    --dtype bf16 --steps 10 --epoch-pairs 320 --cuda-graph on
+  run smoke_train_eager 40 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" --objectives mrl \
+    --dtype bf16 --steps 10 --epoch-pairs 320 --cuda-graph off
+  run smoke_encode_graph 30 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" --batch-size 32 \
+    --layers 3,6 --dtype bf16 --repeats 3
+  NEST_CUDA_GRAPHS=0 run smoke_encode_eager 30 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+    --batch-size 32 --layers 3,6 --dtype bf16 --repeats 3
+  grep -hiE "warning|error|step, median|one epoch|cuda graphs|^\| [36] " "$SD"/smoke_*.log | cut -c1-240
+}
+
 s1() {
   local rows_n b steps ep g extra py
   rows_n=$(rows "$D/snli_triplets_dev.tsv")
@@ -268,6 +280,11 @@ s2() {
       --dtype auto,bf16 --repeats "$REPEATS" --python "$PY" --peers torch-float32,torch-bf16 \
       --markdown "$SD/encode.md"
     mem_stop
+  done
+  # the same without CUDA graphs (the no-sync eager path), Nest only
+  for b in $ENC_B; do
+    NEST_CUDA_GRAPHS=0 run "encode_nographs_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+      --batch-size "$b" --layers 3,6 --dtype auto,bf16 --repeats "$REPEATS" --markdown "$SD/encode_nographs.md"
   done
 }
 
@@ -375,6 +392,33 @@ s6() {
   run train_resume 60 "$N" train --recipe "$RECIPE" --resume "$b" "${flags[@]}"
   cp "$b/metrics.jsonl" "$SD/metrics_resumed.jsonl" 2> /dev/null
   run numerics 30 "$PY" scripts/gpu_issue41_report.py numerics "$FIXTURE" "$a" "$b" "$SD/numerics.json" "$NUM_AT"
+  # the same 200 steps with every step recorded as a CUDA graph (recipe key cuda_graph), then in
+  # bf16 eager and recorded: wall time of the run and losses against the eager float32 run
+  local g=$WORK/num-graph
+  run train_200_graph 60 "$N" train --recipe "$RECIPE" --run-dir "$g" --cuda-graph auto "${flags[@]}"
+  cp "$g/metrics.jsonl" "$SD/metrics_200_graph.jsonl" 2> /dev/null
+  run train_200_bf16 60 "$N" train --recipe "$RECIPE" --run-dir "$WORK/num-bf16" --dtype bf16 "${flags[@]}"
+  cp "$WORK/num-bf16/metrics.jsonl" "$SD/metrics_200_bf16.jsonl" 2> /dev/null
+  run train_200_bf16_graph 60 "$N" train --recipe "$RECIPE" --run-dir "$WORK/num-bf16-graph" --dtype bf16 --cuda-graph auto "${flags[@]}"
+  cp "$WORK/num-bf16-graph/metrics.jsonl" "$SD/metrics_200_bf16_graph.jsonl" 2> /dev/null
+  "$PY" - "$SD" << 'EOF2' | tee "$SD/graph_runs.txt"
+import json, sys, os
+sd = sys.argv[1]
+def read(n):
+    p = os.path.join(sd, n)
+    if not os.path.exists(p):
+        return None
+    rows = [json.loads(l) for l in open(p) if '"lr"' in l]
+    return rows
+base = read("metrics_200.jsonl")
+for n in ["metrics_200.jsonl", "metrics_200_graph.jsonl", "metrics_200_bf16.jsonl", "metrics_200_bf16_graph.jsonl"]:
+    r = read(n)
+    if not r:
+        print(f"{n}: missing"); continue
+    d = max(abs(a["loss"] - b["loss"]) for a, b in zip(r, base)) if base else float("nan")
+    t = r[-1]["seconds"] - r[0]["seconds"]
+    print(f"{n}: {len(r)} steps, steps 2..{len(r)}: {t:.2f} s ({t / max(len(r) - 1, 1) * 1000:.1f} ms/step), max |loss - float32 eager| {d:.2e}")
+EOF2
 }
 
 # ------------------------------------------------------------------ 7. NCCL, torchrun
@@ -423,12 +467,13 @@ s8() {
   done
 }
 
+section 0 "smoke: the CUDA-graph paths, briefly, no peers" s0
 section 1 "training step, MiniLM, bf16, cuda graph on/off" s1
 section 2 "early exit on the GPU, MiniLM encode" s2
+section 6 "numerics: GPU vs CPU losses, kill -9 + resume, nest train with cuda graphs" s6
 section 3 "production shapes encode (Qwen3-0.6B, EmbeddingGemma)" s3
 section 4 "nest serve vs ST server, 64 clients" s4
 section 5 "eval bf16 vs float32, cell by cell" s5
-section 6 "numerics: GPU vs CPU losses, kill -9 + resume" s6
 section 7 "torchrun, NCCL" s7
 section 8 "MPNet-shape training step" s8
 [ -n "$GEN_PID" ] && kill "$GEN_PID" 2> /dev/null
