@@ -103,9 +103,12 @@ pub struct SlimArgs {
     /// Record this dim as the default truncation (Nest applies it unless `--dim` says otherwise).
     #[arg(long)]
     pub dim: Option<usize>,
-    /// Output directory (replaced if it exists).
+    /// Output directory (new, or empty; `--overwrite` replaces one that holds files).
     #[arg(long)]
     pub out: PathBuf,
+    /// Replace an `--out` folder that already holds files (never the model's own folder).
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 #[derive(Debug, Args)]

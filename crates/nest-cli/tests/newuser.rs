@@ -305,6 +305,26 @@ fn slim_warns_about_untrained_points() {
         ],
     );
     assert!(e.contains("--keep-layers 9"), "{e}");
+    // an --out that holds files is kept unless --overwrite; the model's own folder never
+    let slim = |out: &str, extra: &[&str]| {
+        let mut args = vec!["slim", "--model", &tiny, "--keep-layers", "1", "--out", out];
+        args.extend_from_slice(extra);
+        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    fn as_str(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    let before = std::fs::read(d.join("s3/nest.json")).unwrap();
+    let e = fails_in(d, &as_str(&slim("s3", &[])));
+    assert!(
+        e.contains("already holds files") && e.contains("--overwrite"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(d.join("s3/nest.json")).unwrap(), before);
+    ok_in(d, &as_str(&slim("s3", &["--overwrite"])));
+    let e = fails_in(d, &as_str(&slim(&tiny, &["--overwrite"])));
+    assert!(e.contains("the model's own folder"), "{e}");
+    assert!(d.join("tiny/model.safetensors").exists());
 }
 
 /// #70: a finished `index build` leaves no `.NAME.lock` beside the index; #72: a funnel whose

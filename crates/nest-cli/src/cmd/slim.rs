@@ -4,6 +4,7 @@ use crate::args::SlimArgs;
 
 pub fn run(a: SlimArgs) -> Result<()> {
     let m = super::load_model_path(&a.model, None)?;
+    check_out(&a)?;
     anyhow::ensure!(
         a.layers >= 1 && a.layers <= m.num_layers(),
         "--keep-layers {} is outside 1..={} (the model's layers)",
@@ -79,4 +80,24 @@ fn untrained_point(
         "{}{source}; its vectors may be much worse than a trained point's",
         parts.join(" and ")
     ))
+}
+
+/// `--out` must not be the model's own folder, and may hold files only with `--overwrite`
+/// (slim replaces the folder: a finished model or run there would be lost).
+fn check_out(a: &SlimArgs) -> Result<()> {
+    let model = std::path::Path::new(&a.model);
+    if let (Ok(o), Ok(m)) = (a.out.canonicalize(), model.canonicalize()) {
+        anyhow::ensure!(
+            o != m && !m.starts_with(&o),
+            "--out {} is the model's own folder (or holds it): write the slim model elsewhere",
+            a.out.display()
+        );
+    }
+    let holds_files = std::fs::read_dir(&a.out).is_ok_and(|mut d| d.next().is_some());
+    anyhow::ensure!(
+        !holds_files || a.overwrite,
+        "--out {} already holds files: pass --overwrite to replace them, or choose another folder",
+        a.out.display()
+    );
+    Ok(())
 }
