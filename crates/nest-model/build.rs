@@ -21,6 +21,7 @@ fn main() {
     cc::Build::new()
         .cpp(true)
         .file("shim/fused_adamw.cpp")
+        .file("shim/pinned.cpp")
         .include(&include)
         .flag("-std=c++20")
         .flag_if_supported("-Wno-unused-parameter")

@@ -7,10 +7,11 @@
 // `nest_graph_leave` restores the previous one (which then waits for the side stream). Warm-up
 // passes and the capture run between the two, as `torch.cuda.graph` does; replays run on the
 // current stream. All graphs of a device share one side stream (autograd ties a parameter's
-// gradient accumulation to the stream it last ran on: one stream keeps every capture on it)
-// and one memory pool: each graph's temporaries are free again when it ends, and everything
-// that outlives a step (weights, gradients, moments, the static inputs and outputs) is
-// allocated outside the captures, so graphs may share the pool in any replay order.
+// gradient accumulation to the stream it last ran on: one stream keeps every capture on it).
+// Each graph has a memory pool of its own: a shared pool (`graph_pool_handle`) is freed by
+// libtorch once every graph that used it is gone, and a later capture into it then fails an
+// internal assertion (seen on an H100, 2026-11-26: a benchmark's graphs dropped, the training
+// run's first capture refused).
 //
 // Only libtorch's and c10's out-of-line functions are called (events through `c10::Event`, not
 // the header-inline `at::cuda::CUDAEvent`), so the shim needs no CUDA runtime library of its own.
@@ -30,21 +31,18 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <utility>
 
 namespace {
 
-// The current device's side stream and memory pool, made on first use.
-std::pair<c10::cuda::CUDAStream, c10::MempoolId_t> device_shared() {
+// The current device's side stream, made on first use.
+c10::cuda::CUDAStream side_stream() {
   static std::mutex lock;
-  static std::map<c10::DeviceIndex, std::pair<c10::cuda::CUDAStream, c10::MempoolId_t>> all;
+  static std::map<c10::DeviceIndex, c10::cuda::CUDAStream> all;
   std::lock_guard<std::mutex> guard(lock);
   auto device = c10::cuda::current_device();
   auto it = all.find(device);
   if (it == all.end()) {
-    it = all.emplace(device, std::make_pair(c10::cuda::getStreamFromPool(false, device),
-                                            at::cuda::graph_pool_handle()))
-             .first;
+    it = all.emplace(device, c10::cuda::getStreamFromPool(false, device)).first;
   }
   return it->second;
 }
@@ -52,10 +50,8 @@ std::pair<c10::cuda::CUDAStream, c10::MempoolId_t> device_shared() {
 struct NestGraph {
   at::cuda::CUDAGraph graph;
   c10::cuda::CUDAStream side;
-  c10::MempoolId_t pool;
   std::optional<c10::cuda::CUDAStream> previous;
-  explicit NestGraph(std::pair<c10::cuda::CUDAStream, c10::MempoolId_t> shared)
-      : graph(), side(shared.first), pool(shared.second) {}
+  explicit NestGraph(c10::cuda::CUDAStream stream) : graph(), side(stream) {}
 };
 
 int fail(const std::exception& e, char** err) {
@@ -84,7 +80,7 @@ extern "C" {
 // A new, empty graph on the current device (with its side stream); null and `err` on failure.
 void* nest_graph_new(char** err) {
   NestGraph* g = nullptr;
-  guarded(err, [&] { g = new NestGraph(device_shared()); });
+  guarded(err, [&] { g = new NestGraph(side_stream()); });
   return g;
 }
 
@@ -121,12 +117,9 @@ int nest_graph_leave(void* raw, char** err) {
   });
 }
 
-// Starts recording what is queued on the current (side) stream, into the shared memory pool.
+// Starts recording what is queued on the current (side) stream, into a memory pool of its own.
 int nest_graph_begin(void* raw, char** err) {
-  return guarded(err, [&] {
-    auto* g = static_cast<NestGraph*>(raw);
-    g->graph.capture_begin(g->pool);
-  });
+  return guarded(err, [&] { static_cast<NestGraph*>(raw)->graph.capture_begin(); });
 }
 
 int nest_graph_end(void* raw, char** err) {

@@ -35,10 +35,42 @@ pub(super) fn upload(host: &Tensor, dev: Device) -> Tensor {
     if !dev.is_cuda() {
         return host.to_device(dev);
     }
-    let pinned = host
-        .f_pin_memory(dev)
-        .unwrap_or_else(|_| host.shallow_clone());
+    let pinned = pinned::pin(host).unwrap_or_else(|_| host.shallow_clone());
     pinned.to_device_(dev, pinned.kind(), true, false)
+}
+
+/// `Tensor::pin_memory()` through `shim/pinned.cpp` (tch's wrapper passes a device, which
+/// libtorch deprecates with a warning at every call).
+#[allow(unsafe_code)]
+mod pinned {
+    use std::ffi::{c_char, c_void, CStr};
+
+    use tch::Tensor;
+
+    extern "C" {
+        fn nest_pin_memory(t: *const c_void, err: *mut *mut c_char) -> *mut c_void;
+        fn nest_fused_adamw_free_message(m: *mut c_char);
+    }
+
+    pub(super) fn pin(t: &Tensor) -> Result<Tensor, String> {
+        let mut err: *mut c_char = std::ptr::null_mut();
+        // SAFETY: `t.as_ptr()` is a live `at::Tensor*` for the call; the shim catches every C++
+        // exception and returns either a new `at::Tensor*` or null with `err` set.
+        let out = unsafe { nest_pin_memory(t.as_ptr().cast(), &mut err) };
+        if !out.is_null() {
+            // SAFETY: a fresh heap `at::Tensor*` that nothing else owns: tch frees it on drop.
+            return Ok(unsafe { Tensor::from_ptr(out.cast()) });
+        }
+        if err.is_null() {
+            return Err("pin_memory failed (no message)".into());
+        }
+        // SAFETY: a NUL-terminated malloc'd string from the shim, freed right after copying.
+        let msg = unsafe { CStr::from_ptr(err) }
+            .to_string_lossy()
+            .into_owned();
+        unsafe { nest_fused_adamw_free_message(err) };
+        Err(msg)
+    }
 }
 
 /// The pooled vectors of an encode's batches per requested layer, in batch order. On a GPU they

@@ -190,16 +190,22 @@ impl GraphedStep {
                 // the warm-up pass is this step; the recording serves the next ones
                 match Captured::record(enc.device(), state, WARMUP, &mut body) {
                     Ok(c) => &self.graphs.entry(key).or_insert(c).state,
-                    Err(f) if f.warmed => {
-                        eprintln!(
-                            "warning: recording the training step as a CUDA graph failed ({}); \
-                             the steps run eagerly from here",
-                            f.error
-                        );
+                    // a capture that failed part-way can leave libtorch's CUDA generator in
+                    // its capture state (an H100, 2026-11-26: the next eager dropout was
+                    // refused), so the run stops here rather than going on eagerly; the last
+                    // checkpoint stands
+                    Err(f) => {
                         self.failed = Some(f.error.to_string());
-                        return Ok(Some(outputs(opt, &f.state)));
+                        return Err(nest_model::Error::Core(nest_core::Error::value(
+                            "cuda_graph",
+                            format!(
+                                "recording the training step as a CUDA graph failed ({}); set \
+                                 cuda_graph = \"off\" (or --cuda-graph off) and resume",
+                                f.error
+                            ),
+                        ))
+                        .into());
                     }
-                    Err(f) => return Err(f.error.into()),
                 }
             }
         };
