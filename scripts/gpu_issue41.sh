@@ -66,16 +66,16 @@ if [ "$DRY" = 1 ]; then
   head -97 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_triplets_dev.tsv"
   cut -f1,2 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_pairs_dev.tsv"
   B1="4"; TRAIN_DTYPE=float32; TRAIN_STEPS=1; EPOCH_PAIRS=8; ENC_B="8 16"; REPEATS=${REPEATS:-1}
-  GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; NUM_STEPS=6; NUM_AT=3; MP_B=4
-  for s in 0 1 2 3 4 5 6 7 8; do eval "S${s}_S=\${S${s}_S:-400}"; done
+  GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; WARM_S=${WARM_S:-1}; NUM_STEPS=6; NUM_AT=3; MP_B=4
+  for s in 0 1 2 3 4 5 6 7 8 9; do eval "S${s}_S=\${S${s}_S:-400}"; done
   RUN_SCALE=4  # 2 shared cores: each command's own limit x 4
 else
   TOTAL_S=${TOTAL_S:-470}
   PY=${PY:-python3}
   D=$G/data
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
-  GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; NUM_STEPS=200; NUM_AT=100; MP_B=32
-  S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-100} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
+  GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
+  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-100} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70}
   RUN_SCALE=1
 fi
@@ -241,6 +241,24 @@ s0() {
   grep -hiE "warning|error|step, median|one epoch|cuda graphs|^\| [36] " "$SD"/smoke_*.log | cut -c1-240
 }
 
+s9() {
+  # the host's share of an encode: tokenising STS-B test (2,758 sentences) with the same Rust
+  # tokenizers library Nest links, all cores (encode_batch) and one
+  run tokenize 30 "$PY" - "$M/tokenizer.json" "$D/stsb_test.tsv" << 'EOF2'
+import sys, time, os
+from tokenizers import Tokenizer
+t = Tokenizer.from_file(sys.argv[1])
+texts = [c for l in open(sys.argv[2]).read().split("\n")[1:] for c in l.split("\t")[:2] if l]
+best, one = 1e9, 1e9
+for _ in range(5):
+    s = time.perf_counter(); t.encode_batch(texts); best = min(best, time.perf_counter() - s)
+for _ in range(2):
+    s = time.perf_counter(); [t.encode(x) for x in texts]; one = min(one, time.perf_counter() - s)
+print(f"tokenize {len(texts)} sentences: encode_batch {best*1000:.1f} ms ({os.cpu_count()} cores), one by one {one*1000:.1f} ms")
+EOF2
+  cat "$SD/tokenize.log"
+}
+
 s1() {
   local rows_n b steps ep g extra py
   rows_n=$(rows "$D/snli_triplets_dev.tsv")
@@ -318,25 +336,31 @@ s3() {
 
 # ------------------------------------------------------------------ 4. serve
 s4() {
-  local dev=cpu pid texts=$SD/texts.txt
+  local dev=cpu pid texts=$SD/texts.txt dt l
   [ "$DRY" = 1 ] || dev=cuda
   tail -n +2 "$D/stsb_test.tsv" | cut -f1,2 | tr '\t' '\n' > "$texts"
-  for dt in auto float32; do
-    "$N" serve --model "$M" --port 18080 --allow-any-point --max-batch-inputs 32 --dtype $dt > "$SD/server_nest_$dt.log" 2>&1 &
+  # each server: WARM_S seconds of the same load first (first-use costs: CUDA context, handles,
+  # each new shape's kernels), not recorded; then the measured runs
+  for dt in ${SERVE_DTYPES:-auto float32}; do
+    local env=() tag=$dt
+    [ "$dt" = auto-explicit ] && env=(NEST_ATTENTION=explicit) && dt=auto
+    env "${env[@]}" "$N" serve --model "$M" --port 18080 --allow-any-point --max-batch-inputs 32 --dtype $dt \
+      > "$SD/server_nest_$tag.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     if ! wait_health http://127.0.0.1:18080 $pid 60; then
-      log "  nest serve $dt did not start"
-      tail -3 "$SD/server_nest_$dt.log"
+      log "  nest serve $tag did not start"
+      tail -3 "$SD/server_nest_$tag.log"
       stop_pid $pid
       continue
     fi
-    mem_start "serve_nest_$dt"
-    local layers="6 3"
-    [ $dt = float32 ] && layers=6
-    for l in $layers; do
-      run "serve_nest_${dt}_l$l" $((SERVE_S + 30)) "$N" bench serve --url http://127.0.0.1:18080 --clients 64 \
-        --seconds "$SERVE_S" --texts "$texts" --layer "$l" --pid $pid --label "nest-$dt-layer$l"
+    run "serve_nest_${tag}_warmup" $((WARM_S + 20)) "$N" bench serve --url http://127.0.0.1:18080 --clients 64 \
+      --seconds "$WARM_S" --texts "$texts" --layer 6 --pid $pid --label "nest-$tag-warmup"
+    mem_start "serve_nest_$tag"
+    for l in ${SERVE_LAYERS:-6 3}; do
+      [ "$tag" = auto-explicit ] && [ "$l" != 6 ] && continue
+      run "serve_nest_${tag}_l$l" $((SERVE_S + 30)) "$N" bench serve --url http://127.0.0.1:18080 --clients 64 \
+        --seconds "$SERVE_S" --texts "$texts" --layer "$l" --pid $pid --label "nest-$tag-layer$l"
     done
     mem_stop
     stop_pid $pid
@@ -345,6 +369,8 @@ s4() {
   pid=$!
   PIDS+=("$pid")
   if wait_health http://127.0.0.1:18081 $pid 90; then
+    run serve_peer_warmup $((WARM_S + 20)) "$N" bench serve --url http://127.0.0.1:18081 --clients 64 \
+      --seconds "$WARM_S" --texts "$texts" --model "$M" --pid $pid --label "peer-warmup"
     mem_start serve_peer
     run serve_peer_st_float32 $((SERVE_S + 30)) "$N" bench serve --url http://127.0.0.1:18081 --clients 64 \
       --seconds "$SERVE_S" --texts "$texts" --model "$M" --pid $pid --label "peer-st-float32-$dev"
@@ -427,7 +453,7 @@ s7() {
   local flags=(--max-steps 5 --save-every 1000)
   [ "$DRY" = 1 ] && flags=(--max-steps 2 --save-every 1000 --model "$M" --data "$D/snli_pairs_dev.tsv:pairs")
   : > "$f"
-  for n in 1 2; do
+  for n in ${TORCHRUN_RANKS-1 2}; do
     NCCL_DEBUG=INFO NEST_DIST_TIMEOUT_S=60 run "torchrun_$n" 90 "$PY" -m torch.distributed.run --standalone \
       --nproc-per-node $n --no-python "$N" train --recipe "$RECIPE" --run-dir "$WORK/dist$n" "${flags[@]}"
     rc=$?
@@ -467,6 +493,7 @@ s8() {
   done
 }
 
+section 9 "host tokenisation time (what early exit cannot shorten)" s9
 section 0 "smoke: the CUDA-graph paths, briefly, no peers" s0
 section 1 "training step, MiniLM, bf16, cuda graph on/off" s1
 section 2 "early exit on the GPU, MiniLM encode" s2
