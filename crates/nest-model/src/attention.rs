@@ -17,12 +17,14 @@
 //! | 128 | 32 | 8.4 / 12.7 | 8.6 / 9.4 |
 //!
 //! So on CPU up to [`EXPLICIT_MAX_KEYS`] keys the explicit form runs, beyond it the fused
-//! kernel. On a GPU the fused kernel runs at every length (there the explicit form's casts and
-//! separate kernels are launches that a small batch is bound by: bf16 encoding at batch 32 ran
-//! 1.5-1.9x faster fused on an H200), except in bf16 training (inputs that need gradients),
-//! where it made one epoch 2.2-2.7x slower than the explicit form while the median step
-//! barely moved, which points at a cost per new input shape (not established: no profiler ran;
-//! BENCHMARKS.md, "On a GPU").
+//! kernel. On a GPU the fused kernel runs in float32 only. In bf16 it pays a large cost per new
+//! input shape: one bf16 training epoch ran 2.2-2.7x slower fused than explicit while the
+//! median step (repeated shapes) barely moved (an H200), and `nest serve` in bf16 under 64
+//! clients, whose batches are ever new shapes, served 266-720 inputs/s fused against 2,831
+//! explicit (an H100, 2026-11-26; float32 fused 4,182). Repeated shapes ran 1.5-1.9x faster
+//! fused in bf16 (encode at batch 32, an H200), but encoding on a GPU now replays recorded
+//! CUDA graphs (`encoder/graphed.rs`), where the explicit form's extra kernels cost no launches
+//! (BENCHMARKS.md, "On a GPU").
 //!
 //! `NEST_ATTENTION=explicit` or `fused` forces one form everywhere, to measure the kernels
 //! against each other (`scripts/gpu_check.sh`); unset or `auto`, the rule above.
@@ -53,7 +55,7 @@ fn fused(q: &Tensor, keys: i64) -> bool {
     match (forced, q.device()) {
         (Some(f), _) => *f,
         (None, tch::Device::Cpu) => keys > EXPLICIT_MAX_KEYS,
-        (None, _) => q.kind() == Kind::Float || !q.requires_grad(),
+        (None, _) => q.kind() == Kind::Float,
     }
 }
 
