@@ -45,9 +45,10 @@ pub struct BenchTrainArgs {
     /// Append the figures as Markdown to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
-    /// Record the MRL step as a CUDA graph per input shape and replay it (auto: on a GPU;
-    /// on: also on the CPU, through the fake that runs the step eagerly; off).
-    #[arg(long, default_value = "off")]
+    /// Record the MRL step as a CUDA graph per input shape and replay it (auto: on a GPU, as
+    /// `nest train` does by default; on: also on the CPU, through the fake that runs the step
+    /// eagerly; off).
+    #[arg(long, default_value = "auto")]
     pub cuda_graph: nest_train::trainer::GraphMode,
 }
 

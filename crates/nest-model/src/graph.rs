@@ -27,6 +27,64 @@ use tch::Device;
 
 use crate::{Error, Result};
 
+/// When recorded work replaces eager passes: an encode's batches
+/// ([`crate::EncodeOptions::graphs`]) and a training step (nest-train's recipe key
+/// `cuda_graph`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GraphMode {
+    /// Record on a GPU, run eagerly on the CPU (the default).
+    #[default]
+    Auto,
+    /// Always go through the recording bookkeeping (on the CPU: the fake, which runs the body at
+    /// each replay; what the tests use).
+    On,
+    Off,
+}
+
+impl std::str::FromStr for GraphMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<GraphMode, String> {
+        match s {
+            "auto" => Ok(GraphMode::Auto),
+            "on" => Ok(GraphMode::On),
+            "off" => Ok(GraphMode::Off),
+            other => Err(format!("'{other}': expected auto, on or off")),
+        }
+    }
+}
+
+impl GraphMode {
+    /// Whether work on `device` is recorded: `NEST_CUDA_GRAPHS=1` (on) or `0` (off) overrides
+    /// the mode, for measurements; `Auto` records on a GPU only.
+    pub fn resolve(self, device: Device) -> bool {
+        let mode = match std::env::var("NEST_CUDA_GRAPHS").as_deref() {
+            Ok("1") => GraphMode::On,
+            Ok("0") => GraphMode::Off,
+            _ => self,
+        };
+        match mode {
+            GraphMode::Auto => device.is_cuda(),
+            GraphMode::On => true,
+            GraphMode::Off => false,
+        }
+    }
+
+    /// The spelling a recipe and a flag use.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GraphMode::Auto => "auto",
+            GraphMode::On => "on",
+            GraphMode::Off => "off",
+        }
+    }
+
+    /// Whether this is the default (what a saved recipe leaves out).
+    pub fn is_default(&self) -> bool {
+        *self == GraphMode::Auto
+    }
+}
+
 /// What a replay did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Replay {

@@ -38,47 +38,6 @@ pub const MAX_GRAPHS: usize = 64;
 /// the warm-up pass's vectors are the first batch's of that shape.
 const WARMUP: usize = 1;
 
-/// When an encode records its batches ([`super::EncodeOptions::graphs`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum GraphMode {
-    /// Record on a GPU, run eagerly on the CPU.
-    #[default]
-    Auto,
-    /// Always go through the recorded-pass bookkeeping (on the CPU: the fake, which runs the
-    /// pass at each replay; what the tests use).
-    On,
-    Off,
-}
-
-impl std::str::FromStr for GraphMode {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<GraphMode, String> {
-        match s {
-            "auto" => Ok(GraphMode::Auto),
-            "on" => Ok(GraphMode::On),
-            "off" => Ok(GraphMode::Off),
-            other => Err(format!("'{other}': expected auto, on or off")),
-        }
-    }
-}
-
-impl GraphMode {
-    /// Whether an encode on `device` records its batches: `NEST_CUDA_GRAPHS=1` (on) or `0` (off)
-    /// overrides the mode, for measurements; `Auto` records on a GPU only.
-    pub fn resolve(self, device: Device) -> bool {
-        let mode = match std::env::var("NEST_CUDA_GRAPHS").as_deref() {
-            Ok("1") => GraphMode::On,
-            Ok("0") => GraphMode::Off,
-            _ => self,
-        };
-        match mode {
-            GraphMode::Auto => device.is_cuda(),
-            GraphMode::On => true,
-            GraphMode::Off => false,
-        }
-    }
-}
-
 /// What a graph is recorded for besides the weights.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Shape {
@@ -277,6 +236,7 @@ fn fill(s: &Static, host: &EncoderInput) {
 mod tests {
     use super::*;
     use crate::config::Architecture;
+    use crate::graph::GraphMode;
     use crate::tiny::{write_tiny_model, TinySpec};
     use crate::EncodeOptions;
 

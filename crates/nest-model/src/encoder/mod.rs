@@ -21,7 +21,7 @@ use build::Net;
 mod convert;
 mod embed;
 mod graphed;
-pub use graphed::GraphMode;
+pub use crate::graph::GraphMode;
 
 pub use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
 

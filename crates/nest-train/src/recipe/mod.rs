@@ -169,10 +169,10 @@ pub struct Recipe {
     #[serde(default)]
     pub(crate) dropout: Option<f64>,
     /// Record each training step as a CUDA graph per input shape and replay it
-    /// ([`crate::trainer::GraphedStep`]): `auto` on a GPU, `on` also through the CPU fake (for
-    /// tests), `off` (the default). Applies when the objective's terms are fixed (MRL), with no
+    /// ([`crate::trainer::GraphedStep`]): `auto` (the default) on a GPU, `on` also through the
+    /// CPU fake (for tests), `off`. Applies when the objective's terms are fixed (MRL), with no
     /// accumulation, GradCache or data parallelism.
-    #[serde(default, skip_serializing_if = "crate::trainer::GraphMode::is_off")]
+    #[serde(default, skip_serializing_if = "crate::trainer::GraphMode::is_default")]
     pub(crate) cuda_graph: crate::trainer::GraphMode,
 }
 

@@ -21,6 +21,7 @@
 use std::collections::HashMap;
 
 use nest_model::graph::Captured;
+pub use nest_model::graph::GraphMode;
 use nest_model::optim::DeviceUpdate;
 use nest_model::{ElasticEncoder, EncoderInput};
 use tch::{Device, Kind, Tensor};
@@ -40,47 +41,6 @@ pub const MAX_GRAPHS: usize = 32;
 /// initialisation must not happen inside a capture), then the step is recorded for the next
 /// batches of that shape.
 const WARMUP: usize = 1;
-
-/// When to record steps (the recipe's `cuda_graph`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GraphMode {
-    /// Record on a GPU, run eagerly on the CPU.
-    Auto,
-    /// Always go through the recording bookkeeping (on the CPU: the fake, which runs the body;
-    /// what the tests use).
-    On,
-    #[default]
-    Off,
-}
-
-impl GraphMode {
-    /// The recipe's spelling.
-    pub fn name(&self) -> &'static str {
-        match self {
-            GraphMode::Auto => "auto",
-            GraphMode::On => "on",
-            GraphMode::Off => "off",
-        }
-    }
-
-    /// Whether this is the default (what a saved recipe leaves out).
-    pub fn is_off(&self) -> bool {
-        *self == GraphMode::Off
-    }
-}
-
-impl std::str::FromStr for GraphMode {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<GraphMode, String> {
-        match s {
-            "auto" => Ok(GraphMode::Auto),
-            "on" => Ok(GraphMode::On),
-            "off" => Ok(GraphMode::Off),
-            other => Err(format!("'{other}': expected auto, on or off")),
-        }
-    }
-}
 
 /// One shape's static tensors.
 struct Static {
@@ -133,12 +93,7 @@ impl GraphedStep {
 
     /// Whether a step of `objective` on `device` would be recorded (before shape checks).
     pub fn applies(&self, objective: &dyn Objective, device: Device) -> bool {
-        let mode = match self.mode {
-            GraphMode::Off => false,
-            GraphMode::On => true,
-            GraphMode::Auto => device.is_cuda(),
-        };
-        mode && self.failed.is_none() && objective.fixed_terms()
+        self.mode.resolve(device) && self.failed.is_none() && objective.fixed_terms()
     }
 
     /// How many shapes have a graph.
