@@ -4,7 +4,6 @@ use crate::args::SlimArgs;
 
 pub fn run(a: SlimArgs) -> Result<()> {
     let m = super::load_model_path(&a.model, None)?;
-    check_out(&a)?;
     anyhow::ensure!(
         a.layers >= 1 && a.layers <= m.num_layers(),
         "--keep-layers {} is outside 1..={} (the model's layers)",
@@ -18,6 +17,7 @@ pub fn run(a: SlimArgs) -> Result<()> {
             m.output_dim()
         );
     }
+    check_out(&a)?;
     if let Some(w) = untrained_point(&m.meta, m.num_layers(), m.output_dim(), a.layers, a.dim) {
         eprintln!("warning: {w}");
     }
