@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use nest_model::graph::GraphMode;
 use nest_model::point::{self, Keys, Offer, Point, Policy};
 use nest_model::tokenize::TextTokenizer;
 use nest_model::{Adaptor, ElasticEncoder};
@@ -258,6 +259,39 @@ impl Engine {
     }
 }
 
+/// The batch's pooled vectors at `layer` (float32, on the host): through the encoder's own
+/// per-batch path ([`ElasticEncoder::pool_batch`]: recorded CUDA graphs on a GPU, no
+/// synchronisation per batch) when every input leaves the same prompt out, else one eager pass
+/// with a pooling mask per input.
+///
+/// # Shapes
+/// - returns `[batch.len(), output_dim]`
+fn pool(
+    enc: &ElasticEncoder,
+    batch: &[Item],
+    seqs: &[&[i64]],
+    layer: usize,
+) -> std::result::Result<Tensor, String> {
+    if batch.iter().all(|i| i.skip == batch[0].skip) {
+        let mut pooled = enc
+            .pool_batch(seqs, &[layer], batch[0].skip, GraphMode::Auto)
+            .map_err(|e| e.to_string())?;
+        return Ok(pooled.remove(0));
+    }
+    let input = enc.make_input(seqs);
+    let out = enc.forward(&input, layer, false);
+    // the prompt's tokens out of the pooling, per input
+    let mask = input.mask.copy();
+    for (k, it) in batch.iter().enumerate().filter(|(_, i)| i.skip > 0) {
+        let n = (it.skip as i64).min(mask.size()[1]);
+        let _ = mask.get(k as i64).narrow(0, 0, n).fill_(0);
+    }
+    Ok(enc
+        .embed_pooled(&out.hidden_states[layer], &mask)
+        .to_device(Device::Cpu)
+        .to_kind(Kind::Float))
+}
+
 /// One forward pass over a batch (all at one layer); each input's vector, normalised.
 fn embed_batch(
     enc: &ElasticEncoder,
@@ -268,24 +302,7 @@ fn embed_batch(
     let seqs: Vec<&[i64]> = batch.iter().map(|i| i.ids.as_slice()).collect();
     let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
     METRICS.batch_tokens.observe((longest * batch.len()) as f64);
-    let input = enc.make_input(&seqs);
-    let out = enc.forward(&input, layer, false);
-    let mask = match batch.iter().any(|i| i.skip > 0) {
-        false => input.mask.shallow_clone(),
-        true => {
-            // the prompt's tokens out of the pooling, per input
-            let m = input.mask.copy();
-            for (k, it) in batch.iter().enumerate().filter(|(_, i)| i.skip > 0) {
-                let n = (it.skip as i64).min(m.size()[1]);
-                let _ = m.get(k as i64).narrow(0, 0, n).fill_(0);
-            }
-            m
-        }
-    };
-    let pooled = enc
-        .embed_pooled(&out.hidden_states[layer], &mask)
-        .to_device(Device::Cpu)
-        .to_kind(Kind::Float);
+    let pooled = pool(enc, batch, &seqs, layer)?;
     // one `point::finish` per distinct dim in the batch (the cut, the adaptor, the norm)
     let mut result = vec![Vec::new(); batch.len()];
     let mut dims: Vec<usize> = batch.iter().map(|i| i.dim).collect();

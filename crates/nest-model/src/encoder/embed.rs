@@ -258,6 +258,39 @@ impl ElasticEncoder {
         Ok(collected.finish(&order))
     }
 
+    /// One batch of token ids, pooled at each of `layers` (a prompt's first `skip` tokens left
+    /// out of the pooling), float32 on the host: the path every batch of
+    /// [`Self::embed_layers`] takes, for callers that batch their own inputs (the server's
+    /// engine). With `graphs` resolving on (a GPU under `Auto`), the batch replays its shape's
+    /// recorded pass, rows rounded up to a power of two so that a few shapes serve every batch
+    /// size; else the eager pass. Not normalised, not cut to a dim ([`crate::point::finish`]
+    /// does both).
+    ///
+    /// # Shapes
+    /// - returns `layers.len()` tensors `[seqs.len(), output_dim]`
+    pub fn pool_batch(
+        &self,
+        seqs: &[&[i64]],
+        layers: &[usize],
+        skip: usize,
+        graphs: crate::graph::GraphMode,
+    ) -> Result<Vec<Tensor>> {
+        self.check(layers, &[])?;
+        let job = BatchJob {
+            layers,
+            deepest: layers.iter().copied().max().unwrap_or(self.num_layers()),
+            skip,
+        };
+        let rows = graphs
+            .resolve(self.device())
+            .then(|| seqs.len().next_power_of_two());
+        Ok(self
+            .embed_one(seqs, &job, rows)
+            .into_iter()
+            .map(|t| t.to_device(Device::Cpu))
+            .collect())
+    }
+
     /// One batch through its recorded pass when `graphs` gives the bucket's rows (and the shape
     /// can be recorded), else eagerly.
     fn embed_one(&self, seqs: &[&[i64]], job: &BatchJob, graphs: Option<usize>) -> Vec<Tensor> {
