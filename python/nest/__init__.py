@@ -12,6 +12,7 @@ runs in Nest's Rust core (the same code as `nest encode`), with the GIL released
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 # libtorch comes from the `torch` wheel: importing torch first loads its libraries
@@ -22,7 +23,7 @@ import numpy as np
 from . import _nest
 from ._nest import get_num_threads, set_num_threads
 
-__all__ = ["Encoder", "get_num_threads", "set_num_threads", "__version__"]
+__all__ = ["Encoder", "TrainResult", "train", "get_num_threads", "set_num_threads", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -184,3 +185,65 @@ def _check_int(key: str, v: Any) -> None:
         raise TypeError(f"{key}: expected an int, got {type(v).__name__}")
     if v < 1:
         raise ValueError(f"{key}: must be at least 1, got {v}")
+
+
+class TrainResult(dict):
+    """What ``nest.train`` returns: ``run_dir``, ``final`` (the exported model folder, or None
+    for a run stopped early), ``steps``, ``last_loss``, ``stopped``; keys and attributes."""
+
+    __getattr__ = dict.__getitem__
+
+
+def _flag_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return json.dumps(list(v))  # a TOML array of numbers or strings reads the same
+    return str(v)
+
+
+def train(
+    recipe: Optional[str] = None,
+    overrides: Optional[Dict[str, Any]] = None,
+    run_dir: Optional[str] = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> TrainResult:
+    """Trains in this process, as ``nest train`` does (the same Rust trainer; the GIL released).
+
+    Args:
+        recipe: a recipe TOML file (see ``recipes/``), or None to give every key in
+            ``overrides``.
+        overrides: recipe keys to set, e.g. ``{"max_steps": 50, "lr": 2e-5,
+            "matryoshka_dims": [64, 128, 384], "data": "pairs.tsv:pairs"}`` (as
+            ``nest train --max-steps 50 ...``).
+        run_dir: the run folder (default: ``runs/<recipe name>``).
+        resume: continue the run in ``run_dir`` exactly (its own recipe when ``recipe`` is None).
+        overwrite: replace the run in ``run_dir`` once the new one has finished.
+        progress: print each step, checkpoint and evaluation to stderr.
+
+    Ctrl-C stops the run after the current step with a checkpoint of it, then raises
+    ``KeyboardInterrupt``; ``nest.train(run_dir=..., resume=True)`` continues it bit for bit.
+
+    Raises:
+        FileNotFoundError: a missing model, data file or run folder to resume.
+        ValueError: a bad recipe key or value, or a run folder that holds another run.
+        RuntimeError: anything else (a non-finite loss, libtorch).
+    """
+    flags: List[str] = []
+    for key, value in (overrides or {}).items():
+        flags += ["--" + key.replace("_", "-"), _flag_value(value)]
+    if run_dir is None:
+        stem = os.path.splitext(os.path.basename(recipe))[0] if recipe else "run"
+        run_dir = os.path.join("runs", stem)
+    done, final, steps, loss, stopped = _nest.train_native(
+        str(run_dir), None if recipe is None else str(recipe), flags, resume, overwrite, progress
+    )
+    return TrainResult(
+        run_dir=str(done),
+        final=None if stopped else str(final),
+        steps=steps,
+        last_loss=loss,
+        stopped=stopped,
+    )

@@ -30,3 +30,11 @@ class NativeEncoder:
 
 def get_num_threads() -> int: ...
 def set_num_threads(n: int) -> None: ...
+def train_native(
+    run_dir: str,
+    recipe: str | None = None,
+    flags: list[str] = ...,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> tuple[str, str, int, float, bool]: ...

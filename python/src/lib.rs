@@ -16,6 +16,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use tch::{Kind, Tensor};
 
+mod train;
+
 /// The key names the Python API uses in messages (`layer=7: ...`).
 const KEYS: Keys = Keys {
     layer: "layer",
@@ -171,6 +173,7 @@ impl NativeEncoder {
                 let opts = EncodeOptions {
                     batch_size,
                     streams,
+                    ..EncodeOptions::default()
                 };
                 let pooled =
                     m.embed_prompted(&refs, &[layer], opts, prompt.as_deref(), &mut |_| {})?;
@@ -287,5 +290,6 @@ fn _nest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeEncoder>()?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(train::train_native, m)?)?;
     Ok(())
 }

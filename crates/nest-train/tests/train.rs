@@ -846,3 +846,30 @@ fn quantization_aware_training_logs_and_lowers_the_quantised_losses() {
         assert_eq!(term(&two_d, name).len(), 2, "{name}");
     }
 }
+
+/// A stop requested in-process (what Python's Ctrl-C does) ends the run after that step with a
+/// checkpoint of it (no periodic one was due), no export; the resumed run then logs what the
+/// uninterrupted one logged, bit for bit.
+#[test]
+fn a_requested_stop_checkpoints_its_step_and_resumes_exactly() {
+    use nest_train::trainer::{stop, Event};
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let (full, cut) = (d.path().join("full"), d.path().join("cut"));
+    let r = recipe(&model, &data, &["--save-every", "100"]);
+    train(&r, &opts(&full), &mut |_| {}).unwrap();
+    let s = train(&r, &opts(&cut), &mut |e| {
+        if let Event::Step { step: 4, .. } = e {
+            stop::request();
+        }
+    })
+    .unwrap();
+    assert!(s.final_dir.as_os_str().is_empty(), "a stopped run exports nothing");
+    assert!(!cut.join("final").exists());
+    assert!(cut.join("checkpoints/step-00000004").is_dir());
+    assert_eq!(losses(&cut).len(), 4);
+    let mut o = opts(&cut);
+    o.resume = true;
+    train(&r, &o, &mut |_| {}).unwrap();
+    assert_eq!(losses(&cut), losses(&full));
+}

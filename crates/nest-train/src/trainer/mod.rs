@@ -15,6 +15,7 @@ mod run;
 mod run_dir;
 mod run_log;
 mod spread;
+pub mod stop;
 mod step;
 mod sync;
 mod timer;
@@ -61,6 +62,7 @@ pub fn train_with(
     events: &mut dyn FnMut(Event),
 ) -> Result<Summary> {
     let start = Instant::now();
+    stop::clear();
     let group = process_group(o.device)?;
     let group = group.as_deref();
     let main = group.is_none_or(|g| g.rank() == 0);

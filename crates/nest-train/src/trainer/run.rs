@@ -193,6 +193,11 @@ impl<'a> Run<'a> {
                 if stop.is_some_and(|s| at.step - first_step >= s) && at.step < self.plan.total {
                     return Ok(false);
                 }
+                if super::stop::requested() && at.step < self.plan.total {
+                    // an interrupt (Python's Ctrl-C): this step's checkpoint, then stop
+                    self.checkpoint_now(at, after, events)?;
+                    return Ok(false);
+                }
                 if at.step >= self.plan.total {
                     (at.epoch, at.next_batch) = after;
                     return Ok(true);
@@ -359,6 +364,32 @@ impl<'a> Run<'a> {
             log.eval(step, &cells)?;
             events(Event::Eval { step, summary });
         }
+        Ok(())
+    }
+
+    /// A checkpoint of the step just done (resuming at `after`), unless the periodic one wrote
+    /// it already; what a requested stop leaves ([`super::stop`]).
+    fn checkpoint_now(
+        &mut self,
+        at: &Progress,
+        after: (u64, usize),
+        events: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        let r = self.r;
+        if !self.main || (r.save_every > 0 && at.step % r.save_every == 0) {
+            return Ok(());
+        }
+        let (epoch, next_batch) = after;
+        let p = self.save(&Progress {
+            epoch,
+            next_batch,
+            ..*at
+        })?;
+        self.last_ck = p.display().to_string();
+        events(Event::Checkpoint {
+            step: at.step,
+            path: p,
+        });
         Ok(())
     }
 

@@ -1,0 +1,104 @@
+//! `nest.train`: a training run in-process, as `nest train` runs it (nest-train's `train`), with
+//! the GIL released. Each step re-takes the GIL for a moment to let Python see a pending Ctrl-C;
+//! one turns into a stop request ([`nest_train::trainer::stop`]): the run ends after that step
+//! with a checkpoint of it, resumable exactly, and `KeyboardInterrupt` is raised once it has.
+
+use std::path::PathBuf;
+
+use nest_train::trainer::{stop, train, Event, TrainOptions};
+use nest_train::Recipe;
+use pyo3::exceptions::{PyFileNotFoundError, PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+/// A nest-train error as the Python exception of its kind: a missing file
+/// `FileNotFoundError`, a bad recipe value `ValueError`, anything else `RuntimeError`.
+fn train_err(e: nest_train::Error) -> PyErr {
+    use nest_train::Error as E;
+    match e {
+        E::Model(m) => crate::py_err(m),
+        E::Core(c) => crate::core_err(c),
+        E::Recipe { .. } => PyValueError::new_err(e.to_string()),
+        // a run folder that is missing (a resume) or holds something else
+        E::Run { ref path, .. } if !path.exists() => PyFileNotFoundError::new_err(e.to_string()),
+        E::Run { .. } => PyValueError::new_err(e.to_string()),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+/// What a run left: `(run_dir, final_dir or "", steps, last_loss, stopped)`.
+type Ran = (PathBuf, PathBuf, u64, f64, bool);
+
+/// Trains `recipe` (a TOML file, or none) with `flags` (`["--key", "value", ...]`, the recipe
+/// overrides `nest train` takes) into `run_dir`; `resume` continues the run there, `overwrite`
+/// replaces it once the new run finished. `progress` prints one line per step to stderr.
+#[pyfunction]
+#[pyo3(signature = (run_dir, recipe = None, flags = Vec::new(), resume = false, overwrite = false, progress = true))]
+pub fn train_native(
+    py: Python<'_>,
+    run_dir: PathBuf,
+    recipe: Option<PathBuf>,
+    flags: Vec<String>,
+    resume: bool,
+    overwrite: bool,
+    progress: bool,
+) -> PyResult<Ran> {
+    if resume && overwrite {
+        return Err(PyValueError::new_err(
+            "resume and overwrite contradict each other: resume continues a run, overwrite \
+             replaces it; pass one",
+        ));
+    }
+    let recipe = match (recipe, resume) {
+        (Some(r), _) => Some(r),
+        // resuming without a recipe: the run's own resolved recipe
+        (None, true) => Some(run_dir.join("recipe.toml")),
+        (None, false) => None,
+    };
+    let r = Recipe::load(recipe.as_deref(), &flags).map_err(train_err)?;
+    let opts = TrainOptions {
+        run_dir: run_dir.clone(),
+        resume,
+        overwrite,
+        device: nest_model::default_device(),
+        stop_after_steps: None,
+        allow_world_change: false,
+    };
+    let mut interrupted = false;
+    let summary = py
+        .detach(|| {
+            train(&r, &opts, &mut |e| {
+                if let Event::Step { step, loss, lr } = &e {
+                    if progress {
+                        eprintln!("step {step}: loss {loss:.4}, lr {lr:.2e}");
+                    }
+                    // a pending Ctrl-C becomes a stop after this step
+                    if !interrupted && Python::attach(|py| py.check_signals()).is_err() {
+                        interrupted = true;
+                        stop::request();
+                        eprintln!("interrupted: stopping after step {step} with a checkpoint");
+                    }
+                } else if progress {
+                    match &e {
+                        Event::Message(m) => eprintln!("{m}"),
+                        Event::Checkpoint { step, path } => {
+                            eprintln!("step {step}: checkpoint {}", path.display())
+                        }
+                        Event::Eval { step, summary } => eprintln!("step {step}: {summary}"),
+                        _ => {}
+                    }
+                }
+            })
+        })
+        .map_err(train_err)?;
+    let stopped = summary.final_dir.as_os_str().is_empty();
+    if interrupted {
+        return Err(PyKeyboardInterrupt::new_err(format!(
+            "training stopped after step {} with a checkpoint in {}; nest.train(run_dir={:?}, \
+             resume=True) continues it exactly",
+            summary.steps,
+            run_dir.display(),
+            run_dir.display().to_string()
+        )));
+    }
+    Ok((run_dir, summary.final_dir, summary.steps, summary.last_loss, stopped))
+}

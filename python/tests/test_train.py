@@ -1,0 +1,85 @@
+"""`nest.train` in-process: a run finishes and exports; Ctrl-C (a real SIGINT) stops it after a
+step with a checkpoint and raises KeyboardInterrupt, and the resumed run logs what the
+uninterrupted one logged, bit for bit; bad input comes back as the right exception.
+
+    scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
+"""
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import nest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "models" / "all-MiniLM-L6-v2"
+SNLI = ROOT / ".." / "shared" / "datasets" / "snli" / "triplets_dev.tsv"
+
+if not MODEL.is_dir() or not SNLI.is_file():
+    pytest.skip("models/all-MiniLM-L6-v2 or the SNLI data is missing", allow_module_level=True)
+
+
+def pairs(tmp: Path, n: int) -> str:
+    lines = SNLI.read_text().splitlines()
+    out = tmp / "pairs.tsv"
+    out.write_text("\n".join("\t".join(l.split("\t")[:2]) for l in lines[: n + 1]) + "\n")
+    return f"{out}:pairs"
+
+
+def overrides(data: str, steps: int) -> dict:
+    return {
+        "model": str(MODEL),
+        "data": data,
+        "loss": "mnrl",
+        "matryoshka_dims": [64, 128, 384],
+        "batch_size": 8,
+        "max_length": 16,
+        "max_steps": steps,
+        "save_every": 1000,
+        "seed": 3,
+    }
+
+
+def losses(run: str) -> list:
+    rows = [json.loads(l) for l in Path(run, "metrics.jsonl").read_text().splitlines()]
+    return [r["loss"] for r in rows if "lr" in r]
+
+
+def test_a_run_finishes_and_exports(tmp_path):
+    r = nest.train(overrides=overrides(pairs(tmp_path, 64), 3), run_dir=tmp_path / "run", progress=False)
+    assert r.steps == 3 and not r.stopped
+    assert Path(r.final, "model.safetensors").is_file()
+    m = nest.Encoder(r.final)
+    assert m.encode(["a cat"], dim=64).shape == (1, 64)
+
+
+def test_ctrl_c_checkpoints_and_the_resume_is_exact(tmp_path):
+    data = pairs(tmp_path, 8 * 40)
+    full = nest.train(overrides=overrides(data, 40), run_dir=tmp_path / "full", progress=False)
+    run = tmp_path / "cut"
+    timer = threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt, match="resume=True"):
+        nest.train(overrides=overrides(data, 40), run_dir=run, progress=False)
+    timer.cancel()
+    cut = losses(run)
+    assert 1 <= len(cut) < 40, f"{len(cut)} steps before the stop"
+    assert Path(run, "checkpoints", f"step-{len(cut):08d}").is_dir()
+    assert not Path(run, "final").exists()
+    done = nest.train(run_dir=run, resume=True, progress=False)
+    assert done.steps == 40 and done.final
+    assert losses(run) == losses(full.run_dir)
+
+
+def test_errors_are_python_exceptions(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        nest.train(run_dir=tmp_path / "missing", resume=True, progress=False)
+    with pytest.raises(ValueError, match="no_such_key|no-such-key"):
+        nest.train(overrides={**overrides(pairs(tmp_path, 16), 1), "no_such_key": 1},
+                   run_dir=tmp_path / "bad", progress=False)
