@@ -1,0 +1,32 @@
+//! The Python package's extension (`python/`: its own cargo workspace, so `cargo test
+//! --workspace` never builds it) still compiles against the crates it wraps: `cargo check` of
+//! it. A change of nest-model's or nest-train's API once broke it unseen; building and testing
+//! the wheel itself takes longer than CI's test step (docs/PYTHON.md, "Tests").
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn the_python_extension_compiles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // pyo3's build script asks a Python interpreter for its configuration
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: no python3 for pyo3's build script");
+        return;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| root.join("target"));
+    let out = Command::new(cargo)
+        .current_dir(&root)
+        .args(["check", "--quiet", "--manifest-path", "python/Cargo.toml"])
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .expect("running cargo check");
+    assert!(
+        out.status.success(),
+        "cargo check of python/ failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
