@@ -23,7 +23,7 @@ import numpy as np
 from . import _nest
 from ._nest import get_num_threads, set_num_threads
 
-__all__ = ["Encoder", "TrainResult", "train", "get_num_threads", "set_num_threads", "__version__"]
+__all__ = ["Encoder", "TrainResult", "train", "evaluate", "get_num_threads", "set_num_threads", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -247,3 +247,61 @@ def train(
         last_loss=loss,
         stopped=stopped,
     )
+
+
+def evaluate(
+    model: str,
+    tasks: Optional[str] = None,
+    sts: Optional[Sequence[str]] = None,
+    data_root: str = "../shared/datasets",
+    layers: Optional[Sequence[int]] = None,
+    dims: Optional[Sequence[int]] = None,
+    precision: str = "float32",
+    dtype: str = "auto",
+    batch_size: int = 32,
+    out: Optional[str] = None,
+    as_frame: bool = False,
+):
+    """Evaluates ``model`` over the (layer x dim x precision) grid, as ``nest eval`` does (the
+    same Rust code; the GIL released).
+
+    Args:
+        model: a model folder (or hub id, as ``nest.Encoder``).
+        tasks: task families, e.g. ``"sts,retrieval"`` (``nest eval --tasks``), read from
+            ``data_root`` (the layout of shared/datasets).
+        sts: STS files (sentence1, sentence2, score) to evaluate beside, or instead of, ``tasks``.
+        layers, dims: the grid (default: every layer, the model's Matryoshka dims).
+        precision: ``"float32"``, ``"int8"``, ``"binary"`` or a comma-separated list.
+        dtype: the arithmetic, as ``nest.Encoder``.
+        out: also write ``report.json``, ``report.md`` and the plots there.
+        as_frame: return a pandas DataFrame, one row per (task, layer, dim, precision) with each
+            metric a column, instead of the report.
+
+    Returns:
+        The report as a dict (``report.json``'s content: ``tasks[i]["cells"]`` hold each cell's
+        ``metrics``), or a DataFrame with ``as_frame=True``.
+    """
+    text = _nest.evaluate_native(
+        str(model),
+        tasks,
+        [str(p) for p in (sts or [])],
+        str(data_root),
+        None if layers is None else [int(x) for x in layers],
+        None if dims is None else [int(x) for x in dims],
+        precision,
+        dtype,
+        int(batch_size),
+        None if out is None else str(out),
+    )
+    report = json.loads(text)
+    if not as_frame:
+        return report
+    import pandas as pd  # only for as_frame
+
+    rows = []
+    for t in report["tasks"]:
+        for c in t["cells"]:
+            row = {"task": t["task"], "layer": c["layer"], "dim": c["dim"], "precision": c["precision"]}
+            row.update(c["metrics"])
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -38,3 +38,15 @@ def train_native(
     overwrite: bool = False,
     progress: bool = True,
 ) -> tuple[str, str, int, float, bool]: ...
+def evaluate_native(
+    model: str,
+    tasks: str | None = None,
+    sts: list[str] = ...,
+    data_root: str = "../shared/datasets",
+    layers: list[int] | None = None,
+    dims: list[int] | None = None,
+    precision: str = "float32",
+    dtype: str = "auto",
+    batch_size: int = 32,
+    out: str | None = None,
+) -> str: ...

@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use tch::{Kind, Tensor};
 
+mod evaluate;
 mod train;
 
 /// The key names the Python API uses in messages (`layer=7: ...`).
@@ -291,5 +292,6 @@ fn _nest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(train::train_native, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate::evaluate_native, m)?)?;
     Ok(())
 }

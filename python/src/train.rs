@@ -100,5 +100,11 @@ pub fn train_native(
             run_dir.display().to_string()
         )));
     }
-    Ok((run_dir, summary.final_dir, summary.steps, summary.last_loss, stopped))
+    Ok((
+        run_dir,
+        summary.final_dir,
+        summary.steps,
+        summary.last_loss,
+        stopped,
+    ))
 }

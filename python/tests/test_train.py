@@ -83,3 +83,31 @@ def test_errors_are_python_exceptions(tmp_path):
     with pytest.raises(ValueError, match="no_such_key|no-such-key"):
         nest.train(overrides={**overrides(pairs(tmp_path, 16), 1), "no_such_key": 1},
                    run_dir=tmp_path / "bad", progress=False)
+
+
+STSB = ROOT / ".." / "shared" / "datasets" / "stsb" / "test.tsv"
+
+
+def test_evaluate_matches_the_cli(tmp_path):
+    import subprocess
+
+    report = nest.evaluate(str(MODEL), sts=[str(STSB)], layers=[3, 6], dims=[64, 384], dtype="float32")
+    cells = {(c["layer"], c["dim"]): c["metrics"] for c in report["tasks"][0]["cells"]}
+    assert set(cells) == {(3, 64), (3, 384), (6, 64), (6, 384)}
+    cli = ROOT / "target" / "release" / "nest"
+    if cli.exists():
+        out = tmp_path / "cli"
+        subprocess.run([str(cli), "eval", "sts", "--model", str(MODEL), "--data", str(STSB),
+                        "--layers", "3,6", "--dims", "64,384", "--dtype", "float32",
+                        "--latency-texts", "0", "--out", str(out)], check=True, capture_output=True)
+        theirs = json.loads((out / "report.json").read_text())
+        # the same code; float reordering between two processes' thread teams only
+        for c in theirs["tasks"][0]["cells"]:
+            mine = cells[(c["layer"], c["dim"])]
+            assert set(mine) == set(c["metrics"])
+            for k, v in c["metrics"].items():
+                assert abs(v - mine[k]) < 1e-4, (c["layer"], c["dim"], k, v, mine[k])
+    with pytest.raises(FileNotFoundError):
+        nest.evaluate(str(MODEL), sts=[str(tmp_path / "missing.tsv")])
+    with pytest.raises(ValueError):
+        nest.evaluate(str(MODEL))

@@ -1,16 +1,14 @@
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use nest_core::{parse_dims, parse_layers};
 use nest_eval::compare::{Group, Legend};
 use nest_eval::quantize::Precision;
-use nest_eval::report::{grid_text, Costs, ModelInfo};
+use nest_eval::report::grid_text;
 use nest_eval::significance::Bootstrap;
 use nest_eval::suite::{self, GridSpec, Progress};
 use nest_eval::tasks::{default_sources, Task, TaskKind, TaskSource};
 use nest_eval::Report;
-use nest_model::EncodeOptions;
 
 use crate::args::{CompareArgs, EvalArgs, EvalCommand, GridArgs, ModelArgs, SeedsArgs};
 use crate::progress;
@@ -102,16 +100,12 @@ fn read_tasks(sources: &[TaskSource]) -> Result<Vec<Task>> {
     Ok(tasks)
 }
 
-/// [`suite::run`] with progress bars (embedding, then each task's cells).
-fn run_with_bars(
-    model: &nest_model::ElasticEncoder,
-    tasks: &[Task],
-    spec: &GridSpec,
-    opts: EncodeOptions,
-) -> Result<Vec<nest_eval::TaskResult>> {
+/// `f` (an evaluation given a progress callback) with progress bars: embedding, then each
+/// task's cells.
+fn with_bars<T>(f: &mut dyn FnMut(&mut dyn FnMut(Progress)) -> nest_eval::Result<T>) -> Result<T> {
     let pb = progress::bar(0, "embed");
     let mut task_bar: Option<(String, indicatif::ProgressBar)> = None;
-    let results = suite::run(model, tasks, spec, opts, &mut |p| match p {
+    let out = f(&mut |p| match p {
         Progress::Embed { done, total } => {
             if pb.length() != Some(total as u64) {
                 pb.set_length(total as u64);
@@ -136,7 +130,7 @@ fn run_with_bars(
     if let Some((_, b)) = task_bar {
         b.finish_and_clear();
     }
-    Ok(results)
+    Ok(out)
 }
 
 /// One dtype's grid: read, check, load, run the suite, measure, write, in that order.
@@ -148,7 +142,6 @@ fn run_one_grid(
     out: &Path,
 ) -> Result<std::path::PathBuf> {
     let opts = m.encode_options()?;
-    let start = Instant::now();
     let precisions = Precision::parse_list(&g.precision)?;
     // every data file is read and checked before the model loads, so a bad file fails fast
     let tasks = read_tasks(sources)?;
@@ -173,28 +166,24 @@ fn run_one_grid(
         items: !g.no_items,
         prompts: g.prompts.resolve(&model)?,
     };
-    let results = run_with_bars(&model, &tasks, &spec, opts)?;
     if g.latency_texts > 0 {
         eprintln!(
-            "timing encode latency per layer on up to {} texts ...",
+            "(then the encode latency per layer on up to {} texts)",
             g.latency_texts
         );
     }
-    let costs = Costs::measure(&model, &tasks, &layers, g.latency_texts, opts)?;
-    let report = Report {
-        nest_version: env!("CARGO_PKG_VERSION").into(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        model: ModelInfo {
-            prompts: spec.prompts.clone(),
-            ..ModelInfo::of(&m.model, &model)
-        },
-        layers: layers.clone(),
-        dims: dims.clone(),
-        precisions: precisions.clone(),
-        costs,
-        tasks: results,
-        seconds: start.elapsed().as_secs_f64(),
-    };
+    let report = with_bars(&mut |progress| {
+        suite::evaluate(
+            &m.model,
+            std::env::args().collect::<Vec<_>>().join(" "),
+            &model,
+            &tasks,
+            &spec,
+            g.latency_texts,
+            opts,
+            progress,
+        )
+    })?;
     for t in &report.tasks {
         for &p in &precisions {
             println!("{}", grid_text(t, p, &layers, &dims));

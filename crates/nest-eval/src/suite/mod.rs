@@ -86,3 +86,35 @@ pub fn run(
     }
     Ok(out)
 }
+
+/// A whole evaluation of a loaded model as `nest eval` runs it: the grid ([`run`]), the encode
+/// latency per layer on up to `latency_texts` texts, and the report that records them (what
+/// `report.json` holds). `path` names the model in the report, `command` how it was run.
+pub fn evaluate(
+    path: &str,
+    command: String,
+    model: &ElasticEncoder,
+    tasks: &[Task],
+    g: &GridSpec,
+    latency_texts: usize,
+    opts: EncodeOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<crate::Report> {
+    let start = Instant::now();
+    let results = run(model, tasks, g, opts, progress)?;
+    let costs = crate::report::Costs::measure(model, tasks, &g.layers, latency_texts, opts)?;
+    Ok(crate::Report {
+        nest_version: env!("CARGO_PKG_VERSION").into(),
+        command,
+        model: crate::report::ModelInfo {
+            prompts: g.prompts.clone(),
+            ..crate::report::ModelInfo::of(path, model)
+        },
+        layers: g.layers.clone(),
+        dims: g.dims.clone(),
+        precisions: g.precisions.clone(),
+        costs,
+        tasks: results,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,97 @@
+//! `nest.evaluate`: `nest eval`'s grid in-process (nest-eval's `suite::evaluate`, the same code),
+//! with the GIL released; the report comes back as JSON text (`report.json`'s), written to a
+//! folder as well when asked.
+
+use std::path::PathBuf;
+
+use nest_eval::quantize::Precision;
+use nest_eval::suite::{self, GridSpec};
+use nest_eval::tasks::{default_sources, Task, TaskKind, TaskSource};
+use nest_model::{DtypeChoice, EncodeOptions, Keys, Offer};
+use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+fn eval_err(e: nest_eval::Error) -> PyErr {
+    match e {
+        nest_eval::Error::Model(m) => crate::py_err(m),
+        nest_eval::Error::Core(c) => crate::core_err(c),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+/// Evaluates `model` over the (layer x dim x precision) grid on `tasks` (`nest eval --tasks`,
+/// from `data_root`) plus the STS files in `sts`; returns the report as JSON text, also
+/// written to `out` when given.
+#[pyfunction]
+#[pyo3(signature = (model, tasks = None, sts = Vec::new(), data_root = PathBuf::from("../shared/datasets"), layers = None, dims = None, precision = "float32".to_string(), dtype = "auto".to_string(), batch_size = 32, out = None))]
+#[allow(clippy::too_many_arguments)] // Python keyword arguments
+pub fn evaluate_native(
+    py: Python<'_>,
+    model: String,
+    tasks: Option<String>,
+    sts: Vec<PathBuf>,
+    data_root: PathBuf,
+    layers: Option<Vec<usize>>,
+    dims: Option<Vec<usize>>,
+    precision: String,
+    dtype: String,
+    batch_size: usize,
+    out: Option<PathBuf>,
+) -> PyResult<String> {
+    let choice: DtypeChoice = dtype
+        .parse()
+        .map_err(|e: String| PyValueError::new_err(format!("dtype: {e}")))?;
+    let precisions = Precision::parse_list(&precision).map_err(eval_err)?;
+    let mut sources: Vec<TaskSource> = match &tasks {
+        Some(t) => {
+            let kinds = TaskKind::parse_list(t).map_err(eval_err)?;
+            if !data_root.is_dir() {
+                return Err(PyFileNotFoundError::new_err(format!(
+                    "data_root {}: not a folder (expected the datasets layout of shared/datasets)",
+                    data_root.display()
+                )));
+            }
+            default_sources(&data_root, &kinds)
+        }
+        None => Vec::new(),
+    };
+    sources.extend(sts.into_iter().map(TaskSource::Sts));
+    if sources.is_empty() {
+        return Err(PyValueError::new_err(
+            "nothing to evaluate: pass tasks (e.g. \"sts,retrieval\") or sts files",
+        ));
+    }
+    py.detach(move || -> nest_eval::Result<String> {
+        let tasks = sources
+            .iter()
+            .map(Task::load)
+            .collect::<Result<Vec<_>, _>>()?;
+        let dir = nest_model::hub::resolve(&model)?;
+        let mut enc = nest_model::ElasticEncoder::load(&dir, nest_model::default_device(), None)?;
+        enc.convert_for_inference(nest_model::dtype::resolve(choice, enc.device()).dtype)?;
+        let (layers, dims) = Offer::new(&enc, None)?
+            .resolve_grid(layers, dims, Keys::GRID_FLAGS)
+            .map_err(nest_core::Error::from)?;
+        let spec = GridSpec {
+            layers,
+            dims,
+            precisions,
+            rescore: 0,
+            logreg: Default::default(),
+            adaptor: None,
+            items: true,
+            prompts: Default::default(),
+        };
+        let opts = EncodeOptions {
+            batch_size,
+            ..EncodeOptions::default()
+        };
+        let command = format!("nest.evaluate({model:?})");
+        let report = suite::evaluate(&model, command, &enc, &tasks, &spec, 0, opts, &mut |_| {})?;
+        if let Some(o) = &out {
+            report.write(o)?;
+        }
+        serde_json::to_string(&report).map_err(|e| nest_eval::Error::Report(e.to_string()))
+    })
+    .map_err(eval_err)
+}
