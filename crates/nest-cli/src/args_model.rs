@@ -22,6 +22,10 @@ pub struct ModelArgs {
     /// the lowest latency.
     #[arg(long)]
     pub streams: Option<usize>,
+    /// With more than 0, a batch also holds at most this many padded tokens (rows x its longest
+    /// text): long texts in small batches, short ones in large ones (at most --batch-size).
+    #[arg(long, default_value_t = 0)]
+    pub max_tokens_per_batch: usize,
     /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
     /// float32, bf16 or int8 (dynamic quantisation). `nest eval` and `nest bench encode` take a
     /// list and score / time each. Not how vectors are stored: that is `--precision`.
@@ -136,6 +140,7 @@ impl ModelArgs {
         Ok(nest_model::EncodeOptions {
             batch_size: self.batch_size,
             streams,
+            max_tokens: self.max_tokens_per_batch,
             ..Default::default()
         })
     }

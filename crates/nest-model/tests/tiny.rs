@@ -320,3 +320,30 @@ fn tiny_models_are_reproducible() {
             == std::fs::read(b.path().join("model.safetensors")).unwrap()
     );
 }
+
+/// A token budget per batch (`EncodeOptions::max_tokens`) changes the batches, not the vectors.
+#[test]
+fn a_token_budget_gives_the_same_vectors() {
+    for arch in [Architecture::Bert, Architecture::Qwen3] {
+        let (_d, enc) = tiny(arch);
+        let plain = enc
+            .embed_layers(&TEXTS, &[1, 2], EncodeOptions::batch(4), &mut noop)
+            .unwrap();
+        let opts = EncodeOptions {
+            batch_size: 4,
+            max_tokens: 12,
+            ..EncodeOptions::default()
+        };
+        let mut calls = 0;
+        let budget = enc
+            .embed_layers(&TEXTS, &[1, 2], opts, &mut |_| calls += 1)
+            .unwrap();
+        assert!(
+            calls > 2,
+            "{arch:?}: {calls} batches under a 12-token budget"
+        );
+        for (a, b) in plain.iter().zip(&budget) {
+            assert!(max_abs(a, b) < 1e-5, "{arch:?}");
+        }
+    }
+}

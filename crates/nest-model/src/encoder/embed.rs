@@ -152,6 +152,33 @@ struct ReadOnly<'a>(&'a ElasticEncoder);
 #[allow(unsafe_code)]
 unsafe impl Sync for ReadOnly<'_> {}
 
+/// Length-sorted texts (`order`: longest first) into batches of `opts.batch_size`, each also
+/// within `opts.max_tokens` padded tokens when that is set (rows x its first, longest text; at
+/// least one text a batch).
+pub(super) fn batches<'a>(
+    order: &[usize],
+    ids: &'a [Vec<i64>],
+    opts: EncodeOptions,
+) -> Vec<Vec<&'a [i64]>> {
+    let size = opts.batch_size.max(1);
+    let mut out: Vec<Vec<&[i64]>> = Vec::new();
+    let mut longest = 0;
+    for &i in order {
+        let t = ids[i].as_slice();
+        let fits = out.last().is_some_and(|b| {
+            b.len() < size && (opts.max_tokens == 0 || (b.len() + 1) * longest <= opts.max_tokens)
+        });
+        match (fits, out.last_mut()) {
+            (true, Some(b)) => b.push(t),
+            _ => {
+                longest = t.len().max(1);
+                out.push(vec![t]);
+            }
+        }
+    }
+    out
+}
+
 impl ElasticEncoder {
     /// Tokenises `texts` and returns, for each requested layer, the pooled (through the Dense
     /// head if any, not normalised) vectors of every text in input order, with the model's
@@ -225,10 +252,7 @@ impl ElasticEncoder {
         let ids = self.tokenizer.encode(texts)?;
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
-        let batches: Vec<Vec<&[i64]>> = order
-            .chunks(opts.batch_size.max(1))
-            .map(|chunk| chunk.iter().map(|&i| ids[i].as_slice()).collect())
-            .collect();
+        let batches = batches(&order, &ids, opts);
         let job = BatchJob {
             layers,
             deepest: layers.iter().copied().max().unwrap_or(self.num_layers()),
@@ -237,14 +261,16 @@ impl ElasticEncoder {
         let mut collected = Collected::new(layers.len());
         match opts.streams.clamp(1, batches.len()) {
             1 => {
-                // the first batch is the largest: its row count is every batch's bucket
-                let graphs = opts
-                    .graphs
-                    .resolve(self.device())
-                    .then_some(batches[0].len());
+                // the first batch is the largest: its row count is every batch's bucket (with a
+                // token budget the rows vary: each batch's rounded up to a power of two)
+                let graphs = opts.graphs.resolve(self.device());
                 let mut done = 0;
                 for b in &batches {
-                    collected.push(self.embed_one(b, &job, graphs));
+                    let rows = match opts.max_tokens {
+                        0 => batches[0].len(),
+                        _ => b.len().next_power_of_two(),
+                    };
+                    collected.push(self.embed_one(b, &job, graphs.then_some(rows)));
                     done += b.len();
                     progress(done);
                 }
@@ -417,5 +443,52 @@ impl ElasticEncoder {
             dim: spec.dim,
             data: to_vec_f32(&e),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Longest first, as `embed_tokens` orders them.
+    fn sorted(lens: &[usize]) -> (Vec<usize>, Vec<Vec<i64>>) {
+        let ids: Vec<Vec<i64>> = lens.iter().map(|&n| vec![7; n]).collect();
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
+        (order, ids)
+    }
+
+    fn shape(b: &[Vec<&[i64]>]) -> Vec<(usize, usize)> {
+        b.iter().map(|b| (b.len(), b[0].len())).collect()
+    }
+
+    #[test]
+    fn a_token_budget_gives_long_texts_small_batches() {
+        let (order, ids) = sorted(&[100, 10, 90, 12, 11, 60, 9, 8]);
+        let opts = |max_tokens| EncodeOptions {
+            batch_size: 4,
+            max_tokens,
+            ..EncodeOptions::default()
+        };
+        // no budget: chunks of 4
+        assert_eq!(shape(&batches(&order, &ids, opts(0))), [(4, 100), (4, 11)]);
+        // 200 padded tokens: [100, 90], [60, 12, 11] (a fourth row would make 4 x 60), [10, 9, 8]
+        let b = batches(&order, &ids, opts(200));
+        assert_eq!(shape(&b), [(2, 100), (3, 60), (3, 10)]);
+        for batch in &b {
+            assert!(batch.len() * batch[0].len() <= 200 && batch.len() <= 4);
+        }
+        // a text longer than the budget still gets a batch of its own
+        assert_eq!(
+            shape(&batches(&order, &ids, opts(50))),
+            [(1, 100), (1, 90), (1, 60), (4, 12), (1, 8)]
+        );
+        assert_eq!(
+            batches(&order, &ids, opts(50))
+                .iter()
+                .map(Vec::len)
+                .sum::<usize>(),
+            8
+        );
     }
 }

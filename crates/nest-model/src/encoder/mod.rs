@@ -63,6 +63,10 @@ pub struct EncodeOptions {
     /// Whether batches run through recorded forward passes (CUDA graphs; one stream only):
     /// `Auto` on a GPU. `NEST_CUDA_GRAPHS=0|1` overrides it ([`GraphMode::resolve`]).
     pub graphs: GraphMode,
+    /// With more than 0: a batch also holds at most this many padded tokens (its rows times its
+    /// longest text), so that long texts go in small batches and short ones in large ones,
+    /// never more than `batch_size` texts (at least one).
+    pub max_tokens: usize,
 }
 
 impl Default for EncodeOptions {
@@ -71,6 +75,7 @@ impl Default for EncodeOptions {
             batch_size: 32,
             streams: 1,
             graphs: GraphMode::Auto,
+            max_tokens: 0,
         }
     }
 }
