@@ -23,7 +23,7 @@ import numpy as np
 from . import _nest
 from ._nest import get_num_threads, set_num_threads
 
-__all__ = ["Encoder", "TrainResult", "train", "evaluate", "get_num_threads", "set_num_threads", "__version__"]
+__all__ = ["Encoder", "Index", "TrainResult", "train", "evaluate", "get_num_threads", "set_num_threads", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -305,3 +305,77 @@ def evaluate(
             row.update(c["metrics"])
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+class Index:
+    """A Nest index (``nest index build``'s folder, and the documents added to it since),
+    searched in-process through a funnel, with payload filters.
+
+        idx = nest.Index.build("runs/idx", "models/all-MiniLM-L6-v2", docs,
+                               dims=[64, 384], precision="float32,binary")
+        idx.search("a cat", k=5, funnel="binary:384@100>float32:384", filter={"lang": "en"})
+
+    ``docs``: strings (ids are their positions) or dicts with ``id``, ``text`` and any other
+    fields, which are the payload. Queries are embedded by the model and layer the index
+    records (or ``model=``).
+    """
+
+    def __init__(self, path: str, model: Optional[str] = None):
+        self._native = _nest.NativeIndex(str(path), model)
+        self.path = str(path)
+
+    @classmethod
+    def build(
+        cls,
+        path: str,
+        model: str,
+        documents: Sequence[Union[str, Dict[str, Any]]],
+        dims: Optional[Sequence[int]] = None,
+        precision: str = "float32",
+        layer: Optional[int] = None,
+        overwrite: bool = False,
+        batch_size: int = 32,
+    ) -> "Index":
+        """Embeds ``documents`` with ``model`` at ``layer`` (default: the last) and writes an
+        index with one level per (dim, precision) at ``path`` (``nest index build``)."""
+        ids, texts, payloads = [], [], []
+        for i, d in enumerate(documents):
+            if isinstance(d, str):
+                ids.append(str(i)), texts.append(d), payloads.append(None)
+                continue
+            if "text" not in d:
+                raise ValueError(f"documents[{i}]: no 'text' field")
+            ids.append(str(d.get("id", i)))
+            texts.append(d["text"])
+            rest = {k: v for k, v in d.items() if k not in ("id", "text")}
+            payloads.append(json.dumps(rest) if rest else None)
+        _nest.index_build_native(
+            str(path), str(model), ids, texts, payloads,
+            None if dims is None else [int(x) for x in dims],
+            precision, layer, overwrite, int(batch_size),
+        )
+        return cls(path)
+
+    def __len__(self) -> int:
+        return self._native.built_rows()
+
+    def search(
+        self,
+        queries: Union[str, Sequence[str]],
+        k: int = 10,
+        funnel: Optional[str] = None,
+        filter: Optional[Dict[str, Any]] = None,
+    ):
+        """The ``k`` best documents of each query: a list of ``{"id", "score", "payload"?}``
+        (one list per query when ``queries`` is a list). ``funnel`` as ``nest search --funnel``
+        (default: exact float32); ``filter`` as ``--filter`` (``{"k": v}``, ``{"k": {"$in": [..]}}``)."""
+        single = isinstance(queries, str)
+        text = self._native.search(
+            [queries] if single else list(queries), int(k), funnel,
+            None if filter is None else json.dumps(filter),
+        )
+        hits = json.loads(text)
+        return hits[0] if single else hits
+
+    def __repr__(self) -> str:
+        return f"nest.Index({self.path!r}, rows={len(self)})"

@@ -50,3 +50,20 @@ def evaluate_native(
     batch_size: int = 32,
     out: str | None = None,
 ) -> str: ...
+class NativeIndex:
+    def __init__(self, path: str, model: str | None = None) -> None: ...
+    def built_rows(self) -> int: ...
+    def search(self, queries: list[str], k: int = 10, funnel: str | None = None, filter: str | None = None) -> str: ...
+
+def index_build_native(
+    out: str,
+    model: str,
+    ids: list[str],
+    texts: list[str],
+    payloads: list[str | None],
+    dims: list[int] | None = None,
+    precision: str = "float32",
+    layer: int | None = None,
+    overwrite: bool = False,
+    batch_size: int = 32,
+) -> int: ...

@@ -17,6 +17,7 @@ use pyo3::types::PyByteArray;
 use tch::{Kind, Tensor};
 
 mod evaluate;
+mod index;
 mod train;
 
 /// The key names the Python API uses in messages (`layer=7: ...`).
@@ -46,7 +47,15 @@ fn core_err(e: nest_core::Error) -> PyErr {
 }
 
 /// The loaded encoder, shared by every Python thread that calls it.
-struct Shared(ElasticEncoder);
+pub(crate) struct Shared(pub(crate) ElasticEncoder);
+
+impl Shared {
+    /// The encoder, through the `Sync` wrapper (a closure that calls this captures the
+    /// wrapper, not the field).
+    pub(crate) fn get(&self) -> &ElasticEncoder {
+        &self.0
+    }
+}
 
 // SAFETY: `tch::Tensor` is neither `Send` nor `Sync` to the compiler's eye because libtorch
 // does not make concurrent *writes* to one tensor safe. After loading (done before `Shared` is
@@ -293,5 +302,7 @@ fn _nest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(train::train_native, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate_native, m)?)?;
+    m.add_class::<index::NativeIndex>()?;
+    m.add_function(wrap_pyfunction!(index::index_build_native, m)?)?;
     Ok(())
 }

@@ -111,3 +111,34 @@ def test_evaluate_matches_the_cli(tmp_path):
         nest.evaluate(str(MODEL), sts=[str(tmp_path / "missing.tsv")])
     with pytest.raises(ValueError):
         nest.evaluate(str(MODEL))
+
+
+def test_index_builds_and_searches_as_the_cli(tmp_path):
+    import subprocess
+
+    docs = [
+        {"id": "d1", "text": "A man is playing a guitar.", "lang": "en"},
+        {"id": "d2", "text": "A woman is slicing an onion.", "lang": "en"},
+        {"id": "d3", "text": "Le chat est sur la table.", "lang": "fr"},
+        {"id": "d4", "text": "Stocks fell sharply on Monday.", "lang": "en"},
+    ]
+    idx = nest.Index.build(tmp_path / "idx", str(MODEL), docs, dims=[64, 384], precision="float32,binary")
+    assert len(idx) == 4
+    hits = idx.search("someone plays music on a guitar", k=2)
+    assert hits[0]["id"] == "d1" and hits[0]["payload"]["lang"] == "en"
+    assert [h["id"] for h in idx.search("a cat", k=4, filter={"lang": "fr"})] == ["d3"]
+    funnel = "binary:384@4>float32:384"
+    ours = idx.search(["a guitar", "onions"], k=3, funnel=funnel)
+    cli = ROOT / "target" / "release" / "nest"
+    if cli.exists():
+        out = subprocess.run([str(cli), "search", "--index", str(tmp_path / "idx"), "--query", "a guitar",
+                              "--query", "onions", "--k", "3", "--funnel", funnel],
+                             check=True, capture_output=True, text=True).stdout
+        theirs = [json.loads(l)["hits"] for l in out.splitlines()]
+        for a, b in zip(ours, theirs):
+            assert [h["id"] for h in a] == [h["id"] for h in b]
+            assert all(abs(x["score"] - y["score"]) < 1e-5 for x, y in zip(a, b))
+    with pytest.raises(FileNotFoundError):
+        nest.Index(tmp_path / "nothing")
+    with pytest.raises(ValueError):
+        idx.search("x", funnel="nonsense")

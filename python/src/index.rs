@@ -1,0 +1,220 @@
+//! `nest.Index`: build and search an index in-process, as `nest index build` and `nest search`
+//! do (nest-index's `IndexBuilder` and `Collection`: the built rows and the journal of added
+//! ones, with payload filters), the GIL released while encoding and searching.
+
+use std::path::PathBuf;
+
+use nest_index::{Collection, Filter, Funnel, IndexBuilder, Level, Precision};
+use nest_model::{ElasticEncoder, EncodeOptions};
+use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::Shared;
+
+fn index_err(e: nest_index::Error) -> PyErr {
+    use nest_index::Error as E;
+    match e {
+        E::Core(c) => crate::core_err(c),
+        E::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            PyFileNotFoundError::new_err(e.to_string())
+        }
+        E::Invalid { .. } => PyValueError::new_err(e.to_string()),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+/// The model's pooled vectors of `texts` at `layer` (full width, not normalised: the index
+/// normalises what it stores and what it is asked).
+fn embed(
+    model: &ElasticEncoder,
+    layer: usize,
+    texts: &[String],
+    batch: usize,
+) -> nest_model::Result<Vec<Vec<f32>>> {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let pooled = model.embed_layers(&refs, &[layer], EncodeOptions::batch(batch), &mut |_| {})?;
+    let d = model.output_dim();
+    let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
+    Ok(flat.chunks(d).map(<[f32]>::to_vec).collect())
+}
+
+fn load(model: &str, max_length: Option<usize>) -> PyResult<ElasticEncoder> {
+    let dir = nest_model::hub::resolve(model).map_err(crate::py_err)?;
+    ElasticEncoder::load(&dir, nest_model::default_device(), max_length).map_err(crate::py_err)
+}
+
+/// An index opened for search (the low-level class; use `nest.Index`).
+#[pyclass(frozen, module = "nest._nest", name = "NativeIndex")]
+pub struct NativeIndex {
+    col: Collection,
+    model: Shared,
+    layer: usize,
+}
+
+#[pymethods]
+impl NativeIndex {
+    /// Opens the index at `path` with the model (and layer) it records, or `model`.
+    #[new]
+    #[pyo3(signature = (path, model = None))]
+    fn new(py: Python<'_>, path: PathBuf, model: Option<String>) -> PyResult<Self> {
+        let col = py.detach(|| Collection::open(&path)).map_err(index_err)?;
+        let source = col.index().manifest().source.clone();
+        let name = model
+            .or_else(|| {
+                source
+                    .get("model")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_string)
+            })
+            .ok_or_else(|| {
+                PyValueError::new_err(
+                    "the index records no model (it was built from embeddings); pass model=",
+                )
+            })?;
+        let max_len = source
+            .get("max_length")
+            .and_then(|m| m.as_u64())
+            .map(|m| m as usize);
+        let enc = py.detach(|| load(&name, max_len))?;
+        let layer = source
+            .get("layer")
+            .and_then(|l| l.as_u64())
+            .map_or(enc.num_layers(), |l| l as usize);
+        if enc.output_dim() != col.index().full_dim() {
+            return Err(PyValueError::new_err(format!(
+                "model: gives {} dims, the index holds {}",
+                enc.output_dim(),
+                col.index().full_dim()
+            )));
+        }
+        Ok(NativeIndex {
+            col,
+            model: Shared(enc),
+            layer,
+        })
+    }
+
+    /// Rows built into the index (documents added since are searched too).
+    fn built_rows(&self) -> usize {
+        self.col.index().len()
+    }
+
+    /// The `k` best rows for each query through `funnel` (`nest search --funnel`; none: exact
+    /// float32 search), among the rows whose payload passes `filter` (JSON, as `--filter`):
+    /// JSON text, one list per query of `{"id", "score", "payload"?}`.
+    #[pyo3(signature = (queries, k = 10, funnel = None, filter = None))]
+    fn search(
+        &self,
+        py: Python<'_>,
+        queries: Vec<String>,
+        k: usize,
+        funnel: Option<String>,
+        filter: Option<String>,
+    ) -> PyResult<String> {
+        let idx = self.col.index();
+        let funnel = match &funnel {
+            Some(f) => Funnel::parse(f).map_err(index_err)?,
+            None => Funnel::exact(idx.full_dim()),
+        };
+        idx.check_funnel(&funnel, k).map_err(index_err)?;
+        let filter = match &filter {
+            Some(f) => {
+                let v: serde_json::Value = serde_json::from_str(f)
+                    .map_err(|e| PyValueError::new_err(format!("filter: not JSON ({e})")))?;
+                Some(Filter::parse(&v).map_err(index_err)?)
+            }
+            None => None,
+        };
+        let hits = py.detach(|| -> PyResult<_> {
+            let q = embed(self.model.get(), self.layer, &queries, 32).map_err(crate::py_err)?;
+            self.col
+                .search(&q, &funnel, k, filter.as_ref())
+                .map_err(index_err)
+        })?;
+        let out: Vec<Vec<serde_json::Value>> = hits
+            .into_iter()
+            .map(|h| {
+                h.into_iter()
+                    .map(|h| {
+                        let mut v = serde_json::json!({"id": h.id, "score": h.score});
+                        if let Some(p) = h.payload {
+                            v["payload"] = p;
+                        }
+                        v
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(serde_json::Value::from(out).to_string())
+    }
+}
+
+/// Builds an index at `out` of the documents (`ids`, `texts`, `payloads` as JSON objects or
+/// none) embedded by `model` at `layer` (default: the last), one level per (dim, precision):
+/// `nest index build`.
+#[pyfunction]
+#[pyo3(signature = (out, model, ids, texts, payloads, dims = None, precision = "float32".to_string(), layer = None, overwrite = false, batch_size = 32))]
+#[allow(clippy::too_many_arguments)] // Python keyword arguments
+pub fn index_build_native(
+    py: Python<'_>,
+    out: PathBuf,
+    model: String,
+    ids: Vec<String>,
+    texts: Vec<String>,
+    payloads: Vec<Option<String>>,
+    dims: Option<Vec<usize>>,
+    precision: String,
+    layer: Option<usize>,
+    overwrite: bool,
+    batch_size: usize,
+) -> PyResult<usize> {
+    if ids.len() != texts.len() || payloads.len() != texts.len() {
+        return Err(PyValueError::new_err(format!(
+            "documents: {} ids, {} texts, {} payloads; expected one of each per document",
+            ids.len(),
+            texts.len(),
+            payloads.len()
+        )));
+    }
+    let payloads = payloads
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match p {
+            Some(p) => serde_json::from_str(p)
+                .map_err(|e| PyValueError::new_err(format!("documents[{i}].payload: {e}"))),
+            None => Ok(serde_json::json!({})),
+        })
+        .collect::<PyResult<Vec<serde_json::Value>>>()?;
+    let precisions = Precision::parse_list(&precision).map_err(index_err)?;
+    let enc = py.detach(|| load(&model, None))?;
+    let layer = layer.unwrap_or(enc.num_layers());
+    nest_core::spec::check_layers("layer", &[layer], enc.num_layers()).map_err(crate::core_err)?;
+    let d = enc.output_dim();
+    let dims = dims.unwrap_or_else(|| vec![d]);
+    nest_core::spec::check_dims("dims", &dims, d).map_err(crate::core_err)?;
+    let levels: Vec<Level> = dims
+        .iter()
+        .flat_map(|&dim| {
+            precisions
+                .iter()
+                .map(move |&precision| Level { precision, dim })
+        })
+        .collect();
+    let source = serde_json::json!({
+        "model": model,
+        "layer": layer,
+        "max_length": enc.tokenizer.max_length(),
+    });
+    let shared = Shared(enc);
+    py.detach(|| -> PyResult<usize> {
+        let mut b =
+            IndexBuilder::create(&out, d, &levels, true, source, overwrite).map_err(index_err)?;
+        let vectors =
+            embed(shared.get(), layer, &texts, batch_size.max(1)).map_err(crate::py_err)?;
+        for ((id, p), v) in ids.iter().zip(&payloads).zip(&vectors) {
+            b.push(id, Some(p), v).map_err(index_err)?;
+        }
+        let m = b.finish().map_err(index_err)?;
+        Ok(m.count)
+    })
+}
