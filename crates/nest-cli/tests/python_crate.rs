@@ -12,7 +12,10 @@ fn the_python_extension_compiles() {
     // pyo3's build script asks a Python interpreter (>= 3.10, the package's abi3 floor) for
     // its configuration
     let new_enough = Command::new("python3")
-        .args(["-c", "import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)"])
+        .args([
+            "-c",
+            "import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)",
+        ])
         .status()
         .is_ok_and(|s| s.success());
     if !new_enough {

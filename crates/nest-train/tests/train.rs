@@ -864,7 +864,10 @@ fn a_requested_stop_checkpoints_its_step_and_resumes_exactly() {
         }
     })
     .unwrap();
-    assert!(s.final_dir.as_os_str().is_empty(), "a stopped run exports nothing");
+    assert!(
+        s.final_dir.as_os_str().is_empty(),
+        "a stopped run exports nothing"
+    );
     assert!(!cut.join("final").exists());
     assert!(cut.join("checkpoints/step-00000004").is_dir());
     assert_eq!(losses(&cut).len(), 4);
