@@ -1,5 +1,5 @@
 //! Compiles `shim/fused_adamw.cpp` (libtorch's fused AdamW kernel behind one C function; see
-//! `src/optim.rs`) against the libtorch headers tch builds against (`LIBTORCH`, as
+//! `src/optim/fused.rs`) against the libtorch headers tch builds against (`LIBTORCH`, as
 //! `scripts/setup.sh` writes it into `.cargo/config.toml`). The symbol it calls lives in
 //! `libtorch_cpu.so`, which torch-sys already links.
 //!

@@ -35,6 +35,7 @@ pub mod pooling;
 pub mod prompt;
 pub mod qwen3;
 mod row_blocks;
+mod shim;
 pub mod tiny;
 pub mod tokenize;
 mod weights;

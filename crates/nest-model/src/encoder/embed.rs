@@ -43,13 +43,12 @@ pub(super) fn upload(host: &Tensor, dev: Device) -> Tensor {
 /// libtorch deprecates with a warning at every call).
 #[allow(unsafe_code)]
 mod pinned {
-    use std::ffi::{c_char, c_void, CStr};
+    use std::ffi::{c_char, c_void};
 
     use tch::Tensor;
 
     extern "C" {
         fn nest_pin_memory(t: *const c_void, err: *mut *mut c_char) -> *mut c_void;
-        fn nest_fused_adamw_free_message(m: *mut c_char);
     }
 
     pub(super) fn pin(t: &Tensor) -> Result<Tensor, String> {
@@ -57,19 +56,14 @@ mod pinned {
         // SAFETY: `t.as_ptr()` is a live `at::Tensor*` for the call; the shim catches every C++
         // exception and returns either a new `at::Tensor*` or null with `err` set.
         let out = unsafe { nest_pin_memory(t.as_ptr().cast(), &mut err) };
-        if !out.is_null() {
-            // SAFETY: a fresh heap `at::Tensor*` that nothing else owns: tch frees it on drop.
-            return Ok(unsafe { Tensor::from_ptr(out.cast()) });
+        if out.is_null() {
+            return Err(crate::shim::take_message(
+                err,
+                "pin_memory failed (no message)",
+            ));
         }
-        if err.is_null() {
-            return Err("pin_memory failed (no message)".into());
-        }
-        // SAFETY: a NUL-terminated malloc'd string from the shim, freed right after copying.
-        let msg = unsafe { CStr::from_ptr(err) }
-            .to_string_lossy()
-            .into_owned();
-        unsafe { nest_fused_adamw_free_message(err) };
-        Err(msg)
+        // SAFETY: a fresh heap `at::Tensor*` that nothing else owns: tch frees it on drop.
+        Ok(unsafe { Tensor::from_ptr(out.cast()) })
     }
 }
 

@@ -346,14 +346,7 @@ impl<'a> Run<'a> {
             self.evaluate(step, log, events)?;
         }
         if self.main && r.save_every > 0 && step % r.save_every == 0 {
-            let (epoch, next_batch) = after;
-            let p = self.save(&Progress {
-                epoch,
-                next_batch,
-                ..*at
-            })?;
-            self.last_ck = p.display().to_string();
-            events(Event::Checkpoint { step, path: p });
+            self.checkpoint(at, after, events)?;
         }
         Ok(())
     }
@@ -379,7 +372,17 @@ impl<'a> Run<'a> {
         if !self.main || (r.save_every > 0 && at.step % r.save_every == 0) {
             return Ok(());
         }
-        let (epoch, next_batch) = after;
+        self.checkpoint(at, after, events)
+    }
+
+    /// Writes the checkpoint of the step at `at`, which resumes at `after` (epoch, next batch),
+    /// and says so.
+    fn checkpoint(
+        &mut self,
+        at: &Progress,
+        (epoch, next_batch): (u64, usize),
+        events: &mut dyn FnMut(Event),
+    ) -> Result<()> {
         let p = self.save(&Progress {
             epoch,
             next_batch,
