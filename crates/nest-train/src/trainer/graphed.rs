@@ -277,14 +277,7 @@ fn host_inputs(
             let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(1);
             let padded = longest.div_ceil(BUCKET) * BUCKET;
             let input = enc.make_input_on(&seqs, padded, Device::Cpu);
-            let pool_mask = match src.prompt_tokens.get(col).copied().unwrap_or(0) {
-                0 => input.mask.shallow_clone(),
-                k => {
-                    let m = input.mask.copy();
-                    let _ = m.narrow(1, 0, (k as i64).min(m.size()[1])).fill_(0);
-                    m
-                }
-            };
+            let pool_mask = super::step::pool_mask(src, col, &input.mask);
             (input, pool_mask)
         })
         .collect()

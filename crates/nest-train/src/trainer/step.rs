@@ -27,15 +27,7 @@ pub(crate) fn encode_column(
         .collect();
     let input = enc.make_input(&seqs);
     let out = enc.forward_with(&input, enc.num_layers(), train, attention);
-    // the prompt's tokens attend and are attended to, but are not pooled
-    let mask = match src.prompt_tokens.get(col).copied().unwrap_or(0) {
-        0 => input.mask,
-        k => {
-            let m = input.mask.copy();
-            let _ = m.narrow(1, 0, (k as i64).min(m.size()[1])).fill_(0);
-            m
-        }
-    };
+    let mask = pool_mask(src, col, &input.mask);
     Column {
         hidden: out.hidden_states,
         mask,
@@ -43,6 +35,22 @@ pub(crate) fn encode_column(
         head: enc.head.shallow_clone(),
         cls_attention: out.cls_attention,
         pooled: Vec::new(),
+    }
+}
+
+/// The pooling mask of column `col`: the attention mask with the column's prompt tokens (which
+/// attend and are attended to) left out of the pooling.
+///
+/// # Shapes
+/// - `mask`: `[batch, seq]`; returns the same
+pub(crate) fn pool_mask(src: &Source, col: usize, mask: &Tensor) -> Tensor {
+    match src.prompt_tokens.get(col).copied().unwrap_or(0) {
+        0 => mask.shallow_clone(),
+        k => {
+            let m = mask.copy();
+            let _ = m.narrow(1, 0, (k as i64).min(m.size()[1])).fill_(0);
+            m
+        }
     }
 }
 
