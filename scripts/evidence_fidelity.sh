@@ -6,6 +6,8 @@
 #   shipped  all-MiniLM-L6-v2 (sentence-trained, mean pooling)
 #   cls      models/minilm-cls: the same read through [CLS] pooling (scripts/paperlike_models.py)
 #   reinit2  models/minilm-cls-reinit2: [CLS] pooling, layers 5-6 re-initialised
+#   mlm      models/mlm-small (MLM_MODEL): a small BERT pre-trained from scratch with MLM only
+#            (scripts/mlm_pretrain.py, on a GPU: scripts/gpu_issue35.sh), [CLS] pooling
 # in float32 (TRAIN_DTYPE), and the levers: `heads` = the objective's heads (MIPIC's P_i, phi_i) at head_lr 1e-3 (50x).
 #
 #   scripts/evidence_fidelity.sh dev cls & scripts/evidence_fidelity.sh dev reinit2 & wait
@@ -23,12 +25,18 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 STEPS=${STEPS:-250}
 D=${NEST_DATA:-../shared/datasets}
 [ -f runs/structure/train.tsv ] || python3 scripts/structure_data.py
-[ -f models/minilm-cls-reinit2/model.safetensors ] || python3 scripts/paperlike_models.py
+case "${2:-cls}" in cls | reinit2 | *" cls"* | *reinit2*)
+  [ -f models/minilm-cls-reinit2/model.safetensors ] || python3 scripts/paperlike_models.py ;;
+esac
 declare -A MODEL=(
   [shipped]=models/all-MiniLM-L6-v2
   [cls]=models/minilm-cls
   [reinit2]=models/minilm-cls-reinit2
+  [mlm]=${MLM_MODEL:-models/mlm-small}
+  [mlm-dry]=${MLM_MODEL:-models/mlm-dry-small}
 )
+# TAG: appended to the run and report names of another budget (e.g. TAG=-5ep STEPS=2585)
+TAG=${TAG:-}
 declare -A OBJ=(
   [mrl]='[{kind = "mrl"}]'
   [mipic]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6}]'
@@ -52,14 +60,14 @@ EVAL=(--dtype float32 --latency-texts 0)
 TEST_TASKS=${TEST_TASKS:-sts,pair}
 
 train() { # backbone method seed
-  local run="runs/fidelity/$1-$2-seed$3"
+  local run="runs/fidelity/$1$TAG-$2-seed$3"
   if [ ! -f "$run/final/nest.json" ]; then
     local resume=(--overwrite)
     [ -d "$run/checkpoints" ] && resume=(--resume "$run")
     # shellcheck disable=SC2086
-    /usr/bin/time -f "train $1 $2 seed $3: %e s wall" \
+    /usr/bin/time -f "train $1$TAG $2 seed $3: %e s wall" \
       $N train --recipe recipes/mrl-simcse.toml --model "${MODEL[$1]}" --run-dir "$run" \
-      --epochs 1 --max-steps "$STEPS" --seed "$3" --dtype "$TRAIN_DTYPE" "${resume[@]}" --objective "${OBJ[$2]}" ${EXTRA[$2]:-} > "$run.log" 2>&1 \
+      --epochs "${EPOCHS:-1}" --max-steps "$STEPS" --seed "$3" --dtype "$TRAIN_DTYPE" "${resume[@]}" --objective "${OBJ[$2]}" ${EXTRA[$2]:-} > "$run.log" 2>&1 \
       || { echo "train $1 $2 seed $3 failed: see $run.log" >&2; return 1; }
   fi
   echo "$run"
@@ -67,7 +75,7 @@ train() { # backbone method seed
 
 case "${1:-dev}" in
 dev)
-  R=reports/fidelity-dev
+  R=reports/fidelity-dev$TAG
   mkdir -p runs/fidelity "$R"
   for b in ${2:-cls reinit2 shipped}; do
     out="$R/$b-untrained"
@@ -86,7 +94,7 @@ test)
   b=$2
   methods=${3:-mrl mipic mic}
   seeds=${4:-1 2 3}
-  R=reports/fidelity-test/$b
+  R=reports/fidelity-test/$b$TAG
   mkdir -p runs/fidelity "$R"
   for s in $seeds; do
     for m in $methods; do
@@ -96,6 +104,7 @@ test)
         "${EVAL[@]}" --model "$run/final" --out "$out" > /dev/null
     done
   done
+  [ "${COMPARE:-1}" = 1 ] || exit 0  # a lane of a parallel run: the caller compares at the end
   g() { local v=(); for s in $seeds; do v+=("$R/$1-seed$s/report.json"); done; (IFS=,; echo "${v[*]}"); }
   reports=()
   for m in $methods; do reports+=("$(g "$m")"); done

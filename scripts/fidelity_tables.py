@@ -10,7 +10,8 @@ import json
 import os
 import sys
 
-BACKBONES = [("shipped", "all-MiniLM-L6-v2 (mean)"), ("cls", "minilm-cls"), ("reinit2", "minilm-cls-reinit2")]
+BACKBONES = [("shipped", "all-MiniLM-L6-v2 (mean)"), ("cls", "minilm-cls"), ("reinit2", "minilm-cls-reinit2"),
+             ("mlm", "mlm-small (MLM only)"), ("mlm-dry", "mlm-dry-small (a CPU check)")]
 METHODS = [("untrained", "untrained"), ("mrl", "MRL"), ("mipic", "MIPIC"),
            ("mipic-heads", "MIPIC, head_lr 1e-3"), ("mipic-piccls", "MIPIC, PIC on [CLS]"),
            ("mipic-light", "MRL + 0.06 MIPIC"), ("mic", "MIC")]

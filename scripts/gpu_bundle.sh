@@ -42,6 +42,10 @@ printf '\n[patch.crates-io]\ntorch-sys = { path = "%s" }\n' "$W/torch-sys" >> "$
 (cd "$W/new" && find . -type f -print0) | while IFS= read -r -d '' f; do
   cmp -s "$W/new/$f" "$W/src/$f" || { mkdir -p "$(dirname "$W/src/$f")"; cp "$W/new/$f" "$W/src/$f"; }
 done
+# files deleted or moved since the last bundle (a stale graph.rs beside graph/mod.rs breaks the build)
+(cd "$W/src" && find . -type f ! -path './Cargo.lock' -print0) | while IFS= read -r -d '' f; do
+  [ -e "$W/new/$f" ] || rm -f "$W/src/$f"
+done
 rm -rf "$W/new"
 # 3. build; where torch-sys' wrappers fail to compile, make those throw, and build again
 NV=$("$V/bin/python" -c "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]) + '/nvidia')")
