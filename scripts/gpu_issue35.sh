@@ -2,13 +2,16 @@
 # Issue 35 on a lent GPU, in ONE call (with issue 41's sections 8 and 7 first and beside it):
 #   1. issue 41 s8: the MPNet-base-shape training step, alone on the GPU (scripts/gpu_issue41.sh)
 #   2. a small BERT pre-trained from scratch with MLM only on the text of ../shared/datasets
-#      (scripts/mlm_pretrain.py, MLM_S seconds), while issue 41 s7 (NCCL, one rank) runs beside it
+#      (scripts/mlm_pretrain.py, MLM_STEPS=2600 steps of 32,768 tokens: about 140 s on an H100),
+#      while issue 41 s7 (NCCL, one rank) runs beside it
 #   3. the fidelity protocol on it (scripts/evidence_fidelity.sh test mlm): MRL, MIPIC, MIPIC with
 #      head_lr, MIC; seeds 1 2 3; STEPS=250 (the CPU evidence's budget); four lanes on one GPU;
 #      then the dev stage (STS-B dev, seed 1) and the paired comparison (Holm)
 #   4. while time is left: the papers' budget (5 epochs, seed 1) for MRL, MIPIC with head_lr, MIC
 # Prepare here:   scripts/gpu_bundle.sh && scripts/gpu_issue35.sh --prepare
-# Run there:      carry [".gpu"], command `bash scripts/gpu_issue35.sh` (TOTAL_S=560 by default)
+# Run there:      carry [".gpu"], command `bash scripts/gpu_issue35.sh` (TOTAL_S=560 by default;
+#                 I41="" skips issue 41's sections; the machine keeps models/ and runs/ between
+#                 warm calls: remove models/mlm-small runs/fidelity to start over)
 # Check here:     DRY=1 bash scripts/gpu_issue35.sh   (tiny budgets on the CPU, target/release/nest)
 # Back in $OUT: mlm-small.tar.xz.00.. (the backbone, float16 storage), results.tar.xz, summary.txt.
 # Unpack here:    scripts/gpu_issue35.sh --unpack DIR   (models/mlm-small, reports/, runs/fidelity/*.log)
@@ -62,7 +65,7 @@ if [ "$DRY" = 1 ]; then
   export METHODS="$LANES" TEST_TASKS=sts
 else
   TOTAL_S=${TOTAL_S:-560} PY=python3 N=/tmp/nest
-  MLM_ARGS=(--seconds "${MLM_S:-150}") STEPS=250 SEEDS="1 2 3" LANES="mrl mipic mipic-heads mic" THREADS=3 PAPER_STEPS=2585
+  MLM_ARGS=(--max-steps "${MLM_STEPS:-2600}") STEPS=250 SEEDS="1 2 3" LANES="mrl mipic mipic-heads mic" THREADS=3 PAPER_STEPS=2585
   MLM_TOK=$G/minilm STCLS=$G/stcls BASE=mlm
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$R/gpu.txt"
   TL=$("$PY" -c "import torch, os; print(os.path.dirname(torch.__file__) + '/lib')")
@@ -77,7 +80,7 @@ export NEST=$N THREADS TAG="" MLM_MODEL=models/$BASE-small
 B=$BASE
 
 # 1. issue 41, section 8 (alone on the GPU: a timing)
-if [ "$DRY" != 1 ] && [[ " ${I41:-8 7} " == *" 8 "* ]]; then
+if [ "$DRY" != 1 ] && [[ " ${I41-8 7} " == *" 8 "* ]]; then
   log "issue 41 s8 (MPNet-shape training step)"
   OUT=$R/i41-s8 SECTIONS=8 TOTAL_S=${S8_TOTAL:-110} S8_S=95 bash scripts/gpu_issue41.sh > "$R/i41-s8.log" 2>&1
   tail -4 "$R/i41-s8.log"
@@ -85,7 +88,7 @@ fi
 
 # 2. MLM pre-training, with issue 41's section 7 beside it
 S7_PID=""
-if [ "$DRY" != 1 ] && [[ " ${I41:-8 7} " == *" 7 "* ]]; then
+if [ "$DRY" != 1 ] && [[ " ${I41-8 7} " == *" 7 "* ]]; then
   (sleep 20 && OUT=$R/i41-s7 WORK=/tmp/issue41-s7 SECTIONS=7 TOTAL_S=90 bash scripts/gpu_issue41.sh > "$R/i41-s7.log" 2>&1) &
   S7_PID=$!
 fi
@@ -100,6 +103,8 @@ grep -E "corpus:|ms per step|held-out" "$R/mlm.log"
 # 3. the fidelity protocol on the MLM backbone: one lane per method, seeds in turn
 if [ -f "$MLM_MODEL/model.safetensors" ]; then
   log "fidelity, STEPS=$STEPS, seeds $SEEDS, lanes: $LANES"
+  # the training set once, before the lanes (four lanes making it at once raced, call 1)
+  [ -f runs/structure/train.tsv ] || "$PY" scripts/structure_data.py > "$R/structure_data.log" 2>&1
   pids=()
   for m in $LANES; do
     STEPS=$STEPS COMPARE=0 timeout -k 5 $(($(left) - 60)) bash scripts/evidence_fidelity.sh test $B "$m" "$SEEDS" \

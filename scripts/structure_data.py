@@ -50,7 +50,7 @@ def main():
             unique.append(t)
     rng.shuffle(unique)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    tmp = a.out + ".partial"
+    tmp = f"{a.out}.partial{os.getpid()}"  # several writers at once each write their own
     with open(tmp, "w", encoding="utf-8") as f:
         f.write("text\n")
         for t in unique:
