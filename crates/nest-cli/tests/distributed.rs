@@ -305,6 +305,42 @@ fn mrl_spread_over_processes_and_chunks_trains_the_same_model() {
     );
 }
 
+/// Scored pairs whose texts run from 2 to 9 words, so that sorting a batch by length (GradCache)
+/// reorders its rows; the score is the shared share of words.
+fn write_scored(path: &Path) {
+    let mut s = String::from("sentence1\tsentence2\tscore\n");
+    for i in 0..64usize {
+        let a: Vec<&str> = (0..2 + i % 8)
+            .map(|k| WORDS[(i * 7 + k * 5) % 12])
+            .collect();
+        let keep = (i * 3) % (a.len() + 1);
+        let mut b = a[..keep].to_vec();
+        b.extend((0..2 + (i * 5) % 6).map(|k| WORDS[(i + k * 11) % 12]));
+        let score = 5.0 * keep as f64 / b.len() as f64;
+        s.push_str(&format!("{}\t{}\t{score:.3}\n", a.join(" "), b.join(" ")));
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+#[test]
+fn cosent_with_grad_cache_keeps_each_score_with_its_pair() {
+    // GradCache encodes a batch sorted by length; the gold scores (and the texts a teacher is
+    // looked up by) must follow the rows, or CoSENT learns from shuffled labels
+    let s = Setup::new();
+    write_scored(&s.path("scored.tsv"));
+    let recipe = s.recipe("cosent.toml", &[("loss", "\"cosent\"")], "");
+    let text = std::fs::read_to_string(&recipe)
+        .unwrap()
+        .replace("triplets.tsv", "scored.tsv")
+        .replace("format = \"triplets\"", "format = \"scored\"");
+    std::fs::write(&recipe, text).unwrap();
+    let plain = s.path("cosent-plain");
+    run_single(&train_args(&recipe, &plain, &[]));
+    let cached = s.path("cosent-cached");
+    run_single(&train_args(&recipe, &cached, &["--mini-batch-size", "4"]));
+    assert_same_run(&s, &plain, &cached, "cosent: GradCache (chunks of 4)");
+}
+
 #[test]
 fn two_d_mse_spread_over_processes_and_chunks_trains_the_same_model() {
     let extra = "[[objective]]\nkind = \"2dmse\"\nlayers_per_step = 1\nkl_temperature = 0.3\n";

@@ -22,7 +22,7 @@ use nest_dist::Group;
 use nest_model::{ElasticEncoder, Head};
 use tch::Tensor;
 
-use super::step::{encode_column, micro_step, score, MicroResult};
+use super::step::{assemble, encode_column, micro_step, score, MicroResult};
 use crate::data::{Batch, Source};
 use crate::objective::{BatchOutput, Column, Objective, PooledLayer, StepContext};
 use crate::recipe::LossKind;
@@ -300,21 +300,8 @@ pub(crate) fn spread_micro_step(
         };
         columns.push(pooled_column(enc, &raw, out.as_ref()));
     }
-    let scores = (!src.scores.is_empty()).then(|| {
-        let s: Vec<f32> = b.examples.iter().map(|&i| src.scores[i] as f32).collect();
-        Tensor::from_slice(&s).to_device(enc.device())
-    });
-    let out = BatchOutput {
-        columns,
-        scores,
-        layers: enc.num_layers(),
-        normalize: enc.normalize,
-        texts: b
-            .examples
-            .iter()
-            .map(|&i| src.texts[i][0].clone())
-            .collect(),
-    };
+    // the rows are `examples` (length-sorted under GradCache), not the batch's order
+    let out = assemble(enc, src, &examples, columns);
     // objectives' own random draws (e.g. a randomised SVD) must agree on every rank
     tch::manual_seed(ctx.seed.wrapping_add(ctx.micro_batch) as i64);
     let (res, finite) = score(objective, &out, ctx, grad_accum);

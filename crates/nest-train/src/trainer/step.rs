@@ -74,8 +74,20 @@ pub fn batch_output(
             .map(|c| encode_column(enc, src, b, c, train, attention))
             .collect()
     };
+    assemble(enc, src, &b.examples, columns)
+}
+
+/// What the objective sees, from encoded `columns` whose rows are `examples` in that order:
+/// the gold scores and first-column texts follow the same order (GradCache encodes a batch
+/// sorted by length, and a score or a teacher's text must stay with its row).
+pub(crate) fn assemble(
+    enc: &ElasticEncoder,
+    src: &Source,
+    examples: &[usize],
+    columns: Vec<Column>,
+) -> BatchOutput {
     let scores = (!src.scores.is_empty()).then(|| {
-        let s: Vec<f32> = b.examples.iter().map(|&i| src.scores[i] as f32).collect();
+        let s: Vec<f32> = examples.iter().map(|&i| src.scores[i] as f32).collect();
         Tensor::from_slice(&s).to_device(enc.device())
     });
     BatchOutput {
@@ -83,11 +95,7 @@ pub fn batch_output(
         scores,
         layers: enc.num_layers(),
         normalize: enc.normalize,
-        texts: b
-            .examples
-            .iter()
-            .map(|&i| src.texts[i][0].clone())
-            .collect(),
+        texts: examples.iter().map(|&i| src.texts[i][0].clone()).collect(),
     }
 }
 
