@@ -82,9 +82,11 @@ dev)
     [ -f "$out/report.json" ] || [ -n "${METHODS:-}" ] || $N eval sts --model "${MODEL[$b]}" --data "$D/stsb/dev.tsv" \
       --layers 6 --dims $DIMS "${EVAL[@]}" --out "$out" > /dev/null
     for m in ${METHODS:-mrl mipic mipic-heads mic}; do
-      run=$(train "$b" "$m" 1)
       out="$R/$b-$m"
-      [ -f "$out/report.json" ] || $N eval sts --model "$run/final" --data "$D/stsb/dev.tsv" \
+      # a scored run is done (its model may live elsewhere: runs of a GPU call come back as reports)
+      [ -f "$out/report.json" ] && continue
+      run=$(train "$b" "$m" 1)
+      $N eval sts --model "$run/final" --data "$D/stsb/dev.tsv" \
         --layers 6 --dims $DIMS "${EVAL[@]}" --out "$out" > /dev/null
     done
   done
@@ -98,9 +100,10 @@ test)
   mkdir -p runs/fidelity "$R"
   for s in $seeds; do
     for m in $methods; do
-      run=$(train "$b" "$m" "$s")
       out="$R/$m-seed$s"
-      [ -f "$out/report.json" ] || $N eval --tasks "$TEST_TASKS" --layers 6 --dims $DIMS \
+      [ -f "$out/report.json" ] && continue
+      run=$(train "$b" "$m" "$s")
+      $N eval --tasks "$TEST_TASKS" --layers 6 --dims $DIMS \
         "${EVAL[@]}" --model "$run/final" --out "$out" > /dev/null
     done
   done

@@ -23,7 +23,7 @@ import numpy as np
 from . import _nest
 from ._nest import get_num_threads, set_num_threads
 
-__all__ = ["Encoder", "Index", "TrainResult", "train", "evaluate", "get_num_threads", "set_num_threads", "__version__"]
+__all__ = ["Encoder", "Index", "TrainResult", "train", "distill", "evaluate", "get_num_threads", "set_num_threads", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -247,6 +247,56 @@ def train(
         last_loss=loss,
         stopped=stopped,
     )
+
+
+def distill(
+    recipe: str,
+    run_dir: Optional[str] = None,
+    teacher: Optional[str] = None,
+    student: Optional[str] = None,
+    stage: str = "all",
+    overrides: Optional[Dict[str, Any]] = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> TrainResult:
+    """Distils in this process, as ``nest distill`` does: IBKD's two stages (distillation on
+    unlabeled texts against a cached teacher, then fine-tuning), one resumable run.
+
+    Args:
+        recipe: an IBKD recipe TOML (see ``recipes/ibkd.toml``).
+        run_dir: the run folder (default: ``runs/<recipe name>``); stages go to ``stage1/`` and
+            ``stage2/`` in it.
+        teacher, student: model folders (or hub ids) that replace the recipe's.
+        stage: ``"all"``, ``"1"`` or ``"2"``.
+        overrides: stage keys as ``{"stage1.lr": 1e-4, "stage2.max_steps": 50}``.
+        resume, overwrite, progress: as in :func:`train`.
+
+    Returns a :class:`TrainResult` with ``run_dir``, ``final`` (the student to use: the last
+    stage's model folder) and ``stages`` (each stage's ``steps``, ``last_loss``, ``final``).
+    Ctrl-C stops after the current step with a checkpoint and raises ``KeyboardInterrupt``.
+
+    Raises:
+        FileNotFoundError: a missing recipe, model or data file.
+        ValueError: a bad recipe key, stage or value.
+    """
+    if stage not in ("all", "1", "2"):
+        raise ValueError(f"stage: '{stage}' is not one of 'all', '1', '2'")
+    if resume and overwrite:
+        raise ValueError("resume and overwrite contradict each other: pass one")
+    flags: List[str] = []
+    for flag, value in (("--teacher", teacher), ("--student", student)):
+        if value is not None:
+            flags += [flag, str(value)]
+    for key, value in (overrides or {}).items():
+        flags += ["--" + key.replace("_", "-"), _flag_value(value)]
+    if run_dir is None:
+        run_dir = os.path.join("runs", os.path.splitext(os.path.basename(str(recipe)))[0])
+    final, ran = _nest.distill_native(str(recipe), str(run_dir), flags, stage, resume, overwrite, progress)
+    stages = [dict(steps=s, last_loss=l, final=str(f) if str(f) else None) for s, l, f in ran]
+    done = bool(str(final)) and os.path.exists(os.path.join(str(final), "nest.json"))
+    return TrainResult(run_dir=str(run_dir), final=str(final) if done else None, stages=stages,
+                       steps=sum(s["steps"] for s in stages), stopped=not done)
 
 
 def evaluate(

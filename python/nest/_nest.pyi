@@ -38,6 +38,15 @@ def train_native(
     overwrite: bool = False,
     progress: bool = True,
 ) -> tuple[str, str, int, float, bool]: ...
+def distill_native(
+    recipe: str,
+    run_dir: str,
+    flags: list[str] = ...,
+    stage: str = "all",
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> tuple[str, list[tuple[int, float, str]]]: ...
 def evaluate_native(
     model: str,
     tasks: str | None = None,

@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use tch::{Kind, Tensor};
 
+mod distill;
 mod evaluate;
 mod index;
 mod train;
@@ -301,6 +302,7 @@ fn _nest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(train::train_native, m)?)?;
+    m.add_function(wrap_pyfunction!(distill::distill_native, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate_native, m)?)?;
     m.add_class::<index::NativeIndex>()?;
     m.add_function(wrap_pyfunction!(index::index_build_native, m)?)?;

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 
 /// A nest-train error as the Python exception of its kind: a missing file
 /// `FileNotFoundError`, a bad recipe value `ValueError`, anything else `RuntimeError`.
-fn train_err(e: nest_train::Error) -> PyErr {
+pub(crate) fn train_err(e: nest_train::Error) -> PyErr {
     use nest_train::Error as E;
     match e {
         E::Model(m) => crate::py_err(m),
@@ -22,6 +22,32 @@ fn train_err(e: nest_train::Error) -> PyErr {
         E::Run { ref path, .. } if !path.exists() => PyFileNotFoundError::new_err(e.to_string()),
         E::Run { .. } => PyValueError::new_err(e.to_string()),
         other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+/// The trainer's events as lines on stderr (when `progress`), and a pending Ctrl-C, seen once
+/// per step, as a stop request ([`stop::request`]) after that step; `interrupted` records it.
+pub(crate) fn on_event(progress: bool, interrupted: &mut bool) -> impl FnMut(Event) + '_ {
+    move |e| {
+        if let Event::Step { step, loss, lr } = &e {
+            if progress {
+                eprintln!("step {step}: loss {loss:.4}, lr {lr:.2e}");
+            }
+            if !*interrupted && Python::attach(|py| py.check_signals()).is_err() {
+                *interrupted = true;
+                stop::request();
+                eprintln!("interrupted: stopping after step {step} with a checkpoint");
+            }
+        } else if progress {
+            match &e {
+                Event::Message(m) => eprintln!("{m}"),
+                Event::Checkpoint { step, path } => {
+                    eprintln!("step {step}: checkpoint {}", path.display())
+                }
+                Event::Eval { step, summary } => eprintln!("step {step}: {summary}"),
+                _ => {}
+            }
+        }
     }
 }
 
@@ -65,30 +91,7 @@ pub fn train_native(
     };
     let mut interrupted = false;
     let summary = py
-        .detach(|| {
-            train(&r, &opts, &mut |e| {
-                if let Event::Step { step, loss, lr } = &e {
-                    if progress {
-                        eprintln!("step {step}: loss {loss:.4}, lr {lr:.2e}");
-                    }
-                    // a pending Ctrl-C becomes a stop after this step
-                    if !interrupted && Python::attach(|py| py.check_signals()).is_err() {
-                        interrupted = true;
-                        stop::request();
-                        eprintln!("interrupted: stopping after step {step} with a checkpoint");
-                    }
-                } else if progress {
-                    match &e {
-                        Event::Message(m) => eprintln!("{m}"),
-                        Event::Checkpoint { step, path } => {
-                            eprintln!("step {step}: checkpoint {}", path.display())
-                        }
-                        Event::Eval { step, summary } => eprintln!("step {step}: {summary}"),
-                        _ => {}
-                    }
-                }
-            })
-        })
+        .detach(|| train(&r, &opts, &mut on_event(progress, &mut interrupted)))
         .map_err(train_err)?;
     let stopped = summary.final_dir.as_os_str().is_empty();
     if interrupted {

@@ -142,3 +142,44 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
         nest.Index(tmp_path / "nothing")
     with pytest.raises(ValueError):
         idx.search("x", funnel="nonsense")
+
+
+def distill_recipe(tmp: Path) -> Path:
+    lines = SNLI.read_text().splitlines()[1:33]
+    single = tmp / "single.tsv"
+    single.write_text("text\n" + "\n".join(l.split("\t")[0] for l in lines) + "\n")
+    pairs_file = tmp / "pairs2.tsv"
+    pairs_file.write_text("anchor\tpositive\n" + "\n".join("\t".join(l.split("\t")[:2]) for l in lines) + "\n")
+    common = 'batch_size = 8\nmax_length = 16\nmax_steps = 2\nsave_every = 1000\nseed = 3\nmatryoshka_dims = [64, 384]\n'
+    recipe = tmp / "ibkd.toml"
+    recipe.write_text(
+        f'teacher = "{MODEL}"\nstudent = "{MODEL}"\nteacher_max_length = 16\n\n'
+        f'[stage1]\nloss = "none"\nlr = 1e-4\n{common}'
+        f'data = [{{ path = "{single}", format = "single" }}]\n'
+        'objective = [{ kind = "distill", loss = "infonce", temperature = 0.1 }]\n\n'
+        f'[stage2]\nloss = "mnrl"\nlr = 2e-5\n{common}'
+        f'data = [{{ path = "{pairs_file}", format = "pairs" }}]\n'
+    )
+    return recipe
+
+
+def test_distill_runs_both_stages_and_takes_stage_keys(tmp_path):
+    recipe = distill_recipe(tmp_path)
+    r = nest.distill(recipe, run_dir=tmp_path / "d", overrides={"stage2.max_steps": 3}, progress=False)
+    assert [s["steps"] for s in r.stages] == [2, 3], r
+    assert not r.stopped and Path(r.final, "model.safetensors").is_file()
+    assert r.final.endswith(os.path.join("stage2", "final"))
+    assert nest.Encoder(r.final).encode(["a dog runs"], dim=64).shape == (1, 64)
+    # done stages are skipped on a second call with the same keys
+    again = nest.distill(recipe, run_dir=tmp_path / "d", overrides={"stage2.max_steps": 3}, progress=False)
+    assert again.stages == [] and again.final == r.final
+
+
+def test_distill_errors_are_python_exceptions(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        nest.distill(tmp_path / "missing.toml", run_dir=tmp_path / "x", progress=False)
+    recipe = distill_recipe(tmp_path)
+    with pytest.raises(ValueError, match="stage"):
+        nest.distill(recipe, stage="3", run_dir=tmp_path / "x", progress=False)
+    with pytest.raises(ValueError, match="not a key of a distillation recipe"):
+        nest.distill(recipe, overrides={"lr": 1e-4}, run_dir=tmp_path / "x", progress=False)

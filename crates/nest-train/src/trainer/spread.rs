@@ -24,7 +24,7 @@ use tch::Tensor;
 
 use super::step::{assemble, encode_column, micro_step, score, MicroResult};
 use crate::data::{Batch, Source};
-use crate::objective::{BatchOutput, Column, Objective, PooledLayer, StepContext};
+use crate::objective::{Column, Objective, PooledLayer, StepContext};
 use crate::recipe::LossKind;
 use crate::{Error, Result};
 
