@@ -20,6 +20,7 @@ pub mod config;
 pub mod data;
 pub mod error;
 pub mod eval;
+pub mod job;
 pub mod loss;
 pub mod memory;
 pub mod method;
@@ -31,3 +32,4 @@ mod trained;
 
 pub use error::{Error, Result};
 pub use method::Method;
+pub use trained::EpochLog;
