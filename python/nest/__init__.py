@@ -23,7 +23,7 @@ import numpy as np
 from . import _nest
 from ._nest import get_num_threads, set_num_threads
 
-__all__ = ["Encoder", "Index", "TrainResult", "train", "distill", "evaluate", "get_num_threads", "set_num_threads", "__version__"]
+__all__ = ["Encoder", "Index", "TrainResult", "train", "distill", "compress", "evaluate", "get_num_threads", "set_num_threads", "__version__"]
 __version__ = "0.1.0"
 
 
@@ -36,6 +36,8 @@ class Encoder:
         dtype: ``"auto"`` (bf16 where this machine measured it faster, else float32),
             ``"float32"``, ``"bf16"`` or ``"int8"``; as ``nest --dtype``.
         max_length: tokens per text (default: the model's ``max_seq_length``).
+        adaptor: an adaptor folder from ``nest.compress`` / ``nest compress`` (as ``nest encode
+            --adaptor``): ``dim`` then takes the adaptor's dims, through its heads.
 
     Raises:
         FileNotFoundError: the folder or one of its files is missing.
@@ -43,8 +45,10 @@ class Encoder:
         RuntimeError: anything else (a malformed file, libtorch).
     """
 
-    def __init__(self, model: str, dtype: str = "auto", max_length: Optional[int] = None):
-        self._native = _nest.NativeEncoder(str(model), dtype, max_length)
+    def __init__(self, model: str, dtype: str = "auto", max_length: Optional[int] = None,
+                 adaptor: Optional[str] = None):
+        self._native = _nest.NativeEncoder(str(model), dtype, max_length,
+                                           None if adaptor is None else str(adaptor))
 
     # -- what the model is -------------------------------------------------------------------
 
@@ -297,6 +301,71 @@ def distill(
     done = bool(str(final)) and os.path.exists(os.path.join(str(final), "nest.json"))
     return TrainResult(run_dir=str(run_dir), final=str(final) if done else None, stages=stages,
                        steps=sum(s["steps"] for s in stages), stopped=not done)
+
+
+def compress(
+    out: Optional[str] = None,
+    dims: Sequence[int] = (96, 192, 384),
+    method: str = "smec",
+    *,
+    embeddings: Optional[str] = None,
+    queries: Optional[str] = None,
+    qrels: Optional[str] = None,
+    corpus_ids: Optional[str] = None,
+    query_ids: Optional[str] = None,
+    test_qrels: Optional[str] = None,
+    model: Optional[str] = None,
+    beir: Optional[str] = None,
+    split: str = "train",
+    cache: str = ".nest-cache/embeddings",
+    resume: Optional[str] = None,
+    overwrite: bool = False,
+    val_fraction: float = 0.2,
+    ads_gradient: str = "straight-through",
+    progress: bool = True,
+    **options: float,
+) -> TrainResult:
+    """Trains an adaptor on frozen embeddings in this process, as ``nest compress`` does (SMEC,
+    MRL+SMRL, Search-Adaptor, Matryoshka-Adaptor, PCA, truncation; docs/COMPRESSION.md).
+
+    Inputs: ``embeddings`` / ``queries`` (``.npy`` or ``.safetensors`` matrices; ids from
+    ``corpus_ids`` / ``query_ids``, else the row numbers) with ``qrels`` (and ``test_qrels``), or
+    ``model`` with ``beir`` (a BEIR folder; its embeddings cached in ``cache``). ``resume``
+    continues a smec or mrl+smrl adaptor with smaller ``dims`` (its own inputs and method).
+    ``options``: ``alpha``, ``scale``, ``lr``, ``tau``, ``batch_size``, ``epochs``,
+    ``patience``, ``hard_negatives``, ``neighbours``, ``memory_size``, ``seed``.
+
+    Returns a :class:`TrainResult` with ``out``, ``method``, ``dims``, ``val_ndcg_at_10`` and
+    ``test_ndcg_at_10`` (by dim) and ``info`` (the adaptor's whole record). Apply the adaptor
+    with ``nest.Encoder(model, adaptor=out)``.
+
+    Raises:
+        FileNotFoundError: a missing input file, model or adaptor to resume.
+        ValueError: a bad option, dims, or an output folder that holds files (pass
+            ``overwrite=True``).
+    """
+    if ads_gradient not in ("straight-through", "soft"):
+        raise ValueError(f"ads_gradient: '{ads_gradient}' is not 'straight-through' or 'soft'")
+    given = dict(embeddings=embeddings, queries=queries, qrels=qrels, corpus_ids=corpus_ids,
+                 query_ids=query_ids, test_qrels=test_qrels, model=model, beir=beir)
+    inputs = [(k, str(v)) for k, v in given.items() if v is not None]
+    if model is not None:
+        inputs += [("split", split), ("cache", str(cache))]
+    opts = []
+    for k, v in options.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{k}: expected a number, got {type(v).__name__}")
+        opts.append((k, float(v)))
+    done, info = _nest.compress_native(
+        None if out is None else str(out), method, [int(d) for d in dims], inputs, opts,
+        float(val_fraction), ads_gradient == "soft", None if resume is None else str(resume),
+        overwrite, progress,
+    )
+    info = json.loads(info)
+    per_dim = lambda key: {int(d): v for d, v in (info.get(key) or {}).items()}  # noqa: E731
+    return TrainResult(out=str(done), method=info.get("method"), dims=info.get("dims"),
+                       val_ndcg_at_10=per_dim("val_ndcg_at_10"),
+                       test_ndcg_at_10=per_dim("test_ndcg_at_10"), info=info)
 
 
 def evaluate(

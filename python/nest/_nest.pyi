@@ -4,7 +4,9 @@ from os import PathLike
 from typing import Optional, Tuple
 
 class NativeEncoder:
-    def __init__(self, model: str, dtype: str = "auto", max_length: Optional[int] = None) -> None: ...
+    def __init__(
+        self, model: str, dtype: str = "auto", max_length: Optional[int] = None, adaptor: Optional[str] = None
+    ) -> None: ...
     def resolve_point(self, layer: Optional[int] = None, dim: Optional[int] = None) -> Tuple[int, int]: ...
     def resolve_prompt(self, prompt_name: Optional[str] = None, prompt: Optional[str] = None) -> Optional[str]: ...
     def encode_raw(
@@ -47,6 +49,18 @@ def distill_native(
     overwrite: bool = False,
     progress: bool = True,
 ) -> tuple[str, list[tuple[int, float, str]]]: ...
+def compress_native(
+    out: str | None,
+    method: str,
+    dims: list[int],
+    inputs: list[tuple[str, str]] = ...,
+    options: list[tuple[str, float]] = ...,
+    val_fraction: float = 0.2,
+    ads_soft: bool = False,
+    resume: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> tuple[str, str]: ...
 def evaluate_native(
     model: str,
     tasks: str | None = None,

@@ -89,7 +89,7 @@ impl NativeIndex {
         }
         Ok(NativeIndex {
             col,
-            model: Shared(enc),
+            model: Shared(enc, None),
             layer,
         })
     }
@@ -205,7 +205,7 @@ pub fn index_build_native(
         "layer": layer,
         "max_length": enc.tokenizer.max_length(),
     });
-    let shared = Shared(enc);
+    let shared = Shared(enc, None);
     py.detach(|| -> PyResult<usize> {
         let mut b =
             IndexBuilder::create(&out, d, &levels, true, source, overwrite).map_err(index_err)?;

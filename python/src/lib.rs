@@ -10,12 +10,13 @@
 use std::path::PathBuf;
 
 use nest_model::prompt::PromptChoice;
-use nest_model::{DtypeChoice, ElasticEncoder, EncodeOptions, Keys, Offer, Policy};
+use nest_model::{Adaptor, DtypeChoice, ElasticEncoder, EncodeOptions, Keys, Offer, Policy};
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use tch::{Kind, Tensor};
 
+mod compress;
 mod distill;
 mod evaluate;
 mod index;
@@ -48,7 +49,7 @@ fn core_err(e: nest_core::Error) -> PyErr {
 }
 
 /// The loaded encoder, shared by every Python thread that calls it.
-pub(crate) struct Shared(pub(crate) ElasticEncoder);
+pub(crate) struct Shared(pub(crate) ElasticEncoder, pub(crate) Option<Adaptor>);
 
 impl Shared {
     /// The encoder, through the `Sync` wrapper (a closure that calls this captures the
@@ -64,7 +65,8 @@ impl Shared {
 // inference methods, whose forward passes allocate their outputs and never touch the weights in
 // place (nest-model's own `embed_streams` shares the encoder across threads on the same
 // reasoning). Concurrent reads of a tensor are safe in libtorch (atomic reference counts), and
-// the rest of the encoder is plain data, the tokenizer (`Sync`) and an atomic counter.
+// the rest of the encoder is plain data, the tokenizer (`Sync`) and an atomic counter. The
+// optional adaptor is the same: weights loaded once, read by `apply`'s products only.
 #[allow(unsafe_code)]
 unsafe impl Send for Shared {}
 #[allow(unsafe_code)]
@@ -84,8 +86,14 @@ impl NativeEncoder {
     /// Loads `model` (a local folder, or `org/name` from the Hugging Face cache or the hub)
     /// and converts it for inference in `dtype` (`auto`, `float32`, `bf16`, `int8`).
     #[new]
-    #[pyo3(signature = (model, dtype = "auto", max_length = None))]
-    fn new(py: Python<'_>, model: &str, dtype: &str, max_length: Option<usize>) -> PyResult<Self> {
+    #[pyo3(signature = (model, dtype = "auto", max_length = None, adaptor = None))]
+    fn new(
+        py: Python<'_>,
+        model: &str,
+        dtype: &str,
+        max_length: Option<usize>,
+        adaptor: Option<std::path::PathBuf>,
+    ) -> PyResult<Self> {
         let choice: DtypeChoice = dtype
             .parse()
             .map_err(|e: String| PyValueError::new_err(format!("dtype: {e}")))?;
@@ -102,9 +110,14 @@ impl NativeEncoder {
                 Ok((enc, r))
             })
             .map_err(py_err)?;
-        let offer = Offer::new(&enc, None).map_err(py_err)?;
+        // an adaptor trained by `nest compress` / `nest.compress`: its dims are what is offered
+        let adaptor = match adaptor {
+            Some(dir) => Some(Adaptor::load(&dir).map_err(py_err)?),
+            None => None,
+        };
+        let offer = Offer::new(&enc, adaptor.as_ref()).map_err(py_err)?;
         Ok(NativeEncoder {
-            enc: Shared(enc),
+            enc: Shared(enc, adaptor),
             offer,
             dtype: resolved.dtype.to_string(),
             dtype_reason: resolved.reason,
@@ -188,8 +201,9 @@ impl NativeEncoder {
                 };
                 let pooled =
                     m.embed_prompted(&refs, &[layer], opts, prompt.as_deref(), &mut |_| {})?;
-                let e = match normalize {
-                    true => nest_model::point::finish(&pooled[0], dim, None)?,
+                // an adaptor's head normalises as it was trained, whatever `normalize` says
+                let e = match normalize || enc.1.is_some() {
+                    true => nest_model::point::finish(&pooled[0], dim, enc.1.as_ref())?,
                     false => {
                         let p = match m.normalize {
                             true => nest_model::pooling::l2_normalize(&pooled[0]),
@@ -303,6 +317,7 @@ fn _nest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(train::train_native, m)?)?;
     m.add_function(wrap_pyfunction!(distill::distill_native, m)?)?;
+    m.add_function(wrap_pyfunction!(compress::compress_native, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate_native, m)?)?;
     m.add_class::<index::NativeIndex>()?;
     m.add_function(wrap_pyfunction!(index::index_build_native, m)?)?;

@@ -832,6 +832,15 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
         bytes(&out) == bytes(&up),
         "increasing --dims trains the same adaptor"
     );
+    // more hard negatives than the corpus holds: what it has (this panicked in libtorch's topk)
+    let many = p(dir, "smec-many");
+    let mut flags_many = flags(&["--method", "smec", "--dims", "8,16,32", "--out", &many]);
+    let at = flags_many
+        .iter()
+        .position(|f| f == "--hard-negatives")
+        .unwrap();
+    flags_many[at + 1] = "30".into();
+    ok(&flags_many.iter().map(String::as_str).collect::<Vec<_>>());
     // the test scoring as a report with each test query's nDCG@10, the same as adaptor.json's
     let report = nest_eval::Report::read(&Path::new(&out).join("report.json")).unwrap();
     let t = &report.tasks[0];

@@ -1,0 +1,78 @@
+"""`nest.compress` in-process: an adaptor trained on embedding files is written and read back by
+`nest.Encoder(..., adaptor=...)`-free checks (its record's per-dim scores), resumed with a
+smaller dim, and bad input comes back as the right exception.
+
+    scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nest
+
+
+def retrieval_set(tmp: Path):
+    rng = np.random.default_rng(7)
+    docs = rng.standard_normal((64, 32)).astype(np.float32)
+    queries = (docs + 0.3 * rng.standard_normal((64, 32))).astype(np.float32)
+    np.save(tmp / "c.npy", docs)
+    np.save(tmp / "q.npy", queries)
+    head = "query-id\tcorpus-id\tscore\n"
+    (tmp / "qrels.tsv").write_text(head + "".join(f"{i}\t{i}\t1\n" for i in range(48)))
+    (tmp / "test.tsv").write_text(head + "".join(f"{i}\t{i}\t1\n" for i in range(48, 64)))
+    return dict(embeddings=tmp / "c.npy", queries=tmp / "q.npy", qrels=tmp / "qrels.tsv",
+                test_qrels=tmp / "test.tsv")
+
+
+def test_compress_trains_writes_and_resumes(tmp_path):
+    files = retrieval_set(tmp_path)
+    r = nest.compress(tmp_path / "a", dims=[8, 16, 32], method="smec", epochs=2, batch_size=16,
+                      progress=False, **files)
+    assert r.method == "smec" and sorted(r.dims) == [8, 16, 32], r
+    assert set(r.val_ndcg_at_10) == {8, 16, 32} and set(r.test_ndcg_at_10) == {8, 16, 32}
+    assert all(0.0 <= v <= 1.0 for v in r.test_ndcg_at_10.values())
+    saved = json.loads(Path(r.out, "adaptor.json").read_text())
+    assert saved["method"] == "smec"
+    # the CLI's record of its inputs is the same shape: a resume reads them back
+    again = nest.compress(dims=[4], resume=r.out, epochs=1, batch_size=16, progress=False)
+    assert sorted(again.dims) == [4, 8, 16, 32], again
+
+
+def test_compress_errors_are_python_exceptions(tmp_path):
+    files = retrieval_set(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        nest.compress(tmp_path / "x", dims=[8, 16, 32], progress=False,
+                      **{**files, "embeddings": tmp_path / "missing.npy"})
+    with pytest.raises(ValueError, match="not an option"):
+        nest.compress(tmp_path / "x", dims=[8, 16, 32], progress=False, warmup=3, **files)
+    with pytest.raises(ValueError, match="halving"):
+        nest.compress(tmp_path / "x", dims=[5, 16, 32], progress=False, **files)
+    nest.compress(tmp_path / "b", dims=[8, 16, 32], epochs=1, progress=False, **files)
+    with pytest.raises(ValueError, match="overwrite"):
+        nest.compress(tmp_path / "b", dims=[8, 16, 32], epochs=1, progress=False, **files)
+
+
+MODEL = Path(__file__).resolve().parents[2] / "models" / "all-MiniLM-L6-v2"
+
+
+@pytest.mark.skipif(not MODEL.is_dir(), reason="models/all-MiniLM-L6-v2 is missing")
+def test_an_encoder_applies_a_compress_adaptor(tmp_path):
+    texts = ["a cat sits on the mat", "a dog runs in the park", "music from a guitar", "rain on the road"]
+    m = nest.Encoder(MODEL, dtype="float32")
+    np.save(tmp_path / "c.npy", m.encode(texts, normalize_embeddings=False, dim=384))
+    np.save(tmp_path / "q.npy", m.encode(texts, normalize_embeddings=False, dim=384))
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{i}\t{i}\t1\n" for i in range(4)))
+    a = nest.compress(tmp_path / "a", dims=[96, 192, 384], method="mrl", epochs=1, batch_size=2,
+                      embeddings=tmp_path / "c.npy", queries=tmp_path / "q.npy",
+                      qrels=tmp_path / "qrels.tsv", progress=False)
+    ma = nest.Encoder(MODEL, dtype="float32", adaptor=a.out)
+    v = ma.encode(texts, dim=96)
+    assert v.shape == (4, 96)
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
+    # the adaptor's head, not the plain first 96 coordinates
+    assert not np.allclose(v, m.encode(texts, dim=96), atol=1e-3)
+    with pytest.raises(ValueError):
+        ma.encode(texts, dim=100)
