@@ -407,3 +407,42 @@ fn beir_embeddings(
     c.put(&key, &ce, &qe)?;
     Ok((ce, qe))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_source_reads_back_as_itself() {
+        let files = Source::Files {
+            embeddings: "c.npy".into(),
+            corpus_ids: None,
+            queries: "q.npy".into(),
+            query_ids: Some("q.ids".into()),
+            qrels: "qrels.tsv".into(),
+            test_qrels: Some("test.tsv".into()),
+        };
+        let beir = Source::Beir {
+            model: "models/m".into(),
+            beir: "data/scifact".into(),
+            split: "dev".into(),
+            cache: ".cache".into(),
+        };
+        for s in [files, beir] {
+            let back = Source::from_json(&s.to_json(), Path::new("a")).unwrap();
+            assert_eq!(back.to_json(), s.to_json());
+        }
+        // a record without its embeddings names what is missing
+        let e = Source::from_json(&json!({"queries": "q.npy"}), Path::new("adaptors/x"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("adaptors/x") && e.contains("embeddings"), "{e}");
+    }
+
+    #[test]
+    fn increasing_dims_are_reversed_and_others_kept() {
+        assert_eq!(largest_first(&[8, 16, 32]), vec![32, 16, 8]);
+        assert_eq!(largest_first(&[32, 16, 8]), vec![32, 16, 8]);
+        assert_eq!(largest_first(&[16, 32, 8]), vec![16, 32, 8]);
+    }
+}
