@@ -4,11 +4,10 @@
 use std::path::PathBuf;
 
 use nest_train::distill::{self, DistillRecipe, Stages};
-use nest_train::trainer::TrainOptions;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 
-use crate::train::{on_event, train_err};
+use crate::train::{on_event, run_options, train_err};
 
 /// One stage's result: `(steps, last_loss, final_dir or "" when stopped early)`.
 type StageRan = (u64, f64, PathBuf);
@@ -46,14 +45,7 @@ pub fn distill_native(
         )));
     }
     let (d, s1, s2) = DistillRecipe::load(&recipe, &flags).map_err(train_err)?;
-    let opts = TrainOptions {
-        run_dir: run_dir.clone(),
-        resume,
-        overwrite,
-        device: nest_model::default_device(),
-        stop_after_steps: None,
-        allow_world_change: false,
-    };
+    let opts = run_options(&run_dir, resume, overwrite);
     let mut interrupted = false;
     let out = py
         .detach(|| {

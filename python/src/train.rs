@@ -51,6 +51,22 @@ pub(crate) fn on_event(progress: bool, interrupted: &mut bool) -> impl FnMut(Eve
     }
 }
 
+/// A run's options from Python: this machine's default device, the run as asked.
+pub(crate) fn run_options(
+    run_dir: &std::path::Path,
+    resume: bool,
+    overwrite: bool,
+) -> TrainOptions {
+    TrainOptions {
+        run_dir: run_dir.to_path_buf(),
+        resume,
+        overwrite,
+        device: nest_model::default_device(),
+        stop_after_steps: None,
+        allow_world_change: false,
+    }
+}
+
 /// What a run left: `(run_dir, final_dir or "", steps, last_loss, stopped)`.
 type Ran = (PathBuf, PathBuf, u64, f64, bool);
 
@@ -81,14 +97,7 @@ pub fn train_native(
         (None, false) => None,
     };
     let r = Recipe::load(recipe.as_deref(), &flags).map_err(train_err)?;
-    let opts = TrainOptions {
-        run_dir: run_dir.clone(),
-        resume,
-        overwrite,
-        device: nest_model::default_device(),
-        stop_after_steps: None,
-        allow_world_change: false,
-    };
+    let opts = run_options(&run_dir, resume, overwrite);
     let mut interrupted = false;
     let summary = py
         .detach(|| train(&r, &opts, &mut on_event(progress, &mut interrupted)))
