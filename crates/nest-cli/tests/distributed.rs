@@ -7,7 +7,8 @@
 //!   only, the control, land at more than 5e-2), for MRL and for 2DMSE;
 //! - a 2-process run whose rank 1 is killed with SIGKILL stops rank 0 with an error (no hang),
 //!   and `--resume auto` finishes it with the weights of the uninterrupted run;
-//! - a bad launch environment is an error naming the variable, before any model is loaded.
+//! - a bad launch environment is an error naming the variable, before any model is loaded;
+//! - a multi-process `index build` onto an output in use stops every rank at once.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -603,6 +604,55 @@ fn an_index_built_by_rank_is_the_single_process_index() {
         assert!(worst <= 1e-5, "row {r}: {worst}");
     }
     assert_eq!(one.id(4), "5", "record numbers stay global");
+}
+
+#[test]
+fn a_multi_process_index_build_on_a_busy_output_stops_every_rank_at_once() {
+    let s = Setup::new();
+    let input = s.path("docs.txt");
+    std::fs::write(&input, "the cat sat\na dog is playing\nmusic on the mat\n").unwrap();
+    let out = s.path("busy");
+    let args: Vec<String> = [
+        "index",
+        "build",
+        "--model",
+        &s.path("tiny").display().to_string(),
+        "--input",
+        &input.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    // another build holds the output (this test process takes its lock)
+    let held = nest_core::lock::FolderLock::take_beside(&out).unwrap();
+    let start = Instant::now();
+    let results = finish(launch(2, &args), Duration::from_secs(120));
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_secs(20),
+        "the ranks stop at once, not at the 30 s group timeout: {took:?}"
+    );
+    let (ok0, err0) = &results[0];
+    let (ok1, err1) = &results[1];
+    assert!(
+        !ok0 && err0.contains("in use by another process"),
+        "rank 0: {err0}"
+    );
+    assert!(
+        !ok1 && err1.contains("rank(s) [0] failed"),
+        "rank 1: {err1}"
+    );
+    assert!(
+        !out.exists() && !s.path("busy.parts").exists(),
+        "nothing written"
+    );
+    // the holder's lock file is its own: the refused build did not take it away
+    assert!(held.path().exists());
+    drop(held);
+    // once the first build is gone, the same command builds (a stale lock file does not block)
+    run_ok(2, &args);
+    assert_eq!(nest_index::Index::open(&out).unwrap().len(), 3);
 }
 
 #[test]

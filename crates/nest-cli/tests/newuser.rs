@@ -529,6 +529,94 @@ fn type_errors_name_the_key_and_show_the_toml_list_form() {
     );
 }
 
+/// #37: a key spelled as sentence-transformers or Hugging Face's trainer spells it gets Nest's
+/// name ("did you mean"); a wrong-typed key in a distillation stage names its line in the
+/// recipe file, in its own stage when both stages set it.
+#[test]
+fn unknown_keys_get_nests_name_and_stage_errors_their_line() {
+    let f = fixture();
+    let d = f.path();
+    let tiny = d.join("tiny").display().to_string();
+    std::fs::write(d.join("ok.toml"), format!("model = \"{tiny}\"\n")).unwrap();
+    let e = fails_in(
+        d,
+        &["train", "--recipe", "ok.toml", "--learning-rate", "1e-4"],
+    );
+    assert!(
+        e.contains("--learning-rate") && e.contains("did you mean `lr`?"),
+        "{e}"
+    );
+    std::fs::write(
+        d.join("hf.toml"),
+        format!("model = \"{tiny}\"\nnum_train_epochs = 1\n"),
+    )
+    .unwrap();
+    let e = fails_in(d, &["train", "--recipe", "hf.toml"]);
+    assert!(
+        e.contains("line 2, key num_train_epochs") && e.contains("did you mean `epochs`?"),
+        "{e}"
+    );
+    let recipe = format!(
+        "teacher = \"{tiny}\"\nstudent = \"{tiny}\"\n[stage1]\nloss = \"none\"\nlr = 1e-3\n\
+         data = [{{ path = \"{t}\", format = \"single\" }}]\n\
+         [stage2]\nloss = \"cosent\"\nlr = \"fast\"\n\
+         data = [{{ path = \"{t}\", format = \"scored\" }}]\n",
+        t = d.join("train.tsv").display(),
+    );
+    std::fs::write(d.join("st.toml"), recipe).unwrap();
+    let e = fails_in(d, &["distill", "--recipe", "st.toml", "--run-dir", "run"]);
+    assert!(
+        e.contains("st.toml [stage2]") && e.contains("line 9, key lr"),
+        "{e}"
+    );
+    assert!(!d.join("run").exists(), "nothing written");
+}
+
+/// #84: while the teacher fills its cache (minutes on a real corpus), distill says how far it is,
+/// as lines that a log keeps too; a second run, all cached, encodes nothing.
+#[test]
+fn distill_reports_the_teachers_progress() {
+    let f = fixture();
+    let d = f.path();
+    let recipe = format!(
+        "teacher = \"{m}\"\nstudent = \"{m}\"\ncache_dir = \"cache\"\nteacher_max_length = 32\n[stage1]\nloss = \"none\"\n\
+         batch_size = 4\nmax_steps = 1\nobjective = [{{ kind = \"distill\" }}]\n\
+         data = [{{ path = \"{}\", format = \"single\" }}]\n",
+        d.join("texts.tsv").display(),
+        m = d.join("tiny").display()
+    );
+    std::fs::write(d.join("t.toml"), recipe).unwrap();
+    let words = ["the cat", "a dog", "sat on", "the mat", "a man", "music"];
+    let texts: String = words.iter().map(|w| format!("{w}\n")).collect();
+    std::fs::write(d.join("texts.tsv"), format!("text\n{texts}")).unwrap();
+    let e = ok_in(
+        d,
+        &[
+            "distill",
+            "--recipe",
+            "t.toml",
+            "--stage",
+            "1",
+            "--run-dir",
+            "a",
+        ],
+    );
+    assert!(e.contains("texts encoded (100%"), "{e}");
+    let e = ok_in(
+        d,
+        &[
+            "distill",
+            "--recipe",
+            "t.toml",
+            "--stage",
+            "1",
+            "--run-dir",
+            "b",
+        ],
+    );
+    assert!(!e.contains("texts encoded"), "all cached: {e}");
+}
+
 /// #14: usage errors exit 2 (clap's convention) and the README says so; #25: advise without a
 /// floor names both ways to give one.
 #[test]

@@ -311,6 +311,19 @@ impl Group {
         Ok(outs)
     }
 
+    /// The ranks whose step failed: each rank says whether its own step succeeded and learns
+    /// every other rank's answer (one small all-gather), so that a refusal on one rank stops
+    /// the others at once instead of leaving them in their next collective until the timeout.
+    pub fn failed_ranks(&self, ok: bool) -> Result<Vec<usize>, DistError> {
+        let flags = self.all_gather(&Tensor::from_slice(&[i64::from(!ok)]))?;
+        Ok(flags
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.int64_value(&[0]) != 0)
+            .map(|(rank, _)| rank)
+            .collect())
+    }
+
     /// Waits for every rank.
     #[allow(unsafe_code)]
     pub fn barrier(&self) -> Result<(), DistError> {

@@ -148,19 +148,29 @@ fn the_teacher_cache_hits_misses_and_rebuilds_what_is_damaged() {
         .collect();
     let mut calls = 0;
     // miss: the three distinct texts are encoded, duplicates answered once
-    let (x, st) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
+    let mut heard = Vec::new();
+    let (x, st) = cache
+        .embed(&texts, 2, &mut fake(&mut calls, 1.0), &mut |done, total| {
+            heard.push((done, total))
+        })
+        .unwrap();
     assert_eq!((calls, st.misses, st.hits, st.entries), (3, 3, 0, 3));
+    assert_eq!(heard, [(2, 3), (3, 3)], "progress after each chunk");
     assert_eq!(x.size(), [4, 4]);
     assert_eq!(x.double_value(&[1, 0]), 2.0);
     assert_eq!(x.double_value(&[3, 3]), 4.0);
     // hit: nothing is encoded, the same vectors come back; a new text is added
     let more: Vec<String> = ["ccc", "dddd", "a"].iter().map(|s| s.to_string()).collect();
     let mut calls = 0;
-    let (y, st) = cache.embed(&more, 2, &mut fake(&mut calls, 1.0)).unwrap();
+    let (y, st) = cache
+        .embed(&more, 2, &mut fake(&mut calls, 1.0), &mut |_, _| {})
+        .unwrap();
     assert_eq!((calls, st.hits, st.misses, st.entries), (1, 2, 1, 4));
     assert_eq!(y.double_value(&[1, 0]), 4.0);
     let mut calls = 0;
-    let (z, _) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
+    let (z, _) = cache
+        .embed(&texts, 2, &mut fake(&mut calls, 1.0), &mut |_, _| {})
+        .unwrap();
     assert_eq!(calls, 0);
     assert!(z.equal(&x));
     // a changed teacher keys another file: everything is encoded again
@@ -168,7 +178,9 @@ fn the_teacher_cache_hits_misses_and_rebuilds_what_is_damaged() {
     let other = TeacherCache::for_teacher(d.path(), &teacher, 128).unwrap();
     assert_ne!(other.path, cache.path);
     let mut calls = 0;
-    let _ = other.embed(&texts, 8, &mut fake(&mut calls, 2.0)).unwrap();
+    let _ = other
+        .embed(&texts, 8, &mut fake(&mut calls, 2.0), &mut |_, _| {})
+        .unwrap();
     assert_eq!(calls, 3);
     // so does another max length
     assert_ne!(
@@ -188,13 +200,17 @@ fn the_teacher_cache_hits_misses_and_rebuilds_what_is_damaged() {
     ] {
         std::fs::write(&cache.path, damaged).unwrap();
         let mut calls = 0;
-        let (v, st) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
+        let (v, st) = cache
+            .embed(&texts, 2, &mut fake(&mut calls, 1.0), &mut |_, _| {})
+            .unwrap();
         let reason = st.discarded.expect("the damage is reported");
         assert!(reason.contains(why), "{reason}");
         assert_eq!(calls, 3, "rebuilt from the teacher, not read as garbage");
         assert!(v.equal(&x));
         let mut calls = 0;
-        let (_, st) = cache.embed(&texts, 2, &mut fake(&mut calls, 1.0)).unwrap();
+        let (_, st) = cache
+            .embed(&texts, 2, &mut fake(&mut calls, 1.0), &mut |_, _| {})
+            .unwrap();
         assert_eq!(
             (calls, st.discarded),
             (0, None),

@@ -2,11 +2,14 @@
 //! process reads its byte share of the documents (never the whole file), embeds it and writes
 //! its part (vectors as `.npy`, ids and payloads as `.jsonl`, each written atomically) into
 //! `<out>.parts/`; rank 0 then merges the parts, in rank order, into one index at `<out>`
-//! (identical to the one a single process builds) and removes them.
+//! (identical to the one a single process builds) and removes them. Rank 0 holds the lock beside
+//! `<out>` for the whole build, and the ranks agree after their start and after their parts:
+//! a refusal or failure on one rank stops every rank at once, each saying why.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use nest_core::data::DocumentShare;
 use nest_core::output::{write_embeddings, Matrix};
 use nest_index::{IndexBuilder, Precision};
 use tch::Tensor;
@@ -24,14 +27,54 @@ fn part(dir: &Path, rank: usize, ext: &str) -> PathBuf {
 }
 
 pub fn build(a: IndexBuildArgs, g: &nest_dist::Group) -> Result<()> {
-    let precisions = Precision::parse_list(&a.precision)?;
-    // refuse before any work what rank 0 would refuse at the end
+    // rank 0 holds the lock beside the index for the whole build (a second build of the same
+    // --out is refused there), and every rank learns at once when any rank's start failed
+    let mut lock = None;
+    let start = (|| -> Result<_> {
+        if g.rank() == 0 {
+            lock = Some(nest_core::lock::FolderLock::take_beside(&a.out)?);
+        }
+        // refuse before any work what rank 0 would refuse at the end
+        anyhow::ensure!(
+            a.overwrite || !a.out.exists(),
+            "{}: exists; pass --overwrite to replace it",
+            a.out.display()
+        );
+        let precisions = Precision::parse_list(&a.precision)?;
+        let share = nest_core::data::read_documents_share(&a.input, g.rank(), g.world())?;
+        Ok((precisions, share))
+    })();
+    let result = together(g, "starting", start).and_then(|(p, share)| build_parts(&a, g, p, share));
+    if let Some(lock) = lock {
+        match result.is_ok() {
+            true => lock.remove(),
+            false => lock.discard(),
+        }
+    }
+    result
+}
+
+/// `step`'s result on this rank, or an error when it failed on another rank (so every rank
+/// stops together, each saying why: the failed rank with its own message).
+fn together<T>(g: &nest_dist::Group, step: &str, mine: Result<T>) -> Result<T> {
+    let failed = g.failed_ranks(mine.is_ok());
+    let mine = mine?;
+    let failed = failed?;
     anyhow::ensure!(
-        a.overwrite || !a.out.exists(),
-        "{}: exists; pass --overwrite to replace it",
-        a.out.display()
+        failed.is_empty(),
+        "rank {}: stopped while {step}: rank(s) {failed:?} failed (their messages say why)",
+        g.rank()
     );
-    let mut share = nest_core::data::read_documents_share(&a.input, g.rank(), g.world())?;
+    Ok(mine)
+}
+
+/// Embeds this rank's share into its part; rank 0 then merges every part into the index.
+fn build_parts(
+    a: &IndexBuildArgs,
+    g: &nest_dist::Group,
+    precisions: Vec<Precision>,
+    mut share: DocumentShare,
+) -> Result<()> {
     // ids made from positions (line or record numbers) need the counts of the shares before
     let counts = g.all_gather(&Tensor::from_slice(&[
         share.lines as i64,
@@ -44,11 +87,32 @@ pub fn build(a: IndexBuildArgs, g: &nest_dist::Group) -> Result<()> {
             .sum()
     };
     share.renumber(before(0), before(1));
+    let written = write_part(a, g, &precisions, &share);
+    let (source, d, levels) = together(g, "embedding", written)?; // every part is on disk
+    if g.rank() != 0 {
+        return Ok(());
+    }
+    let dir = parts_dir(&a.out);
+    let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
+    merge(&dir, g.world(), d, &mut b)?;
+    super::index_common::finish(b, &a.out)?;
+    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    Ok(())
+}
+
+/// Embeds this rank's share and writes its part (vectors, then ids and payloads); returns the
+/// index's source record, width and levels.
+fn write_part(
+    a: &IndexBuildArgs,
+    g: &nest_dist::Group,
+    precisions: &[Precision],
+    share: &DocumentShare,
+) -> Result<(serde_json::Value, usize, Vec<nest_index::Level>)> {
     let model = super::load_model(&a.model)?;
     let layer = a.layer.unwrap_or(model.num_layers());
     nest_core::spec::check_layers("--layer", &[layer], model.num_layers())?;
     let d = model.output_dim();
-    let levels = super::index_common::levels(a.dims.as_deref(), &precisions, d)?;
+    let levels = super::index_common::levels(a.dims.as_deref(), precisions, d)?;
     let texts: Vec<&str> = share.docs.iter().map(|d| d.text.as_str()).collect();
     let data = if texts.is_empty() {
         Vec::new()
@@ -77,21 +141,13 @@ pub fn build(a: IndexBuildArgs, g: &nest_dist::Group) -> Result<()> {
         m.rows,
         dir.display()
     );
-    g.barrier()?; // every part is on disk
-    if g.rank() != 0 {
-        return Ok(());
-    }
     let source = serde_json::json!({
         "model": a.model.model,
         "layer": layer,
         "max_length": model.tokenizer.max_length(),
         "processes": g.world(),
     });
-    let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
-    merge(&dir, g.world(), d, &mut b)?;
-    super::index_common::finish(b, &a.out)?;
-    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-    Ok(())
+    Ok((source, d, levels))
 }
 
 /// Pushes every part's rows, in rank order, into the builder; ids must be unique across parts.

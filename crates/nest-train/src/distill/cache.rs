@@ -139,13 +139,15 @@ impl TeacherCache {
     }
 
     /// The teacher's vectors of `texts`, in order: `[texts.len(), dim]` float32. Texts not in
-    /// the cache are encoded by `encode` (in chunks of `batch`) and stored. A damaged file is
-    /// reported in the stats and rebuilt from what `encode` gives.
+    /// the cache are encoded by `encode` (in chunks of `batch`) and stored; `progress` hears
+    /// (encoded so far, texts to encode) after each chunk. A damaged file is reported in the
+    /// stats and rebuilt from what `encode` gives.
     pub fn embed(
         &self,
         texts: &[String],
         batch: usize,
         encode: &mut dyn FnMut(&[&str]) -> Result<Tensor>,
+        progress: &mut dyn FnMut(usize, usize),
     ) -> Result<(Tensor, CacheStats)> {
         let mut stats = CacheStats::default();
         let mapped = match open(&self.path) {
@@ -172,8 +174,11 @@ impl TeacherCache {
         missing.sort_by_key(|t| t.len());
         let mut fresh: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
         let mut dim = mapped.as_ref().map(|m| m.dim);
+        let mut done = 0;
         for chunk in missing.chunks(batch.max(1)) {
             let v = encode(chunk)?.to_kind(Kind::Float).contiguous();
+            done += chunk.len();
+            progress(done, missing.len());
             let d = v.size()[1] as usize;
             if dim.is_some_and(|x| x != d) {
                 return Err(crate::Error::Run {

@@ -64,6 +64,9 @@ pub struct DistillRecipe {
     stage1: Option<toml::Table>,
     #[serde(default)]
     stage2: Option<toml::Table>,
+    /// The recipe file's name and text, for the line of a wrong-typed key in a stage.
+    #[serde(skip)]
+    file: Option<(String, String)>,
 }
 
 impl DistillRecipe {
@@ -115,7 +118,7 @@ impl DistillRecipe {
                 table.insert(key.replace('-', "_"), v);
             }
         }
-        let r: DistillRecipe =
+        let mut r: DistillRecipe =
             toml::Value::Table(table.clone())
                 .try_into()
                 .map_err(|e: toml::de::Error| {
@@ -125,6 +128,7 @@ impl DistillRecipe {
         if r.stage1.is_none() && r.stage2.is_none() {
             return Err(bad("neither [stage1] nor [stage2]: nothing to run".into()));
         }
+        r.file = Some((name, text));
         Ok((r, s1, s2))
     }
 
@@ -135,13 +139,17 @@ impl DistillRecipe {
         } else {
             &self.stage2
         };
+        let source_name = match &self.file {
+            Some((name, _)) => format!("{name} [stage{which}]"),
+            None => format!("[stage{which}]"),
+        };
         let mut table = table.clone().ok_or_else(|| Error::Recipe {
-            source_name: format!("[stage{which}]"),
+            source_name: source_name.clone(),
             message: "the recipe has no such stage".into(),
         })?;
         if table.contains_key("model") {
             return Err(Error::Recipe {
-                source_name: format!("[stage{which}]"),
+                source_name,
                 message: "`model` is set by nest distill (the student, or stage 1's result)".into(),
             });
         }
@@ -149,8 +157,32 @@ impl DistillRecipe {
             "model".into(),
             toml::Value::String(model.display().to_string()),
         );
-        Recipe::from_table(table, &format!("[stage{which}]"), overrides)
+        let section = self.file.as_ref().map(|(_, text)| stage_lines(text, which));
+        Recipe::from_table(table, &source_name, overrides, section.as_deref())
     }
+}
+
+/// `text` with every line outside `[stageN]` (and its sub-tables) blanked: the stage's keys
+/// keep their line numbers, and a key that both stages set is found in the right one.
+fn stage_lines(text: &str, which: usize) -> String {
+    let own = format!("stage{which}");
+    let mut inside = false;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        // a table header (`[stage1]`, `[[stage1.data]]`), not a line of a multi-line array
+        let name = line
+            .trim_start()
+            .strip_prefix('[')
+            .map(|h| h.trim_start_matches('['));
+        if let Some(name) = name.filter(|h| h.starts_with(|c: char| c.is_alphabetic())) {
+            inside = name.split([']', '.']).next().map(str::trim) == Some(own.as_str());
+        }
+        if inside {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The relative paths of a distillation recipe file resolve against its folder (as a train
@@ -245,7 +277,22 @@ pub fn teacher_vectors(
         let mut v = t.embed_layers(chunk, &[layers], opts, &mut |_| {})?;
         Ok(v.remove(0))
     };
-    let (vectors, stats) = c.embed(&texts, t.batch_size, &mut encode)?;
+    // the teacher can take minutes: a line every 10 s (and at the end), in logs as on terminals
+    let started = std::time::Instant::now();
+    let mut said = started;
+    let mut progress = |done: usize, total: usize| {
+        if done == total || said.elapsed().as_secs_f64() >= 10.0 {
+            said = std::time::Instant::now();
+            let s = started.elapsed().as_secs_f64();
+            let rate = done as f64 / s.max(1e-9);
+            events(Event::Message(format!(
+                "teacher: {done}/{total} texts encoded ({:.0}%, {rate:.0}/s, {s:.0} s, eta {:.0} s)",
+                100.0 * done as f64 / total.max(1) as f64,
+                (total - done) as f64 / rate.max(1e-9),
+            )));
+        }
+    };
+    let (vectors, stats) = c.embed(&texts, t.batch_size, &mut encode, &mut progress)?;
     if let Some(why) = &stats.discarded {
         events(Event::Message(format!(
             "teacher cache discarded and rebuilt: {why}"

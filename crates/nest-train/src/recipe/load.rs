@@ -33,7 +33,7 @@ impl Recipe {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "(flags)".into());
         let Some(p) = path else {
-            return Self::from_table(toml::Table::new(), &source_name, overrides);
+            return Self::from_table(toml::Table::new(), &source_name, overrides, None);
         };
         let (mut table, text) = read_table(p)?;
         let base = p.parent().filter(|b| !b.as_os_str().is_empty());
@@ -51,14 +51,16 @@ impl Recipe {
     }
 
     /// A recipe from a TOML table (e.g. a `[stage1]` of `nest distill`) and `--key value`
-    /// overrides; `source_name` names it in errors. Paths still relative are made absolute
-    /// against the current folder.
+    /// overrides; `source_name` names it in errors, and `file` (the text the table was read
+    /// from, lines outside it blank) gives the line of a wrong-typed key. Paths still relative
+    /// are made absolute against the current folder.
     pub(crate) fn from_table(
         table: toml::Table,
         source_name: &str,
         overrides: &[String],
+        file: Option<&str>,
     ) -> Result<Self> {
-        let mut r = Self::parse_table(table, source_name, overrides, None)?;
+        let mut r = Self::parse_table(table, source_name, overrides, file)?;
         r.absolutize_paths();
         Ok(r)
     }

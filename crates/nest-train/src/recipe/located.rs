@@ -1,7 +1,9 @@
 //! Which key a recipe's deserialisation error is about, and where it was written: serde
 //! reports a wrong-typed value without its key when it reads a `toml::Value`, so the table is
 //! written out as TOML and read again, and the error's span in that text gives the key; the
-//! key then gives the line of the recipe file, or the flag that set it.
+//! key then gives the line of the recipe file, or the flag that set it. An unknown key gets a
+//! "did you mean": the names sentence-transformers and Hugging Face's trainer use for the same
+//! setting first (`learning_rate` is `lr`), then the closest key by spelling.
 
 use serde::de::DeserializeOwned;
 
@@ -14,6 +16,7 @@ pub(crate) fn explain<T: DeserializeOwned>(
     file: Option<&str>,
     flags: &[String],
 ) -> String {
+    let message = &format!("{message}{}", did_you_mean(message));
     let Some(key) = failing_key::<T>(table) else {
         return message.to_string();
     };
@@ -37,6 +40,74 @@ pub(crate) fn explain<T: DeserializeOwned>(
     match file.and_then(|t| line_of(t, leaf)) {
         Some(line) => format!("line {line}, key {key}: {message}"),
         None => format!("key {key}: {message}"),
+    }
+}
+
+/// Nest's names for settings that sentence-transformers' and Hugging Face's trainers (and
+/// other tools) spell differently: (their name, Nest's key or flag).
+const ALIASES: &[(&str, &str)] = &[
+    ("learning_rate", "lr"),
+    ("num_train_epochs", "epochs"),
+    ("num_epochs", "epochs"),
+    ("per_device_train_batch_size", "batch_size"),
+    ("train_batch_size", "batch_size"),
+    ("gradient_accumulation_steps", "grad_accum"),
+    ("max_seq_length", "max_length"),
+    ("model_name_or_path", "model"),
+    ("model_name", "model"),
+    ("base_model", "model"),
+    ("matryoshka_dimensions", "matryoshka_dims"),
+    ("dims", "matryoshka_dims"),
+    ("lr_scheduler_type", "decay"),
+    ("scheduler", "decay"),
+    ("warmup", "warmup_ratio"),
+    ("eval_steps", "eval_every"),
+    ("save_steps", "save_every"),
+    ("save_total_limit", "keep_last"),
+    ("max_grad_norm_clip", "max_grad_norm"),
+    ("train_data", "data"),
+    ("train_file", "data"),
+    ("eval_file", "eval_data"),
+    (
+        "output_dir",
+        "--run-dir (a flag of the command, not a recipe key)",
+    ),
+    ("bf16", "dtype (\"bf16\", \"float32\" or \"auto\")"),
+    ("fp16", "dtype (\"bf16\", \"float32\" or \"auto\")"),
+];
+
+/// `; did you mean `KEY`?` for serde's ``unknown field `x`, expected one of `a`, `b` `` when
+/// an alias or a close spelling names one of the expected keys; else nothing.
+fn did_you_mean(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return String::new();
+    };
+    let Some((unknown, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    let expected: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let key = unknown.trim_start_matches('-').replace('-', "_");
+    let alias = ALIASES
+        .iter()
+        .find(|(theirs, _)| *theirs == key)
+        .map(|a| a.1);
+    // an alias only where its target is a key here (or names a flag), so that a table with
+    // other keys (a data source, an objective component) gets no wrong advice
+    let alias = alias.filter(|a| a.starts_with("--") || expected.iter().any(|e| a.starts_with(e)));
+    let close = || {
+        expected
+            .iter()
+            .map(|e| (strsim::damerau_levenshtein(&key, e), *e))
+            .filter(|(d, e)| *d <= (e.len() / 3).max(1))
+            .min()
+            .map(|(_, e)| e)
+    };
+    match alias.or_else(close) {
+        Some(k) if k.starts_with(|c: char| c.is_ascii_lowercase()) && !k.contains(' ') => {
+            format!("; did you mean `{k}`?")
+        }
+        Some(k) => format!("; did you mean {k}?"),
+        None => String::new(),
     }
 }
 
@@ -93,6 +164,26 @@ mod tests {
     struct D {
         path: String,
         weight: f64,
+    }
+
+    #[test]
+    fn an_unknown_key_gets_its_nest_name_or_its_closest_spelling() {
+        let expected = "expected one of `model`, `lr`, `epochs`, `batch_size`, `max_length`";
+        let m = |k: &str| did_you_mean(&format!("unknown field `{k}`, {expected}"));
+        assert_eq!(m("learning_rate"), "; did you mean `lr`?");
+        assert_eq!(m("learning-rate"), "; did you mean `lr`?");
+        assert_eq!(m("max_seq_length"), "; did you mean `max_length`?");
+        assert_eq!(m("epoch"), "; did you mean `epochs`?");
+        assert_eq!(m("batchsize"), "; did you mean `batch_size`?");
+        assert_eq!(
+            m("output_dir"),
+            "; did you mean --run-dir (a flag of the command, not a recipe key)?"
+        );
+        assert_eq!(m("temperature"), "", "nothing close: no advice");
+        // an alias whose target is not a key of this table gives none
+        let m = did_you_mean("unknown field `learning_rate`, expected one of `path`, `format`");
+        assert_eq!(m, "");
+        assert_eq!(did_you_mean("invalid type: string"), "");
     }
 
     #[test]
