@@ -25,6 +25,10 @@ pub struct EvalArgs {
     /// task per cell.
     #[arg(long, value_delimiter = ',')]
     pub sts_extra: Vec<PathBuf>,
+    /// More retrieval tasks in the retrieval family: BEIR-layout folders (corpus.jsonl,
+    /// queries.jsonl, qrels/SPLIT.tsv), as `DIR` (the test split) or `DIR:SPLIT`.
+    #[arg(long, value_delimiter = ',')]
+    pub retrieval_extra: Vec<String>,
     #[command(flatten)]
     pub grid: GridArgs,
 }

@@ -413,6 +413,55 @@ fn full_suite_compare_and_advise() {
         md.contains("sts average over 3 tasks (stsb/test, sick-r/test, sts12/test)"),
         "{md}"
     );
+    // a BEIR folder of one's own beside SciFact: the same data scores the same
+    let mine = data.join("mybeir");
+    std::fs::create_dir_all(mine.join("qrels")).unwrap();
+    for f in ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"] {
+        std::fs::copy(data.join("scifact").join(f), mine.join(f)).unwrap();
+    }
+    let r = p(d.path(), "r");
+    ok(&[
+        "eval",
+        "--model",
+        &m2.display().to_string(),
+        "--data-root",
+        &root,
+        "--tasks",
+        "retrieval",
+        "--retrieval-extra",
+        &format!("{}:test", mine.display()),
+        "--dims",
+        "8",
+        "--latency-texts",
+        "0",
+        "--out",
+        &r,
+    ]);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("r/report.json")).unwrap())
+            .unwrap();
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[1]["task"], "mybeir/test");
+    assert_eq!(
+        tasks[0]["cells"][0]["metrics"],
+        tasks[1]["cells"][0]["metrics"]
+    );
+    let e = fails(&[
+        "eval",
+        "--model",
+        &m2.display().to_string(),
+        "--data-root",
+        &root,
+        "--tasks",
+        "sts",
+        "--retrieval-extra",
+        &mine.display().to_string(),
+    ]);
+    assert!(
+        e.contains("--retrieval-extra adds to the retrieval family"),
+        "{e}"
+    );
     let e = fails(&[
         "eval",
         "compare",

@@ -41,8 +41,27 @@ pub fn run(a: EvalArgs) -> Result<()> {
                 .map_or(0, |i| i + 1);
             let extra = a.sts_extra.iter().map(|p| TaskSource::Sts(p.clone()));
             sources.splice(at..at, extra);
+            anyhow::ensure!(
+                a.retrieval_extra.is_empty() || kinds.contains(&TaskKind::Retrieval),
+                "--retrieval-extra adds to the retrieval family, which --tasks {} leaves out",
+                a.tasks
+            );
+            sources.extend(a.retrieval_extra.iter().map(|s| beir_source(s)));
             run_grid(&a.model, &sources, &a.grid)
         }
+    }
+}
+
+/// `DIR` or `DIR:SPLIT` (a split name has no `/`) of `--retrieval-extra`; the test split by
+/// default.
+fn beir_source(spec: &str) -> TaskSource {
+    let (dir, split) = match spec.rsplit_once(':') {
+        Some((dir, split)) if !split.is_empty() && !split.contains('/') => (dir, split),
+        _ => (spec, "test"),
+    };
+    TaskSource::Retrieval {
+        dir: dir.into(),
+        split: split.into(),
     }
 }
 
