@@ -13,6 +13,7 @@
 #   scripts/evidence_qat.sh train mrl "1 2 3" & scripts/evidence_qat.sh train qat "1 2 3" & wait
 #   scripts/evidence_qat.sh tune "2e-5 5e-5"     # dev: the lr grid for both arms, seed 1 (reports/qat-dev)
 #   scripts/evidence_qat.sh evalarm mrl "1 2 3"   # one arm's reports and funnels (optional, to overlap)
+#   scripts/evidence_qat.sh probe qatb5 5e-5      # one arm (e.g. a lever) at one lr, seed 1, on dev
 #   scripts/evidence_qat.sh eval "1 2 3"          # every report and funnel, then the compare
 # NEST_MRL / NEST_QAT: the binary each arm trains with (default target/release/nest).
 # STEPS (120), LR (5e-5), QWEIGHT (0.5); TAG: a run-name prefix (e.g. LR=2e-5 TAG=lr2e-5-);
@@ -31,12 +32,17 @@ R=reports/qat
 declare -A EXTRA=(
   [mrl]=''
   [qat]="--quantization [\"int8\",\"binary\"] --quantization-weight $QWEIGHT"
+  # the levers against the bits' collapse (TRAINING.md, "Why binary got worse"), binary only:
+  [qatb5]="--quantization [\"binary\"] --quantization-weight 1 --quantization-binary-scale 5"
+  [qatspread]="--quantization [\"binary\"] --quantization-weight $QWEIGHT --quantization-spread 1"
+  [qatb5spread]="--quantization [\"binary\"] --quantization-weight 1 --quantization-binary-scale 5 --quantization-spread 1"
 )
 
 train() { # arm seed
   local bin=${NEST}
   [ "$1" = mrl ] && bin=${NEST_MRL:-$NEST}
   [ "$1" = qat ] && bin=${NEST_QAT:-$NEST}
+  [ -n "${EXTRA[$1]+x}" ] || { echo "no arm $1 (${!EXTRA[*]})" >&2; return 1; }
   local run="runs/qat/${TAG:-}$1-seed$2"
   [ -f "$run/final/nest.json" ] && return 0
   local resume=(--overwrite)
@@ -86,6 +92,16 @@ tune) # dev: both arms at each lr of the grid (seed 1), STS-B dev over dim x pre
         --dtype float32 --latency-texts 0 --model "runs/qat/$tag$a-seed1/final" --out "$out" > "$out.log" 2>&1
     done
   done
+  ;;
+probe) # one arm at one lr on dev, seed 1 (e.g. a lever): probe ARM [LR]
+  mkdir -p reports/qat-dev
+  lr=${3:-$LR} tag=""
+  [ "$lr" = "$LR" ] || tag="lr$lr-"
+  LR=$lr TAG=$tag train "$2" 1
+  out="reports/qat-dev/$2-lr$lr"
+  [ -f "$out/report.json" ] || nice -n 19 $NEST --threads "$THREADS" eval sts \
+    --data ../shared/datasets/stsb/dev.tsv --layers 6 --dims $DIMS --precision float32,int8,binary \
+    --dtype float32 --latency-texts 0 --model "runs/qat/$tag$2-seed1/final" --out "$out" > "$out.log" 2>&1
   ;;
 evalarm) # one arm's reports and funnels, e.g. while the other arm still trains
   mkdir -p "$R"

@@ -17,6 +17,12 @@ Written from the definitions, independently of Nest's code:
   forward value q, backward the identity from q to v.
 Also written: each precision's loss summed over the dims (unweighted), for the per-term check.
 
+Also written ("levers"): the binary term alone at weight 1 with its own scale 5 (the float and
+task terms keep 20), plus the spread-out term of Zhang et al. 2017 (arXiv:1708.06320, eq. 4, the
+global orthogonal regularisation: over distinct rows i != j of a column's normalised prefix,
+M1 = mean(v_i . v_j), M2 = mean((v_i . v_j)^2), M1^2 + max(0, M2 - 1/d)), averaged over the two
+columns, at weight 1, at every dim the binary term scores; the loss and its gradient.
+
 Tolerance in the Rust test (crates/nest-train/src/objective/quant/tests.rs): 1e-5 relative on
 the loss, 1e-5 times the largest gradient entry on every gradient entry (float32 on both sides).
 """
@@ -59,6 +65,30 @@ def straight_through(x, precision):
     return v + (q - v).detach()
 
 
+def spread_out(x):
+    v = F.normalize(x, dim=1, eps=1e-12)
+    n, d = v.shape
+    g = v @ v.T
+    off = [g[i, j] for i in range(n) for j in range(n) if i != j]
+    m1 = sum(off) / len(off)
+    m2 = sum(c * c for c in off) / len(off)
+    return m1 * m1 + torch.clamp(m2 - 1.0 / d, min=0.0)
+
+
+def levers(a0, p0, binary_scale=5.0, spread=1.0):
+    a = a0.clone().requires_grad_(True)
+    p = p0.clone().requires_grad_(True)
+    total = 0.0
+    for d in DIMS:
+        ad, pd = a[:, :d], p[:, :d]
+        total = total + mnrl(ad, pd)
+        total = total + mnrl(straight_through(ad, "binary"), straight_through(pd, "binary"), binary_scale)
+        total = total + spread * (spread_out(ad) + spread_out(pd)) / 2
+    total.backward()
+    return {"binary_scale": binary_scale, "spread": spread, "loss": total.item(),
+            "grad_anchors": a.grad.tolist(), "grad_positives": p.grad.tolist()}
+
+
 def main():
     g = torch.Generator().manual_seed(40)
     a = torch.randn(6, 16, generator=g, dtype=torch.float32) * 1.5
@@ -89,6 +119,7 @@ def main():
         "grad_positives": p.grad.tolist(),
         "torch": torch.__version__,
     }
+    out["levers"] = levers(a.detach(), p.detach())
     with open(OUT, "w") as fh:
         json.dump(out, fh, indent=1)
     print(f"wrote {OUT}: loss {total.item():.6f}, by precision {parts}")

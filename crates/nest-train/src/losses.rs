@@ -88,6 +88,26 @@ pub fn cosent(a: &Tensor, b: &Tensor, gold: &Tensor, scale: f64) -> Tensor {
     cosent_from_sim(&cos, gold, scale)
 }
 
+/// The spread-out regulariser of Zhang et al. 2017, "Learning Spread-out Local Feature
+/// Descriptors" (arXiv:1708.06320, eq. 4: global orthogonal regularisation), as
+/// sentence-transformers' `GlobalOrthogonalRegularizationLoss` computes it with both weights 1:
+/// with `G` the cosines of distinct rows, `M1 = mean(G)`, `M2 = mean(G^2)`,
+/// `M1^2 + max(0, M2 - 1/d)`. Pushes unrelated rows towards orthogonal; on the signs of the rows
+/// its first part is the bit-balance penalty of learning to hash.
+///
+/// # Shapes
+/// - `x`: `[B, d]` with B >= 2; returns a scalar
+pub fn spread_out(x: &Tensor) -> Tensor {
+    let (b, d) = (x.size()[0], x.size()[1]);
+    let v = normalize(x);
+    let g = v.matmul(&v.tr());
+    let off = Tensor::ones([b, b], (x.kind(), x.device())) - Tensor::eye(b, (x.kind(), x.device()));
+    let n = (b * (b - 1)).max(1) as f64;
+    let m1 = (&g * &off).sum(x.kind()) / n;
+    let m2 = (g.square() * &off).sum(x.kind()) / n;
+    m1.square() + (m2 - 1.0 / d as f64).relu()
+}
+
 /// AnglE's angle similarity ("AnglE-optimized Text Embeddings", Li & Li, arXiv:2309.12871,
 /// section 3.3; sentence-transformers'
 /// `pairwise_angle_sim`): each vector split in halves as real and imaginary parts, the

@@ -218,16 +218,42 @@ impl TaskLoss {
         let q = self.quantization;
         let mut total = self.apply_float(cols, scores);
         for p in q.precisions() {
+            let term = self.apply_at_scale(&quant::columns(cols, p), scores, self.scale_at(p));
             // not `+=`: see apply_float
             #[allow(clippy::assign_op_pattern)]
-            let sum = total + self.apply_float(&quant::columns(cols, p), scores) * q.weight;
+            let sum = total + term * q.weight;
+            total = sum;
+        }
+        if q.binary && q.spread > 0.0 {
+            let spread: Vec<Tensor> = cols.iter().map(losses::spread_out).collect();
+            let mean = Tensor::stack(&spread, 0).mean(spread[0].kind());
+            #[allow(clippy::assign_op_pattern)]
+            let sum = total + mean * q.spread;
             total = sum;
         }
         total
     }
 
+    /// The scale the term of precision `p` is scored at.
+    fn scale_at(&self, p: quant::QuantPrecision) -> f64 {
+        match (p, self.quantization.binary_scale) {
+            (quant::QuantPrecision::Binary, Some(s)) => s,
+            _ => self.scale,
+        }
+    }
+
     /// The loss on the columns as given (no quantisation).
     fn apply_float(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
+        self.apply_at_scale(cols, scores, self.scale)
+    }
+
+    /// The loss on the columns as given, at `scale`.
+    fn apply_at_scale(&self, cols: &[Tensor], scores: Option<&Tensor>, scale: f64) -> Tensor {
+        let me = TaskLoss { scale, ..*self };
+        me.apply_plain(cols, scores)
+    }
+
+    fn apply_plain(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
         match self.kind {
             LossKind::Mnrl => losses::mnrl(&cols[0], &cols[1], cols.get(2), self.scale),
             LossKind::MnrlSymmetric => {
@@ -264,6 +290,9 @@ impl TaskLoss {
         let mut n = self.float_name().to_string();
         for p in self.quantization.precisions() {
             n = format!("{n}+{}", p.name());
+        }
+        if self.quantization.binary && self.quantization.spread > 0.0 {
+            n.push_str("+spread");
         }
         n
     }

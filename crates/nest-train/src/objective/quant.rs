@@ -47,21 +47,35 @@ impl QuantPrecision {
 
 /// Which precisions the task loss is also scored at, and the weight of each quantised term
 /// (the recipe's `quantization` and `quantization_weight`). Off when both flags are false.
+///
+/// Two levers against the collapse of the sign bits that the plain binary term causes
+/// (tests/reference/QAT_ESTIMATORS_NOTES.md: at CoSENT's scale 20, shrinking the spread of the
+/// binary cosines is the cheapest way down the loss, and the bits went to the majority sign):
+/// - `binary_scale`: the binary term's own scale (inverse temperature); at a small scale the
+///   loss rewards spreading cosines whose order beats chance instead;
+/// - `spread`: the weight of the spread-out term ([`crate::losses::spread_out`]) on each column's
+///   prefix at every dim the binary term scores, which keeps the bits balanced.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Quantization {
     pub int8: bool,
     pub binary: bool,
     /// Multiplies each quantised task loss (the float one keeps weight 1).
     pub weight: f64,
+    /// The binary term's scale; `None`: the task loss's.
+    pub binary_scale: Option<f64>,
+    /// Weight of the spread-out term on the binary-scored prefixes; 0: off.
+    pub spread: f64,
 }
 
 impl Quantization {
-    /// From the recipe's list (duplicates are refused before this).
+    /// From the recipe's list (duplicates are refused before this); no binary levers.
     pub fn new(precisions: &[QuantPrecision], weight: f64) -> Self {
         Quantization {
             int8: precisions.contains(&QuantPrecision::Int8),
             binary: precisions.contains(&QuantPrecision::Binary),
             weight,
+            binary_scale: None,
+            spread: 0.0,
         }
     }
 
@@ -131,10 +145,21 @@ impl Objective for QuantReport {
             .iter()
             .map(|p| p.name())
             .collect();
+        let q = self.quantization;
+        let mut levers = String::new();
+        if let Some(s) = q.binary_scale {
+            levers.push_str(&format!(", binary at scale {s}"));
+        }
+        if q.spread > 0.0 {
+            levers.push_str(&format!(
+                ", spread-out x {} on the binary prefixes",
+                q.spread
+            ));
+        }
         format!(
-            "quantization({}) x {} of every task loss, straight-through",
+            "quantization({}) x {} of every task loss, straight-through{levers}",
             p.join(", "),
-            self.quantization.weight
+            q.weight
         )
     }
 
@@ -159,12 +184,39 @@ impl Objective for QuantReport {
             let float = self.task.apply(&cut, scores).double_value(&[]);
             d.push((format!("float32@{dim}"), float));
             for p in self.quantization.precisions() {
-                let v = self.task.apply(&columns(&cut, p), scores).double_value(&[]);
-                d.push((format!("{}@{dim}", p.name()), v));
+                let scale = match (p, self.quantization.binary_scale) {
+                    (QuantPrecision::Binary, Some(s)) => s,
+                    _ => self.task.scale,
+                };
+                let v = self.task.apply_at_scale(&columns(&cut, p), scores, scale);
+                d.push((format!("{}@{dim}", p.name()), v.double_value(&[])));
+            }
+            if self.quantization.binary {
+                d.push((format!("bits@{dim}"), bit_entropy(&cut[0])));
             }
         }
         d
     }
+}
+
+/// The entropy of the sign bits over the batch, summed over the coordinates (bits; `d` at
+/// most): how much the binary code can still tell rows apart. A collapse shows as a fall.
+///
+/// # Shapes
+/// - `x`: `[B, d]`
+pub(crate) fn bit_entropy(x: &Tensor) -> f64 {
+    let p = Vec::<f64>::try_from(
+        x.gt(0.0)
+            .to_kind(tch::Kind::Double)
+            .mean_dim(0, false, None),
+    )
+    .unwrap_or_default();
+    p.iter()
+        .map(|&p| {
+            let h = |q: f64| if q > 0.0 { -q * q.log2() } else { 0.0 };
+            h(p) + h(1.0 - p)
+        })
+        .sum()
 }
 
 #[cfg(test)]

@@ -84,6 +84,12 @@ pub struct Recipe {
     /// Weight of each quantised task loss beside the float one; unset = 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     quantization_weight: Option<f64>,
+    /// The binary term's scale (inverse temperature); unset = `scale`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    quantization_binary_scale: Option<f64>,
+    /// Weight of the spread-out term on every prefix the binary term scores; unset = off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    quantization_spread: Option<f64>,
     /// Matryoshka prefix dims (increasing); empty = the full dimension only.
     #[serde(default)]
     matryoshka_dims: Vec<usize>,
@@ -253,6 +259,23 @@ impl Recipe {
         if let Some(p) = q.iter().find(|p| q.iter().filter(|x| x == p).count() > 1) {
             return Err(format!("quantization lists {} twice", p.name()));
         }
+        let binary = q.contains(&QuantPrecision::Binary);
+        for (key, v) in [
+            ("quantization_binary_scale", self.quantization_binary_scale),
+            ("quantization_spread", self.quantization_spread),
+        ] {
+            match v {
+                Some(_) if !binary => {
+                    return Err(format!(
+                        "{key} is set but quantization does not list \"binary\" (e.g. quantization = [\"binary\"])"
+                    ))
+                }
+                Some(x) if !(x > 0.0 && x.is_finite()) => {
+                    return Err(format!("{key} must be > 0, got {x}"))
+                }
+                _ => {}
+            }
+        }
         match self.quantization_weight {
             Some(_) if q.is_empty() => Err(
                 "quantization_weight is set but quantization is empty (e.g. quantization = [\"int8\", \"binary\"])"
@@ -270,10 +293,14 @@ impl Recipe {
 
     /// The quantisation of the task loss the recipe asks for (off when `quantization` is empty).
     pub(crate) fn quantization(&self) -> crate::objective::quant::Quantization {
-        crate::objective::quant::Quantization::new(
-            &self.quantization,
-            self.quantization_weight.unwrap_or(1.0),
-        )
+        crate::objective::quant::Quantization {
+            binary_scale: self.quantization_binary_scale,
+            spread: self.quantization_spread.unwrap_or(0.0),
+            ..crate::objective::quant::Quantization::new(
+                &self.quantization,
+                self.quantization_weight.unwrap_or(1.0),
+            )
+        }
     }
 
     /// Value checks that need no model (the dims are checked against the model later).

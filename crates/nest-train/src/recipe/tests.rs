@@ -226,6 +226,15 @@ fn quantization_keys_are_checked_naming_key_and_line() {
     let r = Recipe::load(Some(&p), &[]).unwrap();
     let q = r.quantization();
     assert!(q.int8 && q.binary && q.weight == 0.5);
+    assert!(q.binary_scale.is_none() && q.spread == 0.0);
+    let levers = [
+        "--quantization-binary-scale".to_string(),
+        "5".into(),
+        "--quantization-spread".into(),
+        "1".into(),
+    ];
+    let q = Recipe::load(Some(&p), &levers).unwrap().quantization();
+    assert_eq!((q.binary_scale, q.spread), (Some(5.0), 1.0));
     assert!(r
         .cautions()
         .iter()
@@ -266,6 +275,24 @@ fn quantization_keys_are_checked_naming_key_and_line() {
                 "0",
             ],
             "quantization_weight must be > 0",
+        ),
+        (
+            vec![
+                "--quantization",
+                "[\"int8\"]",
+                "--quantization-binary-scale",
+                "5",
+            ],
+            "quantization_binary_scale is set but quantization does not list \"binary\"",
+        ),
+        (
+            vec![
+                "--quantization",
+                "[\"binary\"]",
+                "--quantization-spread",
+                "-1",
+            ],
+            "quantization_spread must be > 0",
         ),
     ] {
         let flags: Vec<String> = flags.into_iter().map(String::from).collect();

@@ -138,6 +138,56 @@ fn quantised_mrl_matches_the_pytorch_reference() {
     }
 }
 
+/// The levers against the bits' collapse: the binary term alone at its own scale, plus the
+/// spread-out term on every binary-scored prefix, against the reference's `levers` (same
+/// inputs, MNRL at 20 for the float term, dims 4/8/16).
+#[test]
+fn binary_scale_and_spread_match_the_pytorch_reference() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/qat_reference.json");
+    let f: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+    let l = &f["levers"];
+    let dims: Vec<usize> = serde_json::from_value(f["dims"].clone()).unwrap();
+    let task = TaskLoss {
+        kind: LossKind::Mnrl,
+        scale: f["scale"].as_f64().unwrap(),
+        angle_weight: 0.0,
+        quantization: Quantization {
+            binary_scale: l["binary_scale"].as_f64(),
+            spread: l["spread"].as_f64().unwrap(),
+            ..Quantization::new(&[QuantPrecision::Binary], 1.0)
+        },
+    };
+    let a = rows(&f["anchors"]).set_requires_grad(true);
+    let b = rows(&f["positives"]).set_requires_grad(true);
+    let cols = [a.shallow_clone(), b.shallow_clone()];
+    let total = dims
+        .iter()
+        .map(|&d| task.at_dim(&cols, d, None))
+        .reduce(|x, y| x + y)
+        .unwrap();
+    assert_eq!(task.name(), "mnrl+binary+spread");
+    let (got, want) = (total.double_value(&[]), l["loss"].as_f64().unwrap());
+    assert!(
+        (got - want).abs() <= 1e-5 * want.abs(),
+        "loss {got} vs {want}"
+    );
+    total.backward();
+    for (g, key) in [(a.grad(), "grad_anchors"), (b.grad(), "grad_positives")] {
+        let (d, m) = max_abs_diff(&g, &rows(&l[key]));
+        assert!(
+            d <= 1e-5 * m,
+            "{key}: max difference {d:e}, largest entry {m}"
+        );
+    }
+}
+
+/// The bit entropy: balanced bits count one each, a constant bit none.
+#[test]
+fn bit_entropy_counts_balanced_bits() {
+    let x = Tensor::from_slice(&[1.0f32, 1.0, -1.0, 1.0, 1.0, 1.0, -1.0, 1.0]).view([4, 2]);
+    assert!((bit_entropy(&x) - 1.0).abs() < 1e-12);
+}
+
 /// The identity straight-through estimator: the value of a loss on straight-through rows is
 /// the loss on the explicitly quantised rows, and its gradient is the float gradient of the
 /// same loss at the quantised point.
