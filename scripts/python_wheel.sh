@@ -6,6 +6,12 @@
 #   scripts/python_wheel.sh --install    # build and pip install it (no dependencies fetched
 #                                        # when torch and numpy are already there)
 #   PYTHON=/path/to/venv/bin/python scripts/python_wheel.sh --install
+#   WHEEL_DIR=dir scripts/python_wheel.sh # the wheel into dir (default target/wheels)
+#
+# The Python needs only torch importable, from a venv or from PYTHONPATH (scripts/python_test.sh
+# runs python3 with PYTHONPATH=.deps/py:.deps/pytest, no venv). maturin is that Python's
+# (`python -m maturin`) when it has one, else pip-installed into .deps/maturin (--target: no venv
+# nor root needed) and run from there.
 #
 # The extension links the libtorch of the `torch` wheel installed in that Python (it needs
 # torch==2.13.*, as the root build's libtorch) and loads it at run time (`import nest` imports
@@ -26,7 +32,17 @@ torch_info=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__));
 }
 torch_dir=$(sed -n 1p <<<"$torch_info")
 torch_ver=$(sed -n 2p <<<"$torch_info")
-"$py" -m maturin --version >/dev/null 2>&1 || "$py" -m pip install --quiet "maturin>=1.5,<2"
+if "$py" -m maturin --version >/dev/null 2>&1; then
+  maturin=("$py" -m maturin)
+else
+  maturin=("$root/.deps/maturin/bin/maturin")
+  if ! "${maturin[@]}" --version >/dev/null 2>&1; then
+    echo "python_wheel: installing maturin into .deps/maturin" >&2
+    rm -rf "$root/.deps/maturin"
+    env -u PYTHONPATH "$py" -m pip install --quiet --disable-pip-version-check --no-compile \
+      --target "$root/.deps/maturin" "maturin>=1.5,<2"
+  fi
+fi
 
 deps_torch="$root/.deps/py/torch"
 deps_ver=$(sed -n "s/^__version__ = '\([^+']*\).*/\1/p" "$deps_torch/version.py" 2>/dev/null || true)
@@ -39,10 +55,10 @@ else
 fi
 echo "python_wheel: libtorch $LIBTORCH (torch $torch_ver), target $CARGO_TARGET_DIR" >&2
 
-out="$root/target/wheels"
+out=${WHEEL_DIR:-$root/target/wheels}
 mkdir -p "$out"
 cd "$root/python"
-nice -n "${NICE:-19}" "$py" -m maturin build --release --interpreter "$py" --out "$out"
+nice -n "${NICE:-19}" "${maturin[@]}" build --release --interpreter "$py" --out "$out"
 wheel=$(ls -t "$out"/nest-*-abi3-*.whl | head -1)
 echo "python_wheel: built $wheel" >&2
 if [ "$install" = 1 ]; then

@@ -23,8 +23,55 @@ import numpy as np
 from . import _nest
 from ._nest import get_num_threads, set_num_threads
 
-__all__ = ["Encoder", "Index", "TrainResult", "train", "distill", "compress", "evaluate", "get_num_threads", "set_num_threads", "__version__"]
+__all__ = ["Encoder", "Index", "TrainResult", "train", "distill", "compress", "evaluate", "quantize_embeddings", "get_num_threads", "set_num_threads", "__version__"]
 __version__ = "0.1.0"
+
+PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+
+
+def quantize_embeddings(embeddings, precision: str, return_scales: bool = False):
+    """Quantizes float rows as ``Encoder.encode(..., precision=...)`` does (Nest's rules, the
+    bytes ``nest index`` stores and ``nest serve`` returns):
+
+    - ``"int8"``: per-row symmetric codes ``round(x / s)`` (halves away from zero, within
+      -127..127), ``s = max|x| / 127``; ``dot(a, b) * s_a * s_b`` estimates ``a . b``.
+      Not sentence-transformers' int8, whose per-dimension ranges are calibrated on a set of
+      vectors (by default the batch), so that a vector changes with its batch.
+    - ``"uint8"``: those codes + 128 (uint8, 1..255), same scale.
+    - ``"ubinary"``: ``numpy.packbits(x > 0, axis=-1)``: the sign bits, first coordinate in the
+      most significant bit, uint8 of ``ceil(dim / 8)`` per row; sentence-transformers'
+      ``ubinary`` bit for bit.
+    - ``"binary"``: those bytes - 128 as int8: sentence-transformers' ``binary`` bit for bit.
+    - ``"float32"``: the rows as float32.
+
+    ``embeddings``: a 1-D or 2-D array (numpy, torch or nested lists); the result has the same
+    number of dimensions. ``return_scales=True`` returns ``(codes, scales)``: float32 scales,
+    one per row (a scalar for 1-D input) for int8 / uint8, None for the other precisions.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: {precision!r} is not one of {', '.join(PRECISIONS)}")
+    if isinstance(embeddings, torch.Tensor):
+        embeddings = embeddings.detach().to("cpu", torch.float32).numpy()
+    x = np.asarray(embeddings, dtype=np.float32)
+    if x.ndim not in (1, 2):
+        raise ValueError(f"embeddings: expected 1 or 2 dimensions, got shape {x.shape}")
+    single = x.ndim == 1
+    x = np.ascontiguousarray(x.reshape(1, -1) if single else x)
+    scales = None
+    if precision == "float32":
+        out = x.copy()
+    else:
+        rows, dim = x.shape
+        buf, sc = _nest.quantize_native(x.tobytes(), rows, dim, precision)
+        width = dim if precision.endswith("int8") else (dim + 7) // 8
+        kind = np.int8 if precision in ("int8", "binary") else np.uint8
+        out = np.frombuffer(buf, dtype=kind).reshape(rows, width)
+        if precision.endswith("int8"):
+            scales = np.asarray(sc, dtype=np.float32)
+    if single:
+        out = out[0]
+        scales = None if scales is None else scales[0]
+    return (out, scales) if return_scales else out
 
 
 class Encoder:
@@ -119,13 +166,18 @@ class Encoder:
             batch_size: texts per forward pass (texts are sorted by length first).
             streams: batches encoded at once, each on its share of libtorch's threads (1: lowest
                 latency; ``get_num_threads()``: highest throughput on many texts).
+            precision: ``"float32"``, or the vectors (after ``normalize_embeddings``) quantized
+                as :func:`quantize_embeddings` does: ``"int8"`` (Nest's per-row codes, the
+                index's; int8), ``"uint8"`` (those + 128), ``"binary"`` / ``"ubinary"``
+                (sentence-transformers' packed sign bits, bit for bit; int8 / uint8 of
+                ``ceil(dim / 8)`` bytes). The int8 scales: ``quantize_embeddings(encode(...),
+                "int8", return_scales=True)``.
 
-        Not supported yet: ``precision`` other than float32 (ValueError),
-        ``output_value`` other than ``sentence_embedding``, ``device`` other than cpu; progress
-        bars are not shown.
+        Not supported yet: ``output_value`` other than ``sentence_embedding``, ``device`` other
+        than cpu; progress bars are not shown.
         """
-        if precision != "float32":
-            raise ValueError(f"precision: only float32 is supported for now, got {precision!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision: {precision!r} is not one of {', '.join(PRECISIONS)}")
         if output_value not in (None, "sentence_embedding"):
             raise ValueError(
                 f"output_value: only 'sentence_embedding' is supported, got {output_value!r}"
@@ -150,6 +202,8 @@ class Encoder:
             texts, layer, dim, batch_size, bool(normalize_embeddings), prompt_name, prompt, streams
         )
         out = np.frombuffer(buf, dtype=np.float32).reshape(rows, width)
+        if precision != "float32":
+            out = quantize_embeddings(out, precision)
         if single:
             out = out[0]
         if convert_to_tensor:

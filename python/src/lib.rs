@@ -20,6 +20,7 @@ mod compress;
 mod distill;
 mod evaluate;
 mod index;
+mod quantize;
 mod train;
 
 /// The key names the Python API uses in messages (`layer=7: ...`).
@@ -321,5 +322,6 @@ fn _nest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(evaluate::evaluate_native, m)?)?;
     m.add_class::<index::NativeIndex>()?;
     m.add_function(wrap_pyfunction!(index::index_build_native, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize::quantize_native, m)?)?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 `nest.Encoder(..., adaptor=...)`-free checks (its record's per-dim scores), resumed with a
 smaller dim, and bad input comes back as the right exception.
 
-    scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
+    scripts/python_test.sh    # or in a venv: scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
 """
 
 import json
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import nest
+from support import MODEL, need_model
 
 
 def retrieval_set(tmp: Path):
@@ -55,11 +56,8 @@ def test_compress_errors_are_python_exceptions(tmp_path):
         nest.compress(tmp_path / "b", dims=[8, 16, 32], epochs=1, progress=False, **files)
 
 
-MODEL = Path(__file__).resolve().parents[2] / "models" / "all-MiniLM-L6-v2"
-
-
-@pytest.mark.skipif(not MODEL.is_dir(), reason="models/all-MiniLM-L6-v2 is missing")
 def test_an_encoder_applies_a_compress_adaptor(tmp_path):
+    need_model()
     texts = ["a cat sits on the mat", "a dog runs in the park", "music from a guitar", "rain on the road"]
     m = nest.Encoder(MODEL, dtype="float32")
     np.save(tmp_path / "c.npy", m.encode(texts, normalize_embeddings=False, dim=384))

@@ -3,7 +3,7 @@
 
 Run from the repository root (models/ from scripts/setup.sh), after installing the package:
 
-    scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
+    scripts/python_test.sh    # or in a venv: scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
 """
 
 import json
@@ -19,10 +19,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import nest  # noqa: E402  (after HF_HUB_OFFLINE)
-
-ROOT = Path(__file__).resolve().parents[2]
-MODEL = ROOT / "models" / "all-MiniLM-L6-v2"
-NEST_BIN = ROOT / "target" / "release" / "nest"
+from support import ROOT, MODEL, need_model, need_module, nest_bin  # noqa: E402,F401
 
 TEXTS = [
     "A man is playing a guitar.",
@@ -35,8 +32,7 @@ TEXTS = [
     "Le chat est sur la table.",
 ]
 
-if not MODEL.is_dir():
-    pytest.skip(f"{MODEL} is missing: run scripts/setup.sh models", allow_module_level=True)
+need_model()
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +42,7 @@ def enc():
 
 @pytest.fixture(scope="module")
 def st_model():
-    st = pytest.importorskip("sentence_transformers")
+    st = need_module("sentence_transformers", "pip install 'sentence-transformers>=3'")
     return st.SentenceTransformer(str(MODEL), device="cpu")
 
 
@@ -79,7 +75,7 @@ def test_parity_with_a_prompt_text(enc, st_model):
 
 def test_parity_at_a_truncated_dim(enc, st_model):
     ours = enc.encode(TEXTS, dim=128)
-    st = pytest.importorskip("sentence_transformers")
+    st = need_module("sentence_transformers", "pip install 'sentence-transformers>=3'")
     theirs = st.SentenceTransformer(str(MODEL), device="cpu", truncate_dim=128).encode(
         TEXTS, normalize_embeddings=True
     )
@@ -128,8 +124,7 @@ def test_batch_size_does_not_change_the_vectors(enc):
 
 
 def test_layer_matches_the_cli(enc, tmp_path):
-    if not NEST_BIN.exists():
-        pytest.skip(f"{NEST_BIN} is not built (cargo build --release): the CLI parity is unchecked")
+    NEST_BIN = nest_bin()
     inp = tmp_path / "in.txt"
     inp.write_text("\n".join(TEXTS) + "\n")
     out = tmp_path / "out.npy"
@@ -193,7 +188,7 @@ def test_encode_query_and_document_use_the_prompts(prompted, enc):
 
 
 def test_prompt_parity_with_sentence_transformers(prompted, st_model):
-    st = pytest.importorskip("sentence_transformers")
+    st = need_module("sentence_transformers", "pip install 'sentence-transformers>=3'")
     m = st.SentenceTransformer(str(prompted._native.path), device="cpu")
     ours = prompted.encode_query(TEXTS)
     theirs = m.encode_query(TEXTS, normalize_embeddings=True)
@@ -257,7 +252,7 @@ def test_bad_values_are_value_errors(enc):
     with pytest.raises(ValueError, match="not both"):
         enc.encode(TEXTS, prompt_name="query", prompt="q: ")
     with pytest.raises(ValueError, match="precision"):
-        enc.encode(TEXTS, precision="int8")
+        enc.encode(TEXTS, precision="int4")
     with pytest.raises(TypeError):
         enc.encode([1, 2])
 
@@ -272,3 +267,123 @@ def test_malformed_file_is_runtime_error(tmp_path):
     with pytest.raises(RuntimeError) as e:
         nest.Encoder(str(d))
     assert "config.json" in str(e.value)
+
+
+# -- precision= -------------------------------------------------------------------------------
+
+
+def st_quantize():
+    st = need_module("sentence_transformers", "pip install 'sentence-transformers>=3'")
+    return st.quantize_embeddings
+
+
+def nest_int8_rule(x):
+    """Nest's int8 (nest_core::vector::quantize_int8) in NumPy: codes round(x / s), halves away
+    from zero, within -127..127, s = max|x| / 127 in float32; an all-zero row: codes 0, s 0."""
+    x = np.asarray(x, dtype=np.float32)
+    m = np.abs(x).max(axis=1)
+    s = m / np.float32(127)
+    safe = np.where(m == 0, np.float32(1), s).astype(np.float32)
+    y = (x / safe[:, None]).astype(np.float64)  # the float32 quotient, exactly
+    codes = np.clip(np.sign(y) * np.floor(np.abs(y) + 0.5), -127, 127)
+    codes[m == 0] = 0
+    return codes.astype(np.int8), np.where(m == 0, np.float32(0), s).astype(np.float32)
+
+
+@pytest.mark.parametrize("layer,dim,normalize", [(6, 384, True), (3, 64, True), (6, 20, True), (6, 100, False)])
+def test_binary_precisions_are_sentence_transformers_bit_for_bit(enc, layer, dim, normalize):
+    quantize = st_quantize()
+    v = enc.encode(TEXTS, layer=layer, dim=dim, normalize_embeddings=normalize)
+    for precision, kind in (("ubinary", np.uint8), ("binary", np.int8)):
+        ours = enc.encode(TEXTS, layer=layer, dim=dim, normalize_embeddings=normalize,
+                          precision=precision)
+        theirs = quantize(v, precision=precision)
+        assert ours.dtype == theirs.dtype == kind
+        assert ours.shape == theirs.shape == (len(TEXTS), (dim + 7) // 8)
+        np.testing.assert_array_equal(ours, theirs)
+        np.testing.assert_array_equal(nest.quantize_embeddings(v, precision), theirs)
+
+
+def test_binary_edge_values_match_sentence_transformers():
+    """Signs at 0, -0, the smallest subnormal, inf and NaN, and every width from 1 to 17."""
+    quantize = st_quantize()
+    rng = np.random.default_rng(5)
+    special = np.array([0.0, -0.0, 1e-45, -1e-45, np.inf, -np.inf, np.nan, 1.0], dtype=np.float32)
+    for dim in range(1, 18):
+        x = rng.standard_normal((9, dim)).astype(np.float32)
+        x[:, : min(dim, 8)] = special[: min(dim, 8)]
+        x[1] = 0.0
+        for precision in ("ubinary", "binary"):
+            np.testing.assert_array_equal(nest.quantize_embeddings(x, precision), quantize(x, precision=precision))
+            np.testing.assert_array_equal(nest.quantize_embeddings(x[0], precision), quantize(x[:1], precision=precision)[0])
+
+
+def test_sentence_transformers_own_binary_encode_agrees(enc, st_model):
+    """sentence-transformers' `encode(precision="ubinary")` of its own vectors: the same bits,
+    except where a coordinate is within float noise (1e-5) of zero."""
+    theirs_f = st_model.encode(TEXTS, normalize_embeddings=True)
+    theirs = st_model.encode(TEXTS, normalize_embeddings=True, precision="ubinary")
+    ours = enc.encode(TEXTS, precision="ubinary")
+    sure = np.abs(theirs_f) > 1e-5
+    assert sure.mean() > 0.99
+    np.testing.assert_array_equal(np.unpackbits(ours, axis=1)[sure], np.unpackbits(theirs, axis=1)[sure])
+
+
+@pytest.mark.parametrize("layer,dim,normalize", [(6, 384, True), (3, 64, True), (6, 100, False)])
+def test_int8_is_nests_per_row_rule(enc, layer, dim, normalize):
+    v = enc.encode(TEXTS, layer=layer, dim=dim, normalize_embeddings=normalize)
+    codes = enc.encode(TEXTS, layer=layer, dim=dim, normalize_embeddings=normalize, precision="int8")
+    want, want_s = nest_int8_rule(v)
+    assert codes.dtype == np.int8 and codes.shape == (len(TEXTS), dim)
+    np.testing.assert_array_equal(codes, want)
+    got, scales = nest.quantize_embeddings(v, "int8", return_scales=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(scales, want_s)
+    assert np.abs(codes).max(axis=1).tolist() == [127] * len(TEXTS)
+    # uint8: the same codes + 128
+    u = enc.encode(TEXTS, layer=layer, dim=dim, normalize_embeddings=normalize, precision="uint8")
+    assert u.dtype == np.uint8
+    np.testing.assert_array_equal(u.astype(np.int16), want.astype(np.int16) + 128)
+    # dot(codes) * s_a * s_b estimates the float dot product
+    est = (codes.astype(np.float32) * scales[:, None]) @ (codes.astype(np.float32) * scales[:, None]).T
+    assert float(np.abs(est - v @ v.T).max()) < 0.02
+
+
+def test_int8_edge_rows():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((6, 33)).astype(np.float32)
+    x[0] = 0.0                                   # all zero: codes 0, scale 0
+    x[1, :] = 0.5
+    x[1, 3] = -1.0                               # the max |x| is negative
+    x[2] *= 1e-30                                # tiny values
+    x[3] = np.arange(33, dtype=np.float32) - 16  # halves: x / s lands on .5
+    x[4, 5] = np.inf                             # non-finite: codes 0, scale 0
+    codes, scales = nest.quantize_embeddings(x, "int8", return_scales=True)
+    want, want_s = nest_int8_rule(x[[0, 1, 2, 3, 5]])
+    np.testing.assert_array_equal(codes[[0, 1, 2, 3, 5]], want)
+    np.testing.assert_array_equal(scales[[0, 1, 2, 3, 5]], want_s)
+    assert scales[0] == 0 and not codes[0].any()
+    assert scales[4] == 0 and not codes[4].any()
+    one, s = nest.quantize_embeddings(x[1], "int8", return_scales=True)
+    np.testing.assert_array_equal(one, want[1])
+    assert s == want_s[1]
+
+
+def test_precision_shapes_and_types(enc):
+    import torch
+
+    assert enc.encode("A man is playing a guitar.", precision="ubinary").shape == (48,)
+    assert enc.encode("A man is playing a guitar.", dim=20, precision="binary").shape == (3,)
+    assert enc.encode([], precision="int8").shape == (0, 384)
+    t = enc.encode(TEXTS[:2], precision="int8", convert_to_tensor=True)
+    assert t.dtype == torch.int8 and tuple(t.shape) == (2, 384)
+    lst = enc.encode(TEXTS[:2], precision="ubinary", convert_to_numpy=False)
+    assert len(lst) == 2 and lst[0].dtype == torch.uint8
+    f = enc.encode(TEXTS[:2], precision="float32")
+    np.testing.assert_array_equal(f, enc.encode(TEXTS[:2]))
+    np.testing.assert_array_equal(nest.quantize_embeddings(torch.from_numpy(f), "ubinary"),
+                                  nest.quantize_embeddings(f, "ubinary"))
+    with pytest.raises(ValueError, match="precision"):
+        nest.quantize_embeddings(f, "float16")
+    with pytest.raises(ValueError, match="dimensions"):
+        nest.quantize_embeddings(np.zeros((2, 2, 2)), "int8")

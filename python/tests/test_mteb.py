@@ -3,10 +3,11 @@ score `nest eval` gives (within 0.01 Spearman points), and `nest eval` reports e
 MTEB's results format read back by mteb's own loader (`ResultCache.load_results`).
 
 Needs `mteb` (2.x), models/all-MiniLM-L6-v2, ../shared/datasets and, for the comparisons with
-`nest eval`, target/release/nest (each is skipped with the reason when missing). Run from the
+`nest eval`, the `nest` binary (target/release/nest, else target/debug/nest, or $NEST_BIN);
+each is skipped with the reason when missing, and fails under CI (support.py). Run from the
 repository root:
 
-    HF_HUB_OFFLINE=1 python -m pytest python/tests/test_mteb.py -q
+    scripts/python_test.sh python/tests/test_mteb.py
 
 About 2 minutes on 2 busy cores, most of it one `nest eval --tasks sts` run shared by the tests.
 """
@@ -21,13 +22,16 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-mteb = pytest.importorskip("mteb", reason="mteb is not installed (pip install 'mteb>=2')")
+from support import ROOT, MODEL, DATA, need_model, need_data, need_module, nest_bin  # noqa: E402
+
+mteb = need_module("mteb", "pip install 'mteb>=2'")
 if int(mteb.__version__.split(".")[0]) < 2:
-    pytest.skip(f"nest.mteb needs mteb 2.x, found {mteb.__version__}", allow_module_level=True)
+    from support import missing  # noqa: E402
+
+    missing(f"nest.mteb needs mteb 2.x, found {mteb.__version__}")
 
 import nest  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "python" / "nest"
 
 # An installed wheel built before nest/mteb.py existed: test the source file (it is pure Python)
@@ -38,26 +42,20 @@ except ModuleNotFoundError:
     nest.__path__.insert(0, str(SRC))
     import nest.mteb as nm  # noqa: E402
 
-MODEL = ROOT / "models" / "all-MiniLM-L6-v2"
-DATA = ROOT.parent / "shared" / "datasets"
-NEST_BIN = ROOT / "target" / "release" / "nest"
 POINTS = [(6, 384), (3, 64)]
 
-if not MODEL.is_dir():
-    pytest.skip(f"{MODEL} is missing: run scripts/setup.sh models", allow_module_level=True)
-if not (DATA / "stsb" / "test.tsv").is_file():
-    pytest.skip(f"{DATA}/stsb/test.tsv is missing", allow_module_level=True)
+need_model()
+need_data("stsb/test.tsv")
+need_data("sick-r/test.tsv")
 
 
 @pytest.fixture(scope="module")
 def report_path(tmp_path_factory):
     """One `nest eval` run of the sts family (STS-B test, SICK-R test) at layers 3,6 x dims 64,384
     x precisions float32,int8, in float32 arithmetic."""
-    if not NEST_BIN.is_file():
-        pytest.skip(f"{NEST_BIN} is not built (cargo build --release)")
     out = tmp_path_factory.mktemp("nest-eval")
     cmd = [
-        str(NEST_BIN), "eval", "--model", str(MODEL), "--data-root", str(DATA),
+        str(nest_bin()), "eval", "--model", str(MODEL), "--data-root", str(DATA),
         "--tasks", "sts", "--layers", "3,6", "--dims", "64,384",
         "--precision", "float32,int8", "--dtype", "float32", "--latency-texts", "0",
         "--no-items", "--out", str(out),

@@ -2,7 +2,7 @@
 step with a checkpoint and raises KeyboardInterrupt, and the resumed run logs what the
 uninterrupted one logged, bit for bit; bad input comes back as the right exception.
 
-    scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
+    scripts/python_test.sh    # or in a venv: scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
 """
 
 import json
@@ -16,13 +16,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import nest  # noqa: E402
+from support import ROOT, MODEL, need_data, need_model, nest_bin  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-MODEL = ROOT / "models" / "all-MiniLM-L6-v2"
-SNLI = ROOT / ".." / "shared" / "datasets" / "snli" / "triplets_dev.tsv"
-
-if not MODEL.is_dir() or not SNLI.is_file():
-    pytest.skip("models/all-MiniLM-L6-v2 or the SNLI data is missing", allow_module_level=True)
+need_model()
+SNLI = need_data("snli/triplets_dev.tsv")
+STSB = need_data("stsb/test.tsv")
 
 
 def pairs(tmp: Path, n: int) -> str:
@@ -85,17 +83,14 @@ def test_errors_are_python_exceptions(tmp_path):
                    run_dir=tmp_path / "bad", progress=False)
 
 
-STSB = ROOT / ".." / "shared" / "datasets" / "stsb" / "test.tsv"
-
-
 def test_evaluate_matches_the_cli(tmp_path):
     import subprocess
 
     report = nest.evaluate(str(MODEL), sts=[str(STSB)], layers=[3, 6], dims=[64, 384], dtype="float32")
     cells = {(c["layer"], c["dim"]): c["metrics"] for c in report["tasks"][0]["cells"]}
     assert set(cells) == {(3, 64), (3, 384), (6, 64), (6, 384)}
-    cli = ROOT / "target" / "release" / "nest"
-    if cli.exists():
+    cli = nest_bin(optional=True)
+    if cli:
         out = tmp_path / "cli"
         subprocess.run([str(cli), "eval", "sts", "--model", str(MODEL), "--data", str(STSB),
                         "--layers", "3,6", "--dims", "64,384", "--dtype", "float32",
@@ -129,8 +124,8 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
     assert [h["id"] for h in idx.search("a cat", k=4, filter={"lang": "fr"})] == ["d3"]
     funnel = "binary:384@4>float32:384"
     ours = idx.search(["a guitar", "onions"], k=3, funnel=funnel)
-    cli = ROOT / "target" / "release" / "nest"
-    if cli.exists():
+    cli = nest_bin(optional=True)
+    if cli:
         out = subprocess.run([str(cli), "search", "--index", str(tmp_path / "idx"), "--query", "a guitar",
                               "--query", "onions", "--k", "3", "--funnel", funnel],
                              check=True, capture_output=True, text=True).stdout
