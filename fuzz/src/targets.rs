@@ -198,7 +198,10 @@ pub fn teacher_cache(data: &[u8]) {
             (tch::Kind::Float, tch::Device::Cpu),
         ))
     };
-    names(cache.embed(&texts, 2, &mut encode, &mut |_, _| {}), &["t.ntc"]);
+    names(
+        cache.embed(&texts, 2, &mut encode, &mut |_, _| {}),
+        &["t.ntc"],
+    );
 }
 
 /// The files of a Nest index (`nest index build`): a valid 3-vector index with float32, int8 and

@@ -218,6 +218,8 @@ fn a_bad_eval_grid_fails_at_load_naming_the_key() {
     Recipe::load(Some(&p), &["--eval-dims".into(), "16,4096".into()]).unwrap();
 }
 
+/// Every quantization key's reading and refusal in one table (81 lines: the refusals are one
+/// list of (flags, message) rows read top to bottom; split, each part would rebuild the recipes).
 #[test]
 fn quantization_keys_are_checked_naming_key_and_line() {
     let (_d, p) = write(&format!(
