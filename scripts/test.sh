@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: fetch libtorch and the models (idempotent), then run every test.
+# The test command: fetch libtorch and the models (idempotent), then run every test: Rust's, then
+# the Python package's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -15,3 +16,9 @@ if ! PYTHONPATH=.deps/schemathesis python3 -c "import schemathesis" 2>/dev/null;
   python3 -m pip install --quiet --disable-pip-version-check --target .deps/schemathesis "schemathesis>=4.0,<5"
 fi
 cargo test --workspace "$@"
+# the Python package (pip-installable wheel over the Rust core) and its pytest suite, MTEB's local
+# task included; after cargo test, whose target/debug/nest the CLI parity tests compare against
+# (NEST_SKIP_PYTHON=1 skips it, for a quick `scripts/test.sh -p nest-model`; .ci/run never sets it)
+if [ "${NEST_SKIP_PYTHON:-0}" != 1 ]; then
+  scripts/python_test.sh
+fi
