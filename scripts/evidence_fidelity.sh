@@ -8,7 +8,8 @@
 #   reinit2  models/minilm-cls-reinit2: [CLS] pooling, layers 5-6 re-initialised
 #   mlm      models/mlm-small (MLM_MODEL): a small BERT pre-trained from scratch with MLM only
 #            (scripts/mlm_pretrain.py, on a GPU: scripts/gpu_issue35.sh), [CLS] pooling
-# in float32 (TRAIN_DTYPE), and the levers: `heads` = the objective's heads (MIPIC's P_i, phi_i) at head_lr 1e-3 (50x).
+# in float32 (TRAIN_DTYPE); `2dmse` = recipes/2dmse-stsb.toml's objective on the same SimCSE data;
+# and the levers: `heads` = the objective's heads (MIPIC's P_i, phi_i) at head_lr 1e-3 (50x).
 #
 #   scripts/evidence_fidelity.sh dev cls & scripts/evidence_fidelity.sh dev reinit2 & wait
 #   METHODS="mrl mipic" scripts/evidence_fidelity.sh dev shipped   # a subset (no untrained row)   # one seed (1), STS-B dev, every method x lever
@@ -44,6 +45,7 @@ declare -A OBJ=(
   [mic]='[{kind = "mrl"}, {kind = "mic", weight = 0.6}]'
   [mipic-piccls]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6, pic_pooling = "cls"}]'
   [mipic-light]='[{kind = "mrl"}, {kind = "mipic", weight = 0.06}]'
+  [2dmse]='[{kind = "2dmse", layers_per_step = 1, dims_per_step = 0, kl_temperature = 0.3, layer_weighting = "uniform", align_prefix = true}]'
 )
 declare -A EXTRA=(
   [mipic-heads]='--head-lr 1e-3'
@@ -58,6 +60,12 @@ EVAL=(--dtype float32 --latency-texts 0)
 # classification rows of docs/STRUCTURE.md were made afterwards with `nest eval --tasks cls` into
 # reports/fidelity-test-cls/, the command is there)
 TEST_TASKS=${TEST_TASKS:-sts,pair}
+# LAYERS: the depths the test stage scores (6 = the last; 2DMSE's rows use LAYERS=2,4,6); another
+# set writes its reports beside the layer-6 ones (reports/fidelity-test/BACKBONE-L2_4_6), from the
+# same trained runs
+LAYERS=${LAYERS:-6}
+LTAG=""
+[ "$LAYERS" = 6 ] || LTAG="-L${LAYERS//,/_}"
 
 train() { # backbone method seed
   local run="runs/fidelity/$1$TAG-$2-seed$3"
@@ -96,14 +104,14 @@ test)
   b=$2
   methods=${3:-mrl mipic mic}
   seeds=${4:-1 2 3}
-  R=reports/fidelity-test/$b$TAG
+  R=reports/fidelity-test/$b$TAG$LTAG
   mkdir -p runs/fidelity "$R"
   for s in $seeds; do
     for m in $methods; do
       out="$R/$m-seed$s"
       [ -f "$out/report.json" ] && continue
       run=$(train "$b" "$m" "$s")
-      $N eval --tasks "$TEST_TASKS" --layers 6 --dims $DIMS \
+      $N eval --tasks "$TEST_TASKS" --layers "$LAYERS" --dims $DIMS \
         "${EVAL[@]}" --model "$run/final" --out "$out" > /dev/null
     done
   done

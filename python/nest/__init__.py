@@ -387,7 +387,8 @@ def compress(
     ``model`` with ``beir`` (a BEIR folder; its embeddings cached in ``cache``). ``resume``
     continues a smec or mrl+smrl adaptor with smaller ``dims`` (its own inputs and method).
     ``options``: ``alpha``, ``scale``, ``lr``, ``tau``, ``batch_size``, ``epochs``,
-    ``patience``, ``hard_negatives``, ``neighbours``, ``memory_size``, ``seed``.
+    ``patience`` (a sequential stage's early stop; 0 or absent: none, every stage gets ``epochs``),
+    ``hard_negatives``, ``neighbours``, ``memory_size``, ``seed``.
 
     Returns a :class:`TrainResult` with ``out``, ``method``, ``dims``, ``val_ndcg_at_10`` and
     ``test_ndcg_at_10`` (by dim) and ``info`` (the adaptor's whole record). Apply the adaptor

@@ -79,7 +79,8 @@ fn options(pairs: Vec<(String, f64)>) -> PyResult<Options> {
             "tau" => o.tau = v,
             "batch_size" => o.batch_size = count(v)?,
             "epochs" => o.epochs = count(v)?,
-            "patience" => o.patience = count(v)?.max(1),
+            // 0: no early stop (the default)
+            "patience" => o.patience = Some(count(v)?).filter(|&p| p > 0),
             "hard_negatives" => o.hard_negatives = count(v)?,
             "neighbours" => o.neighbours = count(v)?,
             "memory_size" => o.memory_size = count(v)?,

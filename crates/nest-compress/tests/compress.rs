@@ -252,7 +252,7 @@ fn synthetic(dim: i64) -> Inputs {
 fn opts() -> Options {
     Options {
         epochs: 4,
-        patience: 2,
+        patience: Some(2),
         batch_size: 8,
         hard_negatives: 4,
         neighbours: 3,

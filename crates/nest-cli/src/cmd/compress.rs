@@ -61,7 +61,7 @@ fn job(a: &CompressArgs) -> Result<Job> {
             lr: a.lr,
             batch_size: a.batch_size,
             epochs: a.epochs,
-            patience: a.patience.max(1),
+            patience: a.patience.filter(|&p| p > 0),
             hard_negatives: a.hard_negatives,
             neighbours: a.neighbours,
             memory_size: a.memory_size,

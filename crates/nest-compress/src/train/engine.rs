@@ -43,7 +43,7 @@ struct EpochSums {
 
 impl<'a> Engine<'a> {
     /// One phase over `chain`: its trainable rows (copied from `heads`), epochs until the epoch
-    /// budget or (sequential) `patience` epochs without a better validation loss, the best
+    /// budget or (sequential, when set) `patience` epochs without a better validation loss, the best
     /// epoch's state restored.
     pub(super) fn phase(
         &mut self,
@@ -106,7 +106,7 @@ impl<'a> Engine<'a> {
                 since_best = 0;
             } else {
                 since_best += 1;
-                if cfg.sequential && since_best >= cfg.opts.patience {
+                if cfg.sequential && cfg.opts.patience.is_some_and(|p| since_best >= p) {
                     break;
                 }
             }

@@ -7,8 +7,8 @@
 //! - parallel (MRL, Matryoshka-Adaptor): one phase with every dim, for `epochs` epochs, the epoch
 //!   with the best validation loss kept;
 //! - sequential (SMRL, SMEC section 3.2): a phase per halving `[d_{k-1}, d_k]`, trained until
-//!   its validation loss has not improved for `patience` epochs (at most `stage_epochs`), its
-//!   best state kept; then rows `[d_k, d_{k-1})` of `W` are frozen: later phases only update
+//!   for `epochs` epochs (the parallel methods' budget; with `patience`, until its validation
+//!   loss has not improved for that many epochs), its best state kept; then rows `[d_k, d_{k-1})` of `W` are frozen: later phases only update
 //!   rows `[0, d_k)` (the "sub" FC layer of the paper's Figure 2c), so a finished stage's
 //!   parameters stay bit for bit.
 //!
