@@ -113,9 +113,12 @@ pub fn beir(data: &[u8]) {
 pub fn recipe(data: &[u8]) {
     let p = scratch("recipe").join("recipe.toml");
     write(&p, data);
-    names(nest_train::Recipe::load(Some(&p), &[]), &["recipe.toml"]);
     names(
-        nest_train::distill::DistillRecipe::load(&p, &[]),
+        nest_train::Recipe::load(Some(&p), &Default::default()),
+        &["recipe.toml"],
+    );
+    names(
+        nest_train::distill::DistillRecipe::load(&p, &Default::default()),
         &["recipe.toml"],
     );
 }

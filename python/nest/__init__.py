@@ -252,14 +252,6 @@ class TrainResult(dict):
     __getattr__ = dict.__getitem__
 
 
-def _flag_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, tuple)):
-        return json.dumps(list(v))  # a TOML array of numbers or strings reads the same
-    return str(v)
-
-
 def train(
     recipe: Optional[str] = None,
     overrides: Optional[Dict[str, Any]] = None,
@@ -289,14 +281,12 @@ def train(
         ValueError: a bad recipe key or value, or a run folder that holds another run.
         RuntimeError: anything else (a non-finite loss, libtorch).
     """
-    flags: List[str] = []
-    for key, value in (overrides or {}).items():
-        flags += ["--" + key.replace("_", "-"), _flag_value(value)]
     if run_dir is None:
         stem = os.path.splitext(os.path.basename(recipe))[0] if recipe else "run"
         run_dir = os.path.join("runs", stem)
     done, final, steps, loss, stopped = _nest.train_native(
-        str(run_dir), None if recipe is None else str(recipe), flags, resume, overwrite, progress
+        str(run_dir), None if recipe is None else str(recipe), list((overrides or {}).items()),
+        resume, overwrite, progress
     )
     return TrainResult(
         run_dir=str(done),
@@ -342,15 +332,11 @@ def distill(
         raise ValueError(f"stage: '{stage}' is not one of 'all', '1', '2'")
     if resume and overwrite:
         raise ValueError("resume and overwrite contradict each other: pass one")
-    flags: List[str] = []
-    for flag, value in (("--teacher", teacher), ("--student", student)):
-        if value is not None:
-            flags += [flag, str(value)]
-    for key, value in (overrides or {}).items():
-        flags += ["--" + key.replace("_", "-"), _flag_value(value)]
+    items = [(k, str(v)) for k, v in (("teacher", teacher), ("student", student)) if v is not None]
+    items += list((overrides or {}).items())
     if run_dir is None:
         run_dir = os.path.join("runs", os.path.splitext(os.path.basename(str(recipe)))[0])
-    final, ran = _nest.distill_native(str(recipe), str(run_dir), flags, stage, resume, overwrite, progress)
+    final, ran = _nest.distill_native(str(recipe), str(run_dir), items, stage, resume, overwrite, progress)
     stages = [dict(steps=s, last_loss=l, final=str(f) if str(f) else None) for s, l, f in ran]
     done = bool(str(final)) and os.path.exists(os.path.join(str(final), "nest.json"))
     return TrainResult(run_dir=str(run_dir), final=str(final) if done else None, stages=stages,

@@ -1,7 +1,7 @@
 """Type stubs of the native module `nest._nest` (use `nest.Encoder`, not these, directly)."""
 
 from os import PathLike
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 class NativeEncoder:
     def __init__(
@@ -35,7 +35,7 @@ def set_num_threads(n: int) -> None: ...
 def train_native(
     run_dir: str,
     recipe: str | None = None,
-    flags: list[str] = ...,
+    overrides: list[tuple[str, Any]] = ...,
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
@@ -43,7 +43,7 @@ def train_native(
 def distill_native(
     recipe: str,
     run_dir: str,
-    flags: list[str] = ...,
+    overrides: list[tuple[str, Any]] = ...,
     stage: str = "all",
     resume: bool = False,
     overwrite: bool = False,

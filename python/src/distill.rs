@@ -13,16 +13,16 @@ use crate::train::{on_event, run_options, train_err};
 type StageRan = (u64, f64, PathBuf);
 
 /// Runs `recipe` (an IBKD recipe, see recipes/ibkd.toml) into `run_dir`: `stage` "all", "1" or
-/// "2"; `flags` are `nest distill`'s overrides (`--teacher X`, `--student X`,
-/// `--stage1.KEY V`, `--stage2.KEY V`). Returns the student's folder and each stage's result.
+/// "2"; `overrides` are the items of a dict of `nest distill`'s keys (`teacher`, `student`,
+/// `stage1.KEY`, `stage2.KEY`), typed by [`crate::overrides`]. Returns the student's folder and each stage's result.
 #[pyfunction]
-#[pyo3(signature = (recipe, run_dir, flags = Vec::new(), stage = "all".to_string(), resume = false, overwrite = false, progress = true))]
+#[pyo3(signature = (recipe, run_dir, overrides = Vec::new(), stage = "all".to_string(), resume = false, overwrite = false, progress = true))]
 #[allow(clippy::too_many_arguments)] // the Python keywords, one by one
 pub fn distill_native(
     py: Python<'_>,
     recipe: PathBuf,
     run_dir: PathBuf,
-    flags: Vec<String>,
+    overrides: Vec<(String, Bound<'_, PyAny>)>,
     stage: String,
     resume: bool,
     overwrite: bool,
@@ -44,7 +44,8 @@ pub fn distill_native(
             recipe.display()
         )));
     }
-    let (d, s1, s2) = DistillRecipe::load(&recipe, &flags).map_err(train_err)?;
+    let overrides = crate::overrides::from_items(overrides)?;
+    let (d, s1, s2) = DistillRecipe::load(&recipe, &overrides).map_err(train_err)?;
     let opts = run_options(&run_dir, resume, overwrite);
     let mut interrupted = false;
     let out = py

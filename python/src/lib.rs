@@ -20,6 +20,7 @@ mod compress;
 mod distill;
 mod evaluate;
 mod index;
+mod overrides;
 mod quantize;
 mod train;
 

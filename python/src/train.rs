@@ -70,16 +70,16 @@ pub(crate) fn run_options(
 /// What a run left: `(run_dir, final_dir or "", steps, last_loss, stopped)`.
 type Ran = (PathBuf, PathBuf, u64, f64, bool);
 
-/// Trains `recipe` (a TOML file, or none) with `flags` (`["--key", "value", ...]`, the recipe
-/// overrides `nest train` takes) into `run_dir`; `resume` continues the run there, `overwrite`
+/// Trains `recipe` (a TOML file, or none) with `overrides` (the items of a dict of recipe keys,
+/// typed by [`crate::overrides`]) into `run_dir`; `resume` continues the run there, `overwrite`
 /// replaces it once the new run finished. `progress` prints one line per step to stderr.
 #[pyfunction]
-#[pyo3(signature = (run_dir, recipe = None, flags = Vec::new(), resume = false, overwrite = false, progress = true))]
+#[pyo3(signature = (run_dir, recipe = None, overrides = Vec::new(), resume = false, overwrite = false, progress = true))]
 pub fn train_native(
     py: Python<'_>,
     run_dir: PathBuf,
     recipe: Option<PathBuf>,
-    flags: Vec<String>,
+    overrides: Vec<(String, Bound<'_, PyAny>)>,
     resume: bool,
     overwrite: bool,
     progress: bool,
@@ -96,7 +96,8 @@ pub fn train_native(
         (None, true) => Some(run_dir.join("recipe.toml")),
         (None, false) => None,
     };
-    let r = Recipe::load(recipe.as_deref(), &flags).map_err(train_err)?;
+    let overrides = crate::overrides::from_items(overrides)?;
+    let r = Recipe::load(recipe.as_deref(), &overrides).map_err(train_err)?;
     let opts = run_options(&run_dir, resume, overwrite);
     let mut interrupted = false;
     let summary = py

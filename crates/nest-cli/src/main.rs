@@ -11,6 +11,7 @@ mod args_model;
 mod args_search;
 mod args_train;
 mod cmd;
+mod flags;
 mod progress;
 
 use clap::Parser;

@@ -156,8 +156,12 @@ proptest! {
     fn recipes_and_overrides(r in input(RECIPE.into()), flags in proptest::collection::vec("[-a-z_.0-9=:,\\[\\] ]{0,12}", 0..4)) {
         let d = tempfile::tempdir().unwrap();
         let f = write(d.path(), "r.toml", &r);
-        names(nest_train::Recipe::load(Some(&f), &[]), "r.toml")?;
+        names(nest_train::Recipe::load(Some(&f), &Default::default()), "r.toml")?;
         let ok = write(d.path(), "ok.toml", RECIPE.as_bytes());
+        // arbitrary keys and values, as the CLI's reader would hand them over
+        let flags = nest_train::recipe::Overrides::from_text(
+            flags.iter().map(|f| f.split_once(' ').unwrap_or((f.as_str(), ""))),
+        );
         let _ = nest_train::Recipe::load(Some(&ok), &flags);
         let g = write(d.path(), "d.toml", &r);
         names(nest_train::distill::DistillRecipe::load(&g, &flags), "d.toml")?;
@@ -266,7 +270,7 @@ fn hostile_files_give_errors_not_aborts() {
     }
     let deep_toml = format!("a = {}1{}\n", "[".repeat(50_000), "]".repeat(50_000));
     let f = write(d.path(), "deep.toml", deep_toml.as_bytes());
-    let e = nest_train::Recipe::load(Some(&f), &[])
+    let e = nest_train::Recipe::load(Some(&f), &Default::default())
         .unwrap_err()
         .to_string();
     assert!(e.contains("deep.toml"), "{e}");

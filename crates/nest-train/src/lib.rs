@@ -12,7 +12,7 @@
 //!
 //! What a user of the library calls; everything else is crate-private.
 //!
-//! - Recipes: [`Recipe::load`] (TOML plus `key=value` overrides, validated),
+//! - Recipes: [`Recipe::load`] (TOML plus typed [`recipe::Overrides`], validated),
 //!   [`distill::DistillRecipe::load`]; a data source alone: [`data::read_source`].
 //! - Training: [`trainer::train`], or [`trainer::train_with`] and an
 //!   [`trainer::ObjectiveBuilder`] for an objective of one's own; [`trainer::TrainOptions`] in,

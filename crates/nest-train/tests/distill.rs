@@ -5,6 +5,7 @@
 //! Fixture: `tests/reference/ibkd.py` (PyTorch 2.13, float64) wrote
 //! `tests/fixtures/objectives/ibkd.safetensors`. Tolerance: `1e-9 * max(|torch|, 1)`.
 
+use nest_train::recipe::Overrides;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -288,7 +289,7 @@ fn two_stages_resume_exactly_across_the_boundary() {
         ),
     )
     .unwrap();
-    let (r, o1, o2) = DistillRecipe::load(&recipe, &[]).unwrap();
+    let (r, o1, o2) = DistillRecipe::load(&recipe, &Overrides::new()).unwrap();
     let opts = |stop: Option<u64>, resume: bool| TrainOptions {
         run_dir: PathBuf::new(),
         resume,
@@ -403,7 +404,7 @@ fn two_stages_resume_exactly_across_the_boundary() {
     // a distill component outside nest distill is refused with the reason
     let e = nest_train::Recipe::load(
         None,
-        &[
+        &overrides(&[
             "--model".into(),
             student.display().to_string(),
             "--data".into(),
@@ -412,7 +413,7 @@ fn two_stages_resume_exactly_across_the_boundary() {
             "none".into(),
             "--objective".into(),
             r#"[{kind = "distill"}]"#.into(),
-        ],
+        ]),
     )
     .unwrap();
     let vs = tch::nn::VarStore::new(tch::Device::Cpu);
@@ -421,4 +422,10 @@ fn two_stages_resume_exactly_across_the_boundary() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("nest distill"), "{err}");
+}
+
+/// `--key value` pairs as recipe overrides (the CLI's parser is nest-cli's; the tests write
+/// their recipes as it would receive them).
+fn overrides(f: &[String]) -> Overrides {
+    Overrides::from_text(f.chunks(2).map(|c| (&c[0][2..], c[1].as_str())))
 }

@@ -4,6 +4,7 @@
 //! masks are drawn over the padded shape), shapes keyed as documented, objectives with sampled
 //! terms left eager.
 
+use nest_train::recipe::Overrides;
 use std::path::Path;
 
 use nest_model::tiny::{write_tiny_model, TinySpec};
@@ -52,7 +53,7 @@ fn timer(model: &Path, objective: &str, mode: GraphMode) -> StepTimer {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let recipe = Recipe::load(None, &flags).unwrap();
+    let recipe = Recipe::load(None, &overrides(&flags)).unwrap();
     let mut t = StepTimer::new(enc, vec![recipe], None, 1e-3).unwrap();
     t.set_graph_mode(mode);
     t
@@ -169,7 +170,7 @@ mod run {
         .map(|s| s.to_string())
         .collect();
         flags.extend(extra.iter().map(|s| s.to_string()));
-        let r = Recipe::load(None, &flags).unwrap();
+        let r = Recipe::load(None, &crate::overrides(&flags)).unwrap();
         let o = TrainOptions {
             run_dir: dir.to_path_buf(),
             resume,
@@ -234,4 +235,10 @@ mod run {
         run(&model, &data, &resumed, &["--cuda-graph", "on"], true, None);
         assert_eq!(losses(&resumed), g);
     }
+}
+
+/// `--key value` pairs as recipe overrides (the CLI's parser is nest-cli's; the tests write
+/// their recipes as it would receive them).
+fn overrides(f: &[String]) -> Overrides {
+    Overrides::from_text(f.chunks(2).map(|c| (&c[0][2..], c[1].as_str())))
 }

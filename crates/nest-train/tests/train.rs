@@ -2,6 +2,7 @@
 //! uninterrupted one bit for bit, a NaN loss stops the run with the last checkpoint intact, run
 //! directories are protected, and the saved model loads back with its trained dims recorded.
 
+use nest_train::recipe::Overrides;
 use std::path::{Path, PathBuf};
 
 use nest_model::tiny::{write_tiny_model, TinySpec};
@@ -54,7 +55,7 @@ fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
 }
 
 fn recipe(model: &Path, data: &Path, extra: &[&str]) -> Recipe {
-    Recipe::load(None, &recipe_flags(model, data, extra)).unwrap()
+    Recipe::load(None, &overrides(&recipe_flags(model, data, extra))).unwrap()
 }
 
 fn recipe_flags(model: &Path, data: &Path, extra: &[&str]) -> Vec<String> {
@@ -628,7 +629,9 @@ fn bad_eval_grids_name_the_recipe_key() {
     }
     // a malformed value fails when the recipe loads, before any model
     let flags = recipe_flags(&model, &data, &["--eval-dims", "16,x"]);
-    let e = Recipe::load(None, &flags).unwrap_err().to_string();
+    let e = Recipe::load(None, &overrides(&flags))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("eval_dims") && e.contains("'x'"), "{e}");
 }
 
@@ -875,4 +878,10 @@ fn a_requested_stop_checkpoints_its_step_and_resumes_exactly() {
     o.resume = true;
     train(&r, &o, &mut |_| {}).unwrap();
     assert_eq!(losses(&cut), losses(&full));
+}
+
+/// `--key value` pairs as recipe overrides (the CLI's parser is nest-cli's; the tests write
+/// their recipes as it would receive them).
+fn overrides(f: &[String]) -> Overrides {
+    Overrides::from_text(f.chunks(2).map(|c| (&c[0][2..], c[1].as_str())))
 }

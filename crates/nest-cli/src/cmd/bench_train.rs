@@ -18,6 +18,7 @@ use nest_train::Recipe;
 
 use super::bench_objectives::{bench_teacher, objective_toml};
 use crate::args_bench::BenchTrainArgs;
+use crate::flags;
 
 /// Peak resident memory of this process (VmHWM), in MiB.
 fn peak_rss_mb() -> f64 {
@@ -179,9 +180,10 @@ fn step_benchmark(a: &BenchTrainArgs, s: &Setup, kinds: &[String]) -> Result<Ste
         .iter()
         .map(|k| {
             let toml = objective_toml(k);
-            Recipe::load(None, &s.flags(a, &a.data, &["--objective", &toml]))
+            let ov = flags::overrides(&s.flags(a, &a.data, &["--objective", &toml]))?;
+            Ok(Recipe::load(None, &ov)?)
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>>>()?;
     let mut timer = StepTimer::new(enc, recipes, teacher, 2e-5)?;
     timer.set_graph_mode(a.cuda_graph);
     nest_model::graph::reset_peak_memory(timer.encoder().device());
@@ -263,7 +265,7 @@ fn epoch_benchmark(a: &BenchTrainArgs, s: &Setup, dir: &Path) -> Result<(f64, u6
         "--cuda-graph",
         a.cuda_graph.name(),
     ];
-    let recipe = Recipe::load(None, &s.flags(a, &epoch_file, &extra))?;
+    let recipe = Recipe::load(None, &flags::overrides(&s.flags(a, &epoch_file, &extra))?)?;
     let opts = TrainOptions {
         run_dir: dir.join("run"),
         resume: false,

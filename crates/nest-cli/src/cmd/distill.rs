@@ -7,14 +7,17 @@ use anyhow::{bail, Result};
 use nest_train::distill::{self, DistillRecipe, Stages};
 use nest_train::trainer::TrainOptions;
 
-use super::train::{bar, on_event, take_own_flags};
+use super::train::{bar, on_event};
 use crate::args::DistillArgs;
+use crate::flags;
+use nest_train::recipe::Overrides;
 
 /// Once clap meets the first stage key, everything after it lands in `overrides`: take the
-/// command's own flags back out of it, so they work in any position (as `nest train`'s do).
-fn split_own_flags(mut a: DistillArgs) -> Result<DistillArgs> {
-    let overrides = std::mem::take(&mut a.overrides);
-    a.overrides = take_own_flags(overrides, |key, inline, value| {
+/// command's own flags back out of it, so they work in any position (as `nest train`'s do);
+/// the rest are the recipe's overrides (`--stage1.lr 1e-4`).
+fn split_own_flags(mut a: DistillArgs) -> Result<(DistillArgs, Overrides)> {
+    let argv = std::mem::take(&mut a.overrides);
+    let overrides = flags::split(argv, |key, inline, value| {
         match key {
             "--recipe" => a.recipe = Some(value()?.into()),
             "--run-dir" => a.run_dir = Some(value()?.into()),
@@ -27,18 +30,17 @@ fn split_own_flags(mut a: DistillArgs) -> Result<DistillArgs> {
         }
         Ok(true)
     })?;
-    Ok(a)
+    Ok((a, overrides))
 }
 
 pub fn run(a: DistillArgs) -> Result<()> {
-    let a = split_own_flags(a)?;
+    let (a, mut overrides) = split_own_flags(a)?;
     let Some(recipe_path) = a.recipe.clone() else {
         bail!("nest distill needs --recipe FILE (see recipes/ibkd.toml)");
     };
-    let mut overrides = a.overrides.clone();
-    for (flag, value) in [("--teacher", &a.teacher), ("--student", &a.student)] {
+    for (key, value) in [("teacher", &a.teacher), ("student", &a.student)] {
         if let Some(v) = value {
-            overrides.extend([flag.to_string(), v.clone()]);
+            overrides.push(key, v.clone().into(), format!("--{key}"));
         }
     }
     let (recipe, s1, s2) = DistillRecipe::load(&recipe_path, &overrides)?;

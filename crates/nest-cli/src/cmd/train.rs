@@ -2,46 +2,19 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
+use nest_train::recipe::Overrides;
 use nest_train::trainer::{train, Event, TrainOptions};
 use nest_train::Recipe;
 
 use crate::args::TrainArgs;
-
-/// The argv after clap's first unknown flag: each `--flag [value]` / `--flag=value` that `own`
-/// takes (returns true for) is removed, the rest stay recipe overrides in order. `own` gets the
-/// flag, whether its value was inline, and a getter for its value. `nest train` and `nest
-/// distill` both take their own flags back this way, so they work in any position.
-pub(super) fn take_own_flags(
-    overrides: Vec<String>,
-    mut own: impl FnMut(&str, bool, &mut dyn FnMut() -> Result<String>) -> Result<bool>,
-) -> Result<Vec<String>> {
-    let mut rest = Vec::new();
-    let mut it = overrides.into_iter();
-    while let Some(f) = it.next() {
-        let (key, inline) = match f.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
-            _ => (f.clone(), None),
-        };
-        let has_inline = inline.is_some();
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| anyhow::anyhow!("{key} needs a value"))
-        };
-        if !own(&key, has_inline, &mut value)? {
-            rest.push(f);
-        }
-    }
-    Ok(rest)
-}
+use crate::flags;
 
 /// Once clap meets the first recipe flag, everything after it lands in `overrides`: take the
-/// trainer's own flags back out of it.
-fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
-    let overrides = std::mem::take(&mut a.overrides);
-    a.overrides =
-        take_own_flags(overrides, |key, _, value| {
+/// trainer's own flags back out of it; the rest are the recipe's overrides.
+fn split_own_flags(mut a: TrainArgs) -> Result<(TrainArgs, Overrides)> {
+    let argv = std::mem::take(&mut a.overrides);
+    let overrides =
+        flags::split(argv, |key, _, value| {
             match key {
                 "--recipe" => a.recipe = Some(value()?.into()),
                 "--run-dir" => a.run_dir = Some(value()?.into()),
@@ -60,11 +33,11 @@ fn split_own_flags(mut a: TrainArgs) -> Result<TrainArgs> {
             }
             Ok(true)
         })?;
-    Ok(a)
+    Ok((a, overrides))
 }
 
 pub fn run(a: TrainArgs) -> Result<()> {
-    let mut a = split_own_flags(a)?;
+    let (mut a, overrides) = split_own_flags(a)?;
     anyhow::ensure!(
         !(a.overwrite && a.resume.is_some()),
         "--resume and --overwrite contradict each other: --resume continues a run, --overwrite \
@@ -102,14 +75,14 @@ pub fn run(a: TrainArgs) -> Result<()> {
         stop_after_steps: None,
         allow_world_change: a.allow_world_change,
     };
-    if a.recipe.is_none() && a.resume.is_none() && a.overrides.is_empty() {
+    if a.recipe.is_none() && a.resume.is_none() && overrides.is_empty() {
         anyhow::bail!(
             "nothing to train: pass --recipe FILE (see recipes/), or the keys as flags \
              (--model DIR --data FILE:FORMAT --loss LOSS), or --resume RUN"
         );
     }
     if a.seeds.is_empty() {
-        let recipe = Recipe::load(a.recipe.as_deref(), &a.overrides)?;
+        let recipe = Recipe::load(a.recipe.as_deref(), &overrides)?;
         return run_one(&recipe, &opts);
     }
     anyhow::ensure!(
@@ -118,9 +91,8 @@ pub fn run(a: TrainArgs) -> Result<()> {
     );
     let mut finals = Vec::new();
     for &seed in &a.seeds {
-        let mut overrides = a.overrides.clone();
-        overrides.extend(["--seed".to_string(), seed.to_string()]);
-        let recipe = Recipe::load(a.recipe.as_deref(), &overrides)?;
+        let with_seed = overrides.clone().with("seed", seed as i64);
+        let recipe = Recipe::load(a.recipe.as_deref(), &with_seed)?;
         let dir = PathBuf::from(format!("{}-seed{seed}", run_dir.display()));
         eprintln!("== seed {seed}: {} ==", dir.display());
         let opts = TrainOptions {

@@ -20,7 +20,7 @@ use nest_model::ElasticEncoder;
 use serde::Deserialize;
 
 use crate::objective::distill::TeacherTable;
-use crate::recipe::Recipe;
+use crate::recipe::{Overrides, Recipe};
 use crate::trainer::{self, Event, Summary, TrainOptions};
 use crate::{Error, Result};
 
@@ -70,9 +70,10 @@ pub struct DistillRecipe {
 }
 
 impl DistillRecipe {
-    /// Reads `path`; `overrides` are `--teacher X`, `--student X`, `--stage1.KEY V`,
-    /// `--stage2.KEY V` (a stage key as `nest train` takes it).
-    pub fn load(path: &Path, overrides: &[String]) -> Result<(Self, Vec<String>, Vec<String>)> {
+    /// Reads `path` and applies `overrides`: top-level keys (`teacher`, `student`, ...) and
+    /// stage keys `stage1.KEY` / `stage2.KEY` (a key as `nest train` takes it), which are
+    /// returned, prefix off, for [`run`].
+    pub fn load(path: &Path, overrides: &Overrides) -> Result<(Self, Overrides, Overrides)> {
         let name = path.display().to_string();
         let bad = |message: String| Error::Recipe {
             source_name: name.clone(),
@@ -83,40 +84,19 @@ impl DistillRecipe {
             .parse()
             .map_err(|e: toml::de::Error| bad(e.to_string()))?;
         resolve_paths(&mut table, path);
-        let (mut s1, mut s2) = (Vec::new(), Vec::new());
-        let mut it = overrides.iter();
-        while let Some(flag) = it.next() {
-            let (key, value) = match flag.split_once('=') {
-                Some((k, v)) => (k.to_string(), v.to_string()),
-                None => {
-                    let v = it
-                        .next()
-                        .ok_or_else(|| bad(format!("flag {flag} needs a value")))?;
-                    (flag.clone(), v.clone())
-                }
-            };
-            let key = key
-                .strip_prefix("--")
-                .ok_or_else(|| bad(format!("expected a --key flag, got '{key}'")))?;
-            if let Some(k) = key.strip_prefix("stage1.") {
-                s1.extend([format!("--{k}"), value]);
-            } else if let Some(k) = key.strip_prefix("stage2.") {
-                s2.extend([format!("--{k}"), value]);
-            } else if !TOP_KEYS.contains(&key.replace('-', "_").as_str()) {
-                return Err(bad(format!(
-                    "--{key}: not a key of a distillation recipe (those are {}); a stage's \
-                     training key goes to its stage: --stage1.{key} / --stage2.{key}",
-                    TOP_KEYS.join(", ")
-                )));
-            } else {
-                // a TOML value where it parses as one (numbers), else a string (paths, ids)
-                let v = format!("v = {value}")
-                    .parse::<toml::Table>()
-                    .ok()
-                    .and_then(|mut t| t.remove("v"))
-                    .unwrap_or(toml::Value::String(value));
-                table.insert(key.replace('-', "_"), v);
-            }
+        let (s1, rest) = overrides.split_prefix("stage1.");
+        let (s2, top) = rest.split_prefix("stage2.");
+        if let Some(o) = top.iter().find(|o| !TOP_KEYS.contains(&o.key.as_str())) {
+            let key = o.key.replace('_', "-");
+            return Err(bad(format!(
+                "{}: not a key of a distillation recipe (those are {}); a stage's training key \
+                 goes to its stage: --stage1.{key} / --stage2.{key}",
+                o.origin,
+                TOP_KEYS.join(", ")
+            )));
+        }
+        for o in top.iter() {
+            table.insert(o.key.clone(), o.value.clone());
         }
         let mut r: DistillRecipe =
             toml::Value::Table(table.clone())
@@ -133,7 +113,12 @@ impl DistillRecipe {
     }
 
     /// A stage's trainer recipe, starting from `model`.
-    pub(crate) fn stage(&self, which: usize, model: &Path, overrides: &[String]) -> Result<Recipe> {
+    pub(crate) fn stage(
+        &self,
+        which: usize,
+        model: &Path,
+        overrides: &Overrides,
+    ) -> Result<Recipe> {
         let table = if which == 1 {
             &self.stage1
         } else {
@@ -316,7 +301,7 @@ pub fn teacher_vectors(
 /// `nest distill` on it is refused at once. A failed start leaves no folder behind.
 pub fn run(
     d: &DistillRecipe,
-    overrides: (&[String], &[String]),
+    overrides: (&Overrides, &Overrides),
     run_dir: &Path,
     stages: Stages,
     base: &TrainOptions,
@@ -351,7 +336,7 @@ pub fn run(
 /// [`run`]'s stages, in order, under the lock.
 fn run_stages(
     d: &DistillRecipe,
-    overrides: (&[String], &[String]),
+    overrides: (&Overrides, &Overrides),
     run_dir: &Path,
     stages: Stages,
     base: &TrainOptions,

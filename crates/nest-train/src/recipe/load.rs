@@ -1,8 +1,8 @@
-//! Reading a recipe: a TOML file or table, then `--key value` overrides, then the value checks.
+//! Reading a recipe: a TOML file or table, then the typed [`Overrides`], then the value checks.
 
 use std::path::Path;
 
-use super::{located, paths, Recipe};
+use super::{located, paths, Overrides, Recipe};
 use crate::{Error, Result};
 
 /// A recipe file's TOML table and text; syntax errors name the file and line.
@@ -15,20 +15,11 @@ fn read_table(p: &Path) -> Result<(toml::Table, String)> {
     Ok((table, text))
 }
 
-/// Parses a flag value as TOML (number, bool, array), falling back to a string.
-fn parse_value(raw: &str) -> toml::Value {
-    let doc = format!("v = {raw}");
-    match doc.parse::<toml::Table>() {
-        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.into())),
-        Err(_) => toml::Value::String(raw.into()),
-    }
-}
-
 impl Recipe {
-    /// Reads a recipe file and applies `--key value` / `--key=value` overrides. The file's
-    /// relative paths resolve against its folder, the flags' against the current one; the
-    /// recipe holds them absolute (see `paths.rs`).
-    pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
+    /// Reads a recipe file (or none: the overrides are the whole recipe) and applies
+    /// `overrides`. The file's relative paths resolve against its folder, the overrides'
+    /// against the current one; the recipe holds them absolute (see `paths.rs`).
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Self> {
         let source_name = path
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "(flags)".into());
@@ -47,17 +38,21 @@ impl Recipe {
     /// [`Recipe::with_recorded_paths`]).
     pub(crate) fn load_verbatim(path: &Path) -> Result<Self> {
         let (table, text) = read_table(path)?;
-        Self::parse_table(table, &path.display().to_string(), &[], Some(&text))
+        Self::parse_table(
+            table,
+            &path.display().to_string(),
+            &Overrides::new(),
+            Some(&text),
+        )
     }
 
-    /// A recipe from a TOML table (e.g. a `[stage1]` of `nest distill`) and `--key value`
-    /// overrides; `source_name` names it in errors, and `file` (the text the table was read
+    /// A recipe from a TOML table (e.g. a `[stage1]` of `nest distill`) and overrides; `source_name` names it in errors, and `file` (the text the table was read
     /// from, lines outside it blank) gives the line of a wrong-typed key. Paths still relative
     /// are made absolute against the current folder.
     pub(crate) fn from_table(
         table: toml::Table,
         source_name: &str,
-        overrides: &[String],
+        overrides: &Overrides,
         file: Option<&str>,
     ) -> Result<Self> {
         let mut r = Self::parse_table(table, source_name, overrides, file)?;
@@ -70,53 +65,11 @@ impl Recipe {
     fn parse_table(
         mut table: toml::Table,
         source_name: &str,
-        overrides: &[String],
+        overrides: &Overrides,
         file: Option<&str>,
     ) -> Result<Self> {
         let source_name = source_name.to_string();
-        let mut i = 0;
-        while i < overrides.len() {
-            let flag = &overrides[i];
-            let Some(body) = flag.strip_prefix("--") else {
-                return Err(Error::Recipe {
-                    source_name,
-                    message: format!("expected a --key flag, got '{flag}'"),
-                });
-            };
-            let (key, value) = match body.split_once('=') {
-                Some((k, v)) => (k.to_string(), v.to_string()),
-                None => {
-                    let v = overrides.get(i + 1).ok_or_else(|| Error::Recipe {
-                        source_name: source_name.clone(),
-                        message: format!("flag --{body} needs a value"),
-                    })?;
-                    i += 1;
-                    (body.to_string(), v.clone())
-                }
-            };
-            let key = key.replace('-', "_");
-            if key == "data" {
-                // --data path:format[:weight][,path:format...]
-                let mut arr = Vec::new();
-                for item in value.split(',') {
-                    let parts: Vec<&str> = item.split(':').collect();
-                    let mut t = toml::Table::new();
-                    t.insert("path".into(), toml::Value::String(parts[0].into()));
-                    t.insert(
-                        "format".into(),
-                        toml::Value::String(parts.get(1).copied().unwrap_or("pairs").into()),
-                    );
-                    if let Some(w) = parts.get(2) {
-                        t.insert("weight".into(), parse_value(w));
-                    }
-                    arr.push(toml::Value::Table(t));
-                }
-                table.insert(key, toml::Value::Array(arr));
-            } else {
-                table.insert(key, parse_value(&value));
-            }
-            i += 1;
-        }
+        overrides.apply(&mut table);
         let recipe: Recipe =
             toml::Value::Table(table.clone())
                 .try_into()

@@ -7,34 +7,33 @@
 
 use serde::de::DeserializeOwned;
 
-/// `message` (an error deserialising `table` as `T`) prefixed with where it is: `--flag` for a
-/// key set by a flag in `flags`, else `line N, key K` (the line in `file`, the recipe file's
-/// text, when there is one).
+/// `message` (an error deserialising `table` as `T`) prefixed with where it is: how the user
+/// wrote the override that set the key (`--flag`, `overrides["key"]`), else `line N, key K`
+/// (the line in `file`, the recipe file's text, when there is one).
 pub(crate) fn explain<T: DeserializeOwned>(
     table: &toml::Table,
     message: &str,
     file: Option<&str>,
-    flags: &[String],
+    overrides: &super::Overrides,
 ) -> String {
     let message = &format!("{message}{}", did_you_mean(message));
     let Some(key) = failing_key::<T>(table) else {
         return message.to_string();
     };
     let top = key.split(['.', '[']).next().unwrap_or(&key);
-    if flags.iter().any(|f| flag_key(f).as_deref() == Some(top)) {
-        let flag = top.replace('_', "-");
+    if let Some(origin) = overrides.origin_of(top) {
         // `--matryoshka-dims 64,384`: a list flag takes a TOML list
         let hint = match (message.contains("expected a sequence"), table.get(top)) {
-            (true, Some(toml::Value::String(v))) => {
+            (true, Some(toml::Value::String(v))) if origin.starts_with("--") => {
                 let items: Vec<&str> = v.split(',').map(str::trim).collect();
                 format!(
-                    "; a list is written as TOML: --{flag} \"[{}]\"",
+                    "; a list is written as TOML: {origin} \"[{}]\"",
                     items.join(", ")
                 )
             }
             _ => String::new(),
         };
-        return format!("--{flag}: {message}{hint}");
+        return format!("{origin}: {message}{hint}");
     }
     let leaf = key.rsplit('.').next().unwrap_or(&key);
     match file.and_then(|t| line_of(t, leaf)) {
@@ -111,13 +110,6 @@ fn did_you_mean(message: &str) -> String {
     }
 }
 
-/// The recipe key of a `--key value` / `--key=value` flag (dashes as underscores).
-fn flag_key(flag: &str) -> Option<String> {
-    let body = flag.strip_prefix("--")?;
-    let key = body.split('=').next()?;
-    Some(key.replace('-', "_"))
-}
-
 /// The dotted key (`lr`, `data.weight`) whose value `T` refuses.
 fn failing_key<T: DeserializeOwned>(table: &toml::Table) -> Option<String> {
     let text = toml::to_string(table).ok()?;
@@ -190,18 +182,15 @@ mod tests {
     fn names_the_key_its_line_or_its_flag() {
         let file = "lr = \"abc\"\ndata = [{ path = \"a\", weight = 1.0 }]\n";
         let t: toml::Table = file.parse().unwrap();
-        let m = explain::<R>(&t, "invalid type", Some(file), &[]);
+        let none = crate::recipe::Overrides::new();
+        let m = explain::<R>(&t, "invalid type", Some(file), &none);
         assert_eq!(m, "line 1, key lr: invalid type");
-        let m = explain::<R>(
-            &t,
-            "invalid type",
-            Some(file),
-            &["--lr".into(), "abc".into()],
-        );
+        let flag = crate::recipe::Overrides::new().with("lr", "abc");
+        let m = explain::<R>(&t, "invalid type", Some(file), &flag);
         assert_eq!(m, "--lr: invalid type");
         let file = "lr = 1.0\n[[data]]\npath = \"a\"\nweight = \"heavy\"\n";
         let t: toml::Table = file.parse().unwrap();
-        let m = explain::<R>(&t, "invalid type", Some(file), &[]);
+        let m = explain::<R>(&t, "invalid type", Some(file), &none);
         assert_eq!(m, "line 4, key data.weight: invalid type");
     }
 }

@@ -1,4 +1,5 @@
-//! Training recipes: a TOML file whose every key can also be given as a `--key value` flag.
+//! Training recipes: a TOML file whose every key can also be set from outside it ([`Overrides`]:
+//! `nest train --key value`, `nest.train(overrides=...)`).
 //!
 //! Unknown keys are refused with the list of valid ones (serde's `deny_unknown_fields`), and
 //! [`Recipe::validate`] checks values before anything is loaded.
@@ -463,6 +464,8 @@ impl Recipe {
 
 mod load;
 pub(crate) mod located;
+mod overrides;
+pub use overrides::{parse_value, Override, Overrides};
 pub(crate) mod paths;
 #[cfg(test)]
 mod tests;

@@ -9,12 +9,31 @@ fn write(s: &str) -> (tempfile::TempDir, PathBuf) {
     (d, p)
 }
 
+/// `Recipe::load` with command-line style `--key value` / `--key=value` pairs (the CLI's own
+/// parser lives in nest-cli; this is the tests' shorthand for the same overrides).
+fn load(path: Option<&Path>, flags: &[String]) -> crate::Result<Recipe> {
+    Recipe::load(path, &flag_overrides(flags))
+}
+
+pub(crate) fn flag_overrides(flags: &[String]) -> Overrides {
+    let mut pairs = Vec::new();
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        let f = f.strip_prefix("--").expect("a --key flag");
+        match f.split_once('=') {
+            Some((k, v)) => pairs.push((k, v.as_ref())),
+            None => pairs.push((f, it.next().expect("a value").as_str())),
+        }
+    }
+    Overrides::from_text(pairs)
+}
+
 const BASE: &str = "model = \"m\"\nloss = \"cosent\"\nmatryoshka_dims = [16, 32]\n[[data]]\npath = \"a.tsv\"\nformat = \"scored\"\n";
 
 #[test]
 fn loads_with_flag_overrides() {
     let (_d, p) = write(BASE);
-    let r = Recipe::load(
+    let r = load(
         Some(&p),
         &[
             "--lr".into(),
@@ -29,7 +48,7 @@ fn loads_with_flag_overrides() {
     assert_eq!(r.batch_size, 16);
     assert_eq!(r.matryoshka_dims, vec![8, 16, 32]);
     assert_eq!(r.scale, 20.0);
-    let r = Recipe::load(
+    let r = load(
         None,
         &[
             "--model".into(),
@@ -48,10 +67,10 @@ fn loads_with_flag_overrides() {
 #[test]
 fn unknown_keys_are_named_with_the_valid_ones() {
     let (_d, p) = write(&format!("learning_rate = 1\n{BASE}"));
-    let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+    let e = load(Some(&p), &[]).unwrap_err().to_string();
     assert!(e.contains("learning_rate") && e.contains("lr"), "{e}");
     let (_d, p) = write(BASE);
-    let e = Recipe::load(Some(&p), &["--bogus".into(), "1".into()])
+    let e = load(Some(&p), &["--bogus".into(), "1".into()])
         .unwrap_err()
         .to_string();
     assert!(e.contains("bogus") && e.contains("batch_size"), "{e}");
@@ -60,15 +79,15 @@ fn unknown_keys_are_named_with_the_valid_ones() {
 #[test]
 fn bad_values_are_refused() {
     let (_d, p) = write(BASE);
-    let e = Recipe::load(Some(&p), &["--matryoshka-dims".into(), "[32, 16]".into()])
+    let e = load(Some(&p), &["--matryoshka-dims".into(), "[32, 16]".into()])
         .unwrap_err()
         .to_string();
     assert!(e.contains("increasing"), "{e}");
-    let e = Recipe::load(Some(&p), &["--loss".into(), "mnrl".into()])
+    let e = load(Some(&p), &["--loss".into(), "mnrl".into()])
         .unwrap_err()
         .to_string();
     assert!(e.contains("cannot use"), "{e}");
-    let e = Recipe::load(Some(&p), &["--lr".into(), "-1".into()])
+    let e = load(Some(&p), &["--lr".into(), "-1".into()])
         .unwrap_err()
         .to_string();
     assert!(e.contains("lr must be > 0"), "{e}");
@@ -79,7 +98,7 @@ fn objective_components_are_parsed_and_checked() {
     let (_d, p) = write(&format!(
         "{BASE}[[objective]]\nkind = \"mrl\"\n[[objective]]\nkind = \"2dmse\"\nkl_temperature = 1.0\nweight = 0.5\n[[objective]]\nkind = \"ese\"\n"
     ));
-    let r = Recipe::load(Some(&p), &[]).unwrap();
+    let r = load(Some(&p), &[]).unwrap();
     assert_eq!(r.objective.len(), 3);
     match &r.objective[1] {
         ObjectiveSpec::TwoD(c) => {
@@ -97,16 +116,16 @@ fn objective_components_are_parsed_and_checked() {
     let (_d, p) = write(&format!(
         "{BASE}[[objective]]\nkind = \"2dmse\"\nkl_temp = 1\n"
     ));
-    let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+    let e = load(Some(&p), &[]).unwrap_err().to_string();
     assert!(e.contains("kl_temp") && e.contains("kl_temperature"), "{e}");
     let (_d, p) = write(&format!("{BASE}[[objective]]\nkind = \"3dmse\"\n"));
-    let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+    let e = load(Some(&p), &[]).unwrap_err().to_string();
     assert!(
         e.contains("3dmse") && e.contains("2dmse") && e.contains("ese"),
         "{e}"
     );
     // values are checked
-    let e = Recipe::load(
+    let e = load(
         Some(&p),
         &[
             "--objective".into(),
@@ -119,7 +138,7 @@ fn objective_components_are_parsed_and_checked() {
         e.contains("objective[0] (2dmse)") && e.contains("increasing"),
         "{e}"
     );
-    let e = Recipe::load(
+    let e = load(
         Some(&p),
         &[
             "--objective".into(),
@@ -134,8 +153,8 @@ fn objective_components_are_parsed_and_checked() {
 #[test]
 fn differences_skip_resumable_keys() {
     let (_d, p) = write(BASE);
-    let a = Recipe::load(Some(&p), &[]).unwrap();
-    let b = Recipe::load(
+    let a = load(Some(&p), &[]).unwrap();
+    let b = load(
         Some(&p),
         &["--epochs".into(), "3".into(), "--lr".into(), "1e-4".into()],
     )
@@ -157,15 +176,15 @@ fn every_shipped_recipe_loads_and_validates() {
         let text = std::fs::read_to_string(&path).unwrap();
         let what = path.display();
         if text.contains("[stage1]") {
-            let (recipe, _, _) = crate::distill::DistillRecipe::load(&path, &[])
+            let (recipe, _, _) = crate::distill::DistillRecipe::load(&path, &Overrides::new())
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             for stage in [1, 2] {
                 recipe
-                    .stage(stage, Path::new("models/student"), &[])
+                    .stage(stage, Path::new("models/student"), &Overrides::new())
                     .unwrap_or_else(|e| panic!("{what} stage {stage}: {e}"));
             }
         } else {
-            Recipe::load(Some(&path), &[]).unwrap_or_else(|e| panic!("{what}: {e}"));
+            load(Some(&path), &[]).unwrap_or_else(|e| panic!("{what}: {e}"));
         }
         n += 1;
     }
@@ -183,9 +202,9 @@ fn data_a_script_makes_names_the_script_when_missing_and_stays_out_of_the_identi
         "format = \"scored\"\nmade_by = \"python3 scripts/make.py\"\n",
     );
     let (_d, p) = write(&with);
-    let r = Recipe::load(Some(&p), &[]).unwrap();
+    let r = load(Some(&p), &[]).unwrap();
     let (_e, q) = write(BASE);
-    let plain = Recipe::load(Some(&q), &[]).unwrap();
+    let plain = load(Some(&q), &[]).unwrap();
     // the recipes' paths resolve against their own (different) folders
     let dirless = |r: &Recipe, d: &Path| r.to_toml().replace(&d.display().to_string(), "DIR");
     assert_eq!(
@@ -209,13 +228,13 @@ fn a_bad_eval_grid_fails_at_load_naming_the_key() {
         ("--eval-dims", "eval_dims"),
         ("--eval-layers", "eval_layers"),
     ] {
-        let e = Recipe::load(Some(&p), &[flag.into(), "16,abc".into()])
+        let e = load(Some(&p), &[flag.into(), "16,abc".into()])
             .unwrap_err()
             .to_string();
         assert!(e.contains(key) && e.contains("abc"), "{e}");
     }
     // well-formed values pass; their ranges are checked against the model later
-    Recipe::load(Some(&p), &["--eval-dims".into(), "16,4096".into()]).unwrap();
+    load(Some(&p), &["--eval-dims".into(), "16,4096".into()]).unwrap();
 }
 
 /// Every quantization key's reading and refusal in one table (81 lines: the refusals are one
@@ -225,7 +244,7 @@ fn quantization_keys_are_checked_naming_key_and_line() {
     let (_d, p) = write(&format!(
         "quantization = [\"int8\", \"binary\"]\nquantization_weight = 0.5\n{BASE}"
     ));
-    let r = Recipe::load(Some(&p), &[]).unwrap();
+    let r = load(Some(&p), &[]).unwrap();
     let q = r.quantization();
     assert!(q.int8 && q.binary && q.weight == 0.5);
     assert!(q.binary_scale.is_none() && q.spread == 0.0);
@@ -235,7 +254,7 @@ fn quantization_keys_are_checked_naming_key_and_line() {
         "--quantization-spread".into(),
         "1".into(),
     ];
-    let q = Recipe::load(Some(&p), &levers).unwrap().quantization();
+    let q = load(Some(&p), &levers).unwrap().quantization();
     assert_eq!((q.binary_scale, q.spread), (Some(5.0), 1.0));
     assert!(r
         .cautions()
@@ -245,18 +264,18 @@ fn quantization_keys_are_checked_naming_key_and_line() {
     assert_eq!(again, r);
     // off by default, and then absent from the saved recipe (older runs resume unchanged)
     let (_e, plain) = write(BASE);
-    let r = Recipe::load(Some(&plain), &[]).unwrap();
+    let r = load(Some(&plain), &[]).unwrap();
     assert!(!r.quantization().is_on() && !r.to_toml().contains("quantization"));
     // an unknown precision names the key, its line and the valid names
     let (_f, p) = write(&format!(
         "lr = 1e-5\nquantization = [\"int8\", \"int4\"]\n{BASE}"
     ));
-    let e = Recipe::load(Some(&p), &[]).unwrap_err().to_string();
+    let e = load(Some(&p), &[]).unwrap_err().to_string();
     assert!(
         e.contains("line 2, key quantization") && e.contains("int4") && e.contains("binary"),
         "{e}"
     );
-    let e = Recipe::load(
+    let e = load(
         Some(&plain),
         &["--quantization".into(), "[\"float16\"]".into()],
     )
@@ -298,7 +317,7 @@ fn quantization_keys_are_checked_naming_key_and_line() {
         ),
     ] {
         let flags: Vec<String> = flags.into_iter().map(String::from).collect();
-        let e = Recipe::load(Some(&plain), &flags).unwrap_err().to_string();
+        let e = load(Some(&plain), &flags).unwrap_err().to_string();
         assert!(e.contains(says), "{flags:?}: {e}");
     }
 }

@@ -102,7 +102,7 @@ pub(crate) fn check_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Claim> {
             "holds a run already: pass --resume to continue it or --overwrite to replace it",
         ));
     }
-    let old = Recipe::load(Some(&saved), &[])?;
+    let old = Recipe::load(Some(&saved), &Default::default())?;
     let diff = old.differences(r);
     if !diff.is_empty() {
         return Err(run_err(
