@@ -18,6 +18,10 @@
 # reports are skipped.
 #
 #   SEEDS="42 1 2" scripts/evidence_ibkd_seeds.sh      (the default seeds)
+#   STUDENT=models/minilm-cls-reinit2 TAG=-reinit2 METHODS=ibkd LRS=1e-4 scripts/evidence_ibkd_seeds.sh
+#       the paper-like student (issue 35: scripts/paperlike_models.py), IBKD against stage 2
+#       alone only, at Table 1's stage-1 lr; runs and reports under runs/ibkd-seeds-reinit2/,
+#       reports/ibkd-seeds-reinit2/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${NEST:-target/release/nest}
@@ -25,7 +29,13 @@ S1=runs/ibkd/stage1-3200.tsv
 SEEDS=${SEEDS:-42 1 2}
 LRS=${LRS:-1e-5}
 STAGE2_STEPS=${STAGE2_STEPS:-24}
-R=reports/ibkd-seeds
+TAG=${TAG:-}
+STUDENT=${STUDENT:-models/all-MiniLM-L6-v2}
+# METHODS: the stage-1 baselines run beside IBKD (crd, mse); "ibkd" alone = IBKD and sup only
+METHODS=${METHODS:-ibkd crd mse}
+BASELINES=$(for m in $METHODS; do [ "$m" = ibkd ] || echo "$m"; done)
+R=reports/ibkd-seeds$TAG
+W=runs/ibkd-seeds$TAG
 mkdir -p runs/ibkd "$R"
 [ -f "$S1" ] || python3 scripts/ibkd_data.py --sample 3200 --out "$S1"
 declare -A S1OBJ=(
@@ -39,7 +49,7 @@ run() {
   [ -f "$dir/done" ] && return
   local resume=(); [ -d "$dir" ] && resume=(--resume)
   /usr/bin/time -f "$dir: %e s wall" "$N" distill --recipe recipes/ibkd.toml --run-dir "$dir" \
-    --stage "$stage" "${resume[@]}" --stage1.data "$S1:single" "$@"
+    --stage "$stage" "${resume[@]}" --student "$STUDENT" --stage1.data "$S1:single" "$@"
   touch "$dir/done"
 }
 # evaluate NAME MODEL: reports/ibkd-seeds/NAME/report.json
@@ -50,33 +60,33 @@ evaluate() {
 
 for seed in $SEEDS; do
   s=(--stage1.seed "$seed" --stage2.seed "$seed" --stage2.max_steps "$STAGE2_STEPS")
-  run "runs/ibkd-seeds/sup-s$seed" 2 "${s[@]}"
-  evaluate "sup-s$seed" "runs/ibkd-seeds/sup-s$seed/stage2/final"
+  run "$W/sup-s$seed" 2 "${s[@]}"
+  evaluate "sup-s$seed" "$W/sup-s$seed/stage2/final"
   for lr in $LRS; do
-    run "runs/ibkd-seeds/ibkd-lr$lr-s$seed" all --stage1.lr "$lr" "${s[@]}"
-    for m in crd mse; do
-      run "runs/ibkd-seeds/$m-lr$lr-s$seed" 1 --stage1.lr "$lr" "${s[@]}" \
+    run "$W/ibkd-lr$lr-s$seed" all --stage1.lr "$lr" "${s[@]}"
+    for m in $BASELINES; do
+      run "$W/$m-lr$lr-s$seed" 1 --stage1.lr "$lr" "${s[@]}" \
         --stage1.objective "${S1OBJ[$m]}"
     done
-    evaluate "ibkd1-lr$lr-s$seed" "runs/ibkd-seeds/ibkd-lr$lr-s$seed/stage1/final"
-    evaluate "ibkd2-lr$lr-s$seed" "runs/ibkd-seeds/ibkd-lr$lr-s$seed/stage2/final"
-    for m in crd mse; do evaluate "$m-lr$lr-s$seed" "runs/ibkd-seeds/$m-lr$lr-s$seed/stage1/final"; done
+    evaluate "ibkd1-lr$lr-s$seed" "$W/ibkd-lr$lr-s$seed/stage1/final"
+    evaluate "ibkd2-lr$lr-s$seed" "$W/ibkd-lr$lr-s$seed/stage2/final"
+    for m in $BASELINES; do evaluate "$m-lr$lr-s$seed" "$W/$m-lr$lr-s$seed/stage1/final"; done
   done
 done
-[ -f "$R/student/report.json" ] || "$N" eval --model models/all-MiniLM-L6-v2 --tasks sts --layers 6 \
+[ -f "$R/student/report.json" ] || "$N" eval --model "$STUDENT" --tasks sts --layers 6 \
   --dims 128,384 --latency-texts 0 --dtype float32 --out "$R/student" > /dev/null
 
 # side NAME: the reports of NAME's seed runs, comma-separated (one side of a comparison)
 side() { local v=(); for seed in $SEEDS; do v+=("$R/$1-s$seed/report.json"); done; (IFS=,; echo "${v[*]}"); }
 for lr in $LRS; do
   # stage 1: IBKD against CRD-style and MSE at the same lr (the first side is the baseline)
-  "$N" eval compare "$(side "crd-lr$lr")" "$(side "ibkd1-lr$lr")" "$(side "mse-lr$lr")" \
+  [ -z "$BASELINES" ] || "$N" eval compare "$(side "crd-lr$lr")" "$(side "ibkd1-lr$lr")" "$(side "mse-lr$lr")" \
     --resamples 2000 --out "$R/compare-stage1-lr$lr" > /dev/null
   # after stage 2: IBKD against fine-tuning without a teacher
   "$N" eval compare "$(side sup)" "$(side "ibkd2-lr$lr")" --resamples 2000 \
     --out "$R/compare-stage2-lr$lr" > /dev/null
 done
-for name in sup $(for lr in $LRS; do echo "ibkd1-lr$lr ibkd2-lr$lr crd-lr$lr mse-lr$lr"; done); do
+for name in sup $(for lr in $LRS; do echo "ibkd1-lr$lr ibkd2-lr$lr"; for m in $BASELINES; do echo "$m-lr$lr"; done; done); do
   # shellcheck disable=SC2046
   "$N" eval seeds $(side "$name" | tr , ' ') --out "$R/seeds-$name" > /dev/null
 done
