@@ -29,7 +29,7 @@ fn libtorch(krate: &str, header: &str) -> (std::path::PathBuf, std::path::PathBu
 
 /// Folders holding `headers` (the CUDA runtime's, NCCL's) for a `cuda` build: those in
 /// `NEST_CUDA_INCLUDE` (`:`-separated) if set, else those of the NVIDIA wheels next to the torch
-/// wheel (`nvidia/*/include`, as `pip install torch` and `scripts/check_cuda_build.sh` lay them
+/// wheel (`nvidia/*/include`, as `pip install torch` and `scripts/setup/check_cuda_build.sh` lay them
 /// out), then `$CUDA_HOME/include` and `/usr/local/cuda/include`. Panics (a build script's error)
 /// naming what to install when a header is in none of them.
 #[allow(dead_code)]

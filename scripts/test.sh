@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 # PostgreSQL 15 + pgvector for the pgvector integration test (needs root or sudo and apt; where
 # it cannot install, that test skips with a reason, except under CI, where it fails)
-scripts/setup_pgvector.sh || echo "warning: PostgreSQL + pgvector not installed; the pgvector test will skip" >&2
+scripts/setup/setup_pgvector.sh || echo "warning: PostgreSQL + pgvector not installed; the pgvector test will skip" >&2
 # the official OpenAI Python client, for the server's integration test
 if ! PYTHONPATH=.deps/pyclient python3 -c "import openai" 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check --target .deps/pyclient "openai>=1.40,<3"
@@ -20,5 +20,5 @@ cargo test --workspace "$@"
 # task included; after cargo test, whose target/debug/nest the CLI parity tests compare against
 # (NEST_SKIP_PYTHON=1 skips it, for a quick `scripts/test.sh -p nest-model`; .ci/run never sets it)
 if [ "${NEST_SKIP_PYTHON:-0}" != 1 ]; then
-  scripts/python_test.sh
+  scripts/setup/python_test.sh
 fi

@@ -6,7 +6,7 @@
 //! `libtorch_cuda.so`, linked here). Its headers need the CUDA runtime's and NCCL's headers:
 //! the folders in `NEST_CUDA_INCLUDE` (`:`-separated) if set, else those of the NVIDIA wheels
 //! next to the torch wheel (`nvidia/*/include`, as `pip install torch` and
-//! `scripts/check_cuda_build.sh` lay them out), else `$CUDA_HOME/include` and
+//! `scripts/setup/check_cuda_build.sh` lay them out), else `$CUDA_HOME/include` and
 //! `/usr/local/cuda/include`.
 
 include!(concat!(

@@ -1,5 +1,5 @@
 //! The bodies of Nest's fuzz targets and their seed inputs, in one file shared by two users:
-//! the libFuzzer targets of this crate (`fuzz_targets/*.rs`, run by `scripts/fuzz.sh`) and the
+//! the libFuzzer targets of this crate (`fuzz_targets/*.rs`, run by `scripts/setup/fuzz.sh`) and the
 //! workspace test that replays every target's corpus in CI
 //! (`crates/nest-cli/tests/fuzz_corpus.rs`, which includes this file by path).
 //!
@@ -28,7 +28,7 @@ pub const TARGETS: &[(&str, Body)] = &[
 ];
 
 /// The repository's root: where the template model of [`model_folder`] is read from. The
-/// fuzz binaries run from the root (`scripts/fuzz.sh`); the replay test sets it.
+/// fuzz binaries run from the root (`scripts/setup/fuzz.sh`); the replay test sets it.
 static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// Sets the repository root (once; later calls are ignored).

@@ -2,7 +2,7 @@
 `nest.Encoder(..., adaptor=...)`-free checks (its record's per-dim scores), resumed with a
 smaller dim, and bad input comes back as the right exception.
 
-    scripts/python_test.sh    # or in a venv: scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
+    scripts/setup/python_test.sh    # or in a venv: scripts/setup/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
 """
 
 import json

@@ -3,7 +3,7 @@
 
 Run from the repository root (models/ from scripts/setup.sh), after installing the package:
 
-    scripts/python_test.sh    # or in a venv: scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
+    scripts/setup/python_test.sh    # or in a venv: scripts/setup/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
 """
 
 import json

@@ -7,7 +7,7 @@ Needs `mteb` (2.x), models/all-MiniLM-L6-v2, ../shared/datasets and, for the com
 each is skipped with the reason when missing, and fails under CI (support.py). Run from the
 repository root:
 
-    scripts/python_test.sh python/tests/test_mteb.py
+    scripts/setup/python_test.sh python/tests/test_mteb.py
 
 About 2 minutes on 2 busy cores, most of it one `nest eval --tasks sts` run shared by the tests.
 """

@@ -2,7 +2,7 @@
 step with a checkpoint and raises KeyboardInterrupt, and the resumed run logs what the
 uninterrupted one logged, bit for bit; bad input comes back as the right exception.
 
-    scripts/python_test.sh    # or in a venv: scripts/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
+    scripts/setup/python_test.sh    # or in a venv: scripts/setup/python_wheel.sh --install && HF_HUB_OFFLINE=1 python -m pytest python/tests -q
 """
 
 import json

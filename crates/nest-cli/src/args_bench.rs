@@ -39,7 +39,7 @@ pub struct BenchTrainArgs {
     #[arg(long, default_value_t = 1024)]
     pub epoch_pairs: usize,
     /// A Python with torch, transformers and sentence-transformers[train]: runs
-    /// scripts/bench_train.py in the same run.
+    /// scripts/bench/bench_train.py in the same run.
     #[arg(long, env = "NEST_PYTHON")]
     pub python: Option<PathBuf>,
     /// Append the figures as Markdown to this file.
@@ -65,7 +65,7 @@ pub struct BenchEncodeArgs {
     /// Timed repetitions per layer (the best is reported, after one warm-up pass).
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
-    /// A Python with sentence-transformers: runs scripts/bench_st.py on the same sentences in
+    /// A Python with sentence-transformers: runs scripts/bench/bench_st.py on the same sentences in
     /// the same run and prints the ratios.
     #[arg(long, env = "NEST_PYTHON")]
     pub python: Option<PathBuf>,

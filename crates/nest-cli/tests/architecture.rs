@@ -65,3 +65,43 @@ fn architecture_names_only_files_and_crates_that_exist() {
         );
     }
 }
+
+/// scripts/README.md is the index of scripts/: every script in a purpose folder is listed under
+/// its folder, and every script it lists exists (a moved or new script cannot go unindexed).
+#[test]
+fn the_scripts_index_lists_every_script_where_it_is() {
+    let scripts = root().join("scripts");
+    let index = std::fs::read_to_string(scripts.join("README.md")).unwrap();
+    let mut on_disk = Vec::new();
+    for dir in std::fs::read_dir(&scripts).unwrap().flatten() {
+        let path = dir.path();
+        if !path.is_dir() || path.ends_with("__pycache__") {
+            continue;
+        }
+        let folder = dir.file_name().to_string_lossy().into_owned();
+        for f in std::fs::read_dir(&path).unwrap().flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".sh") || name.ends_with(".py") {
+                on_disk.push(format!("{folder}/{name}"));
+            }
+        }
+    }
+    assert!(on_disk.len() > 40, "{on_disk:?}");
+    let missing: Vec<_> = on_disk
+        .iter()
+        .filter(|s| !index.contains(&format!("`{s}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "scripts/README.md does not list {missing:?}"
+    );
+    for listed in index.split('`').skip(1).step_by(2) {
+        if listed.contains('/') && (listed.ends_with(".sh") || listed.ends_with(".py")) {
+            let path = scripts.join(listed);
+            assert!(
+                path.is_file() || root().join(listed).is_file(),
+                "scripts/README.md lists {listed}, which is not there"
+            );
+        }
+    }
+}

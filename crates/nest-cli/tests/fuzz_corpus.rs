@@ -3,14 +3,14 @@
 //! - the seed inputs (the repository's recipes and fixtures, the first lines of the shared
 //!   datasets where they exist, hand-made valid files),
 //! - every input of `fuzz/corpus/<target>/` and `fuzz/regressions/<target>/` when present (what
-//!   `scripts/fuzz.sh` grew locally; the regressions are committed: inputs that once failed),
+//!   `scripts/setup/fuzz.sh` grew locally; the regressions are committed: inputs that once failed),
 //! - deterministic random edits of each seed (bytes replaced, inserted or deleted, a line
 //!   duplicated, the file truncated), `NEST_FUZZ_EDITS` per seed (default 300), for at most
 //!   `NEST_FUZZ_SECONDS` per target (default 20; the seeds and saved corpora always run).
 //!
 //! A panic in a body fails the test and names the target and the input (written to
 //! `target/fuzz-failures/<target>/`). With `NEST_FUZZ_SEEDS_DIR=<dir>` the seeds are also
-//! written to `<dir>/<target>/` (what `scripts/fuzz.sh` starts libFuzzer from).
+//! written to `<dir>/<target>/` (what `scripts/setup/fuzz.sh` starts libFuzzer from).
 
 #[allow(dead_code)]
 #[path = "../../../fuzz/src/targets.rs"]

@@ -1,6 +1,6 @@
 //! `nest export pgvector` and `nest search --engine pgvector` against a real PostgreSQL 15 +
 //! pgvector started by the test (initdb in a temporary folder, loopback port).
-//! `scripts/setup_pgvector.sh` installs both; without them the test skips with a reason
+//! `scripts/setup/setup_pgvector.sh` installs both; without them the test skips with a reason
 //! (under CI, `NEST_REQUIRE_MODELS=1`, it fails instead).
 
 use std::path::{Path, PathBuf};
@@ -72,8 +72,8 @@ fn start_pg() -> Option<Pg> {
     if !have {
         let required = std::env::var("NEST_REQUIRE_MODELS").is_ok_and(|v| v == "1")
             || std::env::var("CI").is_ok_and(|v| v == "true");
-        assert!(!required, "PostgreSQL 15 + pgvector are missing and CI requires them: run scripts/setup_pgvector.sh");
-        eprintln!("skipping: PostgreSQL 15 + pgvector not installed (scripts/setup_pgvector.sh installs them)");
+        assert!(!required, "PostgreSQL 15 + pgvector are missing and CI requires them: run scripts/setup/setup_pgvector.sh");
+        eprintln!("skipping: PostgreSQL 15 + pgvector not installed (scripts/setup/setup_pgvector.sh installs them)");
         return None;
     }
     let dir = tempfile::tempdir().unwrap();

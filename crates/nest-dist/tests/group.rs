@@ -166,7 +166,7 @@ fn one_rank() -> Launch {
 }
 
 /// NCCL is asked for by name and refused with the fix when this build has none (the `cuda`
-/// build makes the group; scripts/check_cuda_build.sh compiles it).
+/// build makes the group; scripts/setup/check_cuda_build.sh compiles it).
 #[cfg(not(feature = "cuda"))]
 #[test]
 fn nccl_without_the_cuda_build_says_how_to_get_it() {
@@ -190,7 +190,7 @@ fn nccl_without_the_cuda_build_says_how_to_get_it() {
 
 /// The NCCL path on a GPU, one rank: a GPU tensor reduced in place, a CPU tensor staged
 /// through the GPU and returned on the CPU. Without a GPU it says so and checks nothing (the
-/// `cuda` build is compiled and linked by scripts/check_cuda_build.sh, which runs this too).
+/// `cuda` build is compiled and linked by scripts/setup/check_cuda_build.sh, which runs this too).
 #[cfg(feature = "cuda")]
 #[test]
 fn nccl_one_rank_on_the_gpu() {

@@ -5,7 +5,7 @@
 //! 32 queries by 512 keys) never materialises the `[seq, seq]` scores, which pays off on long
 //! inputs, but it costs 2-3x the explicit `softmax(q k^T s + mask) v` on the short ones that
 //! sentence batches mostly are. Measured with torch 2.13.0, 2 threads, batch 32, 12 heads
-//! (`scripts/attention_kernels.py`; docs/PRECISION.md, "Attention kernel"), on an AMD EPYC
+//! (`scripts/bench/attention_kernels.py`; docs/PRECISION.md, "Attention kernel"), on an AMD EPYC
 //! with AVX512-BF16 (family 26):
 //!
 //! | keys | head dim | bf16 fused / explicit (ms) | float32 fused / explicit (ms) |
@@ -27,7 +27,7 @@
 //! (BENCHMARKS.md, "On a GPU").
 //!
 //! `NEST_ATTENTION=explicit` or `fused` forces one form everywhere, to measure the kernels
-//! against each other (`scripts/gpu_check.sh`); unset or `auto`, the rule above.
+//! against each other (`scripts/gpu/gpu_check.sh`); unset or `auto`, the rule above.
 //!
 //! The explicit form runs in float32 whatever the inputs' kind (the fused kernel accumulates
 //! the scores and the softmax in float32 too): bf16 rounds only its inputs and its output.

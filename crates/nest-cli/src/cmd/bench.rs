@@ -216,7 +216,7 @@ pub(crate) fn peer_device_args() -> Vec<String> {
     }
 }
 
-/// Runs `scripts/bench_st.py` and parses its `{"layer": sentences_per_s}` JSON line.
+/// Runs `scripts/bench/bench_st.py` and parses its `{"layer": sentences_per_s}` JSON line.
 fn run_python(
     py: &Path,
     a: &BenchEncodeArgs,
@@ -232,7 +232,7 @@ fn run_python(
             "--peers: unknown peer '{other}' (expected torch-float32, torch-bf16, onnx, onnx-int8, openvino, openvino-bf16)"
         ),
     };
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_st.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench/bench_st.py");
     let layers_arg = layers
         .iter()
         .map(|l| l.to_string())

@@ -401,7 +401,7 @@ fn table(
 }
 
 fn run_python(py: &Path, a: &BenchTrainArgs, epoch_file: &Path) -> Result<serde_json::Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_train.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench/bench_train.py");
     eprintln!(
         "  running PyTorch and sentence-transformers with {} ...",
         py.display()

@@ -1,0 +1,510 @@
+#!/usr/bin/env bash
+# Issue 41 ("A GPU that earns its keep"): every GPU measurement of the issue in ONE call on a lent
+# GPU machine, each with its peer in the same run. Run it there with `carry: [".gpu"]` (made by
+# scripts/gpu/gpu_bundle.sh: the `--features cuda` nest, MiniLM in float16 storage, the data, wheels):
+#
+#   bash scripts/gpu/gpu_issue41.sh                    # all sections, TOTAL_S=470 s of wall time at most
+#   SECTIONS="1 3" S3_S=200 bash scripts/gpu/gpu_issue41.sh   # some sections, another budget
+#   NEST_GPU_DRY=1 bash scripts/gpu/gpu_issue41.sh     # here, on the CPU: tiny budgets and data,
+#                                                  # target/release/nest, /work/venv's Python
+#
+# Sections, in priority order (budget in seconds, env override; a section starts only with >= 15 s
+# of TOTAL_S left and gets at most what is left; every command under `timeout`, failures logged
+# and skipped). Expected H100 wall time in brackets:
+#   1  S1_S=130  training step, MiniLM bf16, batch 32 and 256, `--cuda-graph on|off`, next to
+#                PyTorch autocast + the sentence-transformers trainer (scripts/bench/bench_train.py,
+#                once per batch size) [~90 s]
+#   2  S2_S=80   early exit: bench encode --layers 3,6, batch 32 and 256, auto,bf16 against
+#                ST float32 and bf16; peak GPU memory of Nest and the peer [~60 s]
+#   3  S3_S=150  production shapes with random weights (made at the start, in the background,
+#                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
+#                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
+#                torch-float32, batch 32 (256 while time is left); tokens per sentence [~120 s]
+#   4  S4_S=90   nest serve (auto at layers 6 and 3, float32 at 6) against
+#                scripts/bench/peer_st_server.py --device cuda: 64 clients, SERVE_S=15 s each [~75 s]
+#   5  S5_S=70   nest eval sts, STS-B + SICK-R test, float32 against bf16, cell by cell, and
+#                Nest's own paired-bootstrap compare (CPU-bound: 40 s on 2 cores) [~25 s]
+#   6  S6_S=70   numerics: 200 steps of recipes/gpu-numerics-mrl.toml against the CPU's losses
+#                (tests/fixtures/gpu_cpu_losses_200.json); kill -9 after checkpoint 100, resume,
+#                against the uninterrupted run [~40 s]
+#   7  S7_S=50   torchrun with one rank (and two ranks on the one GPU) of nest train; whether
+#                NCCL ran (NCCL_DEBUG=INFO) [~30 s]
+#   8  S8_S=70   MPNet-base shape (12 x 768) training step, bf16, --cuda-graph on|off, + peer
+#                [~50 s; runs only if the others left time]
+# Results go to $OUT/sN/ as they come (logs, markdown, JSON; peak GPU memory per process in
+# mem_*.json from scripts/gpu/gpu_mem_poll.py); $OUT/status.tsv says what ran; the summary of
+# scripts/gpu/gpu_issue41_report.py is printed LAST (only the output's tail comes back).
+# Knobs: TOTAL_S, SECTIONS, S<n>_S, REPEATS (encode, 5), SERVE_S (15), PY (python3), OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+T0=$(date +%s)
+DRY=${NEST_GPU_DRY:-${DRY:-0}}
+OUT=${OUT:-/tmp/nest-issue41-out}
+mkdir -p "$OUT"
+WORK=${WORK:-/tmp/issue41-work}
+rm -rf "$WORK" && mkdir -p "$WORK"
+export PYTHONUNBUFFERED=1
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 7 8}  # 0: the smoke check alone
+: > "$OUT/status.tsv"
+G=${NEST_GPU_DIR:-$REPO/.gpu}
+M=models/all-MiniLM-L6-v2
+FIXTURE=tests/fixtures/gpu_cpu_losses_200.json
+RECIPE=recipes/gpu-numerics-mrl.toml
+GEN_PID=""
+PIDS=()  # background processes this script started (servers, poller, model maker)
+
+if [ "$DRY" = 1 ]; then
+  TOTAL_S=${TOTAL_S:-2400}
+  PY=${PY:-/work/venv/bin/python}
+  N=${NEST:-target/release/nest}
+  # /work/venv lacks accelerate (the ST trainer's): a --target install of it and psutil
+  [ -d /tmp/dry-site ] && export PYTHONPATH=/tmp/dry-site${PYTHONPATH:+:$PYTHONPATH}
+  D=$WORK/data && mkdir -p "$D"
+  head -41 ../shared/datasets/stsb/test.tsv > "$D/stsb_test.tsv"
+  head -41 ../shared/datasets/sick-r/test.tsv > "$D/sickr_test.tsv"
+  head -97 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_triplets_dev.tsv"
+  cut -f1,2 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_pairs_dev.tsv"
+  B1="4"; TRAIN_DTYPE=float32; TRAIN_STEPS=1; EPOCH_PAIRS=8; ENC_B="8 16"; REPEATS=${REPEATS:-1}
+  GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; WARM_S=${WARM_S:-1}; NUM_STEPS=6; NUM_AT=3; MP_B=4
+  for s in 0 1 2 3 4 5 6 7 8 9; do eval "S${s}_S=\${S${s}_S:-400}"; done
+  RUN_SCALE=4  # 2 shared cores: each command's own limit x 4
+else
+  TOTAL_S=${TOTAL_S:-470}
+  PY=${PY:-python3}
+  D=$G/data
+  B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
+  GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
+  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-100} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
+  S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70}
+  RUN_SCALE=1
+fi
+
+elapsed() { echo $(($(date +%s) - T0)); }
+log() { echo "[$(elapsed)s] $*"; }
+status() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$OUT/status.tsv"; }
+
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null; done
+}
+trap cleanup EXIT
+
+# ------------------------------------------------------------------ setup
+log "setup (dry=$DRY, out=$OUT)"
+if [ "$DRY" != 1 ]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  TL=$("$PY" -c "import torch, os; print(os.path.dirname(torch.__file__) + '/lib')")
+  export LD_LIBRARY_PATH=$TL:${LD_LIBRARY_PATH:-}
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$G"/whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  mkdir -p models && rm -rf "$M" && cp -r "$G/minilm" "$M"
+  "$PY" - "$M" << 'EOF'
+import sys
+from safetensors.torch import load_file, save_file
+d = load_file(f"{sys.argv[1]}/model.fp16.safetensors")
+save_file({k: (v.float() if v.is_floating_point() else v).contiguous() for k, v in d.items()}, f"{sys.argv[1]}/model.safetensors")
+EOF
+  rm -f "$M/model.fp16.safetensors"
+  N=/tmp/nest
+  "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$G/nest.xz" "$N" \
+    && chmod +x "$N"
+  # the peers' scripts are found at the path the binary was built in (CARGO_MANIFEST_DIR/../..)
+  # (the binary holds that folder and "../../scripts/bench/bench_st.py" as two adjacent literals)
+  BUILT=$(grep -ao '/[[:alnum:]_./+-]*/crates/nest-cli\.\./\.\./scripts/bench_st\.py' "$N" | head -1)
+  BUILT=${BUILT%/crates/nest-cli../../scripts/bench/bench_st.py}
+  for r in $BUILT ${NEST_BUILT_ROOT:-/work/main/target/gpu-bundle/src}; do
+    if [ ! -e "$r/scripts/bench/bench_st.py" ]; then
+      mkdir -p "$r/crates/nest-cli" && { [ -e "$r/scripts" ] || ln -s "$REPO/scripts" "$r/scripts"; }
+    fi
+  done
+  log "peers' scripts through ${BUILT:-?}/scripts: $([ -e "$BUILT/crates/nest-cli/../../scripts/bench/bench_st.py" ] && echo found || echo NOT FOUND)"
+  [ -f "$D/sickr_test.tsv" ] || { [ -f "$D/sickr_test.tsv.xz" ] && "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$D/sickr_test.tsv.xz" "$WORK/sickr_test.tsv"; }
+  [ -f "$D/snli_pairs_dev.tsv" ] || cut -f1,2 "$D/snli_triplets_dev.tsv" > "$WORK/snli_pairs_dev.tsv"
+  # section 6's recipe reads .gpu/data/snli_pairs_dev.tsv
+  [ -f "$D/snli_pairs_dev.tsv" ] || cp "$WORK/snli_pairs_dev.tsv" "$D/snli_pairs_dev.tsv"
+  [ -f "$D/sickr_test.tsv" ] || cp "$WORK/sickr_test.tsv" "$D/sickr_test.tsv" 2> /dev/null
+fi
+"$PY" -c "import torch, transformers, sentence_transformers as st; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu', '| transformers', transformers.__version__, '| sentence-transformers', st.__version__)" 2>&1 | tail -1
+"$N" info --model "$M" > "$OUT/info.txt" 2>&1
+grep -iE "device|dtype|auto" "$OUT/info.txt" | head -4
+HAS_GRAPH=0
+"$N" bench train --help 2>&1 | grep -q -- "--cuda-graph" && HAS_GRAPH=1
+log "nest bench train --cuda-graph: $([ $HAS_GRAPH = 1 ] && echo present || echo ABSENT in this binary)"
+
+# production-shape models: made in the background now (CPU, 4 threads, niced), used by 3 and 8
+GEN=$WORK/models
+if [[ " $SECTIONS " == *" 3 "* || " $SECTIONS " == *" 8 "* ]]; then
+  OMP_NUM_THREADS=4 nice -n 10 "$PY" scripts/data/make_bench_models.py "${GEN_ARGS[@]}" --out "$GEN" \
+    --only qwen3-0.6b,embeddinggemma,mpnet-base --mpnet-tokenizer "$M" > "$OUT/make_models.log" 2>&1 &
+  GEN_PID=$!
+  PIDS+=("$GEN_PID")
+fi
+if [ "$DRY" = 1 ]; then QW=qwen3-0.6b-l2 GE=embeddinggemma-l2 MP=mpnet-base-l2; else QW=qwen3-0.6b-l28 GE=embeddinggemma-l24 MP=mpnet-base-l12; fi
+
+# ------------------------------------------------------------------ helpers
+# run NAME SECS CMD...: CMD under `timeout` (never past the section's deadline), output in
+# $SD/NAME.log; prints one line; returns CMD's status
+run() {
+  local name=$1 secs=$2
+  shift 2
+  local left=$((DEADLINE - $(date +%s)))
+  ((secs > left)) && secs=$left
+  if ((secs < 5)); then
+    log "  $name: skipped (section budget spent)"
+    echo "skipped: section budget spent" > "$SD/$name.log"
+    return 124
+  fi
+  local s=$(date +%s)
+  secs=$((secs * RUN_SCALE))
+  ((secs > left)) && secs=$left
+  timeout -k 5 "$secs" "$@" > "$SD/$name.log" 2>&1
+  local rc=$?
+  local msg="rc=$rc"
+  ((rc == 124 || rc == 137)) && msg="TIMEOUT after ${secs}s"
+  log "  $name: $msg in $(($(date +%s) - s))s"
+  ((rc != 0)) && tail -4 "$SD/$name.log" | cut -c1-200 | sed 's/^/    | /'
+  return $rc
+}
+mem_start() { # TAG: peak GPU memory per process into $SD/mem_TAG.json
+  "$PY" scripts/gpu/gpu_mem_poll.py "$SD/mem_$1.json" --interval 0.1 > /dev/null 2>&1 &
+  MEM_PID=$!
+  PIDS+=("$MEM_PID")
+  sleep 0.3
+}
+mem_stop() {
+  kill -TERM "$MEM_PID" 2> /dev/null
+  wait "$MEM_PID" 2> /dev/null
+}
+wait_health() { # URL PID SECS
+  local end=$(($(date +%s) + $3))
+  while (($(date +%s) < end)); do
+    "$PY" -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1] + '/health', timeout=2)" "$1" 2> /dev/null && return 0
+    kill -0 "$2" 2> /dev/null || return 1
+    sleep 0.5
+  done
+  return 1
+}
+stop_pid() {
+  kill -TERM "$1" 2> /dev/null
+  sleep 1
+  kill -KILL "$1" 2> /dev/null
+  wait "$1" 2> /dev/null
+  return 0
+}
+wait_model() { # NAME SECS: until make_bench_models.py wrote it
+  local end=$(($(date +%s) + $2))
+  while (($(date +%s) < end)); do
+    grep -q "^$1 written" "$OUT/make_models.log" 2> /dev/null && return 0
+    kill -0 "$GEN_PID" 2> /dev/null || { grep -q "^$1 written" "$OUT/make_models.log" && return 0; return 1; }
+    sleep 1
+  done
+  return 1
+}
+rows() { echo $(($(wc -l < "$1") - 1)); }
+
+# section ID TITLE FUNCTION: runs FUNCTION in its budget, in a subshell (a failure stops only it)
+section() {
+  local id=$1 title=$2 fn=$3
+  if [[ " $SECTIONS " != *" $id "* ]]; then
+    status "$id" skipped 0 "not in SECTIONS"
+    return
+  fi
+  local left=$((TOTAL_S - $(elapsed)))
+  local var="S${id}_S"
+  local budget=${!var}
+  if ((left < 15)); then
+    status "$id" skipped 0 "only ${left}s of TOTAL_S=$TOTAL_S left"
+    log "== $id $title: skipped, ${left}s left"
+    return
+  fi
+  ((budget > left)) && budget=$left
+  SD=$OUT/s$id
+  mkdir -p "$SD"
+  DEADLINE=$(($(date +%s) + budget))
+  log "== $id $title (budget ${budget}s)"
+  local s=$(date +%s)
+  ("$fn")
+  local rc=$? took=$(($(date +%s) - s))
+  status "$id" "$([ $rc = 0 ] && echo ok || echo "rc=$rc")" "$took" "$title; budget ${budget}s"
+}
+
+# ------------------------------------------------------------------ 1. training step, MiniLM
+s0() {
+  run smoke_train_graph 40 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" --objectives mrl \
+    --dtype bf16 --steps 10 --epoch-pairs 320 --cuda-graph on
+  run smoke_train_eager 40 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" --objectives mrl \
+    --dtype bf16 --steps 10 --epoch-pairs 320 --cuda-graph off
+  run smoke_encode_graph 30 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" --batch-size 32 \
+    --layers 3,6 --dtype bf16 --repeats 3
+  NEST_CUDA_GRAPHS=0 run smoke_encode_eager 30 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+    --batch-size 32 --layers 3,6 --dtype bf16 --repeats 3
+  grep -hiE "warning|error|step, median|one epoch|cuda graphs|^\| [36] " "$SD"/smoke_*.log | cut -c1-240
+}
+
+s9() {
+  # the host's share of an encode: tokenising STS-B test (2,758 sentences) with the same Rust
+  # tokenizers library Nest links, all cores (encode_batch) and one
+  run tokenize 30 "$PY" - "$M/tokenizer.json" "$D/stsb_test.tsv" << 'EOF2'
+import sys, time, os
+from tokenizers import Tokenizer
+t = Tokenizer.from_file(sys.argv[1])
+texts = [c for l in open(sys.argv[2]).read().split("\n")[1:] for c in l.split("\t")[:2] if l]
+best, one = 1e9, 1e9
+for _ in range(5):
+    s = time.perf_counter(); t.encode_batch(texts); best = min(best, time.perf_counter() - s)
+for _ in range(2):
+    s = time.perf_counter(); [t.encode(x) for x in texts]; one = min(one, time.perf_counter() - s)
+print(f"tokenize {len(texts)} sentences: encode_batch {best*1000:.1f} ms ({os.cpu_count()} cores), one by one {one*1000:.1f} ms")
+EOF2
+  cat "$SD/tokenize.log"
+}
+
+s1() {
+  local rows_n b steps ep g extra py
+  rows_n=$(rows "$D/snli_triplets_dev.tsv")
+  for b in $B1; do
+    # bench train reads batch x (steps + 3 warm-up) pairs: fit the dev triplets
+    steps=$((rows_n / b - 3))
+    ((steps > TRAIN_STEPS)) && steps=$TRAIN_STEPS
+    ep=$EPOCH_PAIRS
+    ((ep < 8 * b)) && ep=$((8 * b))
+    ((ep > rows_n)) && ep=$(((rows_n / b) * b))
+    py=(--python "$PY")
+    for g in off on; do
+      extra=()
+      if [ $HAS_GRAPH = 1 ]; then
+        extra=(--cuda-graph $g)
+      elif [ $g = on ]; then
+        log "  train_b${b}_g$g: skipped, this nest has no --cuda-graph"
+        echo "skipped: no --cuda-graph in this binary" > "$SD/train_b${b}_g$g.log"
+        continue
+      fi
+      mem_start "train_b${b}_g$g"
+      run "train_b${b}_g$g" 90 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" --objectives mrl \
+        --dtype "$TRAIN_DTYPE" --batch-size "$b" --steps "$steps" --epoch-pairs "$ep" "${py[@]}" "${extra[@]}" \
+        --markdown "$SD/train_b${b}_g$g.md"
+      mem_stop
+      py=()
+    done
+  done
+}
+
+# ------------------------------------------------------------------ 2. early exit, MiniLM
+s2() {
+  local b
+  for b in $ENC_B; do
+    mem_start "encode_b$b"
+    run "encode_b$b" 75 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" --batch-size "$b" --layers 3,6 \
+      --dtype auto,bf16 --repeats "$REPEATS" --python "$PY" --peers torch-float32,torch-bf16 \
+      --markdown "$SD/encode.md"
+    mem_stop
+  done
+  # the same without CUDA graphs (the no-sync eager path), Nest only
+  for b in $ENC_B; do
+    NEST_CUDA_GRAPHS=0 run "encode_nographs_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+      --batch-size "$b" --layers 3,6 --dtype auto,bf16 --repeats "$REPEATS" --markdown "$SD/encode_nographs.md"
+  done
+}
+
+# ------------------------------------------------------------------ 3. production shapes
+s3() {
+  local name full half b
+  for b in $ENC_B; do
+    for name in $QW $GE; do
+      full=${name##*-l}
+      half=$((full / 2))
+      if ! wait_model "$name" $((DEADLINE - $(date +%s) - 20)); then
+        log "  $name: not made (see $OUT/make_models.log)"
+        tail -3 "$OUT/make_models.log" | cut -c1-200
+        continue
+      fi
+      [ -f "$SD/tokens_$name.json" ] || run "tokens_$name" 30 "$PY" scripts/gpu/gpu_issue41_report.py tokens "$GEN/$name" \
+        "$D/stsb_test.tsv" "$SD/tokens_$name.json"
+      # at batch 256, only while at least 60 s of the budget are left
+      if [ "$b" != "${ENC_B%% *}" ] && (($(date +%s) > DEADLINE - 60)); then
+        log "  encode_${name}_b$b: skipped, under 60 s of the budget left"
+        continue
+      fi
+      mem_start "encode_${name}_b$b"
+      run "encode_${name}_b$b" 100 "$N" bench encode --model "$GEN/$name" --data "$D/stsb_test.tsv" --batch-size "$b" \
+        --layers "$half,$full" --dtype bf16,float32 --repeats 3 --python "$PY" --peers torch-bf16,torch-float32 \
+        --markdown "$SD/encode.md"
+      mem_stop
+    done
+  done
+}
+
+# ------------------------------------------------------------------ 4. serve
+s4() {
+  local dev=cpu pid texts=$SD/texts.txt dt l
+  [ "$DRY" = 1 ] || dev=cuda
+  tail -n +2 "$D/stsb_test.tsv" | cut -f1,2 | tr '\t' '\n' > "$texts"
+  # each server: WARM_S seconds of the same load first (first-use costs: CUDA context, handles,
+  # each new shape's kernels), not recorded; then the measured runs
+  for dt in ${SERVE_DTYPES:-auto float32}; do
+    local env=() tag=$dt
+    [ "$dt" = auto-explicit ] && env=(NEST_ATTENTION=explicit) && dt=auto
+    env "${env[@]}" "$N" serve --model "$M" --port 18080 --allow-any-point --max-batch-inputs 32 --dtype $dt \
+      > "$SD/server_nest_$tag.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    if ! wait_health http://127.0.0.1:18080 $pid 60; then
+      log "  nest serve $tag did not start"
+      tail -3 "$SD/server_nest_$tag.log"
+      stop_pid $pid
+      continue
+    fi
+    run "serve_nest_${tag}_warmup" $((WARM_S + 20)) "$N" bench serve --url http://127.0.0.1:18080 --clients 64 \
+      --seconds "$WARM_S" --texts "$texts" --layer 6 --pid $pid --label "nest-$tag-warmup"
+    mem_start "serve_nest_$tag"
+    for l in ${SERVE_LAYERS:-6 3}; do
+      [ "$tag" = auto-explicit ] && [ "$l" != 6 ] && continue
+      run "serve_nest_${tag}_l$l" $((SERVE_S + 30)) "$N" bench serve --url http://127.0.0.1:18080 --clients 64 \
+        --seconds "$SERVE_S" --texts "$texts" --layer "$l" --pid $pid --label "nest-$tag-layer$l"
+    done
+    mem_stop
+    stop_pid $pid
+  done
+  "$PY" scripts/bench/peer_st_server.py --model "$M" --port 18081 --max-batch 32 --device $dev > "$SD/server_peer.log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  if wait_health http://127.0.0.1:18081 $pid 90; then
+    run serve_peer_warmup $((WARM_S + 20)) "$N" bench serve --url http://127.0.0.1:18081 --clients 64 \
+      --seconds "$WARM_S" --texts "$texts" --model "$M" --pid $pid --label "peer-warmup"
+    mem_start serve_peer
+    run serve_peer_st_float32 $((SERVE_S + 30)) "$N" bench serve --url http://127.0.0.1:18081 --clients 64 \
+      --seconds "$SERVE_S" --texts "$texts" --model "$M" --pid $pid --label "peer-st-float32-$dev"
+    mem_stop
+  else
+    log "  peer server did not start"
+    tail -3 "$SD/server_peer.log"
+  fi
+  stop_pid $pid
+}
+
+# ------------------------------------------------------------------ 5. eval bf16 vs float32
+s5() {
+  local data=$D/stsb_test.tsv
+  [ -f "$D/sickr_test.tsv" ] && data=$data,$D/sickr_test.tsv
+  run eval 60 "$N" eval sts --model "$M" --data "$data" --dtype float32,bf16 --latency-texts 0 --out "$SD/eval"
+  [ -f "$SD/eval/bf16/report.json" ] || return 1
+  run evaldiff 20 "$PY" scripts/gpu/gpu_issue41_report.py evaldiff "$SD/eval/float32/report.json" \
+    "$SD/eval/bf16/report.json" "$SD/evaldiff.json"
+  rm -f "$SD"/eval/*/*.svg "$SD"/eval/*/compare-vs-float32/*.svg
+}
+
+# ------------------------------------------------------------------ 6. numerics
+s6() {
+  local a=$WORK/num-200 b=$WORK/num-resume flags=() i pid
+  [ "$DRY" = 1 ] && flags=(--max-steps "$NUM_STEPS" --save-every "$NUM_AT" --model "$M" --data "$D/snli_pairs_dev.tsv:pairs")
+  run train_200 60 "$N" train --recipe "$RECIPE" --run-dir "$a" "${flags[@]}"
+  cp "$a/metrics.jsonl" "$SD/metrics_200.jsonl" 2> /dev/null
+  # the same run, killed (-9) once checkpoint NUM_AT exists, then resumed
+  "$N" train --recipe "$RECIPE" --run-dir "$b" "${flags[@]}" > "$SD/train_killed.log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  local ck=$b/checkpoints/$(printf 'step-%08d' "$NUM_AT")
+  for i in $(seq 1200); do
+    [ -d "$ck" ] && break
+    kill -0 $pid 2> /dev/null || break
+    sleep 0.05
+  done
+  kill -KILL $pid 2> /dev/null
+  wait $pid 2> /dev/null
+  local done_steps
+  done_steps=$(grep -c '"step"' "$b/metrics.jsonl" 2> /dev/null)
+  log "  killed after checkpoint $NUM_AT: $done_steps steps logged$([ -d "$b/final" ] && echo ' (the run had FINISHED: no resume to test)')"
+  echo "killed with $done_steps steps logged; checkpoints: $(ls "$b/checkpoints" 2> /dev/null | tr '\n' ' ')" >> "$SD/train_killed.log"
+  run train_resume 60 "$N" train --recipe "$RECIPE" --resume "$b" "${flags[@]}"
+  cp "$b/metrics.jsonl" "$SD/metrics_resumed.jsonl" 2> /dev/null
+  run numerics 30 "$PY" scripts/gpu/gpu_issue41_report.py numerics "$FIXTURE" "$a" "$b" "$SD/numerics.json" "$NUM_AT"
+  # the same 200 steps with every step recorded as a CUDA graph (recipe key cuda_graph), then in
+  # bf16 eager and recorded: wall time of the run and losses against the eager float32 run
+  local g=$WORK/num-graph
+  run train_200_graph 60 "$N" train --recipe "$RECIPE" --run-dir "$g" --cuda-graph auto "${flags[@]}"
+  cp "$g/metrics.jsonl" "$SD/metrics_200_graph.jsonl" 2> /dev/null
+  run train_200_bf16 60 "$N" train --recipe "$RECIPE" --run-dir "$WORK/num-bf16" --dtype bf16 "${flags[@]}"
+  cp "$WORK/num-bf16/metrics.jsonl" "$SD/metrics_200_bf16.jsonl" 2> /dev/null
+  run train_200_bf16_graph 60 "$N" train --recipe "$RECIPE" --run-dir "$WORK/num-bf16-graph" --dtype bf16 --cuda-graph auto "${flags[@]}"
+  cp "$WORK/num-bf16-graph/metrics.jsonl" "$SD/metrics_200_bf16_graph.jsonl" 2> /dev/null
+  "$PY" - "$SD" << 'EOF2' | tee "$SD/graph_runs.txt"
+import json, sys, os
+sd = sys.argv[1]
+def read(n):
+    p = os.path.join(sd, n)
+    if not os.path.exists(p):
+        return None
+    rows = [json.loads(l) for l in open(p) if '"lr"' in l]
+    return rows
+base = read("metrics_200.jsonl")
+for n in ["metrics_200.jsonl", "metrics_200_graph.jsonl", "metrics_200_bf16.jsonl", "metrics_200_bf16_graph.jsonl"]:
+    r = read(n)
+    if not r:
+        print(f"{n}: missing"); continue
+    d = max(abs(a["loss"] - b["loss"]) for a, b in zip(r, base)) if base else float("nan")
+    t = r[-1]["seconds"] - r[0]["seconds"]
+    print(f"{n}: {len(r)} steps, steps 2..{len(r)}: {t:.2f} s ({t / max(len(r) - 1, 1) * 1000:.1f} ms/step), max |loss - float32 eager| {d:.2e}")
+EOF2
+}
+
+# ------------------------------------------------------------------ 7. NCCL, torchrun
+s7() {
+  local f=$SD/nccl.txt rc n
+  local flags=(--max-steps 5 --save-every 1000)
+  [ "$DRY" = 1 ] && flags=(--max-steps 2 --save-every 1000 --model "$M" --data "$D/snli_pairs_dev.tsv:pairs")
+  : > "$f"
+  for n in ${TORCHRUN_RANKS-1 2}; do
+    NCCL_DEBUG=INFO NEST_DIST_TIMEOUT_S=60 run "torchrun_$n" 90 "$PY" -m torch.distributed.run --standalone \
+      --nproc-per-node $n --no-python "$N" train --recipe "$RECIPE" --run-dir "$WORK/dist$n" "${flags[@]}"
+    rc=$?
+    {
+      echo "torchrun --nproc-per-node $n nest train: rc=$rc;" \
+        "NCCL INFO lines: $(grep -c 'NCCL INFO' "$SD/torchrun_$n.log");" \
+        "NCCL version line: $(grep -m1 -o 'NCCL version [^ ]*' "$SD/torchrun_$n.log" || echo none);" \
+        "Nest: $(grep -m1 -o 'data parallel: .*' "$SD/torchrun_$n.log" || echo 'one process (no group)');" \
+        "steps: $(grep -c '"step"' "$WORK/dist$n/metrics.jsonl" 2> /dev/null || echo 0)"
+      grep -m2 -iE "duplicate gpu|ncclInvalidUsage|nccl error|process group|rendezvous|error" "$SD/torchrun_$n.log" | cut -c1-220
+    } >> "$f"
+  done
+  echo "note: WORLD_SIZE=1 is a plain single process in Nest (crates/nest-dist/src/launch.rs): one rank joins no group, so NCCL runs only with 2+ ranks" >> "$f"
+  # Nest's own one-rank NCCL test (crates/nest-dist/tests/group.rs), if a cuda build of it was carried
+  if [ -f "$G/nest-dist-group.xz" ]; then
+    "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+      "$G/nest-dist-group.xz" /tmp/nest-dist-group && chmod +x /tmp/nest-dist-group
+    NCCL_DEBUG=INFO run nccl_unit 60 /tmp/nest-dist-group --exact nccl_one_rank_on_the_gpu --nocapture
+    echo "nest-dist nccl_one_rank_on_the_gpu: rc=$? $(grep -m1 'NCCL one-rank' "$SD/nccl_unit.log")" >> "$f"
+  fi
+  echo "(flags: ${flags[*]})" >> "$f"
+}
+
+# ------------------------------------------------------------------ 8. MPNet-shape training step
+s8() {
+  local g extra py=(--python "$PY")
+  wait_model "$MP" $((DEADLINE - $(date +%s) - 20)) || { log "  $MP not made"; return 1; }
+  for g in off on; do
+    extra=()
+    if [ $HAS_GRAPH = 1 ]; then extra=(--cuda-graph $g); elif [ $g = on ]; then continue; fi
+    mem_start "train_${MP}_g$g"
+    run "train_${MP}_g$g" 80 "$N" bench train --model "$GEN/$MP" --data "$D/snli_triplets_dev.tsv" --objectives mrl \
+      --dims 64,128,256,512,768 --dtype "$TRAIN_DTYPE" --batch-size "$MP_B" --steps "$TRAIN_STEPS" \
+      --epoch-pairs "$EPOCH_PAIRS" "${py[@]}" "${extra[@]}" --markdown "$SD/train_${MP}_g$g.md"
+    mem_stop
+    py=()
+  done
+}
+
+section 9 "host tokenisation time (what early exit cannot shorten)" s9
+section 0 "smoke: the CUDA-graph paths, briefly, no peers" s0
+section 1 "training step, MiniLM, bf16, cuda graph on/off" s1
+section 2 "early exit on the GPU, MiniLM encode" s2
+section 6 "numerics: GPU vs CPU losses, kill -9 + resume, nest train with cuda graphs" s6
+section 3 "production shapes encode (Qwen3-0.6B, EmbeddingGemma)" s3
+section 4 "nest serve vs ST server, 64 clients" s4
+section 5 "eval bf16 vs float32, cell by cell" s5
+section 7 "torchrun, NCCL" s7
+section 8 "MPNet-shape training step" s8
+[ -n "$GEN_PID" ] && kill "$GEN_PID" 2> /dev/null
+[ "$DRY" = 1 ] || nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+log "done"
+"$PY" scripts/gpu/gpu_issue41_report.py summary "$OUT" 2>&1 | cut -c1-260
+echo "total wall: $(elapsed)s (TOTAL_S=$TOTAL_S)"
