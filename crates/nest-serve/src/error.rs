@@ -128,14 +128,14 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let (status, kind, param, code) = self.parts();
-        let body = serde_json::json!({
-            "error": {
-                "message": self.to_string(),
-                "type": kind,
-                "param": param,
-                "code": code,
-            }
-        });
+        let body = crate::response::ErrorBody {
+            error: crate::response::ErrorDetail {
+                message: self.to_string(),
+                kind,
+                param,
+                code,
+            },
+        };
         crate::metrics::METRICS.errors(status.as_u16());
         let mut r = (status, axum::Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {

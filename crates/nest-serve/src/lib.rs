@@ -5,13 +5,16 @@
 //!   forms (float, base64, int8, uint8, binary, ubinary, raw bytes);
 //! - [`batcher`]: the bounded queue and token-bounded, per-layer dynamic batches;
 //! - [`engine`]: model loading in the background, trained-point checks, worker threads;
-//! - [`routes`]: the HTTP API; [`error`]: the one place errors become statuses;
+//! - [`routes`]: the route table and router; `embeddings`: `POST /v1/embeddings`;
+//!   [`response`]: the typed answer bodies and their schemas; [`error`]: the one place errors
+//!   become statuses;
 //! - [`search`]: `/v1/search` and `/v1/documents` over an index (`--index`);
 //! - [`auth`]: API keys;
 //! - [`metrics`]: Prometheus metrics. (The load and soak clients live in `nest-bench`.)
 
 pub mod auth;
 pub mod batcher;
+mod embeddings;
 pub mod encoding;
 pub mod engine;
 mod error;
@@ -19,8 +22,10 @@ mod inputs;
 pub mod metrics;
 pub mod openapi;
 pub mod request;
+pub mod response;
 pub mod routes;
 pub mod search;
+mod state;
 
 use std::sync::Arc;
 

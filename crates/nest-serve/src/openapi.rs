@@ -1,13 +1,75 @@
-//! `GET /openapi.json`: the OpenAPI 3.0 document of the server, built here from the request
-//! fields [`crate::request::FIELDS`] parses, the statuses [`crate::Error`] maps to, and the
-//! server's limits and keys, so that the document and the handlers cannot drift apart
-//! unnoticed (`schemathesis` checks every answer against it: docs/RELIABILITY.md).
+//! `GET /openapi.json`: the OpenAPI 3.0 document of the server, built here from the route table
+//! [`crate::routes::ROUTES`] (each route's [`Doc`]), the request fields [`crate::request::FIELDS`]
+//! and the search tables parse, the response structs of [`crate::response`] (each with its
+//! [`Schema`]), the statuses [`crate::Error`] maps to, and the server's limits and keys, so
+//! that the document and the handlers cannot drift apart unnoticed (`schemathesis` checks
+//! every answer against it: docs/RELIABILITY.md).
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::encoding::{EmbedDtype, Encoding};
 use crate::request::{Field, FIELDS};
-use crate::routes::{Handler, ROUTES};
+use crate::response::ErrorBody;
+use crate::routes::{Guard, ROUTES};
+
+/// A named schema of the document's `components`: its name and how to build it for a server
+/// taking at most `max_inputs` inputs per request.
+#[derive(Debug, Clone, Copy)]
+pub struct Schema {
+    pub name: &'static str,
+    pub build: fn(usize) -> Value,
+}
+
+/// A route's operation in the document (routes without one, such as the document itself and
+/// the metrics text, are left out).
+#[derive(Debug, Clone, Copy)]
+pub struct Doc {
+    pub summary: &'static str,
+    /// The JSON body it reads (its error statuses then include the body's: 400, 413, 429,
+    /// 500).
+    pub request: Option<Schema>,
+    /// What its 200 means.
+    pub ok: &'static str,
+    /// The JSON body of its 200.
+    pub response: Schema,
+    /// Whether its 200 may also be raw bytes (`application/octet-stream`).
+    pub raw: bool,
+}
+
+/// `POST /v1/embeddings`'s body, from [`FIELDS`].
+pub const EMBEDDING_REQUEST: Schema = Schema {
+    name: "EmbeddingRequest",
+    build: |max_inputs| body(&FIELDS, "input", |f| field_schema(f, max_inputs)),
+};
+
+/// `POST /v1/search`'s body, from [`crate::search::SEARCH_FIELDS`].
+pub const SEARCH_REQUEST: Schema = Schema {
+    name: "SearchRequest",
+    build: |max_inputs| {
+        body(&crate::search::SEARCH_FIELDS, "query", |f| {
+            search_field_schema(f, max_inputs)
+        })
+    },
+};
+
+/// `POST /v1/documents`'s body, from [`crate::search::DOCUMENT_FIELDS`].
+pub const DOCUMENTS_REQUEST: Schema = Schema {
+    name: "DocumentsRequest",
+    build: |max_inputs| {
+        body(&crate::search::DOCUMENT_FIELDS, "documents", |f| {
+            search_field_schema(f, max_inputs)
+        })
+    },
+};
+
+/// An object of `fields`, `required` among them.
+fn body(fields: &[Field], required: &str, schema: impl Fn(&Field) -> Value) -> Value {
+    let props: Map<String, Value> = fields
+        .iter()
+        .map(|f| (f.name.to_string(), schema(f)))
+        .collect();
+    json!({"type": "object", "required": [required], "properties": props})
+}
 
 fn field_schema(f: &Field, max_inputs: usize) -> Value {
     match f.name {
@@ -42,10 +104,37 @@ fn field_schema(f: &Field, max_inputs: usize) -> Value {
     }
 }
 
+/// The fields of `/v1/search` and `/v1/documents` (servers with `--index`).
+fn search_field_schema(f: &Field, max_inputs: usize) -> Value {
+    match f.name {
+        "query" => json!({"description": f.doc, "oneOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "minItems": 1, "maxItems": max_inputs, "items": {"type": "string", "minLength": 1}},
+        ]}),
+        "k" | "layers" | "dimensions" => {
+            json!({"type": "integer", "minimum": 1, "nullable": true, "description": f.doc})
+        }
+        "filter" => json!({"type": "object", "nullable": true, "description": f.doc}),
+        "documents" => {
+            json!({"type": "array", "minItems": 1, "maxItems": max_inputs, "description": f.doc, "items": {
+            "type": "object", "required": ["id", "text"], "properties": {
+                "id": {"type": "string", "minLength": 1},
+                "text": {"type": "string", "minLength": 1},
+                "payload": {"type": "object", "nullable": true},
+            }}})
+        }
+        _ => json!({"type": "string", "nullable": true, "description": f.doc}),
+    }
+}
+
+fn reference(s: &Schema) -> Value {
+    json!({"$ref": format!("#/components/schemas/{}", s.name)})
+}
+
 fn error_response(description: &str) -> Value {
     json!({
         "description": description,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        "content": {"application/json": {"schema": reference(&ErrorBody::SCHEMA)}}
     })
 }
 
@@ -67,59 +156,57 @@ fn errors(keyed: bool, with_body: bool) -> Vec<(&'static str, &'static str)> {
     v
 }
 
-fn responses(ok: Value, keyed: bool, with_body: bool) -> Value {
-    let mut r = serde_json::Map::new();
-    r.insert("200".into(), ok);
-    for (code, what) in errors(keyed, with_body) {
-        r.insert(code.into(), error_response(what));
-    }
-    Value::Object(r)
-}
-
-/// The document for a server that takes at most `max_inputs` inputs per request; `keyed`:
-/// whether it has API keys.
-pub fn document(max_inputs: usize, keyed: bool, search: bool) -> Value {
+/// One operation; `keyed`: whether it needs a key on this server.
+fn operation(d: &Doc, keyed: bool) -> Value {
     let security = if keyed {
         json!([{"bearer": []}])
     } else {
         json!([])
     };
-    let embed = json!({
-        "summary": "Embeddings (OpenAI's API, with Nest's `layers` and prompts)",
-        "security": security,
-        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingRequest"}}}},
-        "responses": responses(json!({"description": "the vectors: JSON, or with encoding_format bytes / bytes_only the packed rows (bytes: their layout in the `metadata` header)", "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingResponse"}},
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-        }}), keyed, true),
-    });
-    let models = json!({
-        "summary": "The served model, its trained dims and layers, and its arithmetic",
-        "security": security,
-        "responses": responses(json!({"description": "the model", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Models"}}}}), keyed, false),
-    });
-    let health = json!({
-        "summary": "200 once the model is loaded (never needs a key)",
-        "security": [],
-        "responses": {
-            "200": {"description": "ready", "content": {"application/json": {"schema": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string", "enum": ["ok"]}}}}}},
-            "408": error_response("the request took longer than --request-timeout"),
-            "503": error_response("the model is loading or failed to load"),
+    let mut content = Map::new();
+    content.insert(
+        "application/json".into(),
+        json!({"schema": reference(&d.response)}),
+    );
+    if d.raw {
+        content.insert(
+            "application/octet-stream".into(),
+            json!({"schema": {"type": "string", "format": "binary"}}),
+        );
+    }
+    let mut responses = Map::new();
+    responses.insert(
+        "200".into(),
+        json!({"description": d.ok, "content": content}),
+    );
+    for (code, what) in errors(keyed, d.request.is_some()) {
+        responses.insert(code.into(), error_response(what));
+    }
+    let mut op = json!({"summary": d.summary, "security": security, "responses": responses});
+    if let Some(r) = &d.request {
+        op["requestBody"] =
+            json!({"required": true, "content": {"application/json": {"schema": reference(r)}}});
+    }
+    op
+}
+
+/// The document for a server that takes at most `max_inputs` inputs per request; `keyed`:
+/// whether it has API keys; `search`: whether it has an index (`/v1/search`, `/v1/documents`).
+pub fn document(max_inputs: usize, keyed: bool, search: bool) -> Value {
+    let mut paths = Map::new();
+    let mut schemas = Map::new();
+    let mut add = |s: &Schema| {
+        if !schemas.contains_key(s.name) {
+            schemas.insert(s.name.to_string(), (s.build)(max_inputs));
         }
-    });
-    let (find, add) = search_ops(&security, max_inputs, keyed);
-    // every route of the table the server has, but the document itself and the metrics text
-    let mut paths = serde_json::Map::new();
+    };
+    add(&ErrorBody::SCHEMA);
     for r in ROUTES.iter().filter(|r| !r.needs_index || search) {
-        let op = match r.handler {
-            Handler::Embeddings => &embed,
-            Handler::Models => &models,
-            Handler::Health => &health,
-            Handler::Search => &find,
-            Handler::Documents => &add,
-            Handler::OpenApi | Handler::Metrics => continue,
-        };
+        let Some(d) = &r.doc else { continue };
+        d.request.iter().for_each(&mut add);
+        add(&d.response);
         let method = if r.post { "post" } else { "get" };
+        let op = operation(d, keyed && r.guard != Guard::Open);
         paths.insert(r.path.to_string(), json!({ method: op }));
     }
     json!({
@@ -128,143 +215,76 @@ pub fn document(max_inputs: usize, keyed: bool, search: bool) -> Value {
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": schemas(max_inputs),
+            "schemas": schemas,
         }
     })
 }
 
-/// The operations of `/v1/search` and `/v1/documents` (servers with `--index`), from the
-/// fields they read.
-fn search_ops(security: &Value, max_inputs: usize, keyed: bool) -> (Value, Value) {
-    use crate::search::{DOCUMENT_FIELDS, SEARCH_FIELDS};
-    let schema = |f: &Field| match f.name {
-        "query" => json!({"description": f.doc, "oneOf": [
-            {"type": "string", "minLength": 1},
-            {"type": "array", "minItems": 1, "maxItems": max_inputs, "items": {"type": "string", "minLength": 1}},
-        ]}),
-        "k" | "layers" | "dimensions" => {
-            json!({"type": "integer", "minimum": 1, "nullable": true, "description": f.doc})
-        }
-        "filter" => json!({"type": "object", "nullable": true, "description": f.doc}),
-        "documents" => {
-            json!({"type": "array", "minItems": 1, "maxItems": max_inputs, "description": f.doc, "items": {
-            "type": "object", "required": ["id", "text"], "properties": {
-                "id": {"type": "string", "minLength": 1},
-                "text": {"type": "string", "minLength": 1},
-                "payload": {"type": "object", "nullable": true},
-            }}})
-        }
-        _ => json!({"type": "string", "nullable": true, "description": f.doc}),
-    };
-    let body = |fields: &[Field], required: &str| {
-        let props: serde_json::Map<String, Value> = fields
-            .iter()
-            .map(|f| (f.name.to_string(), schema(f)))
-            .collect();
-        json!({"type": "object", "required": [required], "properties": props})
-    };
-    let hit = json!({"type": "object", "required": ["id", "score"], "properties": {
-        "id": {"type": "string"}, "score": {"type": "number"}, "payload": {"type": "object"},
-    }});
-    let found = json!({"type": "object", "required": ["object", "funnel", "data"], "properties": {
-        "object": {"type": "string", "enum": ["list"]},
-        "funnel": {"type": "string"},
-        "data": {"type": "array", "items": {"type": "object", "required": ["index", "hits"], "properties": {
-            "object": {"type": "string"}, "index": {"type": "integer"}, "query": {"type": "string"},
-            "hits": {"type": "array", "items": hit},
-        }}},
-    }});
-    let added = json!({"type": "object", "required": ["added", "existing", "count"], "properties": {
-        "object": {"type": "string"},
-        "added": {"type": "array", "items": {"type": "string"}},
-        "existing": {"type": "array", "items": {"type": "string"}},
-        "count": {"type": "integer", "minimum": 0},
-    }});
-    let op = |summary: &str, req: Value, ok: Value| {
-        json!({
-            "summary": summary,
-            "security": security,
-            "requestBody": {"required": true, "content": {"application/json": {"schema": req}}},
-            "responses": responses(json!({"description": "ok", "content": {"application/json": {"schema": ok}}}), keyed, true),
-        })
-    };
-    (
-        op(
-            "Search the index (--index): queries embedded at its point, a funnel, payload filters",
-            body(&SEARCH_FIELDS, "query"),
-            found,
-        ),
-        op(
-            "Add documents to the index durably (acknowledged once fsynced); ids already present are skipped",
-            body(&DOCUMENT_FIELDS, "documents"),
-            added,
-        ),
-    )
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The request, response, model list and error bodies.
-fn schemas(max_inputs: usize) -> Value {
-    let props: serde_json::Map<String, Value> = FIELDS
-        .iter()
-        .map(|f| (f.name.to_string(), field_schema(f, max_inputs)))
-        .collect();
-    let vector = json!({"oneOf": [
-        {"type": "array", "items": {"type": "number"}, "description": "float, or int8 / uint8 codes, or binary / ubinary packed bytes"},
-        {"type": "string", "description": "base64 of the packed row (embed_dtype; little-endian float32 by default)"},
-    ]});
-    json!({
-        "EmbeddingRequest": {"type": "object", "required": ["input"], "properties": props},
-        "EmbeddingResponse": {
-            "type": "object",
-            "required": ["object", "data", "model", "usage"],
-            "properties": {
-                "object": {"type": "string", "enum": ["list"]},
-                "data": {"type": "array", "items": {
-                    "type": "object",
-                    "required": ["object", "index"],
-                    "properties": {
-                        "object": {"type": "string", "enum": ["embedding"]},
-                        "index": {"type": "integer", "minimum": 0},
-                        "embedding": vector,
-                        "embeddings": {"type": "object", "description": "with embedding_types: one vector per type name", "additionalProperties": vector},
-                        "scale": {"type": "number", "description": "int8 / uint8: the codes' scale (x ~ code * scale; uint8: (code - 128) * scale)"},
-                    }
-                }},
-                "model": {"type": "string"},
-                "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"], "properties": {
-                    "prompt_tokens": {"type": "integer", "minimum": 0},
-                    "total_tokens": {"type": "integer", "minimum": 0},
-                }},
-            }
-        },
-        "Models": {
-            "type": "object",
-            "required": ["object", "data"],
-            "properties": {
-                "object": {"type": "string", "enum": ["list"]},
-                "data": {"type": "array", "items": {"type": "object", "required": ["id", "object"], "properties": {
-                    "id": {"type": "string"},
-                    "object": {"type": "string", "enum": ["model"]},
-                    "dimensions": {"type": "array", "items": {"type": "integer"}},
-                    "layers": {"type": "array", "items": {"type": "integer"}},
-                    "dtype": {"type": "string"},
-                    "encodings": {"type": "array", "items": {"type": "string"}},
-                }}},
-            }
-        },
-        "Error": {
-            "type": "object",
-            "required": ["error"],
-            "properties": {"error": {
-                "type": "object",
-                "required": ["message", "type", "code"],
-                "properties": {
-                    "message": {"type": "string"},
-                    "type": {"type": "string"},
-                    "param": {"type": "string", "nullable": true},
-                    "code": {"type": "string"},
+    /// Every `$ref` under `v`.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(r)) = o.get("$ref") {
+                    out.push(r.clone());
                 }
-            }}
-        },
-    })
+                o.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_document_has_every_documented_route_of_the_table_and_nothing_else() {
+        for (keyed, search) in [(false, false), (true, false), (true, true)] {
+            let doc = document(4, keyed, search);
+            let paths = doc["paths"].as_object().unwrap();
+            for r in &ROUTES {
+                let there = r.doc.is_some() && (search || !r.needs_index);
+                let method = if r.post { "post" } else { "get" };
+                assert_eq!(paths.contains_key(r.path), there, "{}", r.path);
+                if there {
+                    let op = &paths[r.path][method];
+                    let open = r.guard == Guard::Open || !keyed;
+                    assert_eq!(op["security"] == json!([]), open, "{}", r.path);
+                    assert_eq!(op["responses"]["401"].is_object(), !open, "{}", r.path);
+                    let body = r.doc.unwrap().request.is_some();
+                    assert_eq!(op["requestBody"].is_object(), body, "{}", r.path);
+                    assert_eq!(op["responses"]["400"].is_object(), body, "{}", r.path);
+                }
+            }
+            assert_eq!(paths.len(), if search { 7 } else { 5 });
+            let mut all = Vec::new();
+            refs(&doc, &mut all);
+            let schemas = doc["components"]["schemas"].as_object().unwrap();
+            for r in &all {
+                let name = r.strip_prefix("#/components/schemas/").unwrap();
+                assert!(schemas.contains_key(name), "{r}");
+            }
+            assert_eq!(schemas.contains_key("SearchRequest"), search);
+        }
+    }
+
+    #[test]
+    fn the_limits_reach_the_request_schemas() {
+        let doc = document(7, false, true);
+        let s = &doc["components"]["schemas"];
+        assert_eq!(
+            s["EmbeddingRequest"]["properties"]["input"]["oneOf"][1]["maxItems"],
+            7
+        );
+        assert_eq!(
+            s["SearchRequest"]["properties"]["query"]["oneOf"][1]["maxItems"],
+            7
+        );
+        assert_eq!(
+            s["DocumentsRequest"]["properties"]["documents"]["maxItems"],
+            7
+        );
+        assert_eq!(s["DocumentsRequest"]["required"], json!(["documents"]));
+    }
 }

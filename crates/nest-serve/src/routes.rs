@@ -1,23 +1,27 @@
-//! HTTP routes: `POST /v1/embeddings` (and `/embeddings`), `GET /health`, `GET /v1/models`,
-//! `GET /metrics`, `GET /openapi.json`.
+//! HTTP routes: the one route table [`ROUTES`] (path, method, guard, whether it needs
+//! `--index`, handler and OpenAPI operation) that routing ([`router`]), the API-key check
+//! (`auth`) and the OpenAPI document (`openapi`) all read, and the small handlers: `GET /health`,
+//! `GET /v1/models`, `GET /metrics`, `GET /openapi.json`. Embeddings are answered in
+//! `embeddings`, search in `search`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{json, Value};
 
-use crate::encoding::{self, EmbedDtype, Endianness, Output};
 use crate::engine::Engine;
 pub(crate) use crate::inputs::run_inputs;
 use crate::metrics::METRICS;
-use crate::request;
-use crate::{Error, Result};
+use crate::openapi::{self, Doc};
+use crate::response::{self as resp, Health, ModelList};
+pub use crate::state::{AppState, Limits};
+use crate::{encoding, Error, Result};
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,77 +34,133 @@ pub enum Guard {
     Key,
 }
 
-/// What answers a route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handler {
-    OpenApi,
-    Embeddings,
-    Health,
-    Models,
-    Metrics,
-    Search,
-    Documents,
-}
+/// A handler's answer to come.
+pub type Answer = Pin<Box<dyn Future<Output = Response> + Send>>;
 
-/// One route: its path, method, guard, whether it needs `--index`, and its handler.
+/// What answers a route: the server's state and the request (a `GET` handler leaves its body
+/// unread).
+pub type Handle = fn(AppState, Request) -> Answer;
+
+/// One route: its path, method, guard, whether it needs `--index`, its handler and its
+/// operation in the OpenAPI document (none: left out of it).
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
     pub path: &'static str,
     pub post: bool,
     pub guard: Guard,
     pub needs_index: bool,
-    pub handler: Handler,
+    pub handler: Handle,
+    pub doc: Option<Doc>,
 }
 
-const fn route(path: &'static str, post: bool, guard: Guard, handler: Handler) -> Route {
-    let needs_index = matches!(handler, Handler::Search | Handler::Documents);
-    Route {
-        path,
-        post,
-        guard,
-        needs_index,
-        handler,
+impl Route {
+    const fn new(path: &'static str, post: bool, guard: Guard, handler: Handle) -> Route {
+        Route {
+            path,
+            post,
+            guard,
+            needs_index: false,
+            handler,
+            doc: None,
+        }
     }
-}
 
-/// Every route: the one table that routing ([`router`]), the key check (`auth`) and the OpenAPI
-/// document (`openapi`) read.
-pub const ROUTES: [Route; 9] = [
-    route("/openapi.json", false, Guard::Open, Handler::OpenApi),
-    route("/v1/embeddings", true, Guard::Key, Handler::Embeddings),
-    route("/embeddings", true, Guard::Key, Handler::Embeddings),
-    route("/health", false, Guard::Open, Handler::Health),
-    route("/v1/models", false, Guard::Key, Handler::Models),
-    route("/models", false, Guard::Key, Handler::Models),
-    route("/metrics", false, Guard::Metrics, Handler::Metrics),
-    route("/v1/search", true, Guard::Key, Handler::Search),
-    route("/v1/documents", true, Guard::Key, Handler::Documents),
-];
+    /// A `GET` route.
+    pub const fn get(path: &'static str, guard: Guard, handler: Handle) -> Route {
+        Route::new(path, false, guard, handler)
+    }
 
-/// Per-request limits (`413` beyond them, `408` past the timeout) and who may call from a
-/// browser.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub max_inputs: usize,
-    pub max_tokens: usize,
-    pub max_body_bytes: usize,
-    /// The longest a request may take, reading its body included (a slow client is cut off).
-    pub request_timeout: std::time::Duration,
-    /// Origins allowed cross-origin (CORS); empty = no CORS headers, `*` = any origin.
-    pub cors_origins: Vec<String>,
-}
+    /// A `POST` route.
+    pub const fn post(path: &'static str, guard: Guard, handler: Handle) -> Route {
+        Route::new(path, true, guard, handler)
+    }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_inputs: 32,
-            max_tokens: 16384,
-            max_body_bytes: 2 * 1024 * 1024,
-            request_timeout: std::time::Duration::from_secs(60),
-            cors_origins: Vec::new(),
+    /// Documented in `/openapi.json` as `doc`.
+    pub const fn doc(self, doc: Doc) -> Route {
+        Route {
+            doc: Some(doc),
+            ..self
+        }
+    }
+
+    /// There only on servers with `--index`.
+    pub const fn with_index(self) -> Route {
+        Route {
+            needs_index: true,
+            ..self
         }
     }
 }
+
+const EMBEDDINGS: Doc = Doc {
+    summary: "Embeddings (OpenAI's API, with Nest's `layers` and prompts)",
+    request: Some(openapi::EMBEDDING_REQUEST),
+    ok: "the vectors: JSON, or with encoding_format bytes / bytes_only the packed rows (bytes: their layout in the `metadata` header)",
+    response: resp::EmbeddingList::SCHEMA,
+    raw: true,
+};
+
+const MODELS: Doc = Doc {
+    summary: "The served model, its trained dims and layers, and its arithmetic",
+    request: None,
+    ok: "the model",
+    response: ModelList::SCHEMA,
+    raw: false,
+};
+
+const HEALTH: Doc = Doc {
+    summary: "200 once the model is loaded (never needs a key)",
+    request: None,
+    ok: "ready",
+    response: Health::SCHEMA,
+    raw: false,
+};
+
+const SEARCH: Doc = Doc {
+    summary: "Search the index (--index): queries embedded at its point, a funnel, payload filters",
+    request: Some(openapi::SEARCH_REQUEST),
+    ok: "ok",
+    response: resp::SearchList::SCHEMA,
+    raw: false,
+};
+
+const DOCUMENTS: Doc = Doc {
+    summary: "Add documents to the index durably (acknowledged once fsynced); ids already present are skipped",
+    request: Some(openapi::DOCUMENTS_REQUEST),
+    ok: "ok",
+    response: resp::Added::SCHEMA,
+    raw: false,
+};
+
+/// Every route: the one table that routing ([`router`]), the key check (`auth`) and the OpenAPI
+/// document (`openapi`) read. An endpoint is one row here and its handler.
+pub const ROUTES: [Route; 9] = [
+    Route::get("/openapi.json", Guard::Open, |s, r| {
+        Box::pin(openapi_json(s, r))
+    }),
+    Route::post("/v1/embeddings", Guard::Key, |s, r| {
+        Box::pin(crate::embeddings::embeddings(s, r))
+    })
+    .doc(EMBEDDINGS),
+    Route::post("/embeddings", Guard::Key, |s, r| {
+        Box::pin(crate::embeddings::embeddings(s, r))
+    })
+    .doc(EMBEDDINGS),
+    Route::get("/health", Guard::Open, |s, r| Box::pin(health(s, r))).doc(HEALTH),
+    Route::get("/v1/models", Guard::Key, |s, r| Box::pin(models(s, r))).doc(MODELS),
+    Route::get("/models", Guard::Key, |s, r| Box::pin(models(s, r))).doc(MODELS),
+    Route::get("/metrics", Guard::Metrics, |s, r| Box::pin(metrics(s, r))),
+    Route::post("/v1/search", Guard::Key, |s, r| {
+        Box::pin(crate::search::search(s, r))
+    })
+    .with_index()
+    .doc(SEARCH),
+    Route::post("/v1/documents", Guard::Key, |s, r| {
+        Box::pin(crate::search::documents(s, r))
+    })
+    .with_index()
+    .doc(DOCUMENTS),
+];
 
 /// The CORS layer of `origins` (`*` = any); `None` when there are none.
 fn cors(origins: &[String]) -> Result<Option<tower_http::cors::CorsLayer>> {
@@ -141,41 +201,6 @@ async fn deadline(
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct AppState {
-    /// Every served model; a request's `model` picks one, the first when it names none.
-    pub engines: Arc<Vec<Arc<Engine>>>,
-    pub limits: Limits,
-    pub access: Arc<crate::auth::Access>,
-    /// The index of `/v1/search` and `/v1/documents` (`--index`), when there is one.
-    pub search: Option<Arc<crate::search::Searcher>>,
-}
-
-impl AppState {
-    /// The engine a request names (`model`: a served name), the first when it names none.
-    pub fn engine(&self, name: Option<&str>) -> Result<&Arc<Engine>> {
-        let first = &self.engines[0];
-        match name {
-            None | Some("") => Ok(first),
-            Some(n) => self
-                .engines
-                .iter()
-                .find(|e| e.config.served_name == n)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = self
-                        .engines
-                        .iter()
-                        .map(|e| e.config.served_name.as_str())
-                        .collect();
-                    Error::bad(
-                        Some("model"),
-                        format!("model '{n}' is not served here; this server serves {names:?}"),
-                    )
-                }),
-        }
-    }
-}
-
 /// The router, with the body limit applied (axum's own limit answers 413 before parsing), the
 /// API-key check (401 before the body is read), the request deadline and, outermost, CORS
 /// when asked for (so that preflights and errors carry its headers).
@@ -184,39 +209,14 @@ pub fn router(state: AppState) -> Result<Router> {
     let timeout = state.limits.request_timeout;
     let cors = cors(&state.limits.cors_origins)?;
     let access = Arc::clone(&state.access);
-    let doc = Arc::new(crate::openapi::document(
-        state.limits.max_inputs,
-        !state.access.is_open(),
-        state.search.is_some(),
-    ));
     let mut app = Router::new();
     for r in ROUTES
         .iter()
         .filter(|r| !r.needs_index || state.search.is_some())
     {
-        let method = match r.handler {
-            Handler::OpenApi => {
-                let doc = Arc::clone(&doc);
-                get(move || {
-                    let doc = Arc::clone(&doc);
-                    async move { Json((*doc).clone()) }
-                })
-            }
-            Handler::Embeddings => post(embeddings),
-            Handler::Health => get(health),
-            Handler::Models => get(models),
-            Handler::Metrics => get(metrics),
-            Handler::Search => post(crate::search::search),
-            Handler::Documents => post(crate::search::documents),
-        };
-        debug_assert_eq!(
-            r.post,
-            matches!(
-                r.handler,
-                Handler::Embeddings | Handler::Search | Handler::Documents
-            )
-        );
-        app = app.route(r.path, method);
+        let h = r.handler;
+        let f = move |State(s): State<AppState>, req: Request| h(s, req);
+        app = app.route(r.path, if r.post { post(f) } else { get(f) });
     }
     let app = app
         .fallback(no_route)
@@ -261,44 +261,49 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Respo
     .into_response()
 }
 
-async fn health(State(s): State<AppState>) -> Response {
+async fn openapi_json(s: AppState, _: Request) -> Response {
+    let doc = openapi::document(s.limits.max_inputs, !s.access.is_open(), s.search.is_some());
+    Json(doc).into_response()
+}
+
+async fn health(s: AppState, _: Request) -> Response {
     match s.engines.iter().try_for_each(|e| e.info().map(|_| ())) {
-        Ok(()) => (StatusCode::OK, Json(json!({"status": "ok"}))).into_response(),
+        Ok(()) => (StatusCode::OK, Json(Health::OK)).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-async fn models(State(s): State<AppState>) -> Result<Json<serde_json::Value>> {
-    let data = s
-        .engines
+async fn models(s: AppState, _: Request) -> Response {
+    s.engines
         .iter()
         .map(|e| model_entry(e))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Json(json!({"object": "list", "data": data})))
+        .collect::<Result<Vec<_>>>()
+        .map(|data| Json(ModelList::new(data)))
+        .into_response()
 }
 
 /// One `/v1/models` entry: the served name, its trained dims and layers, its arithmetic and
 /// the encodings it returns.
-fn model_entry(e: &Engine) -> Result<Value> {
+fn model_entry(e: &Engine) -> Result<resp::Model> {
     let info = e.info()?;
-    Ok(json!({
-        "id": e.config.served_name,
-        "object": "model",
-        "created": 0,
-        "owned_by": "nest",
-        "dimensions": info.offer.dims(),
-        "layers": info.offer.layers(),
-        "max_dimensions": info.offer.width(),
-        "max_layers": info.offer.num_layers(),
-        "allow_any_point": e.config.allow_any_point,
-        "adaptor": e.config.adaptor.as_ref().map(|p| p.display().to_string()),
-        "dtype": info.dtype.dtype.name(),
-        "dtype_reason": info.dtype.reason,
-        "encodings": encoding::Encoding::names(),
-    }))
+    Ok(resp::Model {
+        id: e.config.served_name.clone(),
+        object: "model",
+        created: 0,
+        owned_by: "nest",
+        dimensions: info.offer.dims().to_vec(),
+        layers: info.offer.layers().to_vec(),
+        max_dimensions: info.offer.width(),
+        max_layers: info.offer.num_layers(),
+        allow_any_point: e.config.allow_any_point,
+        adaptor: e.config.adaptor.as_ref().map(|p| p.display().to_string()),
+        dtype: info.dtype.dtype.name(),
+        dtype_reason: info.dtype.reason.clone(),
+        encodings: encoding::Encoding::names(),
+    })
 }
 
-async fn metrics(State(s): State<AppState>) -> Response {
+async fn metrics(s: AppState, _: Request) -> Response {
     let depth: usize = s.engines.iter().map(|e| e.queue.depth()).sum();
     METRICS.queue_depth.set(depth as i64);
     (
@@ -308,30 +313,20 @@ async fn metrics(State(s): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn embeddings(
-    State(s): State<AppState>,
-    body: std::result::Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Response {
-    let t0 = Instant::now();
-    let resp = answer(body_bytes(&s, body), |b| async move { embed(&s, &b).await }).await;
-    METRICS.latency.observe(t0.elapsed().as_secs_f64());
-    resp
-}
-
-/// The body, or the error a rejected one gets (413 past the byte limit, else 400).
-pub(crate) fn body_bytes(
-    s: &AppState,
-    body: std::result::Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Result<Bytes> {
-    body.map_err(|rej| match rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        true => Error::too_large(
-            None,
-            format!(
-                "the body is over the {}-byte limit",
-                s.limits.max_body_bytes
+/// The body of a request, or the error a rejected one gets (413 past the byte limit, else
+/// 400).
+pub(crate) async fn read_body(s: &AppState, req: Request) -> Result<Bytes> {
+    Bytes::from_request(req, &()).await.map_err(|rej| {
+        match rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            true => Error::too_large(
+                None,
+                format!(
+                    "the body is over the {}-byte limit",
+                    s.limits.max_body_bytes
+                ),
             ),
-        ),
-        false => Error::bad(None, rej.body_text()),
+            false => Error::bad(None, rej.body_text()),
+        }
     })
 }
 
@@ -366,102 +361,4 @@ pub(crate) fn check_count(s: &AppState, n: usize, param: &'static str) -> Result
         ));
     }
     Ok(())
-}
-
-async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
-    let req = request::parse(body)?;
-    let engine = s.engine(req.model.as_deref())?;
-    let info = engine.info()?;
-    check_count(s, req.inputs.len(), "input")?;
-    let point = info.point(req.dimensions, req.layers, engine.config.allow_any_point)?;
-    let (prompt, skip) = info.prompt(req.prompt_name.as_deref(), req.prompt.as_deref())?;
-    let (vectors, tokens) = run_inputs(
-        s,
-        engine,
-        req.inputs,
-        (point.layer, point.dim),
-        prompt,
-        skip,
-    )
-    .await?;
-    let name = &engine.config.served_name;
-    Ok(match req.output {
-        Output::Raw {
-            dtype,
-            order,
-            header,
-        } => raw_response(&vectors, (dtype, order, header), name, tokens),
-        output => Json(json_response(&vectors, &output, name, tokens)).into_response(),
-    })
-}
-
-/// OpenAI's body (`embedding`: one form) or, for several forms, each item's `embeddings`
-/// keyed by name (Cohere's `embedding_types`); `scale` beside int8 and uint8 codes.
-fn json_response(vectors: &[Vec<f32>], output: &Output, model: &str, tokens: usize) -> Value {
-    let encodings = output.encodings();
-    let data: Vec<Value> = vectors
-        .iter()
-        .enumerate()
-        .map(|(index, v)| {
-            let mut item = json!({"object": "embedding", "index": index});
-            if let Output::Packed(dtype, order) = output {
-                let (b64, scale) = encoding::packed(v, *dtype, *order);
-                item["embedding"] = json!(b64);
-                if let Some(s) = scale {
-                    item["scale"] = json!(s);
-                }
-                return item;
-            }
-            let e = encoding::encode(v, &encodings);
-            match output {
-                Output::One(_) => item["embedding"] = e.values[0].1.clone(),
-                _ => {
-                    let map: serde_json::Map<String, Value> = e
-                        .values
-                        .into_iter()
-                        .map(|(k, v)| (k.name().to_string(), v))
-                        .collect();
-                    item["embeddings"] = Value::Object(map);
-                }
-            }
-            if let Some(scale) = e.scale {
-                item["scale"] = json!(scale);
-            }
-            item
-        })
-        .collect();
-    json!({
-        "object": "list",
-        "data": data,
-        "model": model,
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    })
-}
-
-/// A raw body of packed rows; with `header`, vLLM's `metadata` header (JSON: `model`,
-/// `data` of `index`, `embed_dtype`, `endianness`, `start`, `end`, `shape` and Nest's `scale`,
-/// `usage`).
-fn raw_response(
-    vectors: &[Vec<f32>],
-    (dtype, order, header): (EmbedDtype, Endianness, bool),
-    model: &str,
-    tokens: usize,
-) -> Response {
-    let (body, items) = encoding::raw(vectors, dtype, order);
-    let mut r = body.into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        axum::http::HeaderValue::from_static("application/octet-stream"),
-    );
-    if header {
-        let meta = json!({
-            "object": "list", "model": model, "data": items,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        });
-        if let Ok(v) = axum::http::HeaderValue::from_str(&meta.to_string()) {
-            h.insert("metadata", v);
-        }
-    }
-    r
 }

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use nest_index::collection::NewRow;
-use nest_index::{Collection, Filter, Funnel};
-use serde_json::{json, Value};
+use nest_index::{Collection, Funnel};
+use serde_json::Value;
 
-use crate::request::{self, Field};
+use crate::response::{Added, Hit, QueryHits, SearchList};
 use crate::{Error, Result};
 
 /// An index the server searches, and the point its vectors were embedded at.
@@ -99,162 +99,13 @@ impl Searcher {
     }
 }
 
-/// Every field `POST /v1/search` reads (the OpenAPI document's source).
-pub const SEARCH_FIELDS: [Field; 9] = [
-    Field { name: "query", doc: "a string or an array of strings" },
-    Field { name: "k", doc: "hits per query (default 10)" },
-    Field { name: "funnel", doc: "stages such as binary:384@1000>float32:384 (default: exact float32 at the index's full dim)" },
-    Field { name: "filter", doc: "payload equality: {\"key\": value} or {\"key\": {\"$in\": [a, b]}}; every key must match" },
-    Field { name: "model", doc: "the served model's name (optional)" },
-    Field { name: "layers", doc: "must be the index's layer when given" },
-    Field { name: "dimensions", doc: "must be the index's full dim when given (the funnel picks dims)" },
-    Field { name: "prompt_name", doc: "a prompt the model names, e.g. query" },
-    Field { name: "prompt", doc: "a prompt text prepended to every query" },
-];
-
-/// Every field `POST /v1/documents` reads.
-pub const DOCUMENT_FIELDS: [Field; 3] = [
-    Field {
-        name: "documents",
-        doc: "an array of {\"id\": string, \"text\": string, \"payload\": object (optional)}",
-    },
-    Field {
-        name: "model",
-        doc: "the served model's name (optional)",
-    },
-    Field {
-        name: "prompt_name",
-        doc: "a prompt the model names, e.g. document",
-    },
-];
-
-/// A parsed `POST /v1/search` body.
-#[derive(Debug, Clone)]
-pub struct SearchRequest {
-    pub queries: Vec<String>,
-    pub k: usize,
-    pub funnel: Option<Funnel>,
-    pub filter: Option<Filter>,
-    pub model: Option<String>,
-    pub layers: Option<usize>,
-    pub dimensions: Option<usize>,
-    pub prompt_name: Option<String>,
-    pub prompt: Option<String>,
-}
-
-fn object(body: &[u8]) -> Result<serde_json::Map<String, Value>> {
-    match serde_json::from_slice(body) {
-        Ok(Value::Object(o)) => Ok(o),
-        Ok(_) => Err(Error::bad(None, "the body must be a JSON object")),
-        Err(e) => Err(Error::bad(None, format!("the body is not valid JSON: {e}"))),
-    }
-}
-
-fn strings(v: &Value, param: &'static str) -> Result<Vec<String>> {
-    let bad = |m: String| Error::bad(Some(param), m);
-    match v {
-        Value::String(s) if !s.is_empty() => Ok(vec![s.clone()]),
-        Value::Array(a) if !a.is_empty() => a
-            .iter()
-            .enumerate()
-            .map(|(i, x)| match x {
-                Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                other => Err(bad(format!(
-                    "{param}[{i}] must be a non-empty string, got {other}"
-                ))),
-            })
-            .collect(),
-        Value::Null => Err(bad(format!("'{param}' is required"))),
-        other => Err(bad(format!(
-            "'{param}' must be a non-empty string or array of strings, got {other}"
-        ))),
-    }
-}
-
-/// Parses a search body.
-pub fn parse_search(body: &[u8]) -> Result<SearchRequest> {
-    let o = object(body)?;
-    let get = |k: &str| o.get(k).unwrap_or(&Value::Null);
-    let funnel = match get("funnel") {
-        Value::Null => None,
-        Value::String(s) => {
-            Some(Funnel::parse(s).map_err(|e| Error::bad(Some("funnel"), e.to_string()))?)
-        }
-        other => {
-            return Err(Error::bad(
-                Some("funnel"),
-                format!("'funnel' must be a string, got {other}"),
-            ))
-        }
-    };
-    let filter = match get("filter") {
-        Value::Null => None,
-        f => Some(Filter::parse(f).map_err(|e| Error::bad(Some("filter"), e.to_string()))?),
-    };
-    Ok(SearchRequest {
-        queries: strings(get("query"), "query")?,
-        k: request::positive(get("k"), "k")?.unwrap_or(10),
-        funnel,
-        filter,
-        model: request::string(get("model"), "model")?,
-        layers: request::positive(get("layers"), "layers")?,
-        dimensions: request::positive(get("dimensions"), "dimensions")?,
-        prompt_name: request::string(get("prompt_name"), "prompt_name")?,
-        prompt: request::string(get("prompt"), "prompt")?,
-    })
-}
-
-/// A parsed `POST /v1/documents` body.
-#[derive(Debug, Clone)]
-pub struct DocumentsRequest {
-    /// (id, text, payload)
-    pub documents: Vec<(String, String, Option<Value>)>,
-    pub model: Option<String>,
-    pub prompt_name: Option<String>,
-}
-
-pub fn parse_documents(body: &[u8]) -> Result<DocumentsRequest> {
-    let o = object(body)?;
-    let bad = |m: String| Error::bad(Some("documents"), m);
-    let docs = match o.get("documents") {
-        Some(Value::Array(a)) if !a.is_empty() => a,
-        Some(other) => {
-            return Err(bad(format!(
-                "'documents' must be a non-empty array, got {other}"
-            )))
-        }
-        None => return Err(bad("'documents' is required".into())),
-    };
-    let documents = docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let field = |k: &str| d.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-            let id = field("id")
-                .ok_or_else(|| bad(format!("documents[{i}].id must be a non-empty string")))?;
-            let text = field("text")
-                .ok_or_else(|| bad(format!("documents[{i}].text must be a non-empty string")))?;
-            let payload = match d.get("payload") {
-                None | Some(Value::Null) => None,
-                Some(p @ Value::Object(_)) => Some(p.clone()),
-                Some(other) => {
-                    return Err(bad(format!(
-                        "documents[{i}].payload must be an object, got {other}"
-                    )))
-                }
-            };
-            Ok((id.to_string(), text.to_string(), payload))
-        })
-        .collect::<Result<_>>()?;
-    Ok(DocumentsRequest {
-        documents,
-        model: request::string(o.get("model").unwrap_or(&Value::Null), "model")?,
-        prompt_name: request::string(o.get("prompt_name").unwrap_or(&Value::Null), "prompt_name")?,
-    })
-}
+mod request;
+pub use request::{
+    parse_documents, parse_search, DocumentsRequest, SearchRequest, DOCUMENT_FIELDS, SEARCH_FIELDS,
+};
 
 /// Runs a parsed search over embedded queries (blocking: call off the async threads).
-pub fn run_search(s: &Searcher, req: &SearchRequest, queries: &[Vec<f32>]) -> Result<Value> {
+pub fn run_search(s: &Searcher, req: &SearchRequest, queries: &[Vec<f32>]) -> Result<SearchList> {
     let index = s.collection.index();
     let funnel = req
         .funnel
@@ -266,24 +117,28 @@ pub fn run_search(s: &Searcher, req: &SearchRequest, queries: &[Vec<f32>]) -> Re
         .collection
         .search(queries, &funnel, req.k, req.filter.as_ref())
         .map_err(bad)?;
-    let data: Vec<Value> = hits
+    let data = hits
         .into_iter()
         .enumerate()
-        .map(|(i, h)| {
-            let hits: Vec<Value> = h
+        .map(|(i, h)| QueryHits {
+            object: "search_result",
+            index: i,
+            query: req.queries[i].clone(),
+            hits: h
                 .into_iter()
-                .map(|f| {
-                    let mut v = json!({"id": f.id, "score": f.score});
-                    if let Some(p) = f.payload {
-                        v["payload"] = p;
-                    }
-                    v
+                .map(|f| Hit {
+                    id: f.id,
+                    score: f64::from(f.score),
+                    payload: f.payload,
                 })
-                .collect();
-            json!({"object": "search_result", "index": i, "query": req.queries[i], "hits": hits})
+                .collect(),
         })
         .collect();
-    Ok(json!({"object": "list", "funnel": funnel.to_string(), "data": data}))
+    Ok(SearchList {
+        object: "list",
+        funnel: funnel.to_string(),
+        data,
+    })
 }
 
 /// Adds embedded documents (blocking: call off the async threads).
@@ -291,7 +146,7 @@ pub fn run_add(
     s: &Arc<Searcher>,
     docs: Vec<(String, String, Option<Value>)>,
     vectors: Vec<Vec<f32>>,
-) -> Result<Value> {
+) -> Result<Added> {
     let rows = docs
         .into_iter()
         .zip(vectors)
@@ -305,20 +160,20 @@ pub fn run_add(
         .collection
         .add(rows)
         .map_err(|e| Error::Internal(format!("{}: {e}", s.dir.display())))?;
-    Ok(
-        json!({"object": "documents", "added": r.added, "existing": r.existing, "count": s.collection.len()}),
-    )
+    Ok(Added {
+        object: "documents",
+        added: r.added,
+        existing: r.existing,
+        count: s.collection.len(),
+    })
 }
 
-use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use crate::request::Inputs;
-use crate::routes::{answer, body_bytes, check_count, run_inputs, AppState};
-
-type Body = std::result::Result<Bytes, axum::extract::rejection::BytesRejection>;
+use crate::routes::{answer, check_count, read_body, run_inputs, AppState};
 
 /// The index, or 404 when the server was started without one.
 fn searcher(s: &AppState) -> Result<Arc<Searcher>> {
@@ -366,8 +221,8 @@ async fn embed_at_index(
     Ok(v)
 }
 
-pub(crate) async fn search(State(s): State<AppState>, body: Body) -> Response {
-    answer(body_bytes(&s, body), |b| async move {
+pub(crate) async fn search(s: AppState, req: Request) -> Response {
+    answer(read_body(&s, req).await, |b| async move {
         let idx = searcher(&s)?;
         let req = parse_search(&b)?;
         check_index_model(&s, req.model.as_deref())?;
@@ -389,8 +244,8 @@ pub(crate) async fn search(State(s): State<AppState>, body: Body) -> Response {
     .await
 }
 
-pub(crate) async fn documents(State(s): State<AppState>, body: Body) -> Response {
-    answer(body_bytes(&s, body), |b| async move {
+pub(crate) async fn documents(s: AppState, req: Request) -> Response {
+    answer(read_body(&s, req).await, |b| async move {
         let idx = searcher(&s)?;
         let req = parse_documents(&b)?;
         check_index_model(&s, req.model.as_deref())?;

@@ -2,6 +2,12 @@
 //! reference fixture.
 
 use super::*;
+use serde_json::Value;
+
+/// A wire form as the JSON a client reads.
+fn json<T: serde::de::DeserializeOwned>(w: &Wire) -> T {
+    serde_json::from_value(serde_json::to_value(w).unwrap()).unwrap()
+}
 
 #[test]
 fn codes_offsets_and_bits() {
@@ -21,15 +27,15 @@ fn codes_offsets_and_bits() {
     assert!((s - v[5] / 127.0).abs() < 1e-9);
     assert_eq!(q[5], 127);
     assert_eq!(q[2], 0);
-    let u: Vec<u8> = serde_json::from_value(e.values[1].1.clone()).unwrap();
+    let u: Vec<u8> = json(&e.values[1].1);
     assert!(u.iter().zip(&q).all(|(&u, &c)| u as i16 == c as i16 + 128));
     // bits: 1 0 0 1 0 1 1 0 | 1 (padded)
-    let ub: Vec<u8> = serde_json::from_value(e.values[3].1.clone()).unwrap();
+    let ub: Vec<u8> = json(&e.values[3].1);
     assert_eq!(ub, vec![0b1001_0110, 0b1000_0000]);
-    let b: Vec<i8> = serde_json::from_value(e.values[2].1.clone()).unwrap();
+    let b: Vec<i8> = json(&e.values[2].1);
     assert_eq!(
         b,
-        vec![150i16 - 128, 0]
+        [150i16 - 128, 0]
             .iter()
             .map(|&x| x as i8)
             .collect::<Vec<_>>()
@@ -42,10 +48,7 @@ fn packed_rows_and_their_metadata() {
     let (f, meta) = raw(&rows, EmbedDtype::Float32, Endianness::Little);
     assert_eq!(f.len(), 16);
     assert_eq!(&f[4..8], &(-0.8f32).to_le_bytes());
-    assert_eq!(
-        (meta[1]["start"].as_u64(), meta[1]["end"].as_u64()),
-        (Some(8), Some(16))
-    );
+    assert_eq!((meta[1].start, meta[1].end, meta[1].shape), (8, 16, [2]));
     let (big, _) = raw(&rows, EmbedDtype::Float32, Endianness::Big);
     assert_eq!(&big[4..8], &(-0.8f32).to_be_bytes());
     let (h, _) = raw(&rows, EmbedDtype::Float16, Endianness::Little);
@@ -53,7 +56,7 @@ fn packed_rows_and_their_metadata() {
     let (q, meta) = raw(&rows, EmbedDtype::Int8, Endianness::Little);
     assert_eq!(q.len(), 4);
     assert_eq!(q[1] as i8, -127);
-    assert_eq!(meta[0]["scale"].as_f64().unwrap() as f32, int8(&rows[0]).1);
+    assert_eq!(meta[0].scale.unwrap() as f32, int8(&rows[0]).1);
     assert_eq!(
         raw(&rows, EmbedDtype::Ubinary, Endianness::Big).0,
         vec![0b1000_0000, 0b0100_0000]
@@ -173,7 +176,7 @@ mod reference {
                     // encode the reference's vector, so that every byte can be compared
                     let e = encode(&want, &Encoding::ALL);
                     let got =
-                        |k: Encoding| e.values.iter().find(|(n, _)| *n == k).unwrap().1.clone();
+                        |k: Encoding| json(&e.values.iter().find(|(n, _)| *n == k).unwrap().1);
                     assert_eq!(got(Encoding::Base64), row["base64"], "{set} {dim} {i}");
                     assert_eq!(
                         ints(&got(Encoding::Int8)),

@@ -1,0 +1,162 @@
+//! The bodies of `POST /v1/search` and `POST /v1/documents`: their field tables (what the
+//! OpenAPI document describes) and their parsers.
+
+use nest_index::{Filter, Funnel};
+use serde_json::Value;
+
+use crate::request::{self, Field};
+use crate::{Error, Result};
+
+/// Every field `POST /v1/search` reads (the OpenAPI document's source).
+pub const SEARCH_FIELDS: [Field; 9] = [
+    Field { name: "query", doc: "a string or an array of strings" },
+    Field { name: "k", doc: "hits per query (default 10)" },
+    Field { name: "funnel", doc: "stages such as binary:384@1000>float32:384 (default: exact float32 at the index's full dim)" },
+    Field { name: "filter", doc: "payload equality: {\"key\": value} or {\"key\": {\"$in\": [a, b]}}; every key must match" },
+    Field { name: "model", doc: "the served model's name (optional)" },
+    Field { name: "layers", doc: "must be the index's layer when given" },
+    Field { name: "dimensions", doc: "must be the index's full dim when given (the funnel picks dims)" },
+    Field { name: "prompt_name", doc: "a prompt the model names, e.g. query" },
+    Field { name: "prompt", doc: "a prompt text prepended to every query" },
+];
+
+/// Every field `POST /v1/documents` reads.
+pub const DOCUMENT_FIELDS: [Field; 3] = [
+    Field {
+        name: "documents",
+        doc: "an array of {\"id\": string, \"text\": string, \"payload\": object (optional)}",
+    },
+    Field {
+        name: "model",
+        doc: "the served model's name (optional)",
+    },
+    Field {
+        name: "prompt_name",
+        doc: "a prompt the model names, e.g. document",
+    },
+];
+
+/// A parsed `POST /v1/search` body.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub queries: Vec<String>,
+    pub k: usize,
+    pub funnel: Option<Funnel>,
+    pub filter: Option<Filter>,
+    pub model: Option<String>,
+    pub layers: Option<usize>,
+    pub dimensions: Option<usize>,
+    pub prompt_name: Option<String>,
+    pub prompt: Option<String>,
+}
+
+fn object(body: &[u8]) -> Result<serde_json::Map<String, Value>> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err(Error::bad(None, "the body must be a JSON object")),
+        Err(e) => Err(Error::bad(None, format!("the body is not valid JSON: {e}"))),
+    }
+}
+
+fn strings(v: &Value, param: &'static str) -> Result<Vec<String>> {
+    let bad = |m: String| Error::bad(Some(param), m);
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(vec![s.clone()]),
+        Value::Array(a) if !a.is_empty() => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match x {
+                Value::String(s) if !s.is_empty() => Ok(s.clone()),
+                other => Err(bad(format!(
+                    "{param}[{i}] must be a non-empty string, got {other}"
+                ))),
+            })
+            .collect(),
+        Value::Null => Err(bad(format!("'{param}' is required"))),
+        other => Err(bad(format!(
+            "'{param}' must be a non-empty string or array of strings, got {other}"
+        ))),
+    }
+}
+
+/// Parses a search body.
+pub fn parse_search(body: &[u8]) -> Result<SearchRequest> {
+    let o = object(body)?;
+    let get = |k: &str| o.get(k).unwrap_or(&Value::Null);
+    let funnel = match get("funnel") {
+        Value::Null => None,
+        Value::String(s) => {
+            Some(Funnel::parse(s).map_err(|e| Error::bad(Some("funnel"), e.to_string()))?)
+        }
+        other => {
+            return Err(Error::bad(
+                Some("funnel"),
+                format!("'funnel' must be a string, got {other}"),
+            ))
+        }
+    };
+    let filter = match get("filter") {
+        Value::Null => None,
+        f => Some(Filter::parse(f).map_err(|e| Error::bad(Some("filter"), e.to_string()))?),
+    };
+    Ok(SearchRequest {
+        queries: strings(get("query"), "query")?,
+        k: request::positive(get("k"), "k")?.unwrap_or(10),
+        funnel,
+        filter,
+        model: request::string(get("model"), "model")?,
+        layers: request::positive(get("layers"), "layers")?,
+        dimensions: request::positive(get("dimensions"), "dimensions")?,
+        prompt_name: request::string(get("prompt_name"), "prompt_name")?,
+        prompt: request::string(get("prompt"), "prompt")?,
+    })
+}
+
+/// A parsed `POST /v1/documents` body.
+#[derive(Debug, Clone)]
+pub struct DocumentsRequest {
+    /// (id, text, payload)
+    pub documents: Vec<(String, String, Option<Value>)>,
+    pub model: Option<String>,
+    pub prompt_name: Option<String>,
+}
+
+pub fn parse_documents(body: &[u8]) -> Result<DocumentsRequest> {
+    let o = object(body)?;
+    let bad = |m: String| Error::bad(Some("documents"), m);
+    let docs = match o.get("documents") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(other) => {
+            return Err(bad(format!(
+                "'documents' must be a non-empty array, got {other}"
+            )))
+        }
+        None => return Err(bad("'documents' is required".into())),
+    };
+    let documents = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let field = |k: &str| d.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+            let id = field("id")
+                .ok_or_else(|| bad(format!("documents[{i}].id must be a non-empty string")))?;
+            let text = field("text")
+                .ok_or_else(|| bad(format!("documents[{i}].text must be a non-empty string")))?;
+            let payload = match d.get("payload") {
+                None | Some(Value::Null) => None,
+                Some(p @ Value::Object(_)) => Some(p.clone()),
+                Some(other) => {
+                    return Err(bad(format!(
+                        "documents[{i}].payload must be an object, got {other}"
+                    )))
+                }
+            };
+            Ok((id.to_string(), text.to_string(), payload))
+        })
+        .collect::<Result<_>>()?;
+    Ok(DocumentsRequest {
+        documents,
+        model: request::string(o.get("model").unwrap_or(&Value::Null), "model")?,
+        prompt_name: request::string(o.get("prompt_name").unwrap_or(&Value::Null), "prompt_name")?,
+    })
+}
