@@ -58,7 +58,7 @@ fn embeddings_keep_their_optional_keys() {
 }
 
 #[test]
-fn raw_metadata_models_search_documents_and_errors() {
+fn raw_metadata_models_and_health() {
     let row = |scale| RawRow {
         index: 1,
         embed_dtype: "int8",
@@ -100,6 +100,10 @@ fn raw_metadata_models_search_documents_and_errors() {
         }]})
     );
     assert_eq!(to_value(Health::OK).unwrap(), json!({"status": "ok"}));
+}
+
+#[test]
+fn search_documents_and_errors() {
     let found = SearchList {
         object: "list",
         funnel: "float32:32".into(),
