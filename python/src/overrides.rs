@@ -55,6 +55,9 @@ fn to_toml(v: &Bound<'_, PyAny>) -> Result<toml::Value, String> {
             t.insert(k, to_toml(&i)?);
         }
         Some(toml::Value::Table(t))
+    } else if let Ok(i) = v.extract::<i64>() {
+        // an integer that is not a Python int (numpy.int64: through __index__)
+        Some(toml::Value::Integer(i))
     } else {
         // os.PathLike (pathlib.Path)
         v.extract::<PathBuf>()

@@ -83,6 +83,24 @@ def test_errors_are_python_exceptions(tmp_path):
                    run_dir=tmp_path / "bad", progress=False)
 
 
+def test_overrides_are_typed_values_and_errors_name_the_key(tmp_path):
+    import numpy as np
+
+    base = overrides(pairs(tmp_path, 16), 1)
+    # a wrong-typed value: a ValueError naming the key as the user wrote it
+    with pytest.raises(ValueError, match=r'overrides\["lr"\]'):
+        nest.train(overrides={**base, "lr": "fast"}, run_dir=tmp_path / "lr", progress=False)
+    # a value that is no TOML value at all
+    with pytest.raises(ValueError, match=r'overrides\["seed"\]: expected a number.*got object'):
+        nest.train(overrides={**base, "seed": object()}, run_dir=tmp_path / "obj", progress=False)
+    # numpy integers, paths and lists pass as what they are
+    r = nest.train(overrides={**base, "seed": np.int64(5), "model": Path(MODEL), "matryoshka_dims": (64, 384)},
+                   run_dir=tmp_path / "typed", progress=False)
+    assert r.steps == 1 and not r.stopped
+    saved = Path(r.run_dir, "recipe.toml").read_text()
+    assert "seed = 5" in saved and "matryoshka_dims = [\n    64,\n    384,\n]" in saved, saved
+
+
 def test_evaluate_matches_the_cli(tmp_path):
     import subprocess
 
