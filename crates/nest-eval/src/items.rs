@@ -14,8 +14,7 @@
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::metrics::pair::average_precision;
-use crate::metrics::spearman;
+use crate::family::family;
 use crate::tasks::TaskKind;
 
 /// A vector of per-item values, serialised as base64 of little-endian f32.
@@ -65,30 +64,16 @@ impl<'de> Deserialize<'de> for Items {
 }
 
 /// A task's main metric (x100) recomputed on the items `idx` (a resample, with repeats) from
-/// the per-item scores of one cell and the task's gold.
+/// the per-item scores of one cell and the task's gold (its family's statistic).
 ///
 /// Corpus-level statistics (Spearman, AP) are recomputed on the resample, not averaged.
 pub fn statistic(kind: TaskKind, gold: &[f32], items: &[f32], idx: &[usize]) -> f64 {
-    let pick = |v: &[f32]| -> Vec<f64> { idx.iter().map(|&i| v[i] as f64).collect() };
-    match kind {
-        TaskKind::Sts => 100.0 * spearman(&pick(items), &pick(gold)),
-        TaskKind::Pair => {
-            let labels: Vec<bool> = idx.iter().map(|&i| gold[i] > 0.5).collect();
-            100.0 * average_precision(&pick(items), &labels)
-        }
-        TaskKind::Cls => {
-            let right = idx.iter().filter(|&&i| items[i] == gold[i]).count();
-            100.0 * right as f64 / idx.len().max(1) as f64
-        }
-        TaskKind::Retrieval => {
-            100.0 * idx.iter().map(|&i| items[i] as f64).sum::<f64>() / idx.len().max(1) as f64
-        }
-    }
+    family(kind).statistic(gold, items, idx)
 }
 
 /// Whether a task kind needs a per-task gold vector beside its per-cell items.
 pub fn needs_gold(kind: TaskKind) -> bool {
-    kind != TaskKind::Retrieval
+    family(kind).needs_gold()
 }
 
 #[cfg(test)]

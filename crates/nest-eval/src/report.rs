@@ -114,9 +114,11 @@ impl Report {
             .collect();
         if chosen.is_empty() {
             let names: Vec<String> = self.tasks.iter().map(|t| t.task.clone()).collect();
+            let kinds: Vec<&str> = crate::family::FAMILIES.iter().map(|f| f.name()).collect();
             return Err(Error::Report(format!(
-                "--task '{selector}' matches no task of the report (tasks: {}; kinds: sts, cls, pair, retrieval; or all)",
-                names.join(", ")
+                "--task '{selector}' matches no task of the report (tasks: {}; kinds: {}; or all)",
+                names.join(", "),
+                kinds.join(", ")
             )));
         }
         let mut out = Vec::new();

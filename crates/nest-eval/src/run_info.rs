@@ -7,7 +7,7 @@ use std::time::Instant;
 use nest_model::{ElasticEncoder, EncodeOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::tasks::{Task, TaskData};
+use crate::tasks::Task;
 use crate::Result;
 
 /// JSON has no NaN: serde_json writes a non-finite number as `null`; read `null` back as NaN
@@ -87,18 +87,7 @@ impl Costs {
     ) -> Result<Costs> {
         let mut texts: Vec<&str> = Vec::new();
         for t in tasks {
-            match &t.data {
-                TaskData::Sts(p) => texts.extend(
-                    p.iter()
-                        .flat_map(|x| [x.sentence1.as_str(), x.sentence2.as_str()]),
-                ),
-                TaskData::Pair(p) => texts.extend(
-                    p.iter()
-                        .flat_map(|x| [x.sentence1.as_str(), x.sentence2.as_str()]),
-                ),
-                TaskData::Cls { test, .. } => texts.extend(test.iter().map(|x| x.text.as_str())),
-                TaskData::Retrieval(b) => texts.extend(b.queries.iter().map(|q| q.1.as_str())),
-            }
+            texts.extend(t.data.timing_texts());
             if texts.len() >= n {
                 break;
             }

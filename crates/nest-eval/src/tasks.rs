@@ -8,14 +8,13 @@
 
 use std::path::{Path, PathBuf};
 
-use nest_core::data::{
-    read_classification, read_pairs, read_sts, Beir, LabelledPair, LabelledText, StsPair,
-};
 use serde::{Deserialize, Serialize};
 
+use crate::family::{family, TaskData, FAMILIES};
 use crate::{Error, Result};
 
-/// A family of tasks, each with its own protocol and main metric.
+/// A family of tasks, each with its own protocol and main metric (see `family/`, which
+/// holds what each family does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskKind {
@@ -29,18 +28,17 @@ impl TaskKind {
     pub fn parse_list(s: &str) -> Result<Vec<TaskKind>> {
         let mut v = Vec::new();
         for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            v.push(match p {
-                "sts" => TaskKind::Sts,
-                "cls" | "classification" => TaskKind::Cls,
-                "pair" | "pair-classification" => TaskKind::Pair,
-                "retrieval" => TaskKind::Retrieval,
-                other => {
-                    return Err(Error::Core(nest_core::Error::value(
-                        "--tasks",
-                        format!("'{other}' is not one of sts, cls, pair, retrieval"),
-                    )))
-                }
-            });
+            let Some(f) = FAMILIES
+                .iter()
+                .find(|f| f.name() == p || f.aliases().contains(&p))
+            else {
+                let names: Vec<&str> = FAMILIES.iter().map(|f| f.name()).collect();
+                return Err(Error::Core(nest_core::Error::value(
+                    "--tasks",
+                    format!("'{p}' is not one of {}", names.join(", ")),
+                )));
+            };
+            v.push(f.kind());
         }
         if v.is_empty() {
             return Err(Error::Core(nest_core::Error::value(
@@ -54,22 +52,12 @@ impl TaskKind {
     }
 
     pub fn name(&self) -> &'static str {
-        match self {
-            TaskKind::Sts => "sts",
-            TaskKind::Cls => "cls",
-            TaskKind::Pair => "pair",
-            TaskKind::Retrieval => "retrieval",
-        }
+        family(*self).name()
     }
 
     /// The metric a cell is ranked by (x100 in reports), as MTEB's main score.
     pub fn main_metric(&self) -> &'static str {
-        match self {
-            TaskKind::Sts => "spearman",
-            TaskKind::Cls => "accuracy",
-            TaskKind::Pair => "ap",
-            TaskKind::Retrieval => "ndcg_at_10",
-        }
+        family(*self).main_metric()
     }
 }
 
@@ -82,25 +70,26 @@ pub enum TaskSource {
     Retrieval { dir: PathBuf, split: String },
 }
 
-/// A task's data, read and checked.
-#[derive(Debug)]
-pub enum TaskData {
-    Sts(Vec<StsPair>),
-    Cls {
-        train: Vec<LabelledText>,
-        test: Vec<LabelledText>,
-    },
-    Pair(Vec<LabelledPair>),
-    Retrieval(Beir),
+impl TaskSource {
+    /// The family that reads it.
+    pub fn kind(&self) -> TaskKind {
+        match self {
+            TaskSource::Sts(_) => TaskKind::Sts,
+            TaskSource::Cls { .. } => TaskKind::Cls,
+            TaskSource::Pair(_) => TaskKind::Pair,
+            TaskSource::Retrieval { .. } => TaskKind::Retrieval,
+        }
+    }
 }
 
-/// One task: a name such as `stsb/test`, its kind, its files and its data.
+/// One task: a name such as `stsb/test`, its kind, its files and its data (read and checked,
+/// as its family holds it).
 #[derive(Debug)]
 pub struct Task {
     pub name: String,
     pub kind: TaskKind,
     pub files: Vec<PathBuf>,
-    pub data: TaskData,
+    pub(crate) data: Box<dyn TaskData>,
     pub warnings: Vec<String>,
 }
 
@@ -117,112 +106,16 @@ pub fn task_name(path: &Path) -> String {
 }
 
 impl Task {
-    /// Reads and checks a task's files.
+    /// Reads and checks a task's files (its family's reader).
     pub fn load(src: &TaskSource) -> Result<Task> {
-        Ok(match src {
-            TaskSource::Sts(p) => Task {
-                name: task_name(p),
-                kind: TaskKind::Sts,
-                files: vec![p.clone()],
-                data: TaskData::Sts(read_sts(p)?),
-                warnings: vec![],
-            },
-            TaskSource::Pair(p) => Task {
-                name: task_name(p),
-                kind: TaskKind::Pair,
-                files: vec![p.clone()],
-                data: TaskData::Pair(read_pairs(p)?),
-                warnings: vec![],
-            },
-            TaskSource::Cls { train, test } => {
-                let tr = read_classification(train)?;
-                let te = read_classification(test)?;
-                let known: std::collections::HashSet<&str> =
-                    tr.iter().map(|t| t.label.as_str()).collect();
-                let mut unseen: Vec<&str> = te
-                    .iter()
-                    .map(|t| t.label.as_str())
-                    .filter(|l| !known.contains(l))
-                    .collect();
-                let n_unseen = unseen.len();
-                unseen.sort_unstable();
-                unseen.dedup();
-                let mut warnings = vec![];
-                if n_unseen > 0 {
-                    warnings.push(format!(
-                        "{}: {n_unseen} test row(s) have labels absent from {} ({}); they count as errors",
-                        test.display(),
-                        train.display(),
-                        unseen.join(", ")
-                    ));
-                }
-                let name = train
-                    .parent()
-                    .and_then(|p| p.file_name())
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| task_name(test));
-                Task {
-                    name,
-                    kind: TaskKind::Cls,
-                    files: vec![train.clone(), test.clone()],
-                    data: TaskData::Cls {
-                        train: tr,
-                        test: te,
-                    },
-                    warnings,
-                }
-            }
-            TaskSource::Retrieval { dir, split } => {
-                let b = Beir::read(dir, split)?;
-                let name = format!(
-                    "{}/{split}",
-                    dir.file_name()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .unwrap_or_default()
-                );
-                Task {
-                    name,
-                    kind: TaskKind::Retrieval,
-                    files: vec![
-                        dir.join("corpus.jsonl"),
-                        dir.join("queries.jsonl"),
-                        dir.join("qrels").join(format!("{split}.tsv")),
-                    ],
-                    warnings: b.warnings.clone(),
-                    data: TaskData::Retrieval(b),
-                }
-            }
-        })
+        family(src.kind()).read(src)
     }
 }
 
 /// The default data sources of the given kinds under `root`.
 pub fn default_sources(root: &Path, kinds: &[TaskKind]) -> Vec<TaskSource> {
-    let mut v = Vec::new();
-    for k in kinds {
-        match k {
-            TaskKind::Sts => {
-                v.push(TaskSource::Sts(root.join("stsb/test.tsv")));
-                v.push(TaskSource::Sts(root.join("sick-r/test.tsv")));
-            }
-            TaskKind::Cls => {
-                for d in ["banking77", "tweeteval-emotion"] {
-                    v.push(TaskSource::Cls {
-                        train: root.join(d).join("train.tsv"),
-                        test: root.join(d).join("test.tsv"),
-                    });
-                }
-            }
-            TaskKind::Pair => {
-                for d in ["mrpc", "wic", "sick-e"] {
-                    v.push(TaskSource::Pair(root.join(d).join("test.tsv")));
-                }
-            }
-            TaskKind::Retrieval => v.push(TaskSource::Retrieval {
-                dir: root.join("scifact"),
-                split: "test".into(),
-            }),
-        }
-    }
-    v
+    kinds
+        .iter()
+        .flat_map(|&k| family(k).default_sources(root))
+        .collect()
 }

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use super::{grid_markdown, pareto_front, table, Report, TaskResult};
+use crate::family::FAMILIES;
 use crate::quantize::Precision;
-use crate::tasks::TaskKind;
 
 impl Report {
     /// The Markdown report.
@@ -126,8 +126,9 @@ impl Report {
     /// The mean main metric over a family's tasks per cell (e.g. the papers' STS average over
     /// STS12-16, STS-B and SICK-R), where the report has two tasks of the family or more.
     fn family_averages(&self, s: &mut String) {
-        for kind in [TaskKind::Sts, TaskKind::Cls, TaskKind::Pair] {
-            let members: Vec<&TaskResult> = self.tasks.iter().filter(|t| t.kind == kind).collect();
+        for f in FAMILIES.iter().filter(|f| f.averaged()) {
+            let members: Vec<&TaskResult> =
+                self.tasks.iter().filter(|t| t.kind == f.kind()).collect();
             if members.len() < 2 {
                 continue;
             }
@@ -135,12 +136,12 @@ impl Report {
             let _ = writeln!(
                 s,
                 "## {} average over {} tasks ({})\n",
-                kind.name(),
+                f.name(),
                 members.len(),
                 names.join(", ")
             );
             for &p in &self.precisions {
-                let _ = writeln!(s, "{} {}:\n", kind.main_metric(), p.name());
+                let _ = writeln!(s, "{} {}:\n", f.main_metric(), p.name());
                 s.push_str(&grid_markdown(&self.layers, &self.dims, |l, d| {
                     let v: Option<Vec<f64>> = members.iter().map(|t| t.main(l, d, p)).collect();
                     v.map(|v| format!("{:.2}", v.iter().sum::<f64>() / v.len() as f64))

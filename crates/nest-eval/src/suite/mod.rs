@@ -2,25 +2,23 @@
 //! one forward pass), then each (layer, dim, precision) cell of each task is derived from those
 //! cached pooled vectors: prefix -> L2-normalise -> quantise -> task protocol.
 //!
-//! `spec.rs` holds what is asked, `texts.rs` the text cache, `rows.rs` each task's rows in it,
-//! `space.rs` a cell's vectors and `cell.rs` a cell's metrics; this file runs them in order.
+//! `spec.rs` holds what is asked, `texts.rs` the text cache and `space.rs` a cell's vectors;
+//! each task's rows in the cache and a cell's metrics are its family's (see `family/`);
+//! this file runs them in order.
 
 use std::time::Instant;
 
 use nest_model::{ElasticEncoder, EncodeOptions};
 
+use crate::family::{At, Rows};
 use crate::report::{Cell, FileRef, TaskResult};
 use crate::tasks::Task;
 use crate::Result;
 
-mod cell;
-mod rows;
-mod space;
+pub(crate) mod space;
 mod spec;
-mod texts;
+pub(crate) mod texts;
 
-use cell::cell_metrics;
-use rows::{gold_of, n_examples, rows_of, Rows};
 pub use spec::{GridSpec, Progress};
 use texts::TextIndex;
 
@@ -34,9 +32,9 @@ pub fn run(
 ) -> Result<Vec<TaskResult>> {
     encoder.check(&g.layers, &g.dims)?;
     let mut index = TextIndex::default();
-    let rows: Vec<Rows> = tasks
+    let rows: Vec<Box<dyn Rows>> = tasks
         .iter()
-        .map(|t| rows_of(t, &mut index, &g.prompts))
+        .map(|t| t.data.rows(&mut index, &g.prompts))
         .collect();
     let pooled = index.embed(encoder, &g.layers, opts, progress)?;
     let _guard = tch::no_grad_guard();
@@ -48,7 +46,13 @@ pub fn run(
         for (li, &layer) in g.layers.iter().enumerate() {
             for &dim in &g.dims {
                 for &precision in &g.precisions {
-                    let (metrics, items) = cell_metrics(r, &pooled[li], dim, precision, g);
+                    let at = At {
+                        pooled: &pooled[li],
+                        dim,
+                        precision,
+                        grid: g,
+                    };
+                    let (metrics, items) = r.score(&at);
                     cells.push(Cell {
                         layer,
                         dim,
@@ -77,11 +81,11 @@ pub fn run(
             kind: task.kind,
             main_metric: task.kind.main_metric().into(),
             files,
-            n_examples: n_examples(r),
+            n_examples: r.n_examples(),
             warnings: task.warnings.clone(),
             seconds: start.elapsed().as_secs_f64(),
             cells,
-            gold: if g.items { gold_of(r) } else { None },
+            gold: if g.items { r.gold() } else { None },
         });
     }
     Ok(out)

@@ -8,7 +8,7 @@ use super::spec::GridSpec;
 use crate::quantize::{quantize, scoring_rows, Calibration, Precision};
 
 /// The L2-normalised `dim`-vectors of the given rows: the prefix, or the adaptor's output.
-pub(super) fn rows_at(pooled: &Tensor, rows: &Tensor, dim: usize, g: &GridSpec) -> Tensor {
+pub(crate) fn rows_at(pooled: &Tensor, rows: &Tensor, dim: usize, g: &GridSpec) -> Tensor {
     let x = pooled.index_select(0, rows);
     match &g.adaptor {
         Some(a) => a
@@ -19,7 +19,7 @@ pub(super) fn rows_at(pooled: &Tensor, rows: &Tensor, dim: usize, g: &GridSpec) 
 }
 
 /// Normalised `dim`-prefix of the given rows, quantised with ranges from `calib_rows`.
-pub(super) fn space(
+pub(crate) fn space(
     pooled: &Tensor,
     rows: &Tensor,
     calib_rows: &Tensor,
@@ -36,7 +36,7 @@ pub(super) fn space(
 }
 
 /// Each row pair's similarity at precision `p` (cosine; int8: the index's estimate).
-pub(super) fn row_sim(a: &Tensor, b: &Tensor, p: Precision) -> Vec<f64> {
+pub(crate) fn row_sim(a: &Tensor, b: &Tensor, p: Precision) -> Vec<f64> {
     let c = (scoring_rows(a, p) * scoring_rows(b, p)).sum_dim_intlist(1, false, Kind::Double);
     Vec::<f64>::try_from(&c).unwrap_or_default()
 }

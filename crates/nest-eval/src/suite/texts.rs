@@ -11,7 +11,7 @@ use crate::Result;
 
 /// Distinct (prompt, text) pairs across tasks: a text embedded once per prompt it is read with.
 #[derive(Debug, Default)]
-pub(super) struct TextIndex {
+pub(crate) struct TextIndex {
     ids: HashMap<(Option<String>, String), i64>,
     texts: Vec<(Option<String>, String)>,
 }
@@ -27,7 +27,7 @@ impl TextIndex {
         self.ids.insert(key, i);
         i
     }
-    pub(super) fn ids<'a>(
+    pub(crate) fn ids<'a>(
         &mut self,
         prompt: &Option<String>,
         it: impl Iterator<Item = &'a str>,

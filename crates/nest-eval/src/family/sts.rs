@@ -1,0 +1,106 @@
+//! STS: Spearman x100 of the cosine similarity of each sentence pair against its gold score
+//! (STS-B test and SICK-R test by default).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use nest_core::data::{read_sts, StsPair};
+use nest_model::prompt::TaskPrompts;
+use tch::Tensor;
+
+use super::{wrong_source, At, Rows, TaskData, TaskFamily};
+use crate::items::Items;
+use crate::metrics::{pearson, spearman};
+use crate::suite::texts::TextIndex;
+use crate::tasks::{task_name, Task, TaskKind, TaskSource};
+use crate::Result;
+
+/// The STS family.
+pub(crate) struct Sts;
+
+impl TaskFamily for Sts {
+    fn kind(&self) -> TaskKind {
+        TaskKind::Sts
+    }
+
+    fn name(&self) -> &'static str {
+        "sts"
+    }
+
+    fn main_metric(&self) -> &'static str {
+        "spearman"
+    }
+
+    fn default_sources(&self, root: &Path) -> Vec<TaskSource> {
+        vec![
+            TaskSource::Sts(root.join("stsb/test.tsv")),
+            TaskSource::Sts(root.join("sick-r/test.tsv")),
+        ]
+    }
+
+    fn read(&self, src: &TaskSource) -> Result<Task> {
+        let TaskSource::Sts(p) = src else {
+            return Err(wrong_source(self, src));
+        };
+        Ok(Task {
+            name: task_name(p),
+            kind: TaskKind::Sts,
+            files: vec![p.clone()],
+            data: Box::new(StsData(read_sts(p)?)),
+            warnings: vec![],
+        })
+    }
+
+    fn statistic(&self, gold: &[f32], items: &[f32], idx: &[usize]) -> f64 {
+        let pick = |v: &[f32]| -> Vec<f64> { idx.iter().map(|&i| v[i] as f64).collect() };
+        100.0 * spearman(&pick(items), &pick(gold))
+    }
+}
+
+/// An STS task's pairs.
+#[derive(Debug)]
+struct StsData(Vec<StsPair>);
+
+impl TaskData for StsData {
+    fn timing_texts(&self) -> Vec<&str> {
+        self.0
+            .iter()
+            .flat_map(|x| [x.sentence1.as_str(), x.sentence2.as_str()])
+            .collect()
+    }
+
+    fn rows(&self, index: &mut TextIndex, prompts: &TaskPrompts) -> Box<dyn Rows> {
+        let p = &self.0;
+        Box::new(StsRows {
+            a: index.ids(&prompts.text, p.iter().map(|x| x.sentence1.as_str())),
+            b: index.ids(&prompts.text, p.iter().map(|x| x.sentence2.as_str())),
+            gold: p.iter().map(|x| x.score).collect(),
+        })
+    }
+}
+
+/// Each pair's two sides in the text cache and its gold score.
+struct StsRows {
+    a: Tensor,
+    b: Tensor,
+    gold: Vec<f64>,
+}
+
+impl Rows for StsRows {
+    fn n_examples(&self) -> usize {
+        self.gold.len()
+    }
+
+    fn gold(&self) -> Option<Items> {
+        Some(Items::from_f64(&self.gold))
+    }
+
+    /// Spearman and Pearson x100; each pair's similarity.
+    fn score(&self, at: &At) -> (BTreeMap<String, f64>, Items) {
+        let cos = at.pair_similarities(&self.a, &self.b);
+        let mut m = BTreeMap::new();
+        m.insert("spearman".into(), 100.0 * spearman(&cos, &self.gold));
+        m.insert("pearson".into(), 100.0 * pearson(&cos, &self.gold));
+        (m, Items::from_f64(&cos))
+    }
+}
