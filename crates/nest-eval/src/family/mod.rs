@@ -133,3 +133,49 @@ impl At<'_> {
 pub(crate) fn wrong_source(f: &dyn TaskFamily, src: &TaskSource) -> Error {
     Error::Report(format!("the {} family cannot read {src:?}", f.name()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_one_family_in_kind_order() {
+        let kinds: Vec<TaskKind> = FAMILIES.iter().map(|f| f.kind()).collect();
+        let mut sorted = kinds.clone();
+        sorted.sort();
+        sorted.dedup();
+        // report.md's family averages and `--tasks` lists follow this order
+        assert_eq!(kinds, sorted);
+        let names: Vec<&str> = FAMILIES.iter().map(|f| f.name()).collect();
+        assert_eq!(names, ["sts", "cls", "pair", "retrieval"]);
+        for f in FAMILIES {
+            assert_eq!(family(f.kind()).name(), f.name());
+            for src in f.default_sources(Path::new("/data")) {
+                assert_eq!(src.kind(), f.kind(), "{src:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_family_names_its_aliases_and_refuses_another_source() {
+        assert_eq!(
+            TaskKind::parse_list("classification,pair-classification,sts").unwrap(),
+            [TaskKind::Sts, TaskKind::Cls, TaskKind::Pair]
+        );
+        let e = family(TaskKind::Sts)
+            .read(&TaskSource::Pair("x.tsv".into()))
+            .unwrap_err();
+        assert!(e.to_string().contains("sts family"), "{e}");
+    }
+
+    #[test]
+    fn read_errors_name_the_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.tsv");
+        std::fs::write(&p, "sentence1\tsentence2\tscore\na\tb\t1.0\nc\td\tlots\n").unwrap();
+        let e = Task::load(&TaskSource::Sts(p.clone()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bad.tsv, line 3:") && e.contains("lots"), "{e}");
+    }
+}
