@@ -8,7 +8,8 @@
 #   reinit2  models/minilm-cls-reinit2: [CLS] pooling, layers 5-6 re-initialised
 #   mlm      models/mlm-small (MLM_MODEL): a small BERT pre-trained from scratch with MLM only
 #            (scripts/data/mlm_pretrain.py, on a GPU: scripts/gpu/gpu_issue35.sh), [CLS] pooling
-# in float32 (TRAIN_DTYPE); `2dmse` = recipes/2dmse-stsb.toml's objective on the same SimCSE data;
+# in float32 (TRAIN_DTYPE); `2dmse` = recipes/2dmse-stsb.toml's objective on the same SimCSE data
+# (`2dmse-nokl`: without its KL alignment of the shallow layer to the last);
 # and the levers: `heads` = the objective's heads (MIPIC's P_i, phi_i) at head_lr 1e-3 (50x).
 #
 #   scripts/evidence/evidence_fidelity.sh dev cls & scripts/evidence/evidence_fidelity.sh dev reinit2 & wait
@@ -46,6 +47,7 @@ declare -A OBJ=(
   [mipic-piccls]='[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6, pic_pooling = "cls"}]'
   [mipic-light]='[{kind = "mrl"}, {kind = "mipic", weight = 0.06}]'
   [2dmse]='[{kind = "2dmse", layers_per_step = 1, dims_per_step = 0, kl_temperature = 0.3, layer_weighting = "uniform", align_prefix = true}]'
+  [2dmse-nokl]='[{kind = "2dmse", layers_per_step = 1, dims_per_step = 0, kl_weight = 0.0, layer_weighting = "uniform"}]'
 )
 declare -A EXTRA=(
   [mipic-heads]='--head-lr 1e-3'
