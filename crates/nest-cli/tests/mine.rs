@@ -290,7 +290,7 @@ fn documented_behaviours_and_clear_errors() {
         "b.jsonl",
         &["--range-min", "500", "--range-max", "510"],
     ));
-    assert!(e.contains("--range-min 500 skips every candidate"), "{e}");
+    assert!(e.contains("--range-min: 500 skips every candidate"), "{e}");
     let e = run_fail(base("b.jsonl", &["--range-min", "5", "--range-max", "5"]));
     assert!(
         e.contains("--range-min: must be smaller than --range-max"),

@@ -9,6 +9,9 @@ pub enum Error {
     Model(#[from] nest_model::Error),
     #[error(transparent)]
     Eval(#[from] nest_eval::Error),
+    /// Mining (`nest_index::mine`): its output, options or state.
+    #[error(transparent)]
+    Index(#[from] nest_index::Error),
     /// A recipe key or flag is unknown or has a bad value.
     #[error("recipe {source_name}: {message}")]
     Recipe {

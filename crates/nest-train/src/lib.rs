@@ -18,6 +18,8 @@
 //!   [`trainer::ObjectiveBuilder`] for an objective of one's own; [`trainer::TrainOptions`] in,
 //!   [`trainer::Event`]s during, a [`trainer::Summary`] out; [`trainer::StepTimer`] times steps.
 //! - Distillation: [`distill::run`]; the cached teacher alone: [`distill::teacher_vectors`].
+//! - Mining hard negatives with a loaded model: [`mine::read_set`], [`mine::mine_rest`]
+//!   (`nest mine`; the trainer's `[mine]` rounds).
 //! - Checkpoints: [`checkpoint::list`], [`checkpoint::load`].
 //! - Objectives, for extension: the [`objective::Objective`] trait with what it reads
 //!   ([`objective::BatchOutput`], [`objective::StepContext`]) and returns
@@ -37,6 +39,7 @@ pub mod data;
 pub mod distill;
 mod error;
 pub mod losses;
+pub mod mine;
 pub mod objective;
 /// The one AdamW, shared with `nest-compress`; it lives in `nest-model` (see its docs).
 pub use nest_model::optim;

@@ -3,23 +3,19 @@
 //! and the options checked before the model loads; the texts are encoded at the point
 //! (nest-model), stored and scored as the index does (`nest_index::MemoryLevel`), and the
 //! negatives chosen and written by `nest_index::mine`, a chunk of queries at a time, resumable.
+//! The pipeline is the library's (`nest_train::mine`, which the trainer's `[mine]` runs too);
+//! this file reads the flags and prints.
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
-use nest_index::mine::{self, MineOptions, MineSet, Mined, OutputFormat, QueryRows, Sampling};
-use nest_index::{Level, MemoryLevel, Precision};
-use nest_model::prompt::TaskPrompts;
-use nest_model::{ElasticEncoder, EncodeOptions, Keys, Policy};
+use anyhow::Result;
+use nest_index::mine::{self, MineOptions, OutputFormat, Sampling};
+use nest_index::{Level, Precision};
+use nest_model::{Keys, Policy};
+use nest_train::mine::{Encoding, Job, PairSource};
 
 use crate::args_mine::MineArgs;
 use crate::progress;
-
-/// (query, positive) texts.
-type Pairs = Vec<(String, String)>;
-
-/// Texts encoded per call of the encoder (bounds the pooled full-width tensors held at once).
-const ENCODE_CHUNK: usize = 8192;
 
 pub fn run(a: MineArgs) -> Result<()> {
     anyhow::ensure!(a.chunk_queries >= 1, "--chunk-queries must be at least 1");
@@ -28,14 +24,7 @@ pub fn run(a: MineArgs) -> Result<()> {
     let precision =
         Precision::parse(&a.precision).map_err(|e| anyhow::anyhow!("--precision: {e}"))?;
     let set = read_set(&a)?;
-    let window = o.window(set.max_positives())?;
-    let left = set.corpus.len() - usize::from(!o.include_positives);
-    anyhow::ensure!(
-        o.range_min < left,
-        "--range-min {} skips every candidate: the corpus holds {} distinct texts ({left} candidates per query at most)",
-        o.range_min,
-        set.corpus.len()
-    );
+    let window = nest_train::mine::window(&o, &set, "--range-min")?;
     let key = run_key(&a, &o, format, precision)?;
     // the model and the point before the output: a bad --model or --layer leaves no state behind
     let model = super::load_model(&a.model)?;
@@ -70,7 +59,11 @@ pub fn run(a: MineArgs) -> Result<()> {
         );
     }
     let summary = if out.queries_done() < set.queries.len() {
-        Some(mine_rest(&job, &enc, &set, &mut out)?)
+        let say = &mut |m: String| eprintln!("{m}");
+        let bars = &|n: usize, what: &str| progress::bar(n, what);
+        Some(nest_train::mine::mine_rest(
+            &job, &enc, &set, &mut out, bars, say,
+        )?)
     } else {
         None
     };
@@ -135,65 +128,17 @@ fn options(a: &MineArgs) -> Result<MineOptions> {
 
 /// The pairs (from --queries or --beir) and the corpus, grouped as sentence-transformers does;
 /// what was merged is said on stderr.
-fn read_set(a: &MineArgs) -> Result<MineSet> {
-    let (pairs, beir_corpus) = match (&a.queries, &a.beir) {
-        (Some(q), _) => (nest_core::data::read_positive_pairs(q)?, None),
-        (None, Some(dir)) => beir_pairs(dir, &a.split)?,
+fn read_set(a: &MineArgs) -> Result<mine::MineSet> {
+    let pairs = match (&a.queries, &a.beir) {
+        (Some(q), _) => PairSource::Queries(q),
+        (None, Some(dir)) => PairSource::Beir {
+            dir,
+            split: &a.split,
+        },
         (None, None) => anyhow::bail!("give --queries FILE or --beir DIR"),
     };
-    let corpus: Option<Vec<String>> = match &a.corpus {
-        Some(p) => Some(
-            nest_core::data::read_documents(p)?
-                .into_iter()
-                .map(|d| d.text)
-                .collect(),
-        ),
-        None => beir_corpus,
-    };
-    let set = MineSet::new(&pairs, corpus.as_deref());
-    if set.repeated_queries > 0 {
-        eprintln!(
-            "{} distinct queries in {} pairs (a repeated query's positives are all its positives)",
-            set.queries.len(),
-            pairs.len()
-        );
-    }
-    if set.duplicate_corpus > 0 {
-        eprintln!(
-            "corpus: {} exact duplicate texts dropped (first kept)",
-            set.duplicate_corpus
-        );
-    }
-    if set.positives_added > 0 {
-        eprintln!(
-            "corpus: {} positives were not in it and were added (as sentence-transformers does)",
-            set.positives_added
-        );
-    }
-    Ok(set)
-}
-
-/// A BEIR split's (query, positive) pairs, positives in corpus order, and the corpus texts.
-fn beir_pairs(dir: &Path, split: &str) -> Result<(Pairs, Option<Vec<String>>)> {
-    let b = nest_core::data::Beir::read(dir, split)?;
-    for w in &b.warnings {
-        eprintln!("warning: {w}");
-    }
-    let mut pairs = Vec::new();
-    for (qid, qtext) in &b.queries {
-        let rel = &b.qrels[qid];
-        for (did, dtext) in &b.corpus {
-            if rel.get(did).is_some_and(|&r| r > 0) {
-                pairs.push((qtext.clone(), dtext.clone()));
-            }
-        }
-    }
-    anyhow::ensure!(
-        !pairs.is_empty(),
-        "{}: no query of split {split} has a relevant document in corpus.jsonl",
-        dir.display()
-    );
-    Ok((pairs, Some(b.corpus.into_iter().map(|(_, t)| t).collect())))
+    let say = &mut |m: String| eprintln!("{m}");
+    Ok(nest_train::mine::read_set(pairs, a.corpus.as_deref(), say)?)
 }
 
 /// The key of everything that decides the output: the inputs' bytes, the model, the point and
@@ -224,144 +169,6 @@ fn run_key(a: &MineArgs, o: &MineOptions, f: OutputFormat, p: Precision) -> Resu
         "scores": a.output_scores, "prompts": format!("{:?}", a.prompts),
     });
     Ok(nest_core::fsutil::sha256_hex(v.to_string().as_bytes()))
-}
-
-/// What one run mines and writes.
-struct Job {
-    o: MineOptions,
-    window: mine::Window,
-    format: OutputFormat,
-    level: Level,
-    scores: bool,
-    chunk: usize,
-}
-
-/// Encodes the corpus and the queries not yet done at the point, then mines and writes them a
-/// chunk at a time.
-fn mine_rest(
-    job: &Job,
-    enc: &Encoding<'_>,
-    set: &MineSet,
-    out: &mut mine::ResumableOutput,
-) -> Result<mine::Summary> {
-    let level = job.level;
-    eprintln!(
-        "mining {} queries against {} texts at layer {} of {}, {level}",
-        set.queries.len() - out.queries_done(),
-        set.corpus.len(),
-        enc.layer,
-        enc.model.num_layers()
-    );
-    let prompts = &enc.prompts;
-    let mut corpus = MemoryLevel::new(level);
-    enc.each(
-        &set.corpus,
-        prompts.document.as_deref(),
-        "corpus",
-        &mut |v| Ok(corpus.push(v)?),
-    )?;
-    let first = out.queries_done();
-    let mut queries = Vec::with_capacity(set.queries.len() - first);
-    enc.each(
-        &set.queries[first..],
-        prompts.query.as_deref(),
-        "queries",
-        &mut |v| {
-            queries.push(corpus.prepare(v));
-            Ok(())
-        },
-    )?;
-    let mut summary = mine::Summary::default();
-    let pb = progress::bar(queries.len(), "mine");
-    let n = job.o.num_negatives;
-    for (c, chunk) in queries.chunks(job.chunk).enumerate() {
-        let start = first + c * job.chunk;
-        let mined = mine::mine_queries(&corpus, chunk, start, &set.positives, &job.o, job.window);
-        let (text, lines) = rows(set, start, &mined, job.format, job.scores, n);
-        for m in &mined {
-            summary.add(m, n);
-        }
-        out.append(&text, lines, start + chunk.len())?;
-        pb.set_position((start + chunk.len() - first) as u64);
-    }
-    pb.finish_and_clear();
-    Ok(summary)
-}
-
-/// The output lines of queries `start..` (their `mined`), and how many.
-fn rows(
-    set: &MineSet,
-    start: usize,
-    mined: &[Mined],
-    format: OutputFormat,
-    scores: bool,
-    num_negatives: usize,
-) -> (String, u64) {
-    let mut text = String::new();
-    let mut lines = 0u64;
-    for (i, m) in mined.iter().enumerate() {
-        let q = start + i;
-        let positives: Vec<(&str, f32)> = set.positives[q]
-            .iter()
-            .zip(&m.positive_scores)
-            .map(|(&r, &s)| (set.corpus[r as usize].as_str(), s))
-            .collect();
-        let negatives: Vec<(&str, f32)> = m
-            .picked
-            .negatives
-            .iter()
-            .map(|&(r, s)| (set.corpus[r as usize].as_str(), s))
-            .collect();
-        let qr = QueryRows {
-            anchor: &set.queries[q],
-            positives: &positives,
-            negatives: &negatives,
-            num_negatives,
-        };
-        lines += mine::write_rows(format, scores, &qr, &mut text) as u64;
-    }
-    (text, lines)
-}
-
-/// The encoder at one point.
-struct Encoding<'m> {
-    model: &'m ElasticEncoder,
-    layer: usize,
-    dim: usize,
-    opts: EncodeOptions,
-    /// The query and document prompts (`--query-prompt(-name)`, `--document-prompt(-name)`).
-    prompts: TaskPrompts,
-}
-
-impl Encoding<'_> {
-    /// Encodes `texts` (with `prompt`) in chunks and hands each vector (`dim` coordinates, unit
-    /// norm) to `f`, in order.
-    fn each(
-        &self,
-        texts: &[String],
-        prompt: Option<&str>,
-        what: &str,
-        f: &mut dyn FnMut(&[f32]) -> Result<()>,
-    ) -> Result<()> {
-        let pb = progress::bar(texts.len(), what);
-        for (c, chunk) in texts.chunks(ENCODE_CHUNK).enumerate() {
-            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-            let base = c * ENCODE_CHUNK;
-            let pooled = self
-                .model
-                .embed_prompted(&refs, &[self.layer], self.opts, prompt, &mut |done| {
-                    pb.set_position((base + done) as u64)
-                })
-                .with_context(|| format!("encoding the {what}"))?;
-            let e = nest_model::point::finish(&pooled[0], self.dim, None)?;
-            let flat = nest_model::pooling::to_vec_f32(&e);
-            for row in flat.chunks_exact(self.dim) {
-                f(row)?;
-            }
-        }
-        pb.finish_and_clear();
-        Ok(())
-    }
 }
 
 /// sentence-transformers' closing statistics.

@@ -8,11 +8,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+mod mine;
 mod objective;
 
 pub use crate::objective::quant::QuantPrecision;
 pub use crate::objective::LossKind;
 pub(crate) use crate::objective::ObjectiveSpec;
+pub use mine::MineSpec;
 
 /// How a data file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +71,13 @@ fn one() -> f64 {
 pub struct Recipe {
     /// Model directory (or hub id) to start from.
     pub(crate) model: String,
+    /// Training files; may be empty when `[mine]` makes the data.
+    #[serde(default)]
     pub(crate) data: Vec<DataSource>,
+    /// Mine hard negatives with the model being trained and train on them (`[mine]`,
+    /// [`MineSpec`]); unset = off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) mine: Option<MineSpec>,
     pub(crate) loss: LossKind,
     /// Scale (inverse temperature) of the similarity logits: 20 (SimCSE's 0.05 temperature).
     #[serde(default = "d_scale")]
@@ -307,8 +315,22 @@ impl Recipe {
     /// Value checks that need no model (the dims are checked against the model later).
     /// The data sources: at least one, positive weights, formats the loss can read.
     fn validate_data(&self) -> std::result::Result<(), String> {
-        if self.data.is_empty() {
-            return Err("data: at least one data source is needed".into());
+        if self.data.is_empty() && self.mine.is_none() {
+            return Err(
+                "data: at least one data source is needed (or a [mine] table that mines it)".into(),
+            );
+        }
+        if let Some(m) = &self.mine {
+            m.validate()?;
+            if !matches!(
+                self.loss,
+                LossKind::Mnrl | LossKind::MnrlSymmetric | LossKind::None
+            ) {
+                return Err(format!(
+                    "mine: the mined tuples are triplets, which loss {} cannot use (use \"mnrl\" or \"mnrl-symmetric\")",
+                    toml::Value::try_from(self.loss).map(|v| v.to_string()).unwrap_or_default()
+                ));
+            }
         }
         for d in &self.data {
             if !(d.weight > 0.0 && d.weight.is_finite()) {

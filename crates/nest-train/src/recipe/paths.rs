@@ -85,6 +85,13 @@ pub(crate) fn resolve_table(table: &mut toml::Table, base: &Path) {
     if let Some(v) = table.get_mut("eval_data") {
         set(v, &resolve_file);
     }
+    if let Some(mine) = table.get_mut("mine").and_then(|m| m.as_table_mut()) {
+        for key in ["queries", "corpus"] {
+            if let Some(v) = mine.get_mut(key) {
+                set(v, &resolve_file);
+            }
+        }
+    }
     if let Some(toml::Value::Array(items)) = table.get_mut("data") {
         for item in items {
             if let Some(v) = item.as_table_mut().and_then(|t| t.get_mut("path")) {
@@ -103,6 +110,12 @@ impl Recipe {
         self.eval_data = resolve_file(&self.eval_data, here);
         for d in &mut self.data {
             d.path = PathBuf::from(resolve_file(&d.path.display().to_string(), here));
+        }
+        if let Some(m) = &mut self.mine {
+            m.queries = PathBuf::from(resolve_file(&m.queries.display().to_string(), here));
+            if let Some(c) = &mut m.corpus {
+                *c = PathBuf::from(resolve_file(&c.display().to_string(), here));
+            }
         }
     }
 

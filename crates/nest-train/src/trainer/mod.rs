@@ -9,6 +9,7 @@
 mod board;
 mod eval;
 mod graphed;
+mod mining;
 mod model;
 mod plan;
 mod run;
@@ -31,6 +32,7 @@ use nest_dist::Group;
 use crate::recipe::Recipe;
 use crate::Result;
 pub use graphed::{GraphMode, GraphedStep, StepSpec};
+pub use mining::round_file;
 use nest_core::lock::FolderLock;
 use plan::Progress;
 use run::Run;
@@ -53,8 +55,9 @@ pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Res
 /// against `--resume` / `--overwrite` (nothing written yet), `Run::prepare` (model, objective,
 /// data, plan, evaluation grid: every input read and checked), claim the run directory (the
 /// first write: a failed start before it leaves the disk as it was), resume from the newest
-/// checkpoint if asked, `Run::steps`, then `Run::finish` (final checkpoint, evaluation,
-/// export), and last [`run_dir::settle`] (a replaced run is deleted only now).
+/// checkpoint if asked, the `[mine]` rounds up to there and the plan (`trainer/mining.rs`; the
+/// plan of a recipe without `[mine]` is made in `Run::prepare`), `Run::steps`, then
+/// `Run::finish` (final checkpoint, evaluation, export), and last [`run_dir::settle`] (a replaced run is deleted only now).
 pub fn train_with(
     r: &Recipe,
     o: &TrainOptions,
@@ -115,6 +118,10 @@ fn train_claimed(
     let mut at = Progress::default();
     if let Some(ck) = resume_from {
         at = run.resume(ck, events)?;
+    }
+    match run.mining.is_some() {
+        true => run.plan_mined(&at, events)?,
+        false => run.plan_message(events),
     }
     let resumed_from = resume_from.is_some().then_some(at.step);
     let main = group.is_none_or(|g| g.rank() == 0);

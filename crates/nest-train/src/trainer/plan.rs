@@ -28,7 +28,9 @@ impl Default for Progress {
     }
 }
 
-/// Every epoch's batches, known in advance, so that the schedule knows its length exactly.
+/// Every epoch's batches, known in advance, so that the schedule knows its length exactly
+/// (with `[mine]`, a round's epochs are planned again on its triplets: [`Plan::replan`]).
+#[derive(Default)]
 pub(crate) struct Plan {
     pub(crate) epochs: Vec<Vec<Batch>>,
     /// Micro-batches before each epoch: for the per-micro-batch RNG seed.
@@ -40,11 +42,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     pub(crate) fn new(r: &Recipe, sources: &[Source]) -> Result<Plan> {
-        // losses whose in-batch negatives must not hold the same text twice
-        let no_dup = matches!(
-            r.loss,
-            LossKind::Mnrl | LossKind::MnrlSymmetric | LossKind::Simcse | LossKind::None
-        );
+        let no_dup = no_dup(r);
         let epochs: Vec<Vec<Batch>> = (0..r.epochs as u64)
             .map(|e| epoch_plan(sources, r.batch_size, r.seed, e, r.length_batching, no_dup))
             .collect();
@@ -61,14 +59,7 @@ impl Plan {
                 message: "no batch can be formed (too few examples for batch_size)".into(),
             });
         }
-        let offsets = epochs
-            .iter()
-            .scan(0u64, |acc, p| {
-                let o = *acc;
-                *acc += p.len() as u64;
-                Some(o)
-            })
-            .collect();
+        let offsets = offsets(&epochs);
         let unbatched = epoch_plan(sources, r.batch_size, r.seed, 0, false, no_dup);
         Ok(Plan {
             padding: padding(sources, &epochs[0]),
@@ -78,6 +69,41 @@ impl Plan {
             total,
         })
     }
+
+    /// Plans `epochs` again on `sources` (a new round of mined triplets); the total stays.
+    pub(crate) fn replan(
+        &mut self,
+        r: &Recipe,
+        sources: &[Source],
+        epochs: std::ops::Range<usize>,
+    ) {
+        for e in epochs {
+            let bs = r.batch_size;
+            self.epochs[e] =
+                epoch_plan(sources, bs, r.seed, e as u64, r.length_batching, no_dup(r));
+        }
+        self.offsets = offsets(&self.epochs);
+    }
+}
+
+/// Whether the loss's in-batch negatives must not hold the same text twice.
+fn no_dup(r: &Recipe) -> bool {
+    matches!(
+        r.loss,
+        LossKind::Mnrl | LossKind::MnrlSymmetric | LossKind::Simcse | LossKind::None
+    )
+}
+
+/// Micro-batches before each epoch: for the per-micro-batch RNG seed.
+fn offsets(epochs: &[Vec<Batch>]) -> Vec<u64> {
+    epochs
+        .iter()
+        .scan(0u64, |acc, p| {
+            let o = *acc;
+            *acc += p.len() as u64;
+            Some(o)
+        })
+        .collect()
 }
 
 /// The summed loss and named terms of the micro-batches since the last optimizer step.

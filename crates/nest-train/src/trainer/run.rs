@@ -11,6 +11,7 @@ use tch::nn::VarStore;
 
 use super::eval::EvalGrid;
 use super::graphed::{GraphedStep, StepSpec};
+use super::mining::Mining;
 use super::model::load_model;
 use super::plan::{Accum, Plan, Progress};
 use super::run_dir::{self, identity_hash, run_err};
@@ -29,19 +30,22 @@ use crate::{Error, Result};
 
 /// A run from setup to the end.
 pub(crate) struct Run<'a> {
-    r: &'a Recipe,
-    o: &'a TrainOptions,
+    pub(super) r: &'a Recipe,
+    pub(super) o: &'a TrainOptions,
     group: Option<&'a Group>,
     main: bool,
-    enc: ElasticEncoder,
+    pub(super) enc: ElasticEncoder,
     obj_vs: VarStore,
     objective: Box<dyn Objective>,
     spread: Spread<'a>,
-    sources: Vec<Source>,
+    /// The recipe's `[[data]]`, then (with `[mine]`) the loaded round's triplets.
+    pub(super) sources: Vec<Source>,
     pub(super) plan: Plan,
+    /// The recipe's `[mine]` rounds; the plan waits for round 0 ([`Run::plan_mined`]).
+    pub(super) mining: Option<Mining>,
     eval: Option<EvalGrid>,
     opt: AdamW,
-    recipe_sha: String,
+    pub(super) recipe_sha: String,
     /// The newest checkpoint, for the error when a loss or gradient turns non-finite.
     last_ck: String,
     start: Instant,
@@ -86,15 +90,11 @@ impl<'a> Run<'a> {
         )));
         let tokenize = |t: &[&str]| Ok(enc.tokenizer.encode(t)?);
         let sources = load_sources(&r.data, &tokenize, enc.include_prompt)?;
-        let plan = Plan::new(r, &sources)?;
-        events(Event::Message(format!(
-            "{} examples in {} source(s); {} optimizer steps; padding {:.1}% of tokens ({:.1}% without length batching)",
-            sources.iter().map(Source::len).sum::<usize>(),
-            sources.len(),
-            plan.total,
-            plan.padding.percent(),
-            plan.padding_unbatched.percent(),
-        )));
+        let mining = Mining::prepare(r, &enc, group.is_some(), events)?;
+        let plan = match mining {
+            None => Plan::new(r, &sources)?,
+            Some(_) => Plan::default(),
+        };
         let eval = EvalGrid::load(r, &enc, objective.trained_dims())?;
         // the encoder's weights and the objective's own parameters, optimised together
         let mut named: Vec<(String, tch::Tensor)> = enc.vs.variables().into_iter().collect();
@@ -117,12 +117,26 @@ impl<'a> Run<'a> {
             spread,
             sources,
             plan,
+            mining,
             eval,
             start,
             train_start,
             traffic_start: group.map(Group::traffic).unwrap_or_default(),
             graphed: GraphedStep::new(r.cuda_graph),
         })
+    }
+
+    /// Says how much data and how many steps the plan holds.
+    pub(super) fn plan_message(&self, events: &mut dyn FnMut(Event)) {
+        let (sources, plan) = (&self.sources, &self.plan);
+        events(Event::Message(format!(
+            "{} examples in {} source(s); {} optimizer steps; padding {:.1}% of tokens ({:.1}% without length batching)",
+            sources.iter().map(Source::len).sum::<usize>(),
+            sources.len(),
+            plan.total,
+            plan.padding.percent(),
+            plan.padding_unbatched.percent(),
+        )));
     }
 
     /// Restores the weights, the objective's parameters, the optimizer and the data position
@@ -168,6 +182,7 @@ impl<'a> Run<'a> {
         let first_step = at.step;
         let mut acc = Accum::default();
         while (at.epoch as usize) < self.plan.epochs.len() && at.step < self.plan.total {
+            self.round_before(at, events)?;
             let n = self.plan.epochs[at.epoch as usize].len();
             while at.next_batch < n {
                 let applied = self.graphed_step(at)?;
