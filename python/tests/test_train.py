@@ -57,21 +57,42 @@ def test_a_run_finishes_and_exports(tmp_path):
     assert m.encode(["a cat"], dim=64).shape == (1, 64)
 
 
+def sigint_after_steps(run: Path, steps: int, stop: threading.Event) -> threading.Thread:
+    """A thread that sends this process SIGINT once `run` has logged `steps` steps (not after
+    a fixed time: on a fast machine a whole run can end before any timer fires)."""
+
+    def watch():
+        log = run / "metrics.jsonl"
+        while not stop.is_set():
+            if log.is_file() and log.read_text().count('"lr"') >= steps:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            stop.wait(0.002)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
 def test_ctrl_c_checkpoints_and_the_resume_is_exact(tmp_path):
-    data = pairs(tmp_path, 8 * 40)
-    full = nest.train(overrides=overrides(data, 40), run_dir=tmp_path / "full", progress=False)
+    n = 120
+    data = pairs(tmp_path, 8 * n)
+    full = nest.train(overrides=overrides(data, n), run_dir=tmp_path / "full", progress=False)
     run = tmp_path / "cut"
-    timer = threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt, match="resume=True"):
-        nest.train(overrides=overrides(data, 40), run_dir=run, progress=False)
-    timer.cancel()
+    stop = threading.Event()
+    watcher = sigint_after_steps(run, 3, stop)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="resume=True"):
+            nest.train(overrides=overrides(data, n), run_dir=run, progress=False)
+    finally:
+        stop.set()
+        watcher.join()
     cut = losses(run)
-    assert 1 <= len(cut) < 40, f"{len(cut)} steps before the stop"
+    assert 3 <= len(cut) < n, f"{len(cut)} steps before the stop"
     assert Path(run, "checkpoints", f"step-{len(cut):08d}").is_dir()
     assert not Path(run, "final").exists()
     done = nest.train(run_dir=run, resume=True, progress=False)
-    assert done.steps == 40 and done.final
+    assert done.steps == n and done.final
     assert losses(run) == losses(full.run_dir)
 
 
