@@ -32,7 +32,7 @@ for round in $(seq "$ROUNDS"); do
     taskset -c 1 $N bench serve --url http://127.0.0.1:8093 --clients 1 --seconds "$S" \
       --texts runs/serve39/queries.txt --path /v1/search --field "funnel=$f" --field k=10 \
       --label "http 1 client $f round $round" > "$R/http-$round-${f//[^a-z0-9]/_}.json"
-    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(f"{d["label"]}: {d["requests_per_s"]:.1f} QPS, p50 {d["p50_ms"]:.2f} ms, errors {d["errors"]}")' \
+    python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print('%s: %.1f QPS, p50 %.2f ms, errors %d' % (d['label'], d['requests_per_s'], d['p50_ms'], d['errors']))" \
       "$R/http-$round-${f//[^a-z0-9]/_}.json"
   done
   kill -TERM $pid; wait $pid || true

@@ -4,15 +4,16 @@
 # (--trim-interval-ms 1000, the default, against 0). 64 soak clients + 8 search clients for
 # SECONDS_PER_RUN (300) each; RSS every 10 s (the soak's samples).
 #   scripts/bench/soak_trim.sh      then: runs/soak-trim/*.json
+#   TRIMS=1000 SECONDS_PER_RUN=600 R=runs/soak-600 scripts/bench/soak_trim.sh   # the default only, 10 minutes
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${NEST:-target/release/nest}
 S=${SECONDS_PER_RUN:-300}
-R=runs/soak-trim
+R=${R:-runs/soak-trim}
 mkdir -p $R
 [ -f runs/serve39/idx/index.json ] || { echo "run scripts/bench/bench_serve_retrieval.sh first (the index)"; exit 1; }
 wait_health() { for _ in $(seq 600); do curl -sf "$1/health" >/dev/null && return 0; sleep 0.5; done; return 1; }
-for trim in 1000 0; do
+for trim in ${TRIMS:-1000 0}; do
   $N serve --model models/all-MiniLM-L6-v2 --dtype float32 --index runs/serve39/idx --port 8091 \
     --trim-interval-ms $trim 2>/tmp/nest-soak.log &
   pid=$!
