@@ -80,6 +80,10 @@ def test_ctrl_c_checkpoints_and_the_resume_is_exact(tmp_path):
     full = nest.train(overrides=overrides(data, n), run_dir=tmp_path / "full", progress=False)
     run = tmp_path / "cut"
     stop = threading.Event()
+    # Python's own Ctrl-C handler, as a user's process has it: an earlier test in the same
+    # session (an asyncio runner's) can leave another one installed, and Nest runs whatever
+    # handler the process has
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     watcher = sigint_after_steps(run, 3, stop)
     try:
         with pytest.raises(KeyboardInterrupt, match="resume=True"):
@@ -87,6 +91,7 @@ def test_ctrl_c_checkpoints_and_the_resume_is_exact(tmp_path):
     finally:
         stop.set()
         watcher.join()
+        signal.signal(signal.SIGINT, handler)
     cut = losses(run)
     assert 3 <= len(cut) < n, f"{len(cut)} steps before the stop"
     assert Path(run, "checkpoints", f"step-{len(cut):08d}").is_dir()
