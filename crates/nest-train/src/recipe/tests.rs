@@ -21,7 +21,7 @@ pub(crate) fn flag_overrides(flags: &[String]) -> Overrides {
     while let Some(f) = it.next() {
         let f = f.strip_prefix("--").expect("a --key flag");
         match f.split_once('=') {
-            Some((k, v)) => pairs.push((k, v.as_ref())),
+            Some((k, v)) => pairs.push((k, v)),
             None => pairs.push((f, it.next().expect("a value").as_str())),
         }
     }
