@@ -129,6 +129,23 @@ impl At<'_> {
     }
 }
 
+/// Both sides of sentence pairs, as the pair families (STS, pair classification) time them:
+/// every first and second sentence, in pair order.
+pub(crate) fn pair_texts<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<&'a str> {
+    pairs.flat_map(|(a, b)| [a, b]).collect()
+}
+
+/// Each side of sentence pairs as ids in the text cache, under the task's text prompt.
+pub(crate) fn pair_ids<'a>(
+    index: &mut TextIndex,
+    prompts: &TaskPrompts,
+    pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+) -> (Tensor, Tensor) {
+    let a = index.ids(&prompts.text, pairs.clone().map(|p| p.0));
+    let b = index.ids(&prompts.text, pairs.map(|p| p.1));
+    (a, b)
+}
+
 /// The error of a family handed another family's source (a bug, reported, not a panic).
 pub(crate) fn wrong_source(f: &dyn TaskFamily, src: &TaskSource) -> Error {
     Error::Report(format!("the {} family cannot read {src:?}", f.name()))

@@ -8,7 +8,7 @@ use nest_core::data::{read_pairs, LabelledPair};
 use nest_model::prompt::TaskPrompts;
 use tch::Tensor;
 
-use super::{wrong_source, At, Rows, TaskData, TaskFamily};
+use super::{pair_ids, pair_texts, wrong_source, At, Rows, TaskData, TaskFamily};
 use crate::items::Items;
 use crate::metrics::pair::{average_precision, pair_scores};
 use crate::suite::texts::TextIndex;
@@ -66,19 +66,25 @@ impl TaskFamily for Pair {
 #[derive(Debug)]
 struct PairData(Vec<LabelledPair>);
 
-impl TaskData for PairData {
-    fn timing_texts(&self) -> Vec<&str> {
+impl PairData {
+    fn sides(&self) -> impl Iterator<Item = (&str, &str)> + Clone {
         self.0
             .iter()
-            .flat_map(|x| [x.sentence1.as_str(), x.sentence2.as_str()])
-            .collect()
+            .map(|x| (x.sentence1.as_str(), x.sentence2.as_str()))
+    }
+}
+
+impl TaskData for PairData {
+    fn timing_texts(&self) -> Vec<&str> {
+        pair_texts(self.sides())
     }
 
     fn rows(&self, index: &mut TextIndex, prompts: &TaskPrompts) -> Box<dyn Rows> {
         let p = &self.0;
+        let (a, b) = pair_ids(index, prompts, self.sides());
         Box::new(PairRows {
-            a: index.ids(&prompts.text, p.iter().map(|x| x.sentence1.as_str())),
-            b: index.ids(&prompts.text, p.iter().map(|x| x.sentence2.as_str())),
+            a,
+            b,
             labels: p.iter().map(|x| x.label).collect(),
         })
     }

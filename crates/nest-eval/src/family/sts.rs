@@ -8,7 +8,7 @@ use nest_core::data::{read_sts, StsPair};
 use nest_model::prompt::TaskPrompts;
 use tch::Tensor;
 
-use super::{wrong_source, At, Rows, TaskData, TaskFamily};
+use super::{pair_ids, pair_texts, wrong_source, At, Rows, TaskData, TaskFamily};
 use crate::items::Items;
 use crate::metrics::{pearson, spearman};
 use crate::suite::texts::TextIndex;
@@ -61,19 +61,25 @@ impl TaskFamily for Sts {
 #[derive(Debug)]
 struct StsData(Vec<StsPair>);
 
-impl TaskData for StsData {
-    fn timing_texts(&self) -> Vec<&str> {
+impl StsData {
+    fn sides(&self) -> impl Iterator<Item = (&str, &str)> + Clone {
         self.0
             .iter()
-            .flat_map(|x| [x.sentence1.as_str(), x.sentence2.as_str()])
-            .collect()
+            .map(|x| (x.sentence1.as_str(), x.sentence2.as_str()))
+    }
+}
+
+impl TaskData for StsData {
+    fn timing_texts(&self) -> Vec<&str> {
+        pair_texts(self.sides())
     }
 
     fn rows(&self, index: &mut TextIndex, prompts: &TaskPrompts) -> Box<dyn Rows> {
         let p = &self.0;
+        let (a, b) = pair_ids(index, prompts, self.sides());
         Box::new(StsRows {
-            a: index.ids(&prompts.text, p.iter().map(|x| x.sentence1.as_str())),
-            b: index.ids(&prompts.text, p.iter().map(|x| x.sentence2.as_str())),
+            a,
+            b,
             gold: p.iter().map(|x| x.score).collect(),
         })
     }
