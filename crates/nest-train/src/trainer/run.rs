@@ -1,32 +1,32 @@
 //! A training run's phases: prepare, resume, steps, finish (called in that order by
-//! [`super::train_with`]).
+//! [`super::train_with`]). The step loop's pieces are in `run/update.rs`; what a run writes
+//! (periodic evaluation and checkpoints, the final model) is in `run/finish.rs`.
+
+mod finish;
+mod update;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use nest_dist::Group;
-use nest_model::{ElasticEncoder, NestMeta};
-use serde_json::json;
+use nest_model::ElasticEncoder;
 use tch::nn::VarStore;
 
 use super::eval::EvalGrid;
-use super::graphed::{GraphedStep, StepSpec};
+use super::graphed::GraphedStep;
 use super::mining::Mining;
 use super::model::load_model;
 use super::plan::{Accum, Plan, Progress};
 use super::run_dir::{self, identity_hash, run_err};
 use super::run_log::RunLog;
-use super::spread::{spread_micro_step, Spread};
-use super::step::{apply_update, MicroResult};
-use super::sync;
+use super::spread::Spread;
 use super::types::{Event, ObjectiveBuilder, Summary, TrainOptions};
-use crate::checkpoint::{self, State};
+use crate::checkpoint;
 use crate::data::{load_sources, Source};
-use crate::objective::{Objective, StepContext};
+use crate::objective::Objective;
 use crate::optim::AdamW;
 use crate::recipe::Recipe;
-use crate::schedule::group_lrs;
-use crate::{Error, Result};
+use crate::Result;
 
 /// A run from setup to the end.
 pub(crate) struct Run<'a> {
@@ -222,257 +222,6 @@ impl<'a> Run<'a> {
             at.next_batch = 0;
         }
         Ok(true)
-    }
-
-    /// The whole step at `at` through a recorded CUDA graph when one applies (the recipe's
-    /// `cuda_graph`, no accumulation, GradCache or data parallelism): its loss and terms, and
-    /// the gradient norm of the update it applied; `None` for the eager path. A non-finite loss
-    /// or norm stops the run with the weights untouched.
-    fn graphed_step(&mut self, at: &Progress) -> Result<Option<(MicroResult, f64)>> {
-        let r = self.r;
-        if r.grad_accum != 1 || self.group.is_some() || self.spread.chunk.is_some() {
-            return Ok(None);
-        }
-        let e = at.epoch as usize;
-        let b = &self.plan.epochs[e][at.next_batch];
-        let lrs = group_lrs(r, at.step, self.plan.total);
-        let spec = StepSpec {
-            objective: self.objective.as_ref(),
-            loss: r.loss,
-            ctx: StepContext {
-                step: at.step,
-                micro_batch: self.plan.offsets[e] + at.next_batch as u64,
-                seed: r.seed,
-            },
-            max_grad_norm: r.max_grad_norm,
-            lrs: &lrs,
-            train: r.dropout != Some(0.0),
-        };
-        let src = &self.sources[b.source];
-        let Some((res, norm)) = self.graphed.step(&self.enc, &mut self.opt, src, b, &spec)? else {
-            return Ok(None);
-        };
-        for (what, value) in [("loss", res.loss), ("gradient norm", norm)] {
-            if !value.is_finite() {
-                return Err(Error::NonFinite {
-                    what,
-                    step: at.step + 1,
-                    value,
-                    last_checkpoint: self.last_ck.clone(),
-                });
-            }
-        }
-        Ok(Some((res, norm)))
-    }
-
-    /// The micro-batch at `at`, forward and backward; a non-finite loss stops the run.
-    fn micro_step(&self, at: &Progress) -> Result<MicroResult> {
-        let e = at.epoch as usize;
-        let b = &self.plan.epochs[e][at.next_batch];
-        let ctx = StepContext {
-            step: at.step,
-            micro_batch: self.plan.offsets[e] + at.next_batch as u64,
-            seed: self.r.seed,
-        };
-        let res = spread_micro_step(
-            &self.enc,
-            self.objective.as_ref(),
-            &self.sources[b.source],
-            b,
-            self.r.loss,
-            &ctx,
-            self.r.grad_accum,
-            &self.spread,
-            self.r.dropout != Some(0.0),
-        )?;
-        if !res.loss.is_finite() {
-            return Err(Error::NonFinite {
-                what: "loss",
-                step: at.step + 1,
-                value: res.loss,
-                last_checkpoint: self.last_ck.clone(),
-            });
-        }
-        Ok(res)
-    }
-
-    /// One optimizer step over the accumulated gradients (averaged over the processes first),
-    /// logged; a non-finite gradient norm stops the run before the weights change. `applied`:
-    /// a recorded step already updated, with this gradient norm.
-    fn update(
-        &mut self,
-        at: &mut Progress,
-        acc: &mut Accum,
-        applied: Option<f64>,
-        log: &mut RunLog,
-        events: &mut dyn FnMut(Event),
-    ) -> Result<()> {
-        let r = self.r;
-        if let Some(g) = self.group {
-            sync::sync_gradients(g, &self.opt)?;
-        }
-        let lrs = group_lrs(r, at.step, self.plan.total);
-        let lr = lrs[0];
-        let grad_norm = match applied {
-            Some(norm) => norm,
-            None => apply_update(&mut self.opt, r.max_grad_norm, &lrs, |value| {
-                Error::NonFinite {
-                    what: "gradient norm",
-                    step: at.step + 1,
-                    value,
-                    last_checkpoint: self.last_ck.clone(),
-                }
-            })?,
-        };
-        at.step += 1;
-        let (loss, terms) = acc.take(r.grad_accum);
-        at.last_loss = loss;
-        let mut line = json!({"step": at.step, "epoch": at.epoch, "loss": loss, "lr": lr, "grad_norm": grad_norm, "terms": terms, "seconds": self.start.elapsed().as_secs_f64()});
-        if r.head_lr.is_some() || r.head_warmup_ratio.is_some() {
-            line["head_lr"] = json!(lrs[1]);
-        }
-        if let Some(g) = self.group {
-            // this run's collectives (the group may have served an earlier stage)
-            let (t, t0) = (g.traffic(), self.traffic_start);
-            line["rank"] = json!(g.rank());
-            line["comm_seconds"] = json!(t.seconds - t0.seconds);
-            line["comm_bytes"] = json!(t.bytes - t0.bytes);
-        }
-        log.step(&line)?;
-        events(Event::Step {
-            step: at.step,
-            loss,
-            lr,
-        });
-        Ok(())
-    }
-
-    /// The recipe's periodic evaluation and checkpoint after a step before the last; `after`
-    /// is the (epoch, micro-batch) the checkpoint resumes from.
-    fn periodic(
-        &mut self,
-        at: &Progress,
-        after: (u64, usize),
-        log: &mut RunLog,
-        events: &mut dyn FnMut(Event),
-    ) -> Result<()> {
-        let (r, step) = (self.r, at.step);
-        if r.eval_every > 0 && step % r.eval_every == 0 {
-            self.evaluate(step, log, events)?;
-        }
-        if self.main && r.save_every > 0 && step % r.save_every == 0 {
-            self.checkpoint(at, after, events)?;
-        }
-        Ok(())
-    }
-
-    fn evaluate(&self, step: u64, log: &mut RunLog, events: &mut dyn FnMut(Event)) -> Result<()> {
-        if let Some(grid) = &self.eval {
-            let (cells, summary) = grid.run(&self.enc)?;
-            log.eval(step, &cells)?;
-            events(Event::Eval { step, summary });
-        }
-        Ok(())
-    }
-
-    /// A checkpoint of the step just done (resuming at `after`), unless the periodic one wrote
-    /// it already; what a requested stop leaves ([`super::stop`]).
-    fn checkpoint_now(
-        &mut self,
-        at: &Progress,
-        after: (u64, usize),
-        events: &mut dyn FnMut(Event),
-    ) -> Result<()> {
-        let r = self.r;
-        if !self.main || (r.save_every > 0 && at.step % r.save_every == 0) {
-            return Ok(());
-        }
-        self.checkpoint(at, after, events)
-    }
-
-    /// Writes the checkpoint of the step at `at`, which resumes at `after` (epoch, next batch),
-    /// and says so.
-    fn checkpoint(
-        &mut self,
-        at: &Progress,
-        (epoch, next_batch): (u64, usize),
-        events: &mut dyn FnMut(Event),
-    ) -> Result<()> {
-        let p = self.save(&Progress {
-            epoch,
-            next_batch,
-            ..*at
-        })?;
-        self.last_ck = p.display().to_string();
-        events(Event::Checkpoint {
-            step: at.step,
-            path: p,
-        });
-        Ok(())
-    }
-
-    /// Writes a checkpoint of the run at `at` (keeping the recipe's `keep_last`).
-    fn save(&self, at: &Progress) -> Result<PathBuf> {
-        let state = State {
-            step: at.step,
-            epoch: at.epoch,
-            next_batch: at.next_batch,
-            recipe_sha256: self.recipe_sha.clone(),
-            model: self.r.model.clone(),
-            last_loss: at.last_loss,
-            world_size: self.group.map_or(1, Group::world),
-            threads: Some(tch::get_num_threads().max(1) as usize),
-        };
-        checkpoint::save(
-            &self.o.run_dir,
-            &self.enc.vs,
-            &self.obj_vs,
-            &self.opt,
-            &state,
-            self.r.keep_last,
-        )
-    }
-
-    /// The end of a run that trained to its last step: the final checkpoint, the final
-    /// evaluation and the exported model (rank 0); the other ranks evaluate too and wait.
-    pub(crate) fn finish(
-        self,
-        at: &Progress,
-        log: &mut RunLog,
-        resumed_from: Option<u64>,
-        events: &mut dyn FnMut(Event),
-    ) -> Result<Summary> {
-        let train_seconds = self.train_start.elapsed().as_secs_f64();
-        let final_dir = self.o.run_dir.join("final");
-        if let (false, Some(g)) = (self.main, self.group) {
-            // rank 0 writes the final checkpoint and the model; wait until they are on disk
-            // (what comes next, e.g. `nest distill`'s second stage, reads them). The final
-            // evaluation runs here too, so that this rank's wait is the save's, not the
-            // evaluation's.
-            if let Some(grid) = &self.eval {
-                grid.run(&self.enc)?;
-            }
-            g.barrier()?;
-            return Ok(self.summary(at, final_dir, train_seconds, resumed_from));
-        }
-        let p = self.save(at)?;
-        events(Event::Checkpoint {
-            step: at.step,
-            path: p,
-        });
-        self.evaluate(at.step, log, events)?;
-        let meta = NestMeta {
-            matryoshka_dims: self.objective.trained_dims(),
-            trained_layers: self.objective.trained_layers(self.enc.num_layers()),
-            objective: Some(self.objective.describe()),
-            default_dim: None,
-            training_dtype: Some(self.enc.dtype().name().into()),
-        };
-        nest_model::export::save(&self.enc, &final_dir, &meta)?;
-        if let Some(g) = self.group {
-            g.barrier()?;
-        }
-        Ok(self.summary(at, final_dir, train_seconds, resumed_from))
     }
 
     pub(crate) fn summary(
