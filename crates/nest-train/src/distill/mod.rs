@@ -10,186 +10,25 @@
 //! Each stage is an ordinary trainer run in `RUN/stage1` and `RUN/stage2`, with the trainer's
 //! exact resume. A finished stage (its `final/`) is never rerun, so a run cut anywhere
 //! continues where it stopped, across the stage boundary too.
+//!
+//! The recipe of the two stages is [`DistillRecipe`] (`distill/recipe.rs`); the teacher's
+//! vectors through the cache are [`teacher_vectors`] (`distill/teacher.rs`).
 
 pub mod cache;
+mod recipe;
+mod teacher;
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use nest_model::ElasticEncoder;
-use serde::Deserialize;
 
-use crate::objective::distill::TeacherTable;
 use crate::recipe::{Overrides, Recipe};
 use crate::trainer::{self, Event, Summary, TrainOptions};
 use crate::{Error, Result};
-
-fn d_teacher_len() -> usize {
-    128
-}
-fn d_cache() -> PathBuf {
-    PathBuf::from(".nest-cache/teacher")
-}
-fn d_batch() -> usize {
-    64
-}
-
-/// The top-level keys of a distillation recipe (the rest are a stage's).
-const TOP_KEYS: [&str; 7] = [
-    "teacher",
-    "student",
-    "teacher_max_length",
-    "teacher_batch_size",
-    "cache_dir",
-    "stage1",
-    "stage2",
-];
-
-/// A distillation recipe: the two models, the teacher cache, and each stage's trainer recipe
-/// (`[stage1]`, `[stage2]`: every key of `nest train`'s recipes except `model`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DistillRecipe {
-    teacher: String,
-    student: String,
-    /// Max tokens per text when the teacher encodes.
-    #[serde(default = "d_teacher_len")]
-    teacher_max_length: usize,
-    /// Texts per teacher forward pass when the cache is filled.
-    #[serde(default = "d_batch")]
-    teacher_batch_size: usize,
-    #[serde(default = "d_cache")]
-    cache_dir: PathBuf,
-    #[serde(default)]
-    stage1: Option<toml::Table>,
-    #[serde(default)]
-    stage2: Option<toml::Table>,
-    /// The recipe file's name and text, for the line of a wrong-typed key in a stage.
-    #[serde(skip)]
-    file: Option<(String, String)>,
-}
-
-impl DistillRecipe {
-    /// Reads `path` and applies `overrides`: top-level keys (`teacher`, `student`, ...) and
-    /// stage keys `stage1.KEY` / `stage2.KEY` (a key as `nest train` takes it), which are
-    /// returned, prefix off, for [`run`].
-    pub fn load(path: &Path, overrides: &Overrides) -> Result<(Self, Overrides, Overrides)> {
-        let name = path.display().to_string();
-        let bad = |message: String| Error::Recipe {
-            source_name: name.clone(),
-            message,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| nest_core::Error::io(path, e))?;
-        let mut table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| bad(e.to_string()))?;
-        resolve_paths(&mut table, path);
-        let (s1, rest) = overrides.split_prefix("stage1.");
-        let (s2, top) = rest.split_prefix("stage2.");
-        if let Some(o) = top.iter().find(|o| !TOP_KEYS.contains(&o.key.as_str())) {
-            let key = o.key.replace('_', "-");
-            return Err(bad(format!(
-                "{}: not a key of a distillation recipe (those are {}); a stage's training key \
-                 goes to its stage: --stage1.{key} / --stage2.{key}",
-                o.origin,
-                TOP_KEYS.join(", ")
-            )));
-        }
-        for o in top.iter() {
-            table.insert(o.key.clone(), o.value.clone());
-        }
-        let mut r: DistillRecipe =
-            toml::Value::Table(table.clone())
-                .try_into()
-                .map_err(|e: toml::de::Error| {
-                    let explain = crate::recipe::located::explain::<DistillRecipe>;
-                    bad(explain(&table, e.message(), Some(&text), overrides))
-                })?;
-        if r.stage1.is_none() && r.stage2.is_none() {
-            return Err(bad("neither [stage1] nor [stage2]: nothing to run".into()));
-        }
-        r.file = Some((name, text));
-        Ok((r, s1, s2))
-    }
-
-    /// A stage's trainer recipe, starting from `model`.
-    pub(crate) fn stage(
-        &self,
-        which: usize,
-        model: &Path,
-        overrides: &Overrides,
-    ) -> Result<Recipe> {
-        let table = if which == 1 {
-            &self.stage1
-        } else {
-            &self.stage2
-        };
-        let source_name = match &self.file {
-            Some((name, _)) => format!("{name} [stage{which}]"),
-            None => format!("[stage{which}]"),
-        };
-        let mut table = table.clone().ok_or_else(|| Error::Recipe {
-            source_name: source_name.clone(),
-            message: "the recipe has no such stage".into(),
-        })?;
-        if table.contains_key("model") {
-            return Err(Error::Recipe {
-                source_name,
-                message: "`model` is set by nest distill (the student, or stage 1's result)".into(),
-            });
-        }
-        table.insert(
-            "model".into(),
-            toml::Value::String(model.display().to_string()),
-        );
-        let section = self.file.as_ref().map(|(_, text)| stage_lines(text, which));
-        Recipe::from_table(table, &source_name, overrides, section.as_deref())
-    }
-}
-
-/// `text` with every line outside `[stageN]` (and its sub-tables) blanked: the stage's keys
-/// keep their line numbers, and a key that both stages set is found in the right one.
-fn stage_lines(text: &str, which: usize) -> String {
-    let own = format!("stage{which}");
-    let mut inside = false;
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        // a table header (`[stage1]`, `[[stage1.data]]`), not a line of a multi-line array
-        let name = line
-            .trim_start()
-            .strip_prefix('[')
-            .map(|h| h.trim_start_matches('['));
-        if let Some(name) = name.filter(|h| h.starts_with(|c: char| c.is_alphabetic())) {
-            inside = name.split([']', '.']).next().map(str::trim) == Some(own.as_str());
-        }
-        if inside {
-            out.push_str(line);
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// The relative paths of a distillation recipe file resolve against its folder (as a train
-/// recipe's: `crate::recipe::paths`): the models, the cache and each stage's data.
-fn resolve_paths(table: &mut toml::Table, path: &Path) {
-    use crate::recipe::paths::{resolve_file, resolve_model, resolve_table};
-    let base = path.parent().filter(|b| !b.as_os_str().is_empty());
-    let base = base.unwrap_or(Path::new("."));
-    for (key, model) in [("teacher", true), ("student", true), ("cache_dir", false)] {
-        if let Some(toml::Value::String(v)) = table.get_mut(key) {
-            *v = match model {
-                true => resolve_model(v, base),
-                false => resolve_file(v, base),
-            };
-        }
-    }
-    for stage in ["stage1", "stage2"] {
-        if let Some(toml::Value::Table(t)) = table.get_mut(stage) {
-            resolve_table(t, base);
-        }
-    }
-}
+pub use recipe::DistillRecipe;
+use teacher::teacher_table;
+pub use teacher::{teacher_vectors, TeacherSpec};
 
 /// Which stages to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,92 +45,6 @@ pub struct Outcome {
     /// The student to use: the last stage's `final/`.
     pub final_dir: PathBuf,
     pub cache: Option<cache::CacheStats>,
-}
-
-/// The teacher's vectors of every first-column text of `r`'s data, through the cache.
-fn teacher_table(
-    d: &DistillRecipe,
-    r: &Recipe,
-    events: &mut dyn FnMut(Event),
-) -> Result<(TeacherTable, cache::CacheStats)> {
-    let mut texts: Vec<String> = Vec::new();
-    for spec in &r.data {
-        let (rows, _) = crate::data::read_source(spec)?;
-        texts.extend(rows.into_iter().flat_map(|row| row.into_iter().take(1)));
-    }
-    let teacher = TeacherSpec {
-        model: &d.teacher,
-        cache_dir: &d.cache_dir,
-        max_length: d.teacher_max_length,
-        batch_size: d.teacher_batch_size,
-    };
-    teacher_vectors(&teacher, texts, events)
-}
-
-/// Which teacher encodes, and where its cache lives.
-#[derive(Debug, Clone, Copy)]
-pub struct TeacherSpec<'a> {
-    /// Model directory or hub id.
-    pub model: &'a str,
-    pub cache_dir: &'a Path,
-    pub max_length: usize,
-    pub batch_size: usize,
-}
-
-/// The teacher's vectors of `texts` (deduplicated), through its cache: the teacher is loaded
-/// only when some text is missing.
-pub fn teacher_vectors(
-    t: &TeacherSpec,
-    mut texts: Vec<String>,
-    events: &mut dyn FnMut(Event),
-) -> Result<(TeacherTable, cache::CacheStats)> {
-    texts.sort_unstable();
-    texts.dedup();
-    let dir = nest_model::hub::resolve(t.model)?;
-    let c = cache::TeacherCache::for_teacher(t.cache_dir, &dir, t.max_length)?;
-    let mut teacher: Option<ElasticEncoder> = None;
-    let mut encode = |chunk: &[&str]| -> Result<tch::Tensor> {
-        if teacher.is_none() {
-            let device = nest_model::default_device();
-            teacher = Some(ElasticEncoder::load(&dir, device, Some(t.max_length))?);
-        }
-        let t = teacher.as_ref().expect("loaded");
-        let _g = tch::no_grad_guard();
-        let layers = t.num_layers();
-        let opts = nest_model::EncodeOptions::batch(chunk.len());
-        let mut v = t.embed_layers(chunk, &[layers], opts, &mut |_| {})?;
-        Ok(v.remove(0))
-    };
-    // the teacher can take minutes: a line every 10 s (and at the end), in logs as on terminals
-    let started = std::time::Instant::now();
-    let mut said = started;
-    let mut progress = |done: usize, total: usize| {
-        if done == total || said.elapsed().as_secs_f64() >= 10.0 {
-            said = std::time::Instant::now();
-            let s = started.elapsed().as_secs_f64();
-            let rate = done as f64 / s.max(1e-9);
-            events(Event::Message(format!(
-                "teacher: {done}/{total} texts encoded ({:.0}%, {rate:.0}/s, {s:.0} s, eta {:.0} s)",
-                100.0 * done as f64 / total.max(1) as f64,
-                (total - done) as f64 / rate.max(1e-9),
-            )));
-        }
-    };
-    let (vectors, stats) = c.embed(&texts, t.batch_size, &mut encode, &mut progress)?;
-    if let Some(why) = &stats.discarded {
-        events(Event::Message(format!(
-            "teacher cache discarded and rebuilt: {why}"
-        )));
-    }
-    events(Event::Message(format!(
-        "teacher cache {}: {} texts, {} cached, {} encoded now ({} entries)",
-        c.path.display(),
-        texts.len(),
-        stats.hits,
-        stats.misses,
-        stats.entries
-    )));
-    Ok((TeacherTable::new(&texts, vectors), stats))
 }
 
 /// Runs the stages under `run_dir` (`stage1/`, `stage2/`), resuming a cut stage when `resume`.
