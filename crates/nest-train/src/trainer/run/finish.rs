@@ -51,7 +51,7 @@ impl Run<'_> {
         events: &mut dyn FnMut(Event),
     ) -> Result<()> {
         let r = self.r;
-        if !self.main || (r.save_every > 0 && at.step % r.save_every == 0) {
+        if !self.main || (r.save_every > 0 && at.step.is_multiple_of(r.save_every)) {
             return Ok(());
         }
         self.checkpoint(at, after, events)
