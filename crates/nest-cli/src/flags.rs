@@ -40,7 +40,9 @@ pub fn split(
     Ok(overrides)
 }
 
-/// Recipe flags alone (no flag of the command's own): `["--lr", "2e-5", ...]`.
+/// Recipe flags alone (no flag of the command's own): `["--lr", "2e-5", ...]`; the tests'
+/// way in (`nest bench train`, its last caller, builds typed overrides in nest-bench).
+#[cfg(test)]
 pub fn overrides<S: AsRef<str>>(argv: &[S]) -> Result<Overrides> {
     split(
         argv.iter().map(|s| s.as_ref().to_string()).collect(),

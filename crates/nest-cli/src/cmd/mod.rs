@@ -1,6 +1,5 @@
 mod advise;
 mod bench;
-mod bench_objectives;
 mod bench_serve;
 mod bench_train;
 mod compress;

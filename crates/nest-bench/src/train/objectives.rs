@@ -3,9 +3,8 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
-
-use crate::args_bench::BenchTrainArgs;
+use super::TrainBench;
+use crate::Result;
 
 /// The `[[objective]]` list a name in `--objectives` stands for: the papers' compositions for
 /// `mipic` (eq. 18: 0.4 MRL + 0.6 (SIA + PIC)), `mic` (MRL + 0.6 L_align) and `mipic+mic`; any
@@ -21,11 +20,12 @@ pub(super) fn objective_toml(kind: &str) -> String {
     }
 }
 
-/// The teacher's vectors of the benchmark's anchors through the teacher cache, printing what
+/// The teacher's vectors of the benchmark's anchors through the teacher cache, saying what
 /// building the cache cost (seconds and bytes per 1,000 texts).
 pub(super) fn bench_teacher(
-    a: &BenchTrainArgs,
+    a: &TrainBench,
     pairs: &[(String, String)],
+    say: &mut dyn FnMut(String),
 ) -> Result<nest_train::objective::distill::TeacherTable> {
     let cache_dir = std::path::PathBuf::from(".nest-cache/teacher");
     let spec = nest_train::distill::TeacherSpec {
@@ -48,7 +48,7 @@ pub(super) fn bench_teacher(
     } else {
         String::new()
     };
-    eprintln!(
+    say(format!(
         "teacher cache {}: {} encoded now in {secs:.1} s{rate}, {} cached; \
          {} entries, {bytes} bytes ({:.0} bytes per 1,000 texts)",
         a.teacher,
@@ -56,6 +56,6 @@ pub(super) fn bench_teacher(
         stats.hits,
         stats.entries,
         1000.0 * bytes as f64 / stats.entries.max(1) as f64
-    );
+    ));
     Ok(table)
 }
