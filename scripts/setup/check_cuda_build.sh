@@ -2,7 +2,7 @@
 # The `cuda` build on a machine without a GPU (issue 21): builds nest with `--features cuda`
 # against the full torch wheel (with its NVIDIA libraries), checks that libtorch_cuda is linked,
 # and that the binary starts, finds no GPU and encodes on the CPU; that c10d's ProcessGroupNCCL
-# is compiled into the shim (nest-dist's `cuda` feature) and linked; and runs nest-dist's group
+# is compiled into the shim (nest-sys's `cuda` feature, through nest-dist's) and linked; and runs nest-dist's group
 # tests in that build (on a GPU machine they run the NCCL path). Its own target folder, so the
 # CPU build is untouched.
 #

@@ -1,16 +1,16 @@
 //! Data parallelism for Nest on PyTorch's own distributed engine (c10d): the launch
 //! environment ([`Launch`], read from the variables torchrun and most schedulers set) and a
 //! process group ([`Group`]: a `TCPStore` for rendezvous, `ProcessGroupGloo` for the
-//! collectives on CPU, `ProcessGroupNCCL` on GPU in the `cuda` build) reached through a
-//! six-function C++ shim (`shim/dist.cpp`).
+//! collectives on CPU, `ProcessGroupNCCL` on GPU in the `cuda` build) reached through
+//! nest-sys's six-function C++ shim (`shim/dist.cpp`).
 //!
-//! Why a crate of its own: it is the only place with C++ and `unsafe` FFI, and it knows nothing
-//! of models or objectives; nest-train decides what to gather and what to sum. What not to put
+//! Why a crate of its own: it knows nothing of models or objectives; nest-train decides what
+//! to gather and what to sum. What not to put
 //! here: anything about batches, losses or checkpoints.
 
 mod launch;
 
-use std::ffi::{c_char, c_int, c_long, c_void, CStr, CString};
+use std::ffi::{c_int, c_long, c_void, CString};
 use std::time::{Duration, Instant};
 
 use tch::{Device, Tensor};
@@ -48,60 +48,7 @@ pub enum DistError {
     },
 }
 
-#[allow(unsafe_code)]
-mod ffi {
-    use super::{c_char, c_int, c_long, c_void};
-    use torch_sys::C_tensor;
-
-    extern "C" {
-        pub fn nest_dist_new(
-            host: *const c_char,
-            port: c_int,
-            rank: c_int,
-            world: c_int,
-            timeout_ms: c_long,
-            prefix: *const c_char,
-            server: c_int,
-            backend: c_int,
-            device: c_int,
-            out: *mut *mut c_void,
-            err: *mut *mut c_char,
-        ) -> c_int;
-        pub fn nest_dist_allreduce_sum(
-            g: *mut c_void,
-            t: *mut C_tensor,
-            err: *mut *mut c_char,
-        ) -> c_int;
-        pub fn nest_dist_allgather(
-            g: *mut c_void,
-            input: *mut C_tensor,
-            outputs: *const *mut C_tensor,
-            world: c_int,
-            err: *mut *mut c_char,
-        ) -> c_int;
-        pub fn nest_dist_barrier(g: *mut c_void, err: *mut *mut c_char) -> c_int;
-        pub fn nest_dist_free(g: *mut c_void);
-        pub fn nest_dist_free_message(m: *mut c_char);
-    }
-}
-
-/// Runs a shim call; turns its non-zero return into the message it wrote.
-#[allow(unsafe_code)]
-fn call(f: impl FnOnce(*mut *mut c_char) -> c_int) -> Result<(), String> {
-    let mut err: *mut c_char = std::ptr::null_mut();
-    if f(&mut err) == 0 {
-        return Ok(());
-    }
-    if err.is_null() {
-        return Err("(no message)".into());
-    }
-    // SAFETY: the shim wrote a NUL-terminated malloc'd string, freed right after copying.
-    let msg = unsafe { CStr::from_ptr(err) }
-        .to_string_lossy()
-        .into_owned();
-    unsafe { ffi::nest_dist_free_message(err) };
-    Err(msg)
-}
+use nest_sys::{self as ffi, call};
 
 /// What the collectives cost so far on this rank.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -300,7 +247,7 @@ impl Group {
         let start = Instant::now();
         let mut input = t.contiguous();
         let mut outs: Vec<Tensor> = (0..self.world).map(|_| input.empty_like()).collect();
-        let ptrs: Vec<*mut torch_sys::C_tensor> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+        let ptrs: Vec<*mut ffi::C_tensor> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
         let inp = input.as_mut_ptr();
         // SAFETY: every tensor outlives the call; the shim copies the handles it needs.
         call(|err| unsafe {

@@ -35,7 +35,6 @@ pub mod pooling;
 pub mod prompt;
 pub mod qwen3;
 mod row_blocks;
-mod shim;
 pub mod tiny;
 pub mod tokenize;
 mod weights;

@@ -39,28 +39,22 @@ pub(super) fn upload(host: &Tensor, dev: Device) -> Tensor {
     pinned.to_device_(dev, pinned.kind(), true, false)
 }
 
-/// `Tensor::pin_memory()` through `shim/pinned.cpp` (tch's wrapper passes a device, which
+/// `Tensor::pin_memory()` through nest-sys's `shim/pinned.cpp` (tch's wrapper passes a device, which
 /// libtorch deprecates with a warning at every call).
 #[allow(unsafe_code)]
 mod pinned {
-    use std::ffi::{c_char, c_void};
+    use std::ffi::c_char;
 
     use tch::Tensor;
-
-    extern "C" {
-        fn nest_pin_memory(t: *const c_void, err: *mut *mut c_char) -> *mut c_void;
-    }
 
     pub(super) fn pin(t: &Tensor) -> Result<Tensor, String> {
         let mut err: *mut c_char = std::ptr::null_mut();
         // SAFETY: `t.as_ptr()` is a live `at::Tensor*` for the call; the shim catches every C++
         // exception and returns either a new `at::Tensor*` or null with `err` set.
-        let out = unsafe { nest_pin_memory(t.as_ptr().cast(), &mut err) };
+        let out = unsafe { nest_sys::nest_pin_memory(t.as_ptr().cast(), &mut err) };
         if out.is_null() {
-            return Err(crate::shim::take_message(
-                err,
-                "pin_memory failed (no message)",
-            ));
+            // SAFETY: `err` is null or the message the shim wrote.
+            return Err(unsafe { nest_sys::take_message(err, "pin_memory failed (no message)") });
         }
         // SAFETY: a fresh heap `at::Tensor*` that nothing else owns: tch frees it on drop.
         Ok(unsafe { Tensor::from_ptr(out.cast()) })

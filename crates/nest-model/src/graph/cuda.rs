@@ -6,28 +6,19 @@ use std::ffi::{c_char, c_int, c_longlong, c_void};
 use super::{Replay, StepGraph};
 use crate::{Error, Result};
 
-extern "C" {
-    fn nest_graph_new(err: *mut *mut c_char) -> *mut c_void;
-    fn nest_graph_free(g: *mut c_void);
-    fn nest_graph_enter(g: *mut c_void, err: *mut *mut c_char) -> c_int;
-    fn nest_graph_leave(g: *mut c_void, err: *mut *mut c_char) -> c_int;
-    fn nest_graph_begin(g: *mut c_void, err: *mut *mut c_char) -> c_int;
-    fn nest_graph_end(g: *mut c_void, err: *mut *mut c_char) -> c_int;
-    fn nest_graph_replay(g: *mut c_void, err: *mut *mut c_char) -> c_int;
-    fn nest_cuda_memory(device: c_int, out: *mut c_longlong, err: *mut *mut c_char) -> c_int;
-    fn nest_cuda_reset_peak(device: c_int, err: *mut *mut c_char) -> c_int;
-}
+use nest_sys::{
+    nest_cuda_memory, nest_cuda_reset_peak, nest_graph_begin, nest_graph_end, nest_graph_enter,
+    nest_graph_free, nest_graph_leave, nest_graph_new, nest_graph_replay,
+};
 
-/// The shim's error message (freed here), as an error naming `what`.
-fn check(rc: c_int, err: *mut c_char, what: &str) -> Result<()> {
-    if rc == 0 {
-        return Ok(());
-    }
-    let msg = crate::shim::take_message(err, "(no message)");
-    Err(Error::Core(nest_core::Error::value(
-        "cuda graph",
-        format!("{what}: {msg}"),
-    )))
+/// A shim call's result as an error naming `what`.
+fn check(r: std::result::Result<(), String>, what: &str) -> Result<()> {
+    r.map_err(|msg| {
+        Error::Core(nest_core::Error::value(
+            "cuda graph",
+            format!("{what}: {msg}"),
+        ))
+    })
 }
 
 /// One `at::cuda::CUDAGraph` with its side stream (owned by the shim).
@@ -42,7 +33,9 @@ impl CudaGraph {
         // SAFETY: the shim returns a new object or null with `err` set.
         let raw = unsafe { nest_graph_new(&mut err) };
         if raw.is_null() {
-            check(1, err, "creating a CUDA graph")?;
+            // SAFETY: `err` is null or the message the shim wrote.
+            let msg = unsafe { nest_sys::take_message(err, "(no message)") };
+            check(Err(msg), "creating a CUDA graph")?;
         }
         Ok(CudaGraph {
             raw,
@@ -55,11 +48,10 @@ impl CudaGraph {
         f: unsafe extern "C" fn(*mut c_void, *mut *mut c_char) -> c_int,
         what: &str,
     ) -> Result<()> {
-        let mut err = std::ptr::null_mut();
+        let raw = self.raw;
         // SAFETY: `raw` is the live object `nest_graph_new` made; the shim catches every
         // C++ exception and reports it through `err`.
-        let rc = unsafe { f(self.raw, &mut err) };
-        check(rc, err, what)
+        check(nest_sys::call(|err| unsafe { f(raw, err) }), what)
     }
 }
 
@@ -97,16 +89,14 @@ impl StepGraph for CudaGraph {
 /// `{allocated, allocated peak, reserved, reserved peak}` bytes on device `i`.
 pub fn memory(i: usize) -> Result<[i64; 4]> {
     let mut out = [0 as c_longlong; 4];
-    let mut err = std::ptr::null_mut();
     // SAFETY: `out` has the four slots the shim writes.
-    let rc = unsafe { nest_cuda_memory(i as c_int, out.as_mut_ptr(), &mut err) };
-    check(rc, err, "reading the allocator's counters")?;
+    let r = nest_sys::call(|err| unsafe { nest_cuda_memory(i as c_int, out.as_mut_ptr(), err) });
+    check(r, "reading the allocator's counters")?;
     Ok(out.map(|v| v as i64))
 }
 
 pub fn reset_peak(i: usize) -> Result<()> {
-    let mut err = std::ptr::null_mut();
-    // SAFETY: as in `memory`.
-    let rc = unsafe { nest_cuda_reset_peak(i as c_int, &mut err) };
-    check(rc, err, "resetting the allocator's peaks")
+    // SAFETY: the shim reads only the device number.
+    let r = nest_sys::call(|err| unsafe { nest_cuda_reset_peak(i as c_int, err) });
+    check(r, "resetting the allocator's peaks")
 }

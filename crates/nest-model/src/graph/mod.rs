@@ -302,7 +302,7 @@ mod tests {
     }
 
     fn body(s: &Doubler) -> Result<()> {
-        let _ = s.y.shallow_clone().copy_(&(&s.x * 2.0));
+        s.y.shallow_clone().copy_(&(&s.x * 2.0));
         Ok(())
     }
 
@@ -327,8 +327,7 @@ mod tests {
             2,
             "two warm-up passes; the recorded one does not run"
         );
-        let _ = c
-            .state
+        c.state
             .x
             .shallow_clone()
             .copy_(&Tensor::from_slice(&[5.0f32, -1.0]));

@@ -1,29 +1,10 @@
-//! The call into `shim/fused_adamw.cpp` (the unsafe inventory: ARCHITECTURE.md).
+//! The call into nest-sys's `shim/fused_adamw.cpp` (the unsafe inventory: ARCHITECTURE.md).
 
-use std::ffi::{c_char, c_long, c_void};
+use std::ffi::{c_long, c_void};
 
 use tch::Tensor;
 
 use super::Group;
-
-extern "C" {
-    fn nest_fused_adamw(
-        params: *const *const c_void,
-        grads: *const *const c_void,
-        exp_avgs: *const *const c_void,
-        exp_avg_sqs: *const *const c_void,
-        n: c_long,
-        step: *const c_void,
-        lr: f64,
-        lr_tensor: *const c_void,
-        found_inf: *const c_void,
-        beta1: f64,
-        beta2: f64,
-        weight_decay: f64,
-        eps: f64,
-        err: *mut *mut c_char,
-    ) -> i32;
-}
 
 /// `at::_fused_adamw_` on `group` at step `step` with `[lr, beta1, beta2, weight_decay,
 /// eps]`; libtorch's error (kinds, devices) as the message. The kernel walks each
@@ -63,12 +44,11 @@ pub(super) fn adamw(
         ptrs(&group.m),
         ptrs(&group.v),
     );
-    let mut err: *mut c_char = std::ptr::null_mut();
     // SAFETY: every pointer is a live `at::Tensor*` owned by a `Tensor` borrowed for the
     // call (tch's handle type is `at::Tensor*`); the four lists have `n` entries each; the
     // shim catches every C++ exception and reports it through `err`.
-    let rc = unsafe {
-        nest_fused_adamw(
+    nest_sys::call(|err| unsafe {
+        nest_sys::nest_fused_adamw(
             p.as_ptr(),
             g.as_ptr(),
             m.as_ptr(),
@@ -82,14 +62,8 @@ pub(super) fn adamw(
             h[2],
             h[3],
             h[4],
-            &mut err,
+            err,
         )
-    };
-    if rc == 0 {
-        return Ok(());
-    }
-    Err(format!(
-        "fused AdamW: {}",
-        crate::shim::take_message(err, "failed (no message)")
-    ))
+    })
+    .map_err(|m| format!("fused AdamW: {m}"))
 }

@@ -326,8 +326,7 @@ fn global_norm(grads: &[Tensor]) -> Tensor {
     Tensor::stack(&norms, 0).sum(Kind::Double).sqrt()
 }
 
-/// The call into `shim/fused_adamw.cpp`.
-
+/// The call into nest-sys's `shim/fused_adamw.cpp`.
 #[allow(unsafe_code)]
 mod fused;
 

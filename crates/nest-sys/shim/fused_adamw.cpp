@@ -3,15 +3,13 @@
 // instead of the eight tensor operations per parameter the update takes op by op. tch does not
 // wrap it (it takes lists of tensors it updates in place).
 //
-// Errors never cross the boundary as exceptions: the message is copied into a malloc'd string
-// for Rust to read and free, and the function returns non-zero.
+// Errors never cross the boundary as exceptions (guard.h).
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_fused_adamw.h>
 
-#include <cstdlib>
-#include <cstring>
-#include <exception>
+#include "guard.h"
+
 #include <optional>
 #include <vector>
 
@@ -38,7 +36,7 @@ int nest_fused_adamw(
     double weight_decay,
     double eps,
     char** err) {
-  try {
+  return nest::guarded(err, [&] {
     std::vector<at::Tensor> ps, gs, ms, vs, steps;
     for (long i = 0; i < n; ++i) {
       ps.push_back(*params[i]);
@@ -60,17 +58,7 @@ int nest_fused_adamw(
           ps, gs, ms, vs, {}, steps, lr, beta1, beta2, weight_decay, eps, false, false,
           std::nullopt, inf);
     }
-    return 0;
-  } catch (const std::exception& e) {
-    size_t len = std::strlen(e.what());
-    *err = static_cast<char*>(std::malloc(len + 1));
-    if (*err != nullptr) {
-      std::memcpy(*err, e.what(), len + 1);
-    }
-    return 1;
-  }
+  });
 }
-
-void nest_fused_adamw_free_message(char* m) { std::free(m); }
 
 } // extern "C"

@@ -1,6 +1,6 @@
 // CUDA graphs (`at::cuda::CUDAGraph`, what `torch.cuda.graph` wraps) and the CUDA caching
-// allocator's peak counters, behind C functions for `src/graph.rs`. Compiled with the `cuda`
-// feature only (it needs the CUDA runtime's headers).
+// allocator's peak counters, behind C functions for nest-model's `graph/cuda.rs`. Compiled with
+// the `cuda` feature only (it needs the CUDA runtime's headers).
 //
 // A capture must run on a stream other than the default one: `nest_graph_enter` makes a side
 // stream this thread's current stream (after the work already queued on the previous stream),
@@ -16,8 +16,7 @@
 // Only libtorch's and c10's out-of-line functions are called (events through `c10::Event`, not
 // the header-inline `at::cuda::CUDAEvent`), so the shim needs no CUDA runtime library of its own.
 //
-// Errors never cross the boundary as exceptions: the message is copied into a malloc'd string
-// for Rust to read and free (`nest_fused_adamw_free_message`), and the function returns non-zero.
+// Errors never cross the boundary as exceptions (guard.h).
 
 #include <c10/core/Event.h>
 #include <ATen/cuda/CUDAGraph.h>
@@ -25,9 +24,8 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <cstdlib>
-#include <cstring>
-#include <exception>
+#include "guard.h"
+
 #include <map>
 #include <mutex>
 #include <optional>
@@ -54,25 +52,6 @@ struct NestGraph {
   explicit NestGraph(c10::cuda::CUDAStream stream) : graph(), side(stream) {}
 };
 
-int fail(const std::exception& e, char** err) {
-  size_t len = std::strlen(e.what());
-  *err = static_cast<char*>(std::malloc(len + 1));
-  if (*err != nullptr) {
-    std::memcpy(*err, e.what(), len + 1);
-  }
-  return 1;
-}
-
-template <typename F>
-int guarded(char** err, F f) {
-  try {
-    f();
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(e, err);
-  }
-}
-
 } // namespace
 
 extern "C" {
@@ -80,7 +59,7 @@ extern "C" {
 // A new, empty graph on the current device (with its side stream); null and `err` on failure.
 void* nest_graph_new(char** err) {
   NestGraph* g = nullptr;
-  guarded(err, [&] { g = new NestGraph(side_stream()); });
+  nest::guarded(err, [&] { g = new NestGraph(side_stream()); });
   return g;
 }
 
@@ -88,7 +67,7 @@ void nest_graph_free(void* g) { delete static_cast<NestGraph*>(g); }
 
 // The graph's side stream becomes current, after the work queued so far on the current stream.
 int nest_graph_enter(void* raw, char** err) {
-  return guarded(err, [&] {
+  return nest::guarded(err, [&] {
     auto* g = static_cast<NestGraph*>(raw);
     if (g->previous) {
       throw std::runtime_error("nest_graph_enter: already on the graph's side stream");
@@ -104,7 +83,7 @@ int nest_graph_enter(void* raw, char** err) {
 
 // Back to the stream that was current before `nest_graph_enter`; it waits for the side stream.
 int nest_graph_leave(void* raw, char** err) {
-  return guarded(err, [&] {
+  return nest::guarded(err, [&] {
     auto* g = static_cast<NestGraph*>(raw);
     if (!g->previous) {
       throw std::runtime_error("nest_graph_leave: not on the graph's side stream");
@@ -119,22 +98,22 @@ int nest_graph_leave(void* raw, char** err) {
 
 // Starts recording what is queued on the current (side) stream, into a memory pool of its own.
 int nest_graph_begin(void* raw, char** err) {
-  return guarded(err, [&] { static_cast<NestGraph*>(raw)->graph.capture_begin(); });
+  return nest::guarded(err, [&] { static_cast<NestGraph*>(raw)->graph.capture_begin(); });
 }
 
 int nest_graph_end(void* raw, char** err) {
-  return guarded(err, [&] { static_cast<NestGraph*>(raw)->graph.capture_end(); });
+  return nest::guarded(err, [&] { static_cast<NestGraph*>(raw)->graph.capture_end(); });
 }
 
 // Launches the recorded work on the current stream.
 int nest_graph_replay(void* raw, char** err) {
-  return guarded(err, [&] { static_cast<NestGraph*>(raw)->graph.replay(); });
+  return nest::guarded(err, [&] { static_cast<NestGraph*>(raw)->graph.replay(); });
 }
 
 // The caching allocator's bytes on device `device`: out = {allocated now, allocated peak,
 // reserved now, reserved peak}.
 int nest_cuda_memory(int device, long long* out, char** err) {
-  return guarded(err, [&] {
+  return nest::guarded(err, [&] {
     auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
     auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     out[0] = s.allocated_bytes[all].current;
@@ -145,7 +124,7 @@ int nest_cuda_memory(int device, long long* out, char** err) {
 }
 
 int nest_cuda_reset_peak(int device, char** err) {
-  return guarded(err, [&] {
+  return nest::guarded(err, [&] {
     c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
   });
 }

@@ -1,9 +1,8 @@
 // The whole C++ side of Nest's data parallelism: a c10d TCPStore for rendezvous and a
 // ProcessGroupGloo (CPU) or, in the `cuda` build, a ProcessGroupNCCL (GPU) on it, behind a
-// handful of C functions. Everything else is in Rust (src/lib.rs).
+// handful of C functions. Everything else is in Rust (nest-dist).
 //
-// Errors never cross the boundary as exceptions: each function catches, copies the message
-// into a malloc'd string for Rust to read and free, and returns non-zero.
+// Errors never cross the boundary as exceptions (guard.h).
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -14,8 +13,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include <cstdlib>
-#include <cstring>
+#include "guard.h"
+
 #include <stdexcept>
 
 namespace {
@@ -24,30 +23,6 @@ struct Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
 };
-
-char* copy_message(const char* what) {
-  size_t n = std::strlen(what);
-  char* out = static_cast<char*>(std::malloc(n + 1));
-  if (out != nullptr) {
-    std::memcpy(out, what, n + 1);
-  }
-  return out;
-}
-
-template <typename F>
-int guarded(char** err, F&& body) {
-  try {
-    body();
-    return 0;
-  } catch (const c10::Error& e) {
-    *err = copy_message(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    *err = copy_message(e.what());
-  } catch (...) {
-    *err = copy_message("unknown C++ exception");
-  }
-  return 1;
-}
 
 // The collectives' engine: Gloo for CPU tensors; NCCL (cuda build only) for tensors on GPU
 // `device`, which it binds this process to.
@@ -94,7 +69,7 @@ int nest_dist_new(
     int device,
     void** out,
     char** err) {
-  return guarded(err, [&] {
+  return nest::guarded(err, [&] {
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(port);
@@ -117,7 +92,7 @@ int nest_dist_new(
 
 // Sum one tensor in place across the group (c10d reads a list as one tensor per device).
 int nest_dist_allreduce_sum(void* g, at::Tensor* tensor, char** err) {
-  return guarded(err, [&] {
+  return nest::guarded(err, [&] {
     std::vector<at::Tensor> ts{*tensor};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::SUM;
@@ -132,7 +107,7 @@ int nest_dist_allgather(
     at::Tensor** outputs,
     int world,
     char** err) {
-  return guarded(err, [&] {
+  return nest::guarded(err, [&] {
     std::vector<std::vector<at::Tensor>> outs(1);
     for (int i = 0; i < world; i++) {
       outs[0].push_back(*outputs[i]);
@@ -143,7 +118,7 @@ int nest_dist_allgather(
 }
 
 int nest_dist_barrier(void* g, char** err) {
-  return guarded(err, [&] { static_cast<Group*>(g)->backend->barrier()->wait(); });
+  return nest::guarded(err, [&] { static_cast<Group*>(g)->backend->barrier()->wait(); });
 }
 
 // Shut the engine down before freeing it: a ProcessGroupNCCL destroyed without `shutdown()`
@@ -159,10 +134,6 @@ void nest_dist_free(void* g) {
     // freeing must not throw across the C boundary; the process is leaving the group anyway
   }
   delete group;
-}
-
-void nest_dist_free_message(char* m) {
-  std::free(m);
 }
 
 } // extern "C"
