@@ -24,7 +24,8 @@ use std::sync::{Mutex, PoisonError};
 
 use tch::{Device, Kind, Tensor};
 
-use super::embed::{upload, BatchJob};
+use super::embed::BatchJob;
+use super::transfer::upload;
 use super::ElasticEncoder;
 use crate::dtype::Dtype;
 use crate::graph::Captured;

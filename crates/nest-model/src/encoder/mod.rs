@@ -21,6 +21,7 @@ use build::Net;
 mod convert;
 mod embed;
 mod graphed;
+mod transfer;
 pub use crate::graph::GraphMode;
 
 pub use crate::io::{ClsAttention, EncoderInput, EncoderOutput};

@@ -1,0 +1,109 @@
+//! Moving an encode's tensors between host and device without making either wait: inputs go up
+//! through pinned memory ([`upload`]), pooled vectors come down in few large copies
+//! ([`Collected`]).
+
+use tch::{Device, Tensor};
+
+/// Pooled vectors on a GPU stay there until this many bytes pile up (or the encode ends).
+const FLUSH_BYTES: usize = 64 << 20;
+
+/// `host` (a CPU tensor) on `dev`. On a GPU through pinned memory and without waiting: a plain
+/// copy from the host waits for all the work queued on the device (libtorch synchronises a
+/// blocking copy's stream), which would idle the GPU while the host prepares each batch. The
+/// pinned block is not reused before the copy is done (libtorch's pinned allocator records it).
+/// On the CPU, `host` itself.
+pub(super) fn upload(host: &Tensor, dev: Device) -> Tensor {
+    if !dev.is_cuda() {
+        return host.to_device(dev);
+    }
+    let pinned = pinned::pin(host).unwrap_or_else(|_| host.shallow_clone());
+    pinned.to_device_(dev, pinned.kind(), true, false)
+}
+
+/// `Tensor::pin_memory()` through nest-sys's `shim/pinned.cpp` (tch's wrapper passes a device,
+/// which libtorch deprecates with a warning at every call).
+#[allow(unsafe_code)]
+mod pinned {
+    use std::ffi::c_char;
+
+    use tch::Tensor;
+
+    pub(super) fn pin(t: &Tensor) -> Result<Tensor, String> {
+        let mut err: *mut c_char = std::ptr::null_mut();
+        // SAFETY: `t.as_ptr()` is a live `at::Tensor*` for the call; the shim catches every C++
+        // exception and returns either a new `at::Tensor*` or null with `err` set.
+        let out = unsafe { nest_sys::nest_pin_memory(t.as_ptr().cast(), &mut err) };
+        if out.is_null() {
+            // SAFETY: `err` is null or the message the shim wrote.
+            return Err(unsafe { nest_sys::take_message(err, "pin_memory failed (no message)") });
+        }
+        // SAFETY: a fresh heap `at::Tensor*` that nothing else owns: tch frees it on drop.
+        Ok(unsafe { Tensor::from_ptr(out.cast()) })
+    }
+}
+
+/// The pooled vectors of an encode's batches per requested layer, in batch order. On a GPU they
+/// stay on the device until [`FLUSH_BYTES`] pile up or the encode ends: a copy to the host waits
+/// for everything queued before it (stream order), so a copy per batch would make the host wait
+/// for each batch before queueing the next, the idle time this saves.
+pub(super) struct Collected {
+    /// Per layer: parts already on the host, then parts still where they were computed.
+    host: Vec<Vec<Tensor>>,
+    pending: Vec<Vec<Tensor>>,
+    pending_bytes: usize,
+}
+
+impl Collected {
+    pub(super) fn new(layers: usize) -> Collected {
+        Collected {
+            host: (0..layers).map(|_| Vec::new()).collect(),
+            pending: (0..layers).map(|_| Vec::new()).collect(),
+            pending_bytes: 0,
+        }
+    }
+
+    /// Adds one batch's vectors (one tensor per layer, float32).
+    pub(super) fn push(&mut self, batch: Vec<Tensor>) {
+        let on_gpu = batch.first().is_some_and(|t| t.device().is_cuda());
+        for (k, t) in batch.into_iter().enumerate() {
+            self.pending_bytes += t.numel() * 4;
+            self.pending[k].push(t);
+        }
+        if on_gpu && self.pending_bytes >= FLUSH_BYTES {
+            self.flush();
+        }
+    }
+
+    /// Brings the pending parts to the host: one copy per layer (on the CPU, one `cat`).
+    fn flush(&mut self) {
+        for (host, pending) in self.host.iter_mut().zip(&mut self.pending) {
+            if !pending.is_empty() {
+                host.push(Tensor::cat(pending, 0).to_device(Device::Cpu));
+                pending.clear();
+            }
+        }
+        self.pending_bytes = 0;
+    }
+
+    /// Every layer's vectors on the host, back in input order (`order[pos]` = the input index
+    /// of the `pos`-th vector).
+    ///
+    /// # Shapes
+    /// - returns one tensor `[order.len(), output_dim]` per layer
+    pub(super) fn finish(mut self, order: &[usize]) -> Vec<Tensor> {
+        self.flush();
+        let mut inv = vec![0i64; order.len()];
+        for (pos, &i) in order.iter().enumerate() {
+            inv[i] = pos as i64;
+        }
+        let inverse = Tensor::from_slice(&inv);
+        self.host
+            .into_iter()
+            .map(|mut parts| match parts.len() {
+                1 => parts.pop().expect("one part"),
+                _ => Tensor::cat(&parts, 0),
+            })
+            .map(|t| t.index_select(0, &inverse))
+            .collect()
+    }
+}
