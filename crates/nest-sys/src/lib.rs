@@ -68,7 +68,7 @@ extern "C" {
     pub fn nest_dist_free(g: *mut c_void);
 }
 
-/// `shim/cuda_graph.cpp`: CUDA graphs and the caching allocator's counters.
+// `shim/cuda_graph.cpp`: CUDA graphs and the caching allocator's counters.
 #[cfg(feature = "cuda")]
 extern "C" {
     pub fn nest_graph_new(err: *mut *mut c_char) -> *mut c_void;
