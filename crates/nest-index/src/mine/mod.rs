@@ -1,21 +1,28 @@
 //! Hard-negative mining without tensors: sentence-transformers 6.2.0's `mine_hard_negatives`
-//! over vectors scored as the index scores them (a [`MemoryLevel`] at any precision and dim).
+//! over vectors scored as the index scores them (a [`MemoryLevel`](crate::MemoryLevel) at any precision and dim, or
+//! an index's stored level).
 //!
 //! - [`set`]: the queries, the deduplicated corpus and each query's positives;
 //! - [`select`]: the options, the rank window and the choice of each query's negatives (ranges,
 //!   margins, score bounds, top or seeded random sampling);
 //! - [`rows`]: the output formats (triplet, n-tuple, labeled-pair, labeled-list);
 //! - [`output`]: the chunked, resumable output file;
-//! - [`overlap`]: how far two mined files agree.
+//! - [`overlap`]: how far two mined files agree;
+//! - [`corpus`]: what is searched: a [`MemoryLevel`](crate::MemoryLevel) or an index's stored level
+//!   ([`IndexCorpus`]), behind [`Candidates`];
+//! - [`source`]: which model and point an index was built at, checked before mining through it.
 //!
 //! `nest mine` (nest-cli) encodes the texts and composes these.
 
+pub mod corpus;
 pub mod output;
 pub mod overlap;
 pub mod rows;
 pub mod select;
 pub mod set;
+pub mod source;
 
+pub use corpus::{Candidates, IndexCorpus};
 pub use output::ResumableOutput;
 pub use overlap::Overlap;
 pub use rows::{write_rows, OutputFormat, QueryRows};
@@ -23,7 +30,6 @@ pub use select::{sample, select, MineOptions, Picked, Sampling, Skipped, Window}
 pub use set::MineSet;
 
 use crate::level::Prepared;
-use crate::memory::MemoryLevel;
 
 /// One query's result: its positives' scores and its negatives.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,8 +40,8 @@ pub struct Mined {
 
 /// Mines `queries` (prepared for `corpus`'s level), which are the set's queries `first..`:
 /// retrieves `window.retrieve` candidates each, scores the positives the same way, selects.
-pub fn mine_queries(
-    corpus: &MemoryLevel,
+pub fn mine_queries<C: Candidates + ?Sized>(
+    corpus: &C,
     queries: &[Prepared],
     first: usize,
     positives: &[Vec<u32>],

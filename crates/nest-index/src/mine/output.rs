@@ -206,6 +206,16 @@ impl ResumableOutput {
         self.save_state()
     }
 
+    /// Leaves the finished work files for [`merge_parts`] (a part of a run split by rank: a
+    /// rerun finds every query done) and releases the lock.
+    pub fn keep(self) -> Result<()> {
+        self.file
+            .sync_all()
+            .map_err(|e| Error::io(&self.partial, e))?;
+        self.lock.remove();
+        Ok(())
+    }
+
     /// Removes the state and renames the partial file to the output.
     pub fn finish(self) -> Result<PathBuf> {
         self.file
@@ -216,6 +226,66 @@ impl ResumableOutput {
         self.lock.remove(); // nothing left to guard: no lock file stays beside the output
         Ok(self.out)
     }
+}
+
+/// One process's part of a run split by rank: its output path (whose work files hold the
+/// lines), the key it was written under and how many queries it holds.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub out: PathBuf,
+    pub key: String,
+    pub queries: usize,
+}
+
+/// Joins finished parts ([`ResumableOutput::keep`]), in order, into `out`: each part's recorded
+/// bytes are copied into `OUT.merging`, which is synced and renamed to `out`; the parts' work
+/// files are removed after. A part not finished under its key is refused (nothing is written).
+/// A kill before the rename leaves the parts whole (the next run merges again). Returns the
+/// lines written.
+pub fn merge_parts(out: &Path, parts: &[Part]) -> Result<u64> {
+    let mut states = Vec::with_capacity(parts.len());
+    for p in parts {
+        let (partial, state_path) = work_files(&p.out);
+        let s = read_state(&state_path)?.ok_or_else(|| {
+            Error::invalid("--output", format!("{}: missing", state_path.display()))
+        })?;
+        if s.key != p.key || s.queries_done != p.queries {
+            return Err(Error::invalid(
+                "--output",
+                format!(
+                    "{} records {} of another run's queries, not this part's {}",
+                    state_path.display(),
+                    s.queries_done,
+                    p.queries
+                ),
+            ));
+        }
+        states.push((partial, state_path, s));
+    }
+    let tmp = beside(out, ".merging");
+    let mut w = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let mut lines = 0;
+    for (partial, _, s) in &states {
+        let f = File::open(partial).map_err(|e| Error::io(partial, e))?;
+        let copied = std::io::copy(&mut std::io::Read::take(f, s.bytes), &mut w)
+            .map_err(|e| Error::io(&tmp, e))?;
+        if copied != s.bytes {
+            return Err(Error::corrupt(
+                partial,
+                format!("{copied} bytes, its state records {}", s.bytes),
+            ));
+        }
+        lines += s.lines;
+    }
+    w.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    drop(w);
+    std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;
+    for (partial, state_path, _) in &states {
+        for f in [state_path, partial] {
+            std::fs::remove_file(f).map_err(|e| Error::io(f, e))?;
+        }
+    }
+    Ok(lines)
 }
 
 #[cfg(test)]
@@ -258,5 +328,37 @@ mod tests {
         let o = ResumableOutput::open(&out, "k", true).unwrap();
         assert_eq!(o.queries_done(), 0);
         assert!(!out.exists());
+    }
+
+    #[test]
+    fn parts_merge_in_order_and_leave_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("t.jsonl");
+        let parts: Vec<Part> = (0..3)
+            .map(|r| Part {
+                out: d.path().join(format!("t.part-{r}")),
+                key: format!("k{r}"),
+                queries: r,
+            })
+            .collect();
+        for (r, p) in parts.iter().enumerate() {
+            let mut o = ResumableOutput::open(&p.out, &p.key, false).unwrap();
+            for q in 0..r {
+                o.append(&format!("{r}.{q}\n"), 1, q + 1).unwrap();
+            }
+            o.keep().unwrap();
+            // a rerun of a kept part finds it done
+            let o = ResumableOutput::open(&p.out, &p.key, false).unwrap();
+            assert_eq!(o.queries_done(), r);
+            o.keep().unwrap();
+        }
+        let mut bad = parts.clone();
+        bad[1].key = "other".into();
+        assert!(merge_parts(&out, &bad).is_err());
+        assert!(!out.exists());
+        assert_eq!(merge_parts(&out, &parts).unwrap(), 3);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "1.0\n2.0\n2.1\n");
+        let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
     }
 }
