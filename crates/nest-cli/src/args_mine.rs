@@ -85,6 +85,16 @@ pub struct MineArgs {
     /// full point's, or sentence-transformers') also holds for the same anchor and positive.
     #[arg(long)]
     pub overlap_with: Option<PathBuf>,
+    /// Read the corpus's vectors memory-mapped from this Nest index (`nest index build --model`
+    /// with this model, at the mining layer, storing the --precision:--dim level) instead of
+    /// encoding them; its documents' texts come from --corpus (or the BEIR folder's
+    /// corpus.jsonl), the file it was built from (ids and count checked).
+    #[arg(long)]
+    pub corpus_index: Option<PathBuf>,
+    /// Texts per encoder call (a text is always encoded in the same block: the unit that makes
+    /// runs split by rank and resumed runs encode the same vectors).
+    #[arg(long, default_value_t = nest_train::mine::DEFAULT_ENCODE_CHUNK, hide = true)]
+    pub encode_chunk: usize,
     /// Queries mined and written per chunk (the unit of resumption).
     #[arg(long, default_value_t = 1024, hide = true)]
     pub chunk_queries: usize,

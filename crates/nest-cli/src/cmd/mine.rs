@@ -9,78 +9,304 @@
 use std::path::Path;
 
 use anyhow::Result;
+use nest_index::mine::source::IndexSource;
 use nest_index::mine::{self, MineOptions, OutputFormat, Sampling};
 use nest_index::{Level, Precision};
 use nest_model::{Keys, Policy};
-use nest_train::mine::{Encoding, Job, PairSource};
+use nest_train::mine::{Encoding, Job, PairSource, Plan};
 
 use crate::args_mine::MineArgs;
 use crate::progress;
 
 pub fn run(a: MineArgs) -> Result<()> {
+    let group = match nest_dist::Launch::from_env()? {
+        Some(l) => Some(nest_dist::Group::join(
+            &l,
+            std::time::Duration::from_secs(300),
+        )?),
+        None => None,
+    };
+    let g = group.as_ref();
+    // rank 0 holds the lock beside the output for the whole run split by rank (a one-process
+    // run of the same output is refused meanwhile); each rank locks its own part
+    let (lock, start) = match g {
+        Some(g) if g.rank() == 0 => match nest_core::lock::FolderLock::take_beside(&a.output) {
+            Ok(l) => (Some(l), setup(&a, Some(g))),
+            Err(e) => (None, Err(e.into())),
+        },
+        _ => (None, setup(&a, g)),
+    };
+    let s = match g {
+        Some(g) => together(g, "starting", start)?,
+        None => start?,
+    };
+    let result = mine(&a, g, &s);
+    if let Some(lock) = lock {
+        match result.is_ok() {
+            true => lock.remove(),
+            false => lock.discard(),
+        }
+    }
+    result
+}
+
+/// What every rank reads and checks before mining: options, inputs, model, point, index.
+struct Setup {
+    o: MineOptions,
+    format: OutputFormat,
+    set: mine::MineSet,
+    window: mine::Window,
+    key: String,
+    model: nest_model::ElasticEncoder,
+    layer: usize,
+    level: Level,
+    index: Option<(nest_index::Index, Vec<String>)>,
+}
+
+fn setup(a: &MineArgs, g: Option<&nest_dist::Group>) -> Result<Setup> {
     anyhow::ensure!(a.chunk_queries >= 1, "--chunk-queries must be at least 1");
-    let o = options(&a)?;
-    let format = output_format(&a)?;
+    anyhow::ensure!(a.encode_chunk >= 1, "--encode-chunk must be at least 1");
+    let o = options(a)?;
+    let format = output_format(a)?;
     let precision =
         Precision::parse(&a.precision).map_err(|e| anyhow::anyhow!("--precision: {e}"))?;
-    let set = read_set(&a)?;
+    if g.is_some() && a.output.exists() && !a.overwrite {
+        anyhow::bail!(
+            "--output: {} exists (a finished run); pass --overwrite to mine again",
+            a.output.display()
+        );
+    }
+    let corpus_file = corpus_file(a)?;
+    let set = read_set(a, corpus_file.as_deref())?;
     let window = nest_train::mine::window(&o, &set, "--range-min")?;
-    let key = run_key(&a, &o, format, precision)?;
     // the model and the point before the output: a bad --model or --layer leaves no state behind
     let model = super::load_model(&a.model)?;
     let offer = nest_model::Offer::new(&model, None)?;
     let point = offer.resolve(a.layer, a.dim, Keys::FLAGS, Policy::AnyInRange)?;
-    let enc = Encoding {
-        model: &model,
-        layer: point.layer,
+    let level = Level {
+        precision,
         dim: point.dim,
+    };
+    let index = match (&a.corpus_index, corpus_file) {
+        (Some(dir), Some(file)) => Some(open_index(a, dir, &file, &model, point.layer, level)?),
+        _ => None,
+    };
+    let mut key = run_key(a, &o, format, precision)?;
+    if let Some((idx, _)) = &index {
+        // the index's level is part of what decides the output
+        let m = idx.manifest();
+        let lf = m.levels.iter().find(|l| l.level() == level);
+        let crc = lf.map_or(0, |l| l.data.crc32);
+        key =
+            nest_core::fsutil::sha256_hex(format!("{key}:index {} {crc:08x}", m.count).as_bytes());
+    }
+    if a.encode_chunk != nest_train::mine::DEFAULT_ENCODE_CHUNK {
+        key = nest_core::fsutil::sha256_hex(format!("{key}:encode {}", a.encode_chunk).as_bytes());
+    }
+    Ok(Setup {
+        o,
+        format,
+        set,
+        window,
+        key,
+        model,
+        layer: point.layer,
+        level,
+        index,
+    })
+}
+
+/// The corpus file: --corpus, or with --corpus-index a BEIR folder's corpus.jsonl (the texts
+/// must be the documents the index was built from, read the same way).
+fn corpus_file(a: &MineArgs) -> Result<Option<std::path::PathBuf>> {
+    match (&a.corpus, &a.corpus_index, &a.beir) {
+        (Some(c), _, _) => Ok(Some(c.clone())),
+        (None, Some(_), Some(b)) => Ok(Some(b.join("corpus.jsonl"))),
+        (None, Some(dir), None) => anyhow::bail!(
+            "--corpus-index {}: give --corpus FILE too, the documents the index was built from \
+             (an index stores vectors and ids, not the texts that mining writes)",
+            dir.display()
+        ),
+        (None, None, _) => Ok(None),
+    }
+}
+
+/// Opens `--corpus-index`, refusing an index of another model, layer, token limit or without
+/// the mining level, or one not built from `file` (count and ids); returns it with the
+/// documents' texts in index order.
+fn open_index(
+    a: &MineArgs,
+    dir: &Path,
+    file: &Path,
+    model: &nest_model::ElasticEncoder,
+    layer: usize,
+    level: Level,
+) -> Result<(nest_index::Index, Vec<String>)> {
+    let flag = "--corpus-index";
+    let idx = nest_index::Index::open(dir)
+        .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", dir.display()))?;
+    let source = IndexSource::of(&idx, flag)?;
+    let max_length = model.tokenizer.max_length();
+    source.check(&idx, flag, &a.model.model, layer, max_length, level)?;
+    let prompts = a.prompts.resolve(model)?;
+    if let Some(p) = prompts.document.as_deref().filter(|p| !p.is_empty()) {
+        anyhow::bail!(
+            "{flag} {}: `nest index build` embeds documents without a prompt, but this run's \
+             document prompt is '{p}' (the model's); pass --document-prompt '' to mine against \
+             the index as built",
+            dir.display()
+        );
+    }
+    let docs = nest_core::data::read_documents(file)?;
+    anyhow::ensure!(
+        docs.len() == idx.len(),
+        "{flag} {}: holds {} vectors, but {} has {} documents: the index was not built from it",
+        dir.display(),
+        idx.len(),
+        file.display(),
+        docs.len()
+    );
+    if let Some((i, d)) = docs.iter().enumerate().find(|(i, d)| idx.id(*i) != d.id) {
+        anyhow::bail!(
+            "{flag} {}: row {i} has id '{}', but document {i} of {} has id '{}': the index was \
+             not built from it",
+            dir.display(),
+            idx.id(i),
+            file.display(),
+            d.id
+        );
+    }
+    Ok((idx, docs.into_iter().map(|d| d.text).collect()))
+}
+
+/// Mines this process's queries into the output (one process) or into its part, which rank 0
+/// then merges into the output.
+fn mine(a: &MineArgs, g: Option<&nest_dist::Group>, s: &Setup) -> Result<()> {
+    let n = s.set.queries.len();
+    let enc = Encoding {
+        model: &s.model,
+        layer: s.layer,
+        dim: s.level.dim,
         opts: a.model.encode_options()?,
-        prompts: a.prompts.resolve(&model)?,
+        prompts: a.prompts.resolve(&s.model)?,
     };
     let job = Job {
-        o: o.clone(),
-        window,
-        format,
-        level: Level {
-            precision,
-            dim: point.dim,
-        },
+        o: s.o.clone(),
+        window: s.window,
+        format: s.format,
+        level: s.level,
         scores: a.output_scores,
         chunk: a.chunk_queries,
     };
-    let mut out = mine::ResumableOutput::open(&a.output, &key, a.overwrite)?;
+    let parts: Vec<mine::output::Part> = match g {
+        Some(g) => (0..g.world())
+            .map(|r| {
+                let q = nest_train::mine::rank_queries(n, a.encode_chunk, r, g.world());
+                mine::output::Part {
+                    out: super::encode::part_path(&a.output, r, g.world()),
+                    key: format!(
+                        "{}:rank {r} of {}:queries {}..{}",
+                        s.key,
+                        g.world(),
+                        q.start,
+                        q.end
+                    ),
+                    queries: q.len(),
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let (queries, opened) = match g {
+        Some(g) => {
+            let p = &parts[g.rank()];
+            if g.rank() == 0 && a.overwrite && a.output.exists() {
+                std::fs::remove_file(&a.output)?;
+            }
+            let q = nest_train::mine::rank_queries(n, a.encode_chunk, g.rank(), g.world());
+            (q, mine::ResumableOutput::open(&p.out, &p.key, a.overwrite))
+        }
+        None => (
+            0..n,
+            mine::ResumableOutput::open(&a.output, &s.key, a.overwrite),
+        ),
+    };
+    let mut out = match g {
+        Some(g) => together(g, "opening the parts", opened.map_err(Into::into))?,
+        None => opened?,
+    };
+    let who = g.map_or(String::new(), |g| format!("rank {}: ", g.rank()));
     if out.queries_done() > 0 {
         eprintln!(
-            "resuming {}: {} of {} queries done ({} lines)",
+            "{who}resuming {}: {} of {} queries done ({} lines)",
             a.output.display(),
             out.queries_done(),
-            set.queries.len(),
+            queries.len(),
             out.lines()
         );
     }
-    let summary = if out.queries_done() < set.queries.len() {
+    let plan = Plan {
+        encode_chunk: a.encode_chunk,
+        group: g,
+        queries: queries.clone(),
+        index: s.index.as_ref().map(|(i, d)| (i, d.as_slice())),
+    };
+    let summary = if g.is_some() || out.queries_done() < queries.len() {
         let say = &mut |m: String| eprintln!("{m}");
         let bars = &|n: usize, what: &str| progress::bar(n, what);
-        Some(nest_train::mine::mine_rest(
-            &job, &enc, &set, &mut out, bars, say,
-        )?)
+        let mined = nest_train::mine::mine_with(&job, &enc, &s.set, &plan, &mut out, bars, say);
+        let mined = match g {
+            Some(g) => together(g, "mining", mined.map_err(Into::into))?,
+            None => mined?,
+        };
+        Some(nest_train::mine::gather_summary(g, mined)?).filter(|s| s.queries > 0)
     } else {
         None
     };
-    let lines = out.lines();
-    let path = out.finish()?;
+    let (lines, path) = match g {
+        None => {
+            let lines = out.lines();
+            (lines, out.finish()?)
+        }
+        Some(g) => {
+            out.keep()?;
+            let kept = g.failed_ranks(true)?; // every part is on disk
+            anyhow::ensure!(kept.is_empty(), "{who}rank(s) {kept:?} failed");
+            if g.rank() != 0 {
+                return Ok(());
+            }
+            (
+                mine::output::merge_parts(&a.output, &parts)?,
+                a.output.clone(),
+            )
+        }
+    };
     eprintln!(
         "wrote {lines} rows ({}) to {}",
-        format.name(),
+        s.format.name(),
         path.display()
     );
-    if let Some(s) = summary {
-        report(&s, &o);
+    if let Some(sm) = summary {
+        report(&sm, &s.o);
     }
     if let Some(other) = &a.overlap_with {
         overlap(&path, other)?;
     }
     Ok(())
+}
+
+/// `step`'s result on this rank, or an error when it failed on another rank (so every rank
+/// stops together, each saying why: the failed rank with its own message).
+fn together<T>(g: &nest_dist::Group, step: &str, mine: Result<T>) -> Result<T> {
+    let failed = g.failed_ranks(mine.is_ok());
+    let mine = mine?;
+    let failed = failed?;
+    anyhow::ensure!(
+        failed.is_empty(),
+        "rank {}: stopped while {step}: rank(s) {failed:?} failed (their messages say why)",
+        g.rank()
+    );
+    Ok(mine)
 }
 
 /// How many of `ours`' (anchor, positive, negative) `other` holds, on stderr.
@@ -128,7 +354,7 @@ fn options(a: &MineArgs) -> Result<MineOptions> {
 
 /// The pairs (from --queries or --beir) and the corpus, grouped as sentence-transformers does;
 /// what was merged is said on stderr.
-fn read_set(a: &MineArgs) -> Result<mine::MineSet> {
+fn read_set(a: &MineArgs, corpus: Option<&Path>) -> Result<mine::MineSet> {
     let pairs = match (&a.queries, &a.beir) {
         (Some(q), _) => PairSource::Queries(q),
         (None, Some(dir)) => PairSource::Beir {
@@ -138,7 +364,7 @@ fn read_set(a: &MineArgs) -> Result<mine::MineSet> {
         (None, None) => anyhow::bail!("give --queries FILE or --beir DIR"),
     };
     let say = &mut |m: String| eprintln!("{m}");
-    Ok(nest_train::mine::read_set(pairs, a.corpus.as_deref(), say)?)
+    Ok(nest_train::mine::read_set(pairs, corpus, say)?)
 }
 
 /// The key of everything that decides the output: the inputs' bytes, the model, the point and
