@@ -239,7 +239,7 @@ fn mining_split_by_rank_is_the_one_process_file() {
     let t = Instant::now();
     run_ranks(2, &f.args("timed.jsonl", &extra));
     let took = t.elapsed();
-    for share in [0.35, 0.7] {
+    for share in [0.5, 0.75, 0.9] {
         let _ = std::fs::remove_file(f.p("killed.jsonl"));
         let _ = finish(launch(2, &args), took.mul_f64(share));
         let left = f.litter(&[
