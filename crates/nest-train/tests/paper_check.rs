@@ -276,8 +276,8 @@ fn sia_term_functions_follow_the_paper_at_every_layer_and_dim() {
                 "L_CKA layer {} dim {d}: {c} vs {pc}",
                 li + 1
             );
-            att_total = att_total + att;
-            cka_total = cka_total + cka;
+            att_total += att;
+            cka_total += cka;
         }
     }
     let h_names: Vec<String> = (1..=3).map(|l| format!("h{l}")).collect();

@@ -206,8 +206,7 @@ fn run_body(
         .iter()
         .map(|t| t.value.detach().to_kind(Kind::Double).reshape([1]))
         .collect();
-    let _ = s
-        .terms
+    s.terms
         .narrow(0, 0, named as i64)
         .copy_(&Tensor::cat(&values, 0));
     let total = terms
@@ -216,14 +215,13 @@ fn run_body(
         .reduce(|a, b| a + b)
         .expect("an objective returns terms");
     total.backward();
-    let _ = s
-        .loss
+    s.loss
         .shallow_clone()
         .copy_(&total.detach().to_kind(Kind::Double));
     let norm = opt
         .clip_and_step_on_device(spec.max_grad_norm, update)
         .map_err(nest_model::Error::Torch)?;
-    let _ = s.norm.shallow_clone().copy_(&norm);
+    s.norm.shallow_clone().copy_(&norm);
     opt.zero_grad();
     Ok(())
 }
@@ -314,11 +312,11 @@ fn static_like(host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>, dev: De
 /// Copies a batch into a graph's static inputs.
 fn fill(s: &Static, host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>) {
     for ((dst, dst_mask), (src, src_mask)) in s.inputs.iter().zip(host) {
-        let _ = dst.ids.shallow_clone().copy_(&src.ids);
-        let _ = dst.mask.shallow_clone().copy_(&src.mask);
-        let _ = dst_mask.shallow_clone().copy_(src_mask);
+        dst.ids.shallow_clone().copy_(&src.ids);
+        dst.mask.shallow_clone().copy_(&src.mask);
+        dst_mask.shallow_clone().copy_(src_mask);
     }
     if let (Some(d), Some(h)) = (&s.scores, scores) {
-        let _ = d.shallow_clone().copy_(h);
+        d.shallow_clone().copy_(h);
     }
 }

@@ -10,10 +10,14 @@ use std::path::Path;
 use indicatif::ProgressBar;
 use nest_index::mine::{self, MineOptions, MineSet, Mined, OutputFormat, QueryRows};
 use nest_index::{Level, MemoryLevel};
-use nest_model::prompt::TaskPrompts;
-use nest_model::{ElasticEncoder, EncodeOptions};
 
 use crate::Result;
+
+mod encoding;
+mod rank;
+
+pub use encoding::Encoding;
+pub use rank::{gather_summary, rank_queries};
 
 /// (query, positive) texts.
 pub type Pairs = Vec<(String, String)>;
@@ -162,14 +166,6 @@ impl Plan<'_> {
     }
 }
 
-/// The queries rank `rank` of `world` mines: a contiguous run of whole encoder blocks of
-/// `chunk` texts, so that the parts in rank order are every query in order.
-pub fn rank_queries(n: usize, chunk: usize, rank: usize, world: usize) -> std::ops::Range<usize> {
-    let blocks = n.div_ceil(chunk);
-    let at = |r: usize| (r * blocks / world * chunk).min(n);
-    at(rank)..at(rank + 1)
-}
-
 /// The default encoder block ([`Plan::encode_chunk`]).
 pub const DEFAULT_ENCODE_CHUNK: usize = ENCODE_CHUNK;
 
@@ -200,55 +196,75 @@ pub fn mine_with(
     bars: Bars<'_>,
     say: &mut dyn FnMut(String),
 ) -> Result<mine::Summary> {
-    let level = job.level;
     let done = out.queries_done();
     let first = plan.queries.start + done;
     let rest = plan.queries.end.saturating_sub(first);
-    let left_anywhere = match plan.group {
-        Some(g) => {
-            let all = g.all_gather(&tch::Tensor::from_slice(&[rest as i64]))?;
-            all.iter().map(|t| t.int64_value(&[0])).sum::<i64>() as usize
-        }
-        None => rest,
-    };
-    if left_anywhere == 0 {
+    if rank::left_anywhere(plan.group, rest)? == 0 {
         return Ok(mine::Summary::default());
     }
     let who = plan.group.map_or(String::new(), |g| {
         format!("rank {} of {}: ", g.rank(), g.world())
     });
     say(format!(
-        "{who}mining {rest} queries against {} texts at layer {} of {}, {level}{}",
+        "{who}mining {rest} queries against {} texts at layer {} of {}, {}{}",
         set.corpus.len(),
         enc.layer,
         enc.model.num_layers(),
+        job.level,
         match plan.index {
             Some((i, _)) => format!(" (read from the index {})", i.dir().display()),
             None => String::new(),
         }
     ));
+    let corpus = candidates(job.level, enc, set, plan, bars, &mut |m| {
+        say(format!("{who}{m}"))
+    })?;
+    if rest == 0 {
+        return Ok(mine::Summary::default());
+    }
+    let mut queries = Vec::with_capacity(rest);
+    enc.blocks(
+        &set.queries,
+        first..plan.queries.end,
+        plan.encode_chunk,
+        None,
+        enc.prompts.query.as_deref(),
+        "queries",
+        bars,
+        &mut |v| {
+            queries.push(corpus.prepare(v));
+            Ok(())
+        },
+    )?;
+    write_chunks(job, set, corpus.as_ref(), &queries, first, plan, out, bars)
+}
+
+/// The corpus to search: read from the plan's index (with the positives it lacks encoded
+/// beside it), else encoded into memory (gathered across the plan's group).
+fn candidates<'a>(
+    level: Level,
+    enc: &Encoding<'_>,
+    set: &'a MineSet,
+    plan: &Plan<'a>,
+    bars: Bars<'_>,
+    say: &mut dyn FnMut(String),
+) -> Result<Box<dyn mine::Candidates + 'a>> {
     let doc = enc.prompts.document.as_deref();
     let e = plan.encode_chunk;
-    let corpus: Box<dyn mine::Candidates + '_> = match plan.index {
+    Ok(match plan.index {
         Some((index, documents)) => {
             let mut c = mine::IndexCorpus::new(index, level, documents, &set.corpus)?;
             let extra = &set.corpus[c.kept()..];
             if !extra.is_empty() {
                 say(format!(
-                    "{who}encoding {} positives the index lacks",
+                    "encoding {} positives the index lacks",
                     extra.len()
                 ));
             }
-            enc.blocks(
-                extra,
-                0..extra.len(),
-                e,
-                None,
-                doc,
-                "corpus",
-                bars,
-                &mut |v| Ok(c.push_extra(v)?),
-            )?;
+            let all = 0..extra.len();
+            enc.blocks(extra, all, e, None, doc, "corpus", bars, &mut |v| {
+                Ok(c.push_extra(v)?)
+            })?;
             Box::new(c)
         }
         None => {
@@ -266,39 +282,28 @@ pub fn mine_with(
             )?;
             Box::new(c)
         }
-    };
-    if rest == 0 {
-        return Ok(mine::Summary::default());
-    }
-    let mut queries = Vec::with_capacity(rest);
-    let query = enc.prompts.query.as_deref();
-    let range = first..plan.queries.end;
-    enc.blocks(
-        &set.queries,
-        range,
-        e,
-        None,
-        query,
-        "queries",
-        bars,
-        &mut |v| {
-            queries.push(corpus.prepare(v));
-            Ok(())
-        },
-    )?;
+    })
+}
+
+/// Mines the prepared `queries` (`first..` of the set) a chunk at a time and appends each
+/// chunk's rows to `out`.
+#[allow(clippy::too_many_arguments)]
+fn write_chunks(
+    job: &Job,
+    set: &MineSet,
+    corpus: &dyn mine::Candidates,
+    queries: &[nest_index::level::Prepared],
+    first: usize,
+    plan: &Plan<'_>,
+    out: &mut mine::ResumableOutput,
+    bars: Bars<'_>,
+) -> Result<mine::Summary> {
     let mut summary = mine::Summary::default();
     let pb = bars(queries.len(), "mine");
     let n = job.o.num_negatives;
     for (c, chunk) in queries.chunks(job.chunk).enumerate() {
         let start = first + c * job.chunk;
-        let mined = mine::mine_queries(
-            corpus.as_ref(),
-            chunk,
-            start,
-            &set.positives,
-            &job.o,
-            job.window,
-        );
+        let mined = mine::mine_queries(corpus, chunk, start, &set.positives, &job.o, job.window);
         let (text, lines) = rows(set, start, &mined, job.format, job.scores, n);
         for m in &mined {
             summary.add(m, n);
@@ -309,46 +314,6 @@ pub fn mine_with(
     }
     pb.finish_and_clear();
     Ok(summary)
-}
-
-/// Every rank's summary added up (each rank's own under no group).
-pub fn gather_summary(g: Option<&nest_dist::Group>, s: mine::Summary) -> Result<mine::Summary> {
-    let Some(g) = g else { return Ok(s) };
-    let k = s.skipped;
-    let v = [
-        s.queries as f64,
-        s.short as f64,
-        s.negatives as f64,
-        s.positive_score_sum,
-        s.positives as f64,
-        s.negative_score_sum,
-        k.absolute_margin as f64,
-        k.relative_margin as f64,
-        k.max_score as f64,
-        k.min_score as f64,
-    ];
-    let mut sum = [0f64; 10];
-    for t in g.all_gather(&tch::Tensor::from_slice(&v))? {
-        let t: Vec<f64> = Vec::<f64>::try_from(&t)?;
-        for (a, b) in sum.iter_mut().zip(t) {
-            *a += b;
-        }
-    }
-    let u = |x: f64| x as usize;
-    Ok(mine::Summary {
-        queries: u(sum[0]),
-        short: u(sum[1]),
-        negatives: u(sum[2]),
-        positive_score_sum: sum[3],
-        positives: u(sum[4]),
-        negative_score_sum: sum[5],
-        skipped: mine::Skipped {
-            absolute_margin: u(sum[6]),
-            relative_margin: u(sum[7]),
-            max_score: u(sum[8]),
-            min_score: u(sum[9]),
-        },
-    })
 }
 
 /// The output lines of queries `start..` (their `mined`), and how many.
@@ -384,98 +349,4 @@ fn rows(
         lines += mine::write_rows(format, scores, &qr, &mut text) as u64;
     }
     (text, lines)
-}
-
-/// The encoder at one point (inference: no dropout, no gradients).
-pub struct Encoding<'m> {
-    pub model: &'m ElasticEncoder,
-    pub layer: usize,
-    pub dim: usize,
-    pub opts: EncodeOptions,
-    /// The query and document prompts.
-    pub prompts: TaskPrompts,
-}
-
-impl Encoding<'_> {
-    /// Encodes `texts[range]` (with `prompt`) and hands each vector (`dim` coordinates, unit
-    /// norm) to `f`, in order. Texts are encoded in blocks of `chunk` cut from `texts`' start
-    /// (a range starting inside a block encodes the whole block and drops the vectors before
-    /// it). Under `group`, block `b` is encoded by rank `b % world` and gathered: every rank
-    /// hears every vector, in order (every rank must call it with the same arguments).
-    #[allow(clippy::too_many_arguments)]
-    fn blocks(
-        &self,
-        texts: &[String],
-        range: std::ops::Range<usize>,
-        chunk: usize,
-        group: Option<&nest_dist::Group>,
-        prompt: Option<&str>,
-        what: &str,
-        bars: Bars<'_>,
-        f: &mut dyn FnMut(&[f32]) -> Result<()>,
-    ) -> Result<()> {
-        if range.is_empty() {
-            return Ok(());
-        }
-        let pb = bars(range.len(), what);
-        let (rank, world) = group.map_or((0, 1), |g| (g.rank(), g.world()));
-        let (b0, b1) = (range.start / chunk, range.end.div_ceil(chunk));
-        let block = |b: usize| b * chunk..((b + 1) * chunk).min(range.end);
-        let mut give = |b: usize, flat: &[f32]| -> Result<()> {
-            let skip = range.start.saturating_sub(b * chunk);
-            for row in flat.chunks_exact(self.dim).skip(skip) {
-                f(row)?;
-            }
-            pb.set_position((block(b).end - range.start) as u64);
-            Ok(())
-        };
-        for round in (b0..b1).step_by(world) {
-            let own = round + rank;
-            let flat = match own < b1 {
-                true => {
-                    let base = block(own).start.saturating_sub(range.start);
-                    self.encode(&texts[block(own)], prompt, &mut |done| {
-                        pb.set_position((base + done) as u64)
-                    })?
-                }
-                false => Vec::new(),
-            };
-            let Some(g) = group else {
-                give(own, &flat)?;
-                continue;
-            };
-            let mut padded = flat;
-            padded.resize(chunk * self.dim, 0.0);
-            let all = g.all_gather(&tch::Tensor::from_slice(&padded))?;
-            for (r, t) in all.iter().enumerate() {
-                let b = round + r;
-                if b >= b1 {
-                    break;
-                }
-                let v = nest_model::pooling::to_vec_f32(&t.narrow(
-                    0,
-                    0,
-                    (block(b).len() * self.dim) as i64,
-                ));
-                give(b, &v)?;
-            }
-        }
-        pb.finish_and_clear();
-        Ok(())
-    }
-
-    /// One encoder call: `texts`' vectors, flat.
-    fn encode(
-        &self,
-        texts: &[String],
-        prompt: Option<&str>,
-        tick: &mut dyn FnMut(usize),
-    ) -> Result<Vec<f32>> {
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let pooled = self
-            .model
-            .embed_prompted(&refs, &[self.layer], self.opts, prompt, tick)?;
-        let e = nest_model::point::finish(&pooled[0], self.dim, None)?;
-        Ok(nest_model::pooling::to_vec_f32(&e))
-    }
 }
