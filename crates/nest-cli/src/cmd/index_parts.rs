@@ -56,7 +56,7 @@ pub fn build(a: IndexBuildArgs, g: &nest_dist::Group) -> Result<()> {
 
 /// `step`'s result on this rank, or an error when it failed on another rank (so every rank
 /// stops together, each saying why: the failed rank with its own message).
-fn together<T>(g: &nest_dist::Group, step: &str, mine: Result<T>) -> Result<T> {
+pub(super) fn together<T>(g: &nest_dist::Group, step: &str, mine: Result<T>) -> Result<T> {
     let failed = g.failed_ranks(mine.is_ok());
     let mine = mine?;
     let failed = failed?;

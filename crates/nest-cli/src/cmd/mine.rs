@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use super::index_parts::together;
 use anyhow::Result;
 use nest_index::mine::source::IndexSource;
 use nest_index::mine::{self, MineOptions, OutputFormat, Sampling};
@@ -312,20 +313,6 @@ fn close_output(
     }
     let lines = mine::output::merge_parts(&a.output, parts)?;
     Ok(Some((lines, a.output.clone())))
-}
-
-/// `step`'s result on this rank, or an error when it failed on another rank (so every rank
-/// stops together, each saying why: the failed rank with its own message).
-fn together<T>(g: &nest_dist::Group, step: &str, mine: Result<T>) -> Result<T> {
-    let failed = g.failed_ranks(mine.is_ok());
-    let mine = mine?;
-    let failed = failed?;
-    anyhow::ensure!(
-        failed.is_empty(),
-        "rank {}: stopped while {step}: rank(s) {failed:?} failed (their messages say why)",
-        g.rank()
-    );
-    Ok(mine)
 }
 
 /// How many of `ours`' (anchor, positive, negative) `other` holds, on stderr.
