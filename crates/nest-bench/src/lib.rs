@@ -1,9 +1,11 @@
 //! Nest's benchmark clients, kept out of the libraries they measure: [`load`], the load
 //! generator of `nest bench serve` (any OpenAI-compatible server, and Nest's `/v1/search`);
-//! [`soak`], the mixed long run of `nest bench soak`; [`train`], the training step and epoch
+//! [`soak`], the mixed long run of `nest bench soak`; [`paired`], the HTTP layer's cost
+//! against in-process search, query by query (`nest bench search --paired-url`); [`train`], the training step and epoch
 //! benchmark of `nest bench train`.
 
 pub mod load;
+pub mod paired;
 pub mod soak;
 pub mod train;
 

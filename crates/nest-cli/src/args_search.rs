@@ -306,4 +306,14 @@ pub struct BenchSearchArgs {
     /// `POST /v1/search` does, without HTTP): QPS and p50 / p99 per funnel.
     #[arg(long)]
     pub end_to_end: bool,
+    /// With `--end-to-end`: then send each query, right after its in-process run, to this
+    /// server's `POST /v1/search` too (`nest serve --index` over the same index), so that both
+    /// are timed query by query under the same conditions: HTTP / in-process QPS per funnel,
+    /// and how many queries got the same hits both ways.
+    #[arg(long, requires = "end_to_end")]
+    pub paired_url: Option<String>,
+    /// The CPU the `--paired-url` client thread is moved to (`taskset -p`); default: it runs
+    /// where the process may.
+    #[arg(long, requires = "paired_url")]
+    pub client_cpu: Option<usize>,
 }

@@ -193,6 +193,17 @@ pub fn search(a: BenchSearchArgs) -> Result<()> {
     }
     if a.end_to_end {
         end_to_end(&idx, &model, layer, &texts, &funnels, a.k)?;
+        if let Some(url) = &a.paired_url {
+            let job = nest_bench::paired::Paired {
+                idx: &idx,
+                model: &model,
+                layer,
+                k: a.k,
+            };
+            for f in job.run(&texts, &funnels, url, a.client_cpu)? {
+                println!("{}", serde_json::to_string(&f)?);
+            }
+        }
     }
     for (path, kind) in targets {
         let ix = Index::open(&path)?;
@@ -208,7 +219,8 @@ pub fn search(a: BenchSearchArgs) -> Result<()> {
 }
 
 /// In-process search at batch 1, what `POST /v1/search` does without HTTP: each query
-/// embedded alone, then the funnel; queries per second and latency percentiles.
+/// embedded alone (tokenised, one forward pass), then the funnel; queries per second, latency
+/// percentiles, and the mean time of each part (embedding, search).
 fn end_to_end(
     idx: &Index,
     model: &nest_model::ElasticEncoder,
@@ -221,21 +233,26 @@ fn end_to_end(
     let exact = Funnel::exact(idx.full_dim());
     for f in std::iter::once(&exact).chain(funnels) {
         let mut lat = Vec::with_capacity(texts.len());
+        let (mut embed_s, mut search_s) = (0.0, 0.0);
         let t0 = Instant::now();
         for t in texts {
             let t1 = Instant::now();
             let pooled =
                 model.embed_layers(&[t.as_str()], &[layer], Default::default(), &mut |_| {})?;
             let v = nest_model::pooling::to_vec_f32(&pooled[0]);
+            let t2 = Instant::now();
             idx.search(&[v[..d].to_vec()], f, k)?;
+            embed_s += (t2 - t1).as_secs_f64();
+            search_s += t2.elapsed().as_secs_f64();
             lat.push(t1.elapsed().as_secs_f64() * 1e3);
         }
         let secs = t0.elapsed().as_secs_f64();
+        let n = texts.len() as f64;
         lat.sort_by(f64::total_cmp);
         let pct = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize];
         println!(
             "{}",
-            serde_json::json!({"data": "end-to-end", "batch": 1, "queries": texts.len(), "funnel": f.to_string(), "qps": texts.len() as f64 / secs, "p50_ms": pct(0.5), "p99_ms": pct(0.99)})
+            serde_json::json!({"data": "end-to-end", "batch": 1, "queries": texts.len(), "funnel": f.to_string(), "qps": texts.len() as f64 / secs, "p50_ms": pct(0.5), "p99_ms": pct(0.99), "embed_ms_mean": 1e3 * embed_s / n, "search_ms_mean": 1e3 * search_s / n})
         );
     }
     Ok(())
