@@ -116,6 +116,11 @@ pub struct CompareArgs {
     /// Family-wise error rate of Holm's correction over all cells compared.
     #[arg(long, default_value_t = 0.05)]
     pub alpha: f64,
+    /// Pair each side's full vector (the largest dim all its reports scored) instead of the
+    /// dims both sides scored: for outputs of different widths, e.g. IBKD's `W s` (the
+    /// teacher's 768 dims) against a 384-dim student. The table shows the first side's dim.
+    #[arg(long)]
+    pub full_dim: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nest_eval::compare::{compare, correct, Group};
+use nest_eval::compare::{compare, correct, DimPairing, Group};
 use nest_eval::items::{statistic, Items};
 use nest_eval::quantize::Precision;
 use nest_eval::report::{Cell, Costs, FileRef, ModelInfo, Report, TaskResult};
@@ -120,7 +120,7 @@ fn a_clear_gain_survives_and_noise_does_not() {
     let dir = tempfile::tempdir().unwrap();
     let a = group(dir.path(), "a", &[report(10, 1.0, true)]);
     let b = group(dir.path(), "b", &[report(20, 4.0, true)]);
-    let mut all = vec![compare(&a, &b, Some(BOOT)).unwrap()];
+    let mut all = vec![compare(&a, &b, Some(BOOT), DimPairing::Shared).unwrap()];
     assert_eq!(correct(&mut all), 2);
     let t = &all[0][0];
     let gain = t.cell(2, 8).unwrap();
@@ -138,12 +138,14 @@ fn missing_items_are_a_clear_error_unless_no_test_is_asked() {
     let dir = tempfile::tempdir().unwrap();
     let a = group(dir.path(), "a", &[report(10, 1.0, true)]);
     let bare = group(dir.path(), "bare", &[report(20, 4.0, false)]);
-    let e = compare(&a, &bare, Some(BOOT)).unwrap_err().to_string();
+    let e = compare(&a, &bare, Some(BOOT), DimPairing::Shared)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("bare-0") && e.contains("per-item") && e.contains("--resamples 0"),
         "{e}"
     );
-    let d = compare(&a, &bare, None).unwrap();
+    let d = compare(&a, &bare, None, DimPairing::Shared).unwrap();
     let c = d[0].cell(2, 8).unwrap();
     assert!(c.test.is_none() && c.delta() > 5.0);
     // old reports, written before per-item scores existed, still read
@@ -158,7 +160,9 @@ fn other_test_files_are_refused() {
     let mut r = report(20, 4.0, true);
     r.tasks[0].files[0].sha256 = "def".into();
     let b = group(dir.path(), "other", &[r]);
-    let e = compare(&a, &b, Some(BOOT)).unwrap_err().to_string();
+    let e = compare(&a, &b, Some(BOOT), DimPairing::Shared)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("other-0") && e.contains("other files"), "{e}");
 }
 
@@ -179,7 +183,7 @@ fn runs_of_one_method_make_one_side() {
             report(22, 4.0, true),
         ],
     );
-    let mut all = vec![compare(&a, &b, Some(BOOT)).unwrap()];
+    let mut all = vec![compare(&a, &b, Some(BOOT), DimPairing::Shared).unwrap()];
     correct(&mut all);
     let c = all[0][0].cell(2, 8).unwrap();
     let mean = |g: &Group| {
@@ -199,4 +203,42 @@ fn runs_of_one_method_make_one_side() {
     assert_eq!(cell.n, 3);
     assert!((cell.mean - c.other).abs() < 1e-9 && cell.lo < cell.mean && cell.mean < cell.hi);
     assert!(nest_eval::seeds::summarise(&b.reports[..1]).is_err());
+}
+
+/// `DimPairing::Full` pairs each side's widest vector: a 16-dim model against an 8-dim one,
+/// where the shared pairing finds no common dim.
+#[test]
+fn full_vectors_of_different_widths_are_paired() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = group(dir.path(), "a", &[report(10, 1.0, true)]);
+    let mut wide = report(20, 4.0, true);
+    wide.dims = vec![4, 16];
+    for c in &mut wide.tasks[0].cells {
+        c.dim = 16;
+    }
+    let b = group(dir.path(), "wide", &[wide]);
+    let shared = compare(&a, &b, Some(BOOT), DimPairing::Shared).unwrap();
+    assert!(shared[0].dims.is_empty(), "{:?}", shared[0].dims);
+    let mut all = vec![compare(&a, &b, Some(BOOT), DimPairing::Full).unwrap()];
+    correct(&mut all);
+    let c = all[0][0].cell(2, 8).unwrap();
+    assert_eq!((c.dim, c.other_dim), (8, 16));
+    let want = b.reports[0].tasks[0]
+        .main(2, 16, Precision::Float32)
+        .unwrap();
+    assert!(
+        (c.other - want).abs() < 1e-9 && c.significant(0.05),
+        "{c:?}"
+    );
+    let md = nest_eval::compare::markdown(
+        &a,
+        &b,
+        &all[0],
+        nest_eval::compare::Legend {
+            boot: Some(BOOT),
+            alpha: 0.05,
+            family: 2,
+        },
+    );
+    assert!(md.contains("full vectors: dim 8 against 16"), "{md}");
 }

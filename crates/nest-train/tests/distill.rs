@@ -424,6 +424,87 @@ fn two_stages_resume_exactly_across_the_boundary() {
     assert!(err.contains("nest distill"), "{err}");
 }
 
+/// `map = "identity"` with `projection = <teacher dim>`: the student's Dense head is stage 1's
+/// `W` (wider than the student), trained with the encoder, exported, kept and trained through
+/// stage 2, so the final student's vector is `W s`; without the head the recipe is refused,
+/// naming the key that fixes it.
+#[test]
+fn the_identity_map_makes_w_the_students_exported_head() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let (teacher, student) = (d.path().join("teacher"), d.path().join("student"));
+    let wide = TinySpec {
+        hidden: 48,
+        ..TinySpec::new(Architecture::Mpnet)
+    };
+    write_tiny_model(&teacher, &wide).unwrap();
+    write_tiny_model(&student, &TinySpec::new(Architecture::Bert)).unwrap();
+    let (texts, triplets) = write_texts(d.path());
+    let recipe = |projection: &str| {
+        let path = d.path().join(format!("ibkd{}.toml", projection.len()));
+        let common = "batch_size = 16\nepochs = 1\nsave_every = 0\neval_every = 0\nseed = 3\n";
+        std::fs::write(
+            &path,
+            format!(
+                "teacher = \"{}\"\nstudent = \"{}\"\ncache_dir = \"{}\"\nteacher_max_length = 32\n\n\
+                 [stage1]\nloss = \"none\"\nlr = 1e-3\n{projection}{common}\
+                 data = [{{ path = \"{}\", format = \"single\" }}]\n\
+                 objective = [{{ kind = \"distill\", map = \"identity\" }}, {{ kind = \"hsic\" }}]\n\n\
+                 [stage2]\nloss = \"mnrl\"\nlr = 1e-3\n{common}\
+                 data = [{{ path = \"{}\", format = \"triplets\" }}]\n",
+                teacher.display(),
+                student.display(),
+                d.path().join("cache").display(),
+                texts.display(),
+                triplets.display()
+            ),
+        )
+        .unwrap();
+        DistillRecipe::load(&path, &Overrides::new()).unwrap()
+    };
+    let opts = TrainOptions {
+        run_dir: PathBuf::new(),
+        resume: false,
+        overwrite: false,
+        device: tch::Device::Cpu,
+        stop_after_steps: None,
+        allow_world_change: false,
+    };
+    let (r, o1, o2) = recipe("");
+    let run = d.path().join("no-head");
+    let err = distill::run(&r, (&o1, &o2), &run, Stages::Both, &opts, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("identity") && err.contains("projection = 48"),
+        "{err}"
+    );
+    let (r, o1, o2) = recipe("projection = 48\n");
+    let run = d.path().join("ws");
+    let out = distill::run(&r, (&o1, &o2), &run, Stages::Both, &opts, &mut |_| {}).unwrap();
+    let start = Tensor::eye_m(48, 32, (Kind::Float, tch::Device::Cpu));
+    let head = |dir: &Path| {
+        let enc = ElasticEncoder::load(dir, tch::Device::Cpu, None).unwrap();
+        assert_eq!(enc.output_dim(), 48, "{}", dir.display());
+        enc.head.modules()[0].weight.shallow_clone()
+    };
+    let (w1, w2) = (head(&run.join("stage1/final")), head(&out.final_dir));
+    assert!(
+        (&w1 - &start).abs().max().double_value(&[]) > 1e-4,
+        "stage 1 did not move W from [I; 0]"
+    );
+    assert!(
+        (&w2 - &w1).abs().max().double_value(&[]) > 1e-6,
+        "stage 2 did not train W"
+    );
+    let m = std::fs::read_to_string(run.join("stage1/metrics.jsonl")).unwrap();
+    assert!(m.contains("distill/infonce@48"), "{m:.400}");
+    let nest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("stage1/final/nest.json")).unwrap())
+            .unwrap();
+    assert!(nest.to_string().contains("W s"), "{nest}");
+}
+
 /// `--key value` pairs as recipe overrides (the CLI's parser is nest-cli's; the tests write
 /// their recipes as it would receive them).
 fn overrides(f: &[String]) -> Overrides {

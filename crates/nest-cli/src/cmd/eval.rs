@@ -102,6 +102,7 @@ fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
         resamples: 1000,
         seed: 0,
         alpha: 0.05,
+        full_dim: false,
     })
 }
 
@@ -286,13 +287,17 @@ fn compare(c: CompareArgs) -> Result<()> {
         .iter()
         .map(|a| read_group(a))
         .collect::<Result<Vec<_>>>()?;
+    let pairing = match c.full_dim {
+        true => nest_eval::compare::DimPairing::Full,
+        false => nest_eval::compare::DimPairing::Shared,
+    };
     let boot = (c.resamples > 0).then_some(Bootstrap {
         resamples: c.resamples,
         seed: c.seed,
     });
     let mut all = Vec::new();
     for g in &groups[1..] {
-        let deltas = nest_eval::compare::compare(&groups[0], g, boot)?;
+        let deltas = nest_eval::compare::compare(&groups[0], g, boot, pairing)?;
         anyhow::ensure!(
             !deltas.is_empty(),
             "{} and {} share no task and precision",

@@ -48,6 +48,9 @@ impl Group {
 pub struct CellDelta {
     pub layer: usize,
     pub dim: usize,
+    /// The other side's dim: `dim` unless the comparison pairs full vectors
+    /// ([`super::DimPairing::Full`]).
+    pub other_dim: usize,
     /// Mean over the side's runs of the main metric (x100).
     pub base: f64,
     pub other: f64,

@@ -28,12 +28,43 @@ fn shared<T: PartialEq + Copy>(lists: impl Iterator<Item = Vec<T>>) -> Vec<T> {
     first
 }
 
+/// Which dims a comparison pairs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DimPairing {
+    /// Each dim every report of both sides scored, with itself.
+    #[default]
+    Shared,
+    /// Each side's full vector: the largest dim every report of that side scored. For models
+    /// whose outputs differ in width (IBKD's `W s` in the teacher's 768 dims against a 384-dim
+    /// student); the cells carry the first side's dim and [`CellDelta::other_dim`].
+    Full,
+}
+
+/// The largest dim every report of `g` scored.
+fn full_dim(g: &Group) -> Option<usize> {
+    shared(g.reports.iter().map(|r| r.dims.clone()))
+        .into_iter()
+        .max()
+}
+
 /// Every task and precision all reports of both sides share; with `boot`, each cell gets a
 /// paired bootstrap (the reports need per-item scores, and the same test files).
-pub fn compare(base: &Group, other: &Group, boot: Option<Bootstrap>) -> Result<Vec<TaskDelta>> {
+pub fn compare(
+    base: &Group,
+    other: &Group,
+    boot: Option<Bootstrap>,
+    pairing: DimPairing,
+) -> Result<Vec<TaskDelta>> {
     let all: Vec<&Report> = base.reports.iter().chain(&other.reports).collect();
     let layers = shared(all.iter().map(|r| r.layers.clone()));
-    let dims = shared(all.iter().map(|r| r.dims.clone()));
+    let pairs: Vec<(usize, usize)> = match pairing {
+        DimPairing::Shared => shared(all.iter().map(|r| r.dims.clone()))
+            .into_iter()
+            .map(|d| (d, d))
+            .collect(),
+        DimPairing::Full => full_dim(base).zip(full_dim(other)).into_iter().collect(),
+    };
+    let dims: Vec<usize> = pairs.iter().map(|p| p.0).collect();
     let precisions = shared(all.iter().map(|r| r.precisions.clone()));
     let mut out = Vec::new();
     for tb in &base.reports[0].tasks {
@@ -44,7 +75,7 @@ pub fn compare(base: &Group, other: &Group, boot: Option<Bootstrap>) -> Result<V
             check_items(base, other, &ta, &to)?;
         }
         for &p in &precisions {
-            let cells = dims
+            let cells = pairs
                 .iter()
                 .map(|&d| {
                     layers
@@ -97,20 +128,24 @@ fn check_items(base: &Group, other: &Group, ta: &[&TaskResult], to: &[&TaskResul
     Ok(())
 }
 
+/// The cell at `layer`, the base side at `dims.0` and the other at `dims.1`.
 fn cell_delta(
     ta: &[&TaskResult],
     to: &[&TaskResult],
     layer: usize,
-    dim: usize,
+    (dim, other_dim): (usize, usize),
     p: Precision,
     boot: Option<Bootstrap>,
 ) -> Option<CellDelta> {
-    let mains = |ts: &[&TaskResult]| -> Option<Vec<f64>> {
+    let mains = |ts: &[&TaskResult], dim: usize| -> Option<Vec<f64>> {
         ts.iter().map(|t| t.main(layer, dim, p)).collect()
     };
-    let (a, b) = (spread(&mains(ta)?), spread(&mains(to)?));
+    let (a, b) = (spread(&mains(ta, dim)?), spread(&mains(to, other_dim)?));
     let test = boot.and_then(|boot| {
-        let (ia, ib) = (items_at(ta, layer, dim, p)?, items_at(to, layer, dim, p)?);
+        let (ia, ib) = (
+            items_at(ta, layer, dim, p)?,
+            items_at(to, layer, other_dim, p)?,
+        );
         let sa = Side {
             gold: gold(ta[0]),
             runs: &ia,
@@ -124,6 +159,7 @@ fn cell_delta(
     Some(CellDelta {
         layer,
         dim,
+        other_dim,
         base: a.mean,
         other: b.mean,
         base_sd: a.sd,

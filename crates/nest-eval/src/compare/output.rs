@@ -51,9 +51,13 @@ pub fn markdown(base: &Group, other: &Group, deltas: &[TaskDelta], legend: Legen
     }
     for t in deltas {
         let n_sig = t.all().filter(|c| c.significant(legend.alpha)).count();
+        let widths = match t.all().find(|c| c.other_dim != c.dim) {
+            Some(c) => format!(", full vectors: dim {} against {}", c.dim, c.other_dim),
+            None => String::new(),
+        };
         let _ = writeln!(
             s,
-            "## {} ({} {}), mean delta {:+.2}{}\n",
+            "## {} ({} {}{widths}), mean delta {:+.2}{}\n",
             t.task,
             t.main_metric,
             t.precision.name(),

@@ -216,6 +216,10 @@ impl ElasticEncoder {
     /// Adds IBKD's projection head (section 3.4, eq. 11: linear, no bias, `[I | 0]` start) with
     /// `out` outputs, registered in [`Self::vs`] so that training optimises and checkpoints it
     /// and export writes it as `2_Dense`. Refused when the model already has a head.
+    ///
+    /// `out` may exceed the hidden size: then the head is stage 1's `W` into a wider teacher's
+    /// space (`W s`, the vector the IBKD authors' code scores), starting as `[I; 0]` (the
+    /// student's vector padded with zeros, so cosines start as the student's own).
     pub fn add_projection(&mut self, out: usize) -> Result<()> {
         let path = self.files.dir.join("modules.json");
         if !self.head.is_empty() {
@@ -227,13 +231,10 @@ impl ElasticEncoder {
                 ),
             });
         }
-        if out == 0 || out > self.hidden_size() {
+        if out == 0 {
             return Err(Error::Config {
                 path,
-                message: format!(
-                    "projection to {out} dims: expected 1..={}",
-                    self.hidden_size()
-                ),
+                message: "projection to 0 dims: expected at least 1".into(),
             });
         }
         let cfg: DenseConfig = Dense::projection(self.hidden_size(), out);

@@ -14,7 +14,13 @@
 //!
 //! With several `dims`, each prefix `s[:d]` gets its own `W_d` and the losses are summed: a
 //! Matryoshka student (beyond the paper). The `W`s live in the objective's parameter store:
-//! optimised, checkpointed and resumed, never exported.
+//! optimised, checkpointed and resumed, never exported (`map = "learned"`, the default).
+//!
+//! `map = "identity"` matches the student's output to the teacher directly, with no `W` of its
+//! own: the student's output must then be as wide as the teacher's, which a stage-1 recipe gets
+//! from `projection = <teacher dim>` (the model's Dense head, `[I; 0]` start, no bias). `W` is
+//! then that head: trained with the encoder, exported as `2_Dense`, kept through stage 2, and
+//! what `nest eval` scores is `W s`, as the authors' released code evaluates the student.
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
@@ -45,6 +51,18 @@ fn infonce() -> DistillLoss {
     DistillLoss::Infonce
 }
 
+/// Where the student's vector is mapped into the teacher's space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum DistillMap {
+    /// A `W_d` per dim in the objective (not exported): `nest eval` scores `s`.
+    #[default]
+    Learned,
+    /// No map: the student's output (through its Dense head, if any) is the teacher-space
+    /// vector, and `nest eval` scores it.
+    Identity,
+}
+
 /// The keys of a `[[objective]]` table with `kind = "distill"` (only `nest distill`, which
 /// supplies the teacher's vectors, can build it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +78,10 @@ pub(crate) struct DistillConfig {
     /// Student prefix dims matched to the teacher; empty = the student's full dim.
     #[serde(default)]
     dims: Vec<usize>,
+    /// `learned` (a `W_d` per dim in the objective) or `identity` (the student's output is
+    /// matched as it is; with `projection`, the model's own head is `W`).
+    #[serde(default)]
+    map: DistillMap,
 }
 
 /// InfoNCE through `W` (eq. 5 with the authors' cosine): `CE(cos(W s_i, t_j) / tau, i)`.
@@ -75,6 +97,7 @@ pub fn infonce_to_teacher(mapped: &Tensor, teacher: &Tensor, tau: f64) -> Tensor
 struct Distill {
     config: DistillConfig,
     dims: Vec<usize>,
+    /// One `W_d` per dim; empty with `map = "identity"`.
     maps: Vec<nn::Linear>,
     teacher: std::rc::Rc<TeacherTable>,
 }
@@ -89,10 +112,13 @@ impl Distill {
         params: &nn::Path,
     ) -> Self {
         let t = teacher.dim() as i64;
-        let maps = dims
-            .iter()
-            .map(|&d| nn::linear(params / format!("w{d}"), d as i64, t, Default::default()))
-            .collect();
+        let maps = match config.map {
+            DistillMap::Learned => dims
+                .iter()
+                .map(|&d| nn::linear(params / format!("w{d}"), d as i64, t, Default::default()))
+                .collect(),
+            DistillMap::Identity => Vec::new(),
+        };
         Distill {
             config,
             dims,
@@ -105,7 +131,7 @@ impl Distill {
 impl Objective for Distill {
     fn describe(&self) -> String {
         format!(
-            "distill({:?}{}) student dims {:?} -> teacher {}",
+            "distill({:?}{}) student dims {:?} -> teacher {}{}",
             self.config.loss,
             if self.config.loss == DistillLoss::Infonce {
                 format!(", tau {}", self.config.temperature)
@@ -113,7 +139,11 @@ impl Objective for Distill {
                 String::new()
             },
             self.dims,
-            self.teacher.dim()
+            self.teacher.dim(),
+            match self.config.map {
+                DistillMap::Learned => "",
+                DistillMap::Identity => " (no map: the student's output is W s)",
+            }
         )
     }
 
@@ -129,9 +159,13 @@ impl Objective for Distill {
             .to_kind(s.kind());
         self.dims
             .iter()
-            .zip(&self.maps)
-            .map(|(&d, w)| {
-                let mapped = w.forward(&s.narrow(1, 0, d as i64));
+            .enumerate()
+            .map(|(i, &d)| {
+                let prefix = s.narrow(1, 0, d as i64);
+                let mapped = match self.maps.get(i) {
+                    Some(w) => w.forward(&prefix),
+                    None => prefix,
+                };
                 let value = match self.config.loss {
                     DistillLoss::Infonce => {
                         infonce_to_teacher(&mapped, &t, self.config.temperature)
@@ -181,6 +215,14 @@ impl Component for DistillConfig {
             false => self.dims.clone(),
         };
         cx.in_range(&dims)?;
+        if self.map == DistillMap::Identity && dims != [table.dim()] {
+            return Err(format!(
+                "map = \"identity\" matches the student's vector to the teacher's as it is, so \
+                 it needs dims = [{t}] (the teacher's width; got {dims:?}) and a student that \
+                 wide: add `projection = {t}` to the stage (a Dense head, the W the model keeps)",
+                t = table.dim()
+            ));
+        }
         Ok(Box::new(Distill::new(
             self.clone(),
             dims,
