@@ -14,7 +14,7 @@ use nest_index::mine::source::IndexSource;
 use nest_index::mine::{self, MineOptions, OutputFormat, Sampling};
 use nest_index::{Level, Precision};
 use nest_model::{Keys, Policy};
-use nest_train::mine::{Encoding, Job, PairSource, Plan};
+use nest_train::mine::{Destination, Encoding, Job, PairSource, Plan};
 
 use crate::args_mine::MineArgs;
 use crate::progress;
@@ -199,8 +199,15 @@ fn mine(a: &MineArgs, g: Option<&nest_dist::Group>, s: &Setup) -> Result<()> {
         scores: a.output_scores,
         chunk: a.chunk_queries,
     };
-    let parts = rank_parts(a, s, g, n);
-    let (queries, mut out) = open_output(a, s, g, &parts, n)?;
+    let dest = Destination {
+        path: &a.output,
+        key: &s.key,
+        overwrite: a.overwrite,
+        encode_chunk: a.encode_chunk,
+        group: g,
+        queries: n,
+    };
+    let (queries, mut out) = dest.open()?;
     let who = g.map_or(String::new(), |g| format!("rank {}: ", g.rank()));
     if out.queries_done() > 0 {
         eprintln!(
@@ -229,7 +236,7 @@ fn mine(a: &MineArgs, g: Option<&nest_dist::Group>, s: &Setup) -> Result<()> {
     } else {
         None
     };
-    let Some((lines, path)) = close_output(a, g, out, &parts, &who)? else {
+    let Some((lines, path)) = dest.close(out)? else {
         return Ok(()); // a rank other than 0: its part is on disk, rank 0 merges
     };
     eprintln!(
@@ -244,75 +251,6 @@ fn mine(a: &MineArgs, g: Option<&nest_dist::Group>, s: &Setup) -> Result<()> {
         overlap(&path, other)?;
     }
     Ok(())
-}
-
-/// Under a group, every rank's part: its file, its resume key and its number of queries.
-fn rank_parts(
-    a: &MineArgs,
-    s: &Setup,
-    g: Option<&nest_dist::Group>,
-    n: usize,
-) -> Vec<mine::output::Part> {
-    let Some(g) = g else { return Vec::new() };
-    (0..g.world())
-        .map(|r| {
-            let q = nest_train::mine::rank_queries(n, a.encode_chunk, r, g.world());
-            let w = g.world();
-            mine::output::Part {
-                out: super::encode::part_path(&a.output, r, w),
-                key: format!("{}:rank {r} of {w}:queries {}..{}", s.key, q.start, q.end),
-                queries: q.len(),
-            }
-        })
-        .collect()
-}
-
-/// The queries this process mines and the resumable output it writes them to (its part under
-/// a group; every rank stops if one cannot open its part).
-fn open_output(
-    a: &MineArgs,
-    s: &Setup,
-    g: Option<&nest_dist::Group>,
-    parts: &[mine::output::Part],
-    n: usize,
-) -> Result<(std::ops::Range<usize>, mine::ResumableOutput)> {
-    let Some(g) = g else {
-        let out = mine::ResumableOutput::open(&a.output, &s.key, a.overwrite)?;
-        return Ok((0..n, out));
-    };
-    let p = &parts[g.rank()];
-    if g.rank() == 0 && a.overwrite && a.output.exists() {
-        std::fs::remove_file(&a.output)?;
-    }
-    let q = nest_train::mine::rank_queries(n, a.encode_chunk, g.rank(), g.world());
-    let opened = mine::ResumableOutput::open(&p.out, &p.key, a.overwrite);
-    Ok((
-        q,
-        together(g, "opening the parts", opened.map_err(Into::into))?,
-    ))
-}
-
-/// Finishes the output: renamed into place (one process), or the parts kept and, on rank 0,
-/// merged once every rank's is on disk. (rows, path) where this process wrote the output.
-fn close_output(
-    a: &MineArgs,
-    g: Option<&nest_dist::Group>,
-    out: mine::ResumableOutput,
-    parts: &[mine::output::Part],
-    who: &str,
-) -> Result<Option<(u64, std::path::PathBuf)>> {
-    let Some(g) = g else {
-        let lines = out.lines();
-        return Ok(Some((lines, out.finish()?)));
-    };
-    out.keep()?;
-    let kept = g.failed_ranks(true)?; // every part is on disk
-    anyhow::ensure!(kept.is_empty(), "{who}rank(s) {kept:?} failed");
-    if g.rank() != 0 {
-        return Ok(None);
-    }
-    let lines = mine::output::merge_parts(&a.output, parts)?;
-    Ok(Some((lines, a.output.clone())))
 }
 
 /// How many of `ours`' (anchor, positive, negative) `other` holds, on stderr.

@@ -17,7 +17,7 @@ mod encoding;
 mod rank;
 
 pub use encoding::Encoding;
-pub use rank::{gather_summary, rank_queries};
+pub use rank::{gather_summary, part_path, rank_queries, Destination};
 
 /// (query, positive) texts.
 pub type Pairs = Vec<(String, String)>;
