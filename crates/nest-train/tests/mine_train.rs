@@ -201,6 +201,40 @@ fn mines_once_then_trains_on_exactly_that_file() {
     assert!(losses(&once).len() >= 18, "3 epochs of at least 6 batches");
 }
 
+/// `output_format = "n-tuple"`: one row per positive with every negative (`negative_1..n`),
+/// trained as the same file given as `[[data]]` trains.
+#[test]
+fn mines_n_tuples_and_trains_on_them() {
+    let _serial = serial();
+    let (d, model, pairs) = setup();
+    let table = format!(
+        "{{ queries = \"{}\", num_negatives = 2, output_format = \"n-tuple\", dim = 16 }}",
+        pairs.display()
+    );
+    let one_epoch = [("epochs", "1".to_string())];
+    let mined = d.path().join("mined");
+    run(&recipe(&model, Some(table), &one_epoch), &opts(&mined));
+    let round0 = round_file(&mined, 0);
+    let text = std::fs::read_to_string(&round0).unwrap();
+    assert!(text.lines().count() > 8, "{text:.300}");
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(
+            v["negative_1"].is_string()
+                && v["negative_2"].is_string()
+                && v.get("negative").is_none(),
+            "{line}"
+        );
+    }
+    let copy = d.path().join("copy.jsonl");
+    std::fs::copy(&round0, &copy).unwrap();
+    let mut extra = one_epoch.to_vec();
+    extra.push(("data", format!("{}:triplets", copy.display())));
+    let plain = d.path().join("plain");
+    run(&recipe(&model, None, &extra), &opts(&plain));
+    assert_eq!(losses(&mined), losses(&plain));
+}
+
 #[test]
 fn mines_again_before_each_epoch_and_resumes_exactly() {
     let _serial = serial();
@@ -312,7 +346,7 @@ fn bad_mine_values_fail_at_load_naming_the_key() {
             "mine.relative_margin",
         ),
         (
-            "{queries = \"Q\", output_format = \"n-tuple\"}",
+            "{queries = \"Q\", output_format = \"labeled-pair\"}",
             "mine.output_format",
         ),
         ("{queries = \"Q\", precision = \"int4\"}", "mine.precision"),

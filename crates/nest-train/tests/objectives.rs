@@ -348,6 +348,94 @@ fn two_d_equals_sentence_transformers_matryoshka2d_loss() {
     );
 }
 
+/// n-tuples (`anchor, positive, negative_1..n`, what `nest mine --output-format n-tuple`
+/// writes) read from JSONL and TSV alike, and MNRL on them equals sentence-transformers'
+/// `MultipleNegativesRankingLoss` on the same rows (`tests/reference/st_ntuple.py`: every
+/// negative of the batch is a candidate); a file whose rows disagree on n is refused at the row.
+#[test]
+fn n_tuples_train_as_sentence_transformers_mnrl_scores_them() {
+    let Some(dir) = model_dir() else { return };
+    let enc = ElasticEncoder::load(&dir, Device::Cpu, None).unwrap();
+    let p = root().join("tests/fixtures/objectives/st_ntuple.json");
+    let st: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let rows: Vec<Vec<String>> = serde_json::from_value(st["rows"].clone()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (jsonl, tsv) = (tmp.path().join("t.jsonl"), tmp.path().join("t.tsv"));
+    let mut j = String::new();
+    let mut t = String::from("anchor\tpositive\tnegative_1\tnegative_2\tnegative_3\n");
+    for r in &rows {
+        let mut o =
+            serde_json::json!({"anchor": r[0], "positive": r[1], "scores": [0.9, 0.5, 0.4, 0.3]});
+        for (k, n) in r[2..].iter().enumerate() {
+            o[format!("negative_{}", k + 1)] = serde_json::json!(n);
+        }
+        j.push_str(&format!("{o}\n"));
+        t.push_str(&format!("{}\n", r.join("\t")));
+    }
+    std::fs::write(&jsonl, &j).unwrap();
+    std::fs::write(&tsv, &t).unwrap();
+    let read = |path: &Path| {
+        nest_train::data::read_source(&DataSource {
+            path: path.to_path_buf(),
+            format: DataFormat::Triplets,
+            made_by: None,
+            prompts: vec![],
+            weight: 1.0,
+        })
+    };
+    assert_eq!(read(&jsonl).unwrap().0, rows);
+    assert_eq!(read(&tsv).unwrap().0, rows);
+    let _g = tch::no_grad_guard();
+    let mnrl = TwoDMse::new(
+        TaskLoss {
+            kind: LossKind::Mnrl,
+            scale: 20.0,
+            angle_weight: 0.0,
+            quantization: Default::default(),
+        },
+        TwoDConfig::default(),
+        384,
+    );
+    for width in [5, 3] {
+        let cut: Vec<Vec<String>> = rows.iter().map(|r| r[..width].to_vec()).collect();
+        let src = source(&enc, cut, Vec::new());
+        let batch = Batch {
+            source: 0,
+            examples: (0..src.len()).collect(),
+        };
+        let out = nest_train::trainer::batch_output(
+            &enc,
+            &src,
+            &batch,
+            LossKind::Mnrl,
+            false,
+            Default::default(),
+        );
+        close(
+            total(&mnrl.terms_at(&out, &[], &[])),
+            st[format!("mnrl_{width}")].as_f64().unwrap(),
+            2e-4,
+            &format!("mnrl on {width}-tuples vs MultipleNegativesRankingLoss"),
+        );
+    }
+    // a row with fewer negatives than the first
+    let short = j.lines().take(1).collect::<String>()
+        + "\n"
+        + &serde_json::json!({"anchor": "a", "positive": "b", "negative_1": "c"}).to_string();
+    std::fs::write(&jsonl, short).unwrap();
+    let e = read(&jsonl).unwrap_err().to_string();
+    assert!(
+        e.contains("t.jsonl")
+            && e.contains("line 2")
+            && e.contains("1 negatives, but the first row has 3"),
+        "{e}"
+    );
+    // a header that is neither a triplet nor an n-tuple
+    std::fs::write(&tsv, "anchor\tpositive\tneg\na\tb\tc\n").unwrap();
+    let e = read(&tsv).unwrap_err().to_string();
+    assert!(e.contains("negative_1") && e.contains("line 1"), "{e}");
+}
+
 #[test]
 fn the_kl_teacher_is_detached_unless_asked() {
     let _s = serial();

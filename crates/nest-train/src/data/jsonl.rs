@@ -14,7 +14,10 @@ use crate::Result;
 pub(crate) fn layouts(format: DataFormat) -> &'static str {
     match format {
         DataFormat::Scored => "sentence1, sentence2, score",
-        DataFormat::Triplets => "anchor, positive, negative",
+        DataFormat::Triplets => {
+            "anchor, positive, negative; or anchor, positive, negative_1 .. negative_n \
+             (n-tuples, every row with the same n)"
+        }
         DataFormat::Pairs => {
             "anchor, positive; sentence1, sentence2[, label] (rows with label 0 dropped); \
              premise, hypothesis, label (entailment rows kept: label `entailment`, or 0 as in \
@@ -48,6 +51,18 @@ pub(crate) fn read(path: &Path, format: DataFormat) -> Result<(Vec<Vec<String>>,
             serde_json::from_str(line).map_err(|e| row_err(format!("not a JSON object: {e}")))?;
         // `None`: a pair labelled as no match
         if let Some((columns, score)) = row(&obj, format).map_err(row_err)? {
+            if let Some(first) = rows
+                .first()
+                .filter(|f: &&Vec<String>| f.len() != columns.len())
+            {
+                return Err(row_err(format!(
+                    "{} negatives, but the first row has {}: every row of a file needs the same \
+                     number (a batch is one tensor per column)",
+                    columns.len() - 2,
+                    first.len() - 2
+                ))
+                .into());
+            }
             rows.push(columns);
             scores.extend(score);
         }
@@ -73,6 +88,16 @@ fn row(obj: &Map<String, Value>, format: DataFormat) -> std::result::Result<Row,
         DataFormat::Scored if has("sentence1") => {
             let score = number(obj, "score")?;
             Some((texts(&["sentence1", "sentence2"])?, Some(score)))
+        }
+        DataFormat::Triplets if has("anchor") && has("negative_1") => {
+            let n = (1..).take_while(|i| has(&format!("negative_{i}"))).count();
+            let keys: Vec<String> = ["anchor", "positive"]
+                .iter()
+                .map(|k| k.to_string())
+                .chain((1..=n).map(|i| format!("negative_{i}")))
+                .collect();
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            Some((texts(&keys)?, None))
         }
         DataFormat::Triplets if has("anchor") => {
             Some((texts(&["anchor", "positive", "negative"])?, None))

@@ -77,9 +77,10 @@ fn read_tsv(p: &Path, format: DataFormat) -> nest_core::Result<(Vec<Vec<String>>
             )
         }
         DataFormat::Triplets => {
-            let t = TsvTable::read(p, &["anchor", "positive", "negative"])?;
+            let t = TsvTable::read(p, &["anchor", "positive"])?;
+            let width = 2 + tuple_negatives(p, &t.header)?;
             (
-                t.rows.iter().map(|(_, r)| r[..3].to_vec()).collect(),
+                t.rows.iter().map(|(_, r)| r[..width].to_vec()).collect(),
                 vec![],
             )
         }
@@ -120,6 +121,29 @@ fn read_tsv(p: &Path, format: DataFormat) -> nest_core::Result<(Vec<Vec<String>>
             (texts.into_iter().map(|s| vec![s]).collect(), vec![])
         }
     })
+}
+
+/// The negatives of a triplets header after `anchor, positive`: `negative` (a triplet; later
+/// columns ignored) or `negative_1 .. negative_n` (an n-tuple, as `nest mine --output-format
+/// n-tuple` and sentence-transformers write them; every negative is a candidate of the
+/// MNRL loss).
+fn tuple_negatives(p: &Path, header: &[String]) -> nest_core::Result<usize> {
+    match header.get(2).map(String::as_str) {
+        Some("negative") => Ok(1),
+        Some("negative_1") => Ok(header[2..]
+            .iter()
+            .enumerate()
+            .take_while(|(i, h)| **h == format!("negative_{}", i + 1))
+            .count()),
+        _ => Err(nest_core::Error::content(
+            p,
+            format!(
+                "line 1: header is '{}', expected 'anchor\\tpositive\\tnegative' or \
+                 'anchor\\tpositive\\tnegative_1\\t..\\tnegative_n'",
+                header.join("\\t")
+            ),
+        )),
+    }
 }
 
 /// Token ids of each text (the model's tokenizer).

@@ -86,11 +86,21 @@ impl TaskLoss {
         me.apply_plain(cols, scores)
     }
 
+    /// # Shapes
+    /// - `cols`: `[anchor, positive, negative_1 .. negative_n]`, each `[B, d]` (n = 0 for
+    ///   pairs); the n-tuple's negatives are all candidates, as in sentence-transformers'
+    ///   `MultipleNegativesRankingLoss` (the positives, then every `negative_1`, every
+    ///   `negative_2`, ...)
     fn apply_plain(&self, cols: &[Tensor], scores: Option<&Tensor>) -> Tensor {
+        let negatives = match cols.len() {
+            0..=2 => None,
+            3 => Some(cols[2].shallow_clone()),
+            _ => Some(Tensor::cat(&cols[2..], 0)),
+        };
         match self.kind {
-            LossKind::Mnrl => losses::mnrl(&cols[0], &cols[1], cols.get(2), self.scale),
+            LossKind::Mnrl => losses::mnrl(&cols[0], &cols[1], negatives.as_ref(), self.scale),
             LossKind::MnrlSymmetric => {
-                losses::mnrl_symmetric(&cols[0], &cols[1], cols.get(2), self.scale)
+                losses::mnrl_symmetric(&cols[0], &cols[1], negatives.as_ref(), self.scale)
             }
             LossKind::Simcse => losses::simcse(&cols[0], &cols[1], self.scale),
             LossKind::None => unreachable!("build refuses task-loss components without a loss"),

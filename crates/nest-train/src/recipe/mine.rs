@@ -39,8 +39,10 @@ pub struct MineSpec {
     /// `random`'s seed.
     #[serde(default)]
     pub(crate) seed: u64,
-    /// `triplet`: one (anchor, positive, negative) row per negative, what `format =
-    /// "triplets"` reads (the only layout the trainer reads).
+    /// `triplet`: one (anchor, positive, negative) row per negative; `n-tuple`: one (anchor,
+    /// positive, negative_1..n) row per positive, for queries with all `num_negatives` found
+    /// (MNRL then scores every negative of the batch). Both are what `format = "triplets"`
+    /// reads; the labeled layouts are not training layouts.
     #[serde(default = "d_format")]
     pub(crate) output_format: String,
     /// The point the texts are encoded at: an exit (unset = all layers) and a prefix (unset =
@@ -118,6 +120,11 @@ impl MineSpec {
         }
     }
 
+    /// The mined rows' layout (checked by [`Self::validate`]).
+    pub(crate) fn format(&self) -> nest_index::Result<OutputFormat> {
+        OutputFormat::parse(&self.output_format)
+    }
+
     pub(crate) fn precision(&self) -> Precision {
         Precision::parse(&self.precision).unwrap_or(Precision::Float32)
     }
@@ -125,12 +132,13 @@ impl MineSpec {
     /// Value checks before anything is read: every error names its `mine.` key.
     pub(crate) fn validate(&self) -> std::result::Result<(), String> {
         Sampling::parse(&self.sampling).map_err(|e| keyed(&e.to_string()))?;
-        match OutputFormat::parse(&self.output_format).map_err(|e| keyed(&e.to_string()))? {
-            OutputFormat::Triplet => {}
+        match self.format().map_err(|e| keyed(&e.to_string()))? {
+            OutputFormat::Triplet | OutputFormat::NTuple => {}
             f => {
                 return Err(format!(
                     "mine.output_format: '{}' rows are not a training layout; the trainer \
-                     reads \"triplet\" (one anchor, positive, negative row per negative)",
+                     reads \"triplet\" (one anchor, positive, negative row per negative) or \
+                     \"n-tuple\" (anchor, positive, negative_1..n)",
                     f.name()
                 ))
             }

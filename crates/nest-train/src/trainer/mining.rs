@@ -95,7 +95,7 @@ impl Mining {
         let job = Job {
             o,
             window,
-            format: OutputFormat::Triplet,
+            format: spec.format().unwrap_or(OutputFormat::Triplet),
             level: Level {
                 precision: spec.precision(),
                 dim: point.dim,
