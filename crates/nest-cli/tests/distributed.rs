@@ -12,23 +12,21 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use nest_model::tiny::{write_tiny_model, TinySpec};
 use nest_model::Architecture;
 
+mod support;
+use support::{finish, free_port};
+
+/// The group timeout of every rank these tests start (NEST_DIST_TIMEOUT_S).
+const DIST_TIMEOUT_S: u64 = 30;
+
 const WORDS: [&str; 12] = [
     "the", "a", "cat", "dog", "sat", "on", "mat", "man", "is", "playing", "guitar", "music",
 ];
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Triplets from a fixed generator: anchor, a positive sharing words, a random negative.
 fn write_triplets(path: &Path) {
@@ -104,17 +102,7 @@ impl Setup {
 }
 
 fn nest(args: &[String], env: &[(&str, String)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nest"));
-    c.args(args)
-        .env("NEST_DTYPE", "float32")
-        .env("OMP_NUM_THREADS", "1")
-        .env("NEST_DIST_TIMEOUT_S", "30")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c
+    support::nest(args, DIST_TIMEOUT_S, env)
 }
 
 fn train_args(recipe: &Path, run: &Path, extra: &[&str]) -> Vec<String> {
@@ -131,38 +119,7 @@ fn train_args(recipe: &Path, run: &Path, extra: &[&str]) -> Vec<String> {
 
 /// Starts `world` ranks of one job.
 fn launch(world: usize, args: &[String]) -> Vec<Child> {
-    let port = free_port().to_string();
-    (0..world)
-        .map(|rank| {
-            let env = [
-                ("WORLD_SIZE", world.to_string()),
-                ("RANK", rank.to_string()),
-                ("LOCAL_RANK", rank.to_string()),
-                ("MASTER_ADDR", "127.0.0.1".to_string()),
-                ("MASTER_PORT", port.clone()),
-            ];
-            nest(args, &env).spawn().unwrap()
-        })
-        .collect()
-}
-
-/// Waits for every child (killing any still running at the deadline): (success, stderr).
-fn finish(children: Vec<Child>, deadline: Duration) -> Vec<(bool, String)> {
-    let start = Instant::now();
-    children
-        .into_iter()
-        .map(|mut c| {
-            while c.try_wait().unwrap().is_none() && start.elapsed() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            c.kill().ok();
-            let out = c.wait_with_output().unwrap();
-            (
-                out.status.success(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        })
-        .collect()
+    support::launch(world, args, DIST_TIMEOUT_S)
 }
 
 fn run_ok(world: usize, args: &[String]) {

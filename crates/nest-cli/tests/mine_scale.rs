@@ -8,11 +8,17 @@
 //!   the flag named.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use nest_model::tiny::{write_tiny_model, TinySpec};
 use nest_model::Architecture;
+
+mod support;
+use support::finish;
+
+/// The group timeout of every rank these tests start (NEST_DIST_TIMEOUT_S).
+const DIST_TIMEOUT_S: u64 = 60;
 
 const WORDS: [&str; 12] = [
     "the", "a", "cat", "dog", "sat", "on", "mat", "man", "is", "playing", "guitar", "music",
@@ -32,22 +38,8 @@ fn text(i: usize, n: usize) -> String {
         .join(" ")
 }
 
-fn nest(args: &[String], env: &[(&str, String)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nest"));
-    c.args(args)
-        .env("NEST_DTYPE", "float32")
-        .env("OMP_NUM_THREADS", "1")
-        .env("NEST_DIST_TIMEOUT_S", "60")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c
-}
-
 fn run(args: &[String]) -> Output {
-    nest(args, &[]).output().unwrap()
+    support::nest(args, DIST_TIMEOUT_S, &[]).output().unwrap()
 }
 
 fn ok(args: &[String]) {
@@ -68,45 +60,8 @@ fn fails(args: &[String]) -> String {
     err
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn launch(world: usize, args: &[String]) -> Vec<Child> {
-    let port = free_port().to_string();
-    (0..world)
-        .map(|rank| {
-            let env = [
-                ("WORLD_SIZE", world.to_string()),
-                ("RANK", rank.to_string()),
-                ("LOCAL_RANK", rank.to_string()),
-                ("MASTER_ADDR", "127.0.0.1".to_string()),
-                ("MASTER_PORT", port.clone()),
-            ];
-            nest(args, &env).spawn().unwrap()
-        })
-        .collect()
-}
-
-/// Waits for every rank (SIGKILL at `deadline`): whether each succeeded, and its stderr.
-fn finish(children: Vec<Child>, deadline: Duration) -> Vec<(bool, String)> {
-    let start = Instant::now();
-    children
-        .into_iter()
-        .map(|mut c| {
-            while c.try_wait().unwrap().is_none() && start.elapsed() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            c.kill().ok();
-            let out = c.wait_with_output().unwrap();
-            let err = String::from_utf8_lossy(&out.stderr).into_owned();
-            (out.status.success(), err)
-        })
-        .collect()
+    support::launch(world, args, DIST_TIMEOUT_S)
 }
 
 fn run_ranks(world: usize, args: &[String]) {
