@@ -545,6 +545,9 @@ fn an_index_built_by_rank_is_the_single_process_index() {
     );
     assert_eq!(one.len(), 29);
     assert_eq!(two.len(), 29);
+    let hash = |i: &nest_index::Index| i.manifest().source["documents_sha256"].clone();
+    assert!(hash(&one).is_string(), "{:?}", one.manifest().source);
+    assert_eq!(hash(&one), hash(&two), "the same documents' content hash");
     let level = nest_index::Level {
         precision: nest_index::Precision::Float32,
         dim: 32,

@@ -297,6 +297,21 @@ fn mining_through_an_index_gives_the_in_memory_negatives() {
         e.contains("--corpus-index") && e.contains("not built from"),
         "{e}"
     );
+    // the same ids (line numbers), one text changed: the index's content hash tells
+    let mut lines: Vec<String> = std::fs::read_to_string(f.p("corpus.txt"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines[0].push_str(" changed");
+    std::fs::write(f.p("edited.txt"), lines.join("\n") + "\n").unwrap();
+    let mut a = with("x.jsonl", &[]);
+    a[c] = f.p("edited.txt");
+    let e = fails(&a);
+    assert!(
+        e.contains("--corpus-index") && e.contains("same ids") && e.contains("other texts"),
+        "{e}"
+    );
     let a: Vec<String> = with("x.jsonl", &[])
         .into_iter()
         .filter(|s| s != "--corpus" && !s.ends_with("corpus.txt"))

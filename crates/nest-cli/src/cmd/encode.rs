@@ -1,21 +1,12 @@
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
+use nest_core::fsutil::part_path;
 use nest_core::output::{write_embeddings_from, OutputFormat};
 use nest_model::{Keys, Policy};
 
 use crate::args::EncodeArgs;
 use crate::progress;
-
-/// Rank `rank` of `world`'s part of `output`: `emb.npy` -> `emb.part-00001-of-00002.npy`.
-pub fn part_path(output: &Path, rank: usize, world: usize) -> PathBuf {
-    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
-    let ext = output
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy()))
-        .unwrap_or_default();
-    output.with_file_name(format!("{stem}.part-{rank:05}-of-{world:05}{ext}"))
-}
 
 /// Under a multi-process launch (torchrun's RANK / WORLD_SIZE ...), each process encodes its
 /// share of the input's bytes and writes its own part ([`part_path`]); the parts in rank order

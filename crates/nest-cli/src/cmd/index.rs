@@ -75,6 +75,7 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
         "model": a.model.model,
         "layer": layer,
         "max_length": model.tokenizer.max_length(),
+        "documents_sha256": nest_core::data::content_sha256(&docs),
     });
     let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
     let opts = a.model.encode_options()?;

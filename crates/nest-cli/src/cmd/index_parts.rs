@@ -88,10 +88,13 @@ fn build_parts(
     };
     share.renumber(before(0), before(1));
     let written = write_part(a, g, &precisions, &share);
-    let (source, d, levels) = together(g, "embedding", written)?; // every part is on disk
+    let (mut source, d, levels) = together(g, "embedding", written)?; // every part is on disk
     if g.rank() != 0 {
         return Ok(());
     }
+    // the whole file's documents, as the shares renumbered them
+    let docs = nest_core::data::read_documents(&a.input)?;
+    source["documents_sha256"] = nest_core::data::content_sha256(&docs).into();
     let dir = parts_dir(&a.out);
     let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
     merge(&dir, g.world(), d, &mut b)?;

@@ -133,8 +133,8 @@ fn corpus_file(a: &MineArgs) -> Result<Option<std::path::PathBuf>> {
 }
 
 /// Opens `--corpus-index`, refusing an index of another model, layer, token limit or without
-/// the mining level, or one not built from `file` (count and ids); returns it with the
-/// documents' texts in index order.
+/// the mining level, or one not built from `file` (count, ids, and the texts' hash the index
+/// records); returns it with the documents' texts in index order.
 fn open_index(
     a: &MineArgs,
     dir: &Path,
@@ -175,6 +175,23 @@ fn open_index(
             idx.id(i),
             file.display(),
             d.id
+        );
+    }
+    // the same ids, other texts: indexes since the content hash was recorded tell (older ones
+    // record none, and only their ids are checked)
+    let recorded = idx
+        .manifest()
+        .source
+        .get("documents_sha256")
+        .and_then(|v| v.as_str());
+    if let Some(want) = recorded.filter(|w| *w != nest_core::data::content_sha256(&docs)) {
+        anyhow::bail!(
+            "{flag} {}: was built from documents with the same ids as {} but other texts (its \
+             record of their ids and texts, sha256 {}.., differs): rebuild the index from this \
+             file, or pass the file it was built from",
+            dir.display(),
+            file.display(),
+            &want[..want.len().min(12)]
         );
     }
     Ok((idx, docs.into_iter().map(|d| d.text).collect()))

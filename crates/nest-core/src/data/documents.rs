@@ -11,6 +11,22 @@ pub struct Document {
     pub payload: serde_json::Value,
 }
 
+/// Hex sha256 of the documents' ids and texts, in order (payloads aside), each field
+/// length-prefixed: what an index built from them records as `documents_sha256`, so that a
+/// reader who pairs its rows with texts (`nest mine --corpus-index`) can tell these documents
+/// from others with the same ids.
+pub fn content_sha256(docs: &[Document]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for d in docs {
+        for field in [&d.id, &d.text] {
+            h.update((field.len() as u64).to_le_bytes());
+            h.update(field.as_bytes());
+        }
+    }
+    format!("{:x}", h.finalize())
+}
+
 /// Reads documents for `nest index build`.
 ///
 /// - `.jsonl`: one object per line with a string `text`, an id in `id` or `_id` (string or

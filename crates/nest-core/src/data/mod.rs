@@ -13,7 +13,9 @@ mod sts;
 mod tsv;
 
 pub use beir::Beir;
-pub use documents::{read_documents, read_documents_share, Document, DocumentShare};
+pub use documents::{
+    content_sha256, read_documents, read_documents_share, Document, DocumentShare,
+};
 pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
 pub use positives::read_positive_pairs;
 pub use sentences::{read_sentences, read_sentences_share};

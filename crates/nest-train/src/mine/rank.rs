@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+pub use nest_core::fsutil::part_path;
 use nest_index::mine::{self, output::Part, ResumableOutput};
 
 use crate::{Error, Result};
@@ -14,17 +15,6 @@ pub fn rank_queries(n: usize, chunk: usize, rank: usize, world: usize) -> std::o
     let blocks = n.div_ceil(chunk);
     let at = |r: usize| (r * blocks / world * chunk).min(n);
     at(rank)..at(rank + 1)
-}
-
-/// Rank `rank` of `world`'s part of `output`: `neg.jsonl` -> `neg.part-00001-of-00002.jsonl`
-/// (the naming of `nest encode`'s parts).
-pub fn part_path(output: &Path, rank: usize, world: usize) -> PathBuf {
-    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
-    let ext = output
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy()))
-        .unwrap_or_default();
-    output.with_file_name(format!("{stem}.part-{rank:05}-of-{world:05}{ext}"))
 }
 
 /// Where a mining run writes its lines. One process writes `path` itself, resumable under
