@@ -263,6 +263,36 @@ fn mrl_spread_over_processes_and_chunks_trains_the_same_model() {
     );
 }
 
+/// A recipe's `[mine]` under data parallelism: each round is mined split by rank (rank 0
+/// merges), every rank trains on the merged file, and the run is the one-process run: round 0's
+/// file byte for byte, the losses and weights within the data-parallel tolerance, round 1
+/// mined again with the weights after epoch 1.
+#[test]
+fn mining_inside_a_data_parallel_run_is_the_one_process_run() {
+    let s = Setup::new();
+    let table = format!(
+        "[mine]\nqueries = {:?}\nnum_negatives = 1\nevery_epochs = 1\nbatch_size = 8\n",
+        s.path("triplets.tsv").display().to_string()
+    );
+    let recipe = s.recipe("mined.toml", &[], &table);
+    let plain = s.path("mined-plain");
+    run_single(&train_args(&recipe, &plain, &[]));
+    let dp = s.path("mined-dp");
+    run_ok(2, &train_args(&recipe, &dp, &[]));
+    let round =
+        |run: &Path, k: usize| std::fs::read(run.join(format!("mined/round-{k}.jsonl"))).unwrap();
+    assert!(
+        round(&plain, 0) == round(&dp, 0),
+        "round 0: the same file from 1 and 2 processes"
+    );
+    assert!(!round(&dp, 1).is_empty());
+    assert!(
+        !dp.join("mined/round-0.part-00000-of-00002.jsonl").exists(),
+        "rank 0 merged the parts"
+    );
+    assert_same_run(&s, &plain, &dp, "[mine]: 2 processes");
+}
+
 /// Scored pairs whose texts run from 2 to 9 words, so that sorting a batch by length (GradCache)
 /// reorders its rows; the score is the shared share of words.
 fn write_scored(path: &Path) {

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use indicatif::ProgressBar;
-use nest_index::mine::{MineSet, OutputFormat, ResumableOutput};
+use nest_index::mine::{MineSet, OutputFormat};
 use nest_index::Level;
 use nest_model::prompt::{TaskPromptChoice, TaskPrompts};
 use nest_model::{ElasticEncoder, EncodeOptions, Keys, Offer, Policy};
@@ -61,17 +61,11 @@ impl Mining {
     pub(super) fn prepare(
         r: &Recipe,
         enc: &ElasticEncoder,
-        data_parallel: bool,
         events: &mut dyn FnMut(Event),
     ) -> Result<Option<Mining>> {
         let Some(spec) = r.mine.clone() else {
             return Ok(None);
         };
-        if data_parallel {
-            let m = "mining inside a training run needs one process: mine with `nest mine`, \
-                     then train the data-parallel run on its file";
-            return Err(recipe_err(m.into()));
-        }
         let say = &mut |m: String| events(Event::Message(format!("mine: {m}")));
         let set = mine::read_set(
             PairSource::Queries(&spec.queries),
@@ -210,7 +204,11 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Mines round `k` with the model as it is into `path` (resuming a cut round).
+    /// Mines round `k` with the model as it is into `path` (resuming a cut round). Under data
+    /// parallelism the round is split by rank as `nest mine` splits it (the corpus encoded in
+    /// blocks round-robin and gathered, each rank's queries into its own resumable part, rank 0
+    /// merging them into `path`: the one-process file byte for byte), and every rank waits for
+    /// the merged file before it reads it.
     fn mine_round(&self, k: usize, path: &Path, events: &mut dyn FnMut(Event)) -> Result<()> {
         let Some(m) = &self.mining else {
             return Ok(());
@@ -219,12 +217,20 @@ impl Run<'_> {
         std::fs::create_dir_all(dir).map_err(|e| nest_core::Error::io(dir, e))?;
         // the model of round k is a function of the recipe (exact resume): so is the file
         let key = format!("{}:round-{k}", self.recipe_sha);
-        let mut out = ResumableOutput::open(path, &key, false)?;
+        let dest = mine::Destination {
+            path,
+            key: &key,
+            overwrite: false,
+            encode_chunk: mine::DEFAULT_ENCODE_CHUNK,
+            group: self.group,
+            queries: m.set.queries.len(),
+        };
+        let (queries, mut out) = dest.open()?;
         if out.queries_done() > 0 {
             events(Event::Message(format!(
                 "mine: resuming round {k}: {} of {} queries done",
                 out.queries_done(),
-                m.set.queries.len()
+                queries.len()
             )));
         }
         let enc = Encoding {
@@ -234,23 +240,49 @@ impl Run<'_> {
             opts: EncodeOptions::batch(m.spec.batch_size),
             prompts: m.prompts.clone(),
         };
+        let plan = mine::Plan {
+            encode_chunk: mine::DEFAULT_ENCODE_CHUNK,
+            group: self.group,
+            queries: queries.clone(),
+            index: None,
+        };
         let say = &mut |s: String| events(Event::Message(format!("mine: {s}")));
         let hidden = &|_: usize, _: &str| ProgressBar::hidden();
-        let s = if out.queries_done() < m.set.queries.len() {
-            Some(mine::mine_rest(
-                &m.job, &enc, &m.set, &mut out, hidden, say,
-            )?)
-        } else {
-            None
+        let s = match self.group.is_some() || out.queries_done() < queries.len() {
+            true => {
+                let mined = mine::mine_with(&m.job, &enc, &m.set, &plan, &mut out, hidden, say);
+                Some(mine::gather_summary(
+                    self.group,
+                    together(self.group, mined)?,
+                )?)
+            }
+            false => None,
         };
-        let lines = out.lines();
-        out.finish()?;
+        let closed = dest.close(out);
+        // rank 0's merge is on disk before any rank reads the file
+        together(self.group, closed)?;
         if let Some(s) = s.filter(|s| s.short > 0) {
             say(format!(
-                "round {k}: {lines} rows; {} of {} queries had fewer than {} negatives",
+                "round {k}: {} of {} queries had fewer than {} negatives",
                 s.short, s.queries, m.job.o.num_negatives
             ));
         }
         Ok(())
     }
+}
+
+/// `mine` on this rank, or an error when any rank's failed (every rank stops together; the
+/// failed one says why); `mine` itself without a group.
+fn together<T>(g: Option<&nest_dist::Group>, mine: Result<T>) -> Result<T> {
+    let Some(g) = g else { return mine };
+    let failed = g.failed_ranks(mine.is_ok());
+    let mine = mine?;
+    let failed = failed?;
+    if !failed.is_empty() {
+        return Err(recipe_err(format!(
+            "rank {}: mining stopped: rank(s) {failed:?} failed (their messages say why)",
+            g.rank()
+        )));
+    }
+    Ok(mine)
 }

@@ -32,7 +32,7 @@ use crate::Result;
 pub(crate) struct Run<'a> {
     pub(super) r: &'a Recipe,
     pub(super) o: &'a TrainOptions,
-    group: Option<&'a Group>,
+    pub(super) group: Option<&'a Group>,
     main: bool,
     pub(super) enc: ElasticEncoder,
     obj_vs: VarStore,
@@ -90,7 +90,7 @@ impl<'a> Run<'a> {
         )));
         let tokenize = |t: &[&str]| Ok(enc.tokenizer.encode(t)?);
         let sources = load_sources(&r.data, &tokenize, enc.include_prompt)?;
-        let mining = Mining::prepare(r, &enc, group.is_some(), events)?;
+        let mining = Mining::prepare(r, &enc, events)?;
         let plan = match mining {
             None => Plan::new(r, &sources)?,
             Some(_) => Plan::default(),
