@@ -188,7 +188,10 @@ fn rank_loss_mrl_and_smrl_stages_are_the_paper_sums_over_the_triple_count() {
             &grads(&l, &[&w]),
             &[s.x[&format!("grad_rank_loss_dim{m}_wrt_w_fc")].shallow_clone()],
         );
-        mrl = mrl + rank(&s, &w_mrl, 16, prefix(m));
+        // not `+=`: an in-place add on a graph's tensor would break its backward pass
+        #[allow(clippy::assign_op_pattern)]
+        let sum = mrl + rank(&s, &w_mrl, 16, prefix(m));
+        mrl = sum;
     }
     scaled(
         "SMEC MRL L_rank({16,8,4,2}) (eq. 1, c_m = 1)",

@@ -74,6 +74,17 @@ pub fn read_text(path: &Path) -> Result<String> {
     })
 }
 
+/// Rank `rank` of `world`'s part of `output`, the one naming of every per-rank file (`nest
+/// encode`'s vectors, `nest mine`'s rows): `emb.npy` -> `emb.part-00001-of-00002.npy`.
+pub fn part_path(output: &Path, rank: usize, world: usize) -> std::path::PathBuf {
+    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
+    let ext = output
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    output.with_file_name(format!("{stem}.part-{rank:05}-of-{world:05}{ext}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,15 +104,4 @@ mod tests {
             "3d75fa44f805a9ce034b8a4a564fc0f0710a44057e331e519c31993e61021250"
         );
     }
-}
-
-/// Rank `rank` of `world`'s part of `output`, the one naming of every per-rank file (`nest
-/// encode`'s vectors, `nest mine`'s rows): `emb.npy` -> `emb.part-00001-of-00002.npy`.
-pub fn part_path(output: &Path, rank: usize, world: usize) -> std::path::PathBuf {
-    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
-    let ext = output
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy()))
-        .unwrap_or_default();
-    output.with_file_name(format!("{stem}.part-{rank:05}-of-{world:05}{ext}"))
 }

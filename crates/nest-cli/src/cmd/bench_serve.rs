@@ -170,7 +170,12 @@ fn synthesize(idx: &Index, n: usize, out: &std::path::Path) -> Result<()> {
 
 pub fn search(a: BenchSearchArgs) -> Result<()> {
     let idx = Index::open(&a.index)?;
-    let (texts, q, model, layer) = bench_queries(&idx, &a)?;
+    let BenchQueries {
+        texts,
+        vectors: q,
+        model,
+        layer,
+    } = bench_queries(&idx, &a)?;
     let d = q.first().map_or(0, Vec::len);
     eprintln!("{} queries, index of {} vectors", q.len(), idx.len());
     let funnels: Vec<Funnel> = a
@@ -258,18 +263,17 @@ fn end_to_end(
     Ok(())
 }
 
+/// The benchmark's queries as texts and as vectors, and the model and layer that embedded them.
+struct BenchQueries {
+    texts: Vec<String>,
+    vectors: Vec<Vec<f32>>,
+    model: nest_model::ElasticEncoder,
+    layer: usize,
+}
+
 /// The queries, embedded with the model and layer the index records: every non-empty line of
-/// `--queries`, deduplicated, a seeded subset of `--max-queries` when there are more; (texts,
-/// vectors, model, layer).
-fn bench_queries(
-    idx: &Index,
-    a: &BenchSearchArgs,
-) -> Result<(
-    Vec<String>,
-    Vec<Vec<f32>>,
-    nest_model::ElasticEncoder,
-    usize,
-)> {
+/// `--queries`, deduplicated, a seeded subset of `--max-queries` when there are more.
+fn bench_queries(idx: &Index, a: &BenchSearchArgs) -> Result<BenchQueries> {
     let source = idx.manifest().source.clone();
     let model_name = source
         .get("model")
@@ -305,7 +309,12 @@ fn bench_queries(
         .chunks(d)
         .map(<[f32]>::to_vec)
         .collect();
-    Ok((texts, vectors, model, layer))
+    Ok(BenchQueries {
+        texts,
+        vectors,
+        model,
+        layer,
+    })
 }
 
 /// Exact search, then every funnel, on one index: one JSON line each (recall against exact,

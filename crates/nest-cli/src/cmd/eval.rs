@@ -122,7 +122,10 @@ fn read_tasks(sources: &[TaskSource]) -> Result<Vec<Task>> {
 
 /// `f` (an evaluation given a progress callback) with progress bars: embedding, then each
 /// task's cells.
-fn with_bars<T>(f: &mut dyn FnMut(&mut dyn FnMut(Progress)) -> nest_eval::Result<T>) -> Result<T> {
+/// An evaluation that reports its progress to the callback it is given.
+type Evaluation<'a, T> = dyn FnMut(&mut dyn FnMut(Progress)) -> nest_eval::Result<T> + 'a;
+
+fn with_bars<T>(f: &mut Evaluation<'_, T>) -> Result<T> {
     let pb = progress::bar(0, "embed");
     let mut task_bar: Option<(String, indicatif::ProgressBar)> = None;
     let out = f(&mut |p| match p {

@@ -94,6 +94,8 @@ pub fn run(
 /// A whole evaluation of a loaded model as `nest eval` runs it: the grid ([`run`]), the encode
 /// latency per layer on up to `latency_texts` texts, and the report that records them (what
 /// `report.json` holds). `path` names the model in the report, `command` how it was run.
+// eight arguments: each is one of `nest eval`'s settings, and the Python package calls this too
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate(
     path: &str,
     command: String,
