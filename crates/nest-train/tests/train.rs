@@ -777,6 +777,54 @@ fn heads_run_at_their_own_rate_and_warm_up() {
     assert_eq!(line["head_lr"].as_f64(), Some(head_lr));
 }
 
+/// The model's Dense head (`projection`; IBKD's widening `W` with `map = "identity"`) is in
+/// the heads' group: during the encoder's warm-up it moves by exactly AdamW's first step at
+/// `head_lr` while the transformer stays bit for bit.
+#[test]
+fn a_projection_head_runs_at_the_heads_rate() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let head_lr = 0.05;
+    let flags = [
+        "--eval-every",
+        "0",
+        "--save-every",
+        "1",
+        "--max-steps",
+        "1",
+        "--warmup-ratio",
+        "0.5",
+        "--head-lr",
+        "0.05",
+        "--head-warmup-ratio",
+        "0",
+        "--weight-decay",
+        "0",
+        "--projection",
+        "48",
+    ];
+    let r = recipe(&model, &data, &flags);
+    let run = d.path().join("run");
+    nest_train::trainer::train(&r, &opts(&run), &mut |_| {}).unwrap();
+    let ck = nest_train::checkpoint::list(&run).pop().unwrap().1;
+    let before = tensors(&model.join("model.safetensors"));
+    let after = tensors(&ck.join("model.safetensors"));
+    for (k, v) in &before {
+        if let Some(w) = after.get(k).or_else(|| after.get(&format!("bert.{k}"))) {
+            assert!(v.equal(w), "encoder weight {k} moved during its warm-up");
+        }
+    }
+    let start = tch::Tensor::eye_m(48, 32, (tch::Kind::Float, tch::Device::Cpu));
+    let max = (&after["dense.linear.weight"] - start)
+        .abs()
+        .max()
+        .double_value(&[]);
+    assert!(
+        (max - head_lr).abs() < 1e-6,
+        "the projection moved by at most {max}, expected the first AdamW step {head_lr}"
+    );
+}
+
 /// One column of `metrics.jsonl`'s `terms` at every step.
 fn term(run: &Path, name: &str) -> Vec<f64> {
     std::fs::read_to_string(run.join("metrics.jsonl"))

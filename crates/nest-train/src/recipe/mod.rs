@@ -129,9 +129,10 @@ pub struct Recipe {
     /// Fraction of the optimizer steps spent in linear warm-up.
     #[serde(default = "d_warmup")]
     pub(crate) warmup_ratio: f64,
-    /// Learning rate of the objective's own parameters (MIPIC's `P_i` and `phi_i`, and any
-    /// other head an objective trains beside the encoder): a second AdamW parameter group, as
-    /// Hugging Face's Trainer users set one for heads. Unset = `lr`.
+    /// Learning rate of the heads: the objective's own parameters (MIPIC's `P_i` and `phi_i`,
+    /// and any other head an objective trains beside the encoder) and the model's Dense
+    /// modules after pooling (`projection`, IBKD's `W` with `map = "identity"`): a second AdamW
+    /// parameter group, as Hugging Face's Trainer users set one for heads. Unset = `lr`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) head_lr: Option<f64>,
     /// Warm-up fraction of those parameters' schedule (same decay as the encoder's); unset =

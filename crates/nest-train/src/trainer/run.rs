@@ -101,8 +101,11 @@ impl<'a> Run<'a> {
         let heads: std::collections::HashSet<String> = obj_vs.variables().into_keys().collect();
         named.extend(obj_vs.variables());
         let mut opt = AdamW::new(named, r.weight_decay);
-        // two parameter groups: the encoder (0) and the objective's own heads (1)
-        opt.set_groups(|n| usize::from(heads.contains(n)));
+        // two parameter groups: the transformer (0), and the heads (1): the objective's own
+        // parameters and the model's Dense modules after pooling (a projection head)
+        opt.set_groups(|n| {
+            usize::from(heads.contains(n) || nest_model::dense::module_of(n).is_some())
+        });
         Ok(Run {
             opt,
             recipe_sha: identity_hash(r),
