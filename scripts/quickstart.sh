@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Quickstart on a fresh machine: setup (libtorch + models), build, encode, the STS grid of the
 # untrained model, a short 2DMSE run, the grid again with the per-cell deltas, and a slim
-# 3-layer model cut from the result. 8 min 11 s on a fresh clone on 2 cores, 6 min 51 s of it building
-# (download caches warm; BENCHMARKS.md, "The newcomer's first command").
+# 3-layer model cut from the result. 6 min 46 s on a fresh clone on 2 cores, 5 min 26 s of it
+# building (download caches warm; BENCHMARKS.md, "The newcomer's first command").
 #
 #   scripts/quickstart.sh            # data from ../shared/datasets (or NEST_DATA=/path/to/datasets)
 set -euo pipefail
