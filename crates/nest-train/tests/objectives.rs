@@ -270,6 +270,8 @@ fn source(enc: &ElasticEncoder, rows: Vec<Vec<String>>, scores: Vec<f64>) -> Sou
 
 #[test]
 fn two_d_equals_sentence_transformers_matryoshka2d_loss() {
+    // loading a model initialises modules from the global RNG, which seeded tests share
+    let _s = serial();
     let Some(dir) = model_dir() else { return };
     let enc = ElasticEncoder::load(&dir, Device::Cpu, None).unwrap();
     let p = root().join("tests/fixtures/objectives/st_2d.json");
@@ -354,6 +356,8 @@ fn two_d_equals_sentence_transformers_matryoshka2d_loss() {
 /// negative of the batch is a candidate); a file whose rows disagree on n is refused at the row.
 #[test]
 fn n_tuples_train_as_sentence_transformers_mnrl_scores_them() {
+    // loading a model initialises modules from the global RNG, which seeded tests share
+    let _s = serial();
     let Some(dir) = model_dir() else { return };
     let enc = ElasticEncoder::load(&dir, Device::Cpu, None).unwrap();
     let p = root().join("tests/fixtures/objectives/st_ntuple.json");
