@@ -1,5 +1,6 @@
 mod advise;
 mod bench;
+mod bench_search;
 mod bench_serve;
 mod bench_train;
 mod compress;
@@ -43,7 +44,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Export(c) => search::export(c),
         Command::Serve(a) => serve::run(a),
         Command::Bench(BenchCommand::Serve(a)) => bench_serve::serve(a),
-        Command::Bench(BenchCommand::Search(a)) => bench_serve::search(a),
+        Command::Bench(BenchCommand::Search(a)) => bench_search::search(a),
         Command::Bench(BenchCommand::Soak(a)) => bench_serve::soak(a),
         Command::Bench(BenchCommand::Encode(a)) => bench::run_encode(a),
         Command::Bench(BenchCommand::Train(a)) => bench_train::run(a),
