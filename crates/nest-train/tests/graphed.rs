@@ -2,7 +2,8 @@
 //! the recorded body eagerly: the same steps as the eager trainer step, up to the padding to
 //! 16-token buckets (float reordering: weights to 1e-5 after each step, dropout off since its
 //! masks are drawn over the padded shape), shapes keyed as documented, objectives with sampled
-//! terms left eager.
+//! terms left eager; and GradCache's chunk passes recorded (`ChunkGraphs`) against eager
+//! GradCache and the plain batch.
 
 use nest_train::recipe::Overrides;
 use std::path::Path;
@@ -32,6 +33,10 @@ fn pairs(n: usize, words: usize) -> Vec<(String, String)> {
 
 /// Dropout off: its masks are drawn over the padded shape, which the buckets change.
 fn timer(model: &Path, objective: &str, mode: GraphMode) -> StepTimer {
+    timer_with(model, objective, mode, &[])
+}
+
+fn timer_with(model: &Path, objective: &str, mode: GraphMode, extra: &[&str]) -> StepTimer {
     let mut enc = ElasticEncoder::load(model, Device::Cpu, Some(64)).unwrap();
     enc.set_dropout(0.0);
     let flags: Vec<String> = [
@@ -51,6 +56,7 @@ fn timer(model: &Path, objective: &str, mode: GraphMode) -> StepTimer {
         objective,
     ]
     .iter()
+    .chain(extra)
     .map(|s| s.to_string())
     .collect();
     let recipe = Recipe::load(None, &overrides(&flags)).unwrap();
@@ -63,6 +69,19 @@ fn weights(t: &StepTimer) -> Vec<(String, Tensor)> {
     let mut v = t.encoder().vs.variables().into_iter().collect::<Vec<_>>();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
+}
+
+/// The largest weight difference between two timers (key biases left out: see below).
+fn assert_same_weights(a: &StepTimer, b: &StepTimer, tol: f64, what: &str) {
+    for ((n, e), (_, g)) in weights(a).iter().zip(&weights(b)) {
+        // softmax ignores a key bias: its exact gradient is 0, its computed one rounding
+        // noise, which AdamW turns into steps of +-lr whose signs the padding can flip
+        if n.ends_with("key.bias") {
+            continue;
+        }
+        let diff = (e - g).abs().max().double_value(&[]);
+        assert!(diff < tol, "{what}, {n}: max |difference| {diff}");
+    }
 }
 
 #[test]
@@ -87,15 +106,7 @@ fn a_recorded_step_trains_as_the_eager_step() {
     for (i, b) in batches.iter().enumerate() {
         eager.step(0, b, i as u64).unwrap();
         graphed.step(0, b, i as u64).unwrap();
-        for ((n, e), (_, g)) in weights(&eager).iter().zip(&weights(&graphed)) {
-            // softmax ignores a key bias: its exact gradient is 0, its computed one rounding
-            // noise, which AdamW turns into steps of +-lr whose signs the padding can flip
-            if n.ends_with("key.bias") {
-                continue;
-            }
-            let diff = (e - g).abs().max().double_value(&[]);
-            assert!(diff < 1e-5, "step {i}, {n}: max |eager - recorded| {diff}");
-        }
+        assert_same_weights(&eager, &graphed, 1e-5, &format!("step {i}"));
     }
     let (shapes, failed) = graphed.graph_report();
     assert_eq!(failed, None);
@@ -110,6 +121,41 @@ fn a_recorded_step_trains_as_the_eager_step() {
         })
         .sum();
     assert!(moved > 0.0);
+}
+
+/// GradCache (mini_batch_size 4 of batches of 16) with its chunk passes recorded: the same
+/// steps as eager GradCache and as the plain batch (to 1e-5: the buckets' padding, and the
+/// chunks' float reordering), two graphs per chunk shape, a last short chunk included.
+#[test]
+fn recorded_gradcache_chunks_train_as_the_eager_ones() {
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("tiny");
+    write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
+    let mrl = r#"[{kind = "mrl"}]"#;
+    let cached = ["--batch-size", "16", "--mini-batch-size", "4"];
+    let mut plain = timer(&model, mrl, GraphMode::Off);
+    let mut eager = timer_with(&model, mrl, GraphMode::Off, &cached);
+    let mut graphed = timer_with(&model, mrl, GraphMode::On, &cached);
+    // lengths 4-8 and 14-18 words, then a batch of 14 (a last chunk of 2 rows)
+    let short = pairs(16 * 2, 4);
+    let long = pairs(16, 14);
+    let batches: Vec<&[(String, String)]> = short
+        .chunks(16)
+        .chain(long.chunks(16))
+        .chain(std::iter::once(&short[..14]))
+        .collect();
+    for (i, b) in batches.iter().enumerate() {
+        plain.step(0, b, i as u64).unwrap();
+        eager.step(0, b, i as u64).unwrap();
+        graphed.step(0, b, i as u64).unwrap();
+        assert_same_weights(&eager, &graphed, 1e-5, &format!("step {i}, eager GradCache"));
+        assert_same_weights(&plain, &graphed, 1e-5, &format!("step {i}, plain batch"));
+    }
+    let (graphs, failed) = graphed.graph_report();
+    assert_eq!(failed, None);
+    assert_eq!(graphs % 2, 0, "{graphs}: both passes of each chunk shape");
+    assert!((4..=12).contains(&graphs), "{graphs} graphs recorded");
+    assert_eq!(eager.graph_report(), (0, None));
 }
 
 #[test]
@@ -199,21 +245,25 @@ mod run {
     /// logged, bit for bit.
     #[test]
     fn a_recorded_run_trains_and_resumes_as_the_eager_one() {
+        recorded_run_against_eager(&[]);
+    }
+
+    /// The same with GradCache chunks of 3 (batches of 8: chunks of 3, 3 and 2 rows).
+    #[test]
+    fn a_recorded_gradcache_run_trains_and_resumes_as_the_eager_one() {
+        recorded_run_against_eager(&["--mini-batch-size", "3"]);
+    }
+
+    fn recorded_run_against_eager(extra: &[&str]) {
+        let on: Vec<&str> = ["--cuda-graph", "on"].iter().chain(extra).copied().collect();
         let d = tempfile::tempdir().unwrap();
         let model = d.path().join("tiny");
         write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
         let data = data(d.path());
         let (eager, graphed, resumed) =
             (d.path().join("e"), d.path().join("g"), d.path().join("r"));
-        run(&model, &data, &eager, &[], false, None);
-        run(
-            &model,
-            &data,
-            &graphed,
-            &["--cuda-graph", "on"],
-            false,
-            None,
-        );
+        run(&model, &data, &eager, extra, false, None);
+        run(&model, &data, &graphed, &on, false, None);
         let (e, g) = (losses(&eager), losses(&graphed));
         assert!(e.len() >= 12, "{} steps", e.len());
         assert_eq!(e.len(), g.len());
@@ -224,15 +274,8 @@ mod run {
                 i + 1
             );
         }
-        run(
-            &model,
-            &data,
-            &resumed,
-            &["--cuda-graph", "on"],
-            false,
-            Some(4),
-        );
-        run(&model, &data, &resumed, &["--cuda-graph", "on"], true, None);
+        run(&model, &data, &resumed, &on, false, Some(4));
+        run(&model, &data, &resumed, &on, true, None);
         assert_eq!(losses(&resumed), g);
     }
 }

@@ -26,6 +26,8 @@ use nest_model::optim::DeviceUpdate;
 use nest_model::{ElasticEncoder, EncoderInput};
 use tch::{Device, Kind, Tensor};
 
+use super::graphed_chunks::ChunkGraphs;
+use super::spread::column_sources;
 use super::step::MicroResult;
 use crate::data::{Batch, Source};
 use crate::objective::{BatchOutput, Column, Objective, StepContext};
@@ -79,6 +81,8 @@ pub struct GraphedStep {
     update: Option<DeviceUpdate>,
     /// Why recording stopped (a failed capture): later steps run eagerly.
     pub failed: Option<String>,
+    /// GradCache's chunk passes, recorded when the step itself cannot be (a GradCache run).
+    pub chunks: ChunkGraphs,
 }
 
 impl GraphedStep {
@@ -88,6 +92,7 @@ impl GraphedStep {
             graphs: HashMap::new(),
             update: None,
             failed: None,
+            chunks: ChunkGraphs::new(mode),
         }
     }
 
@@ -96,9 +101,15 @@ impl GraphedStep {
         self.mode.resolve(device) && self.failed.is_none() && objective.fixed_terms()
     }
 
-    /// How many shapes have a graph.
+    /// How many graphs were recorded: one per whole-step shape, two per GradCache chunk
+    /// shape.
     pub fn recorded(&self) -> usize {
-        self.graphs.len()
+        self.graphs.len() + self.chunks.recorded()
+    }
+
+    /// Why recording stopped, if it did (the whole step's or a chunk's).
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref().or(self.chunks.failed.as_deref())
     }
 
     /// One optimizer step on batch `b` through its shape's graph: `Some((loss, grad norm))`, or
@@ -116,7 +127,7 @@ impl GraphedStep {
         if !self.applies(spec.objective, enc.device()) {
             return Ok(None);
         }
-        let host = host_inputs(enc, src, b, spec.loss);
+        let host = host_inputs(enc, src, b, &column_sources(src, spec.loss));
         // (rows, each column's padded length)
         let key: Vec<i64> = std::iter::once(b.examples.len() as i64)
             .chain(host.iter().map(|(i, _)| i.ids.size()[1]))
@@ -253,20 +264,16 @@ fn batch_output(enc: &ElasticEncoder, s: &Static, spec: &StepSpec) -> BatchOutpu
     }
 }
 
-/// Each column's padded ids and masks on the host (SimCSE: the first column twice), lengths
-/// rounded up to [`BUCKET`].
-fn host_inputs(
+/// Each encoded column's padded ids and masks on the host (`cols`: the source column each
+/// reads), lengths rounded up to [`BUCKET`].
+pub(super) fn host_inputs(
     enc: &ElasticEncoder,
     src: &Source,
     b: &Batch,
-    loss: LossKind,
+    cols: &[usize],
 ) -> Vec<(EncoderInput, Tensor)> {
-    let cols: Vec<usize> = match loss {
-        LossKind::Simcse => vec![0, 0],
-        _ => (0..src.columns()).collect(),
-    };
-    cols.into_iter()
-        .map(|col| {
+    cols.iter()
+        .map(|&col| {
             let seqs: Vec<&[i64]> = b
                 .examples
                 .iter()

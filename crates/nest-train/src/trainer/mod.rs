@@ -9,6 +9,7 @@
 mod board;
 mod eval;
 mod graphed;
+mod graphed_chunks;
 mod mining;
 mod model;
 mod plan;

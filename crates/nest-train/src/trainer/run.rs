@@ -52,7 +52,7 @@ pub(crate) struct Run<'a> {
     pub(super) train_start: Instant,
     traffic_start: nest_dist::Traffic,
     /// Steps recorded as CUDA graphs (the recipe's `cuda_graph`).
-    graphed: GraphedStep,
+    pub(super) graphed: GraphedStep,
 }
 
 impl<'a> Run<'a> {

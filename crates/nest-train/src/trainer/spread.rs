@@ -22,6 +22,7 @@ use nest_dist::Group;
 use nest_model::{ElasticEncoder, Head};
 use tch::Tensor;
 
+use super::graphed_chunks::ChunkGraphs;
 use super::step::{assemble, encode_column, micro_step, score, MicroResult};
 use crate::data::{Batch, Source};
 use crate::objective::{Column, Objective, PooledLayer, StepContext};
@@ -93,9 +94,12 @@ fn chunk_seed(ctx: &StepContext, rank: usize, chunk: usize) -> i64 {
     base.wrapping_add(mix.wrapping_mul(0x9e37_79b9_7f4a_7c15)) as i64
 }
 
-/// Every layer's pooled vectors of one column, stacked: (`[L+1, b, hidden]`,
-/// `[L+1, b, output_dim]` through the head, or `None` without one).
-fn pooled_stack(col: &Column) -> (Tensor, Option<Tensor>) {
+/// One column's pooled stacks: every layer's vectors (`[L+1, b, hidden]`) and the same through
+/// the head (`[L+1, b, output_dim]`, or `None` without one).
+pub(crate) type Pooled = (Tensor, Option<Tensor>);
+
+/// Every layer's pooled vectors of one column, stacked (see [`Pooled`]).
+pub(crate) fn pooled_stack(col: &Column) -> Pooled {
     let layers = col.hidden.len();
     let raw: Vec<Tensor> = (0..layers).map(|l| col.pooled_raw(l)).collect();
     let raw = Tensor::stack(&raw, 0);
@@ -111,7 +115,7 @@ fn by_length(src: &Source, cols: &[usize], examples: &[usize]) -> Vec<usize> {
 }
 
 /// Which source column each encoded column reads (SimCSE: the same texts twice).
-fn column_sources(src: &Source, loss: LossKind) -> Vec<usize> {
+pub(crate) fn column_sources(src: &Source, loss: LossKind) -> Vec<usize> {
     if loss == LossKind::Simcse {
         vec![0, 0]
     } else {
@@ -121,11 +125,11 @@ fn column_sources(src: &Source, loss: LossKind) -> Vec<usize> {
 
 /// What encoding a slice needs besides the examples: the model, the data, which source column
 /// each encoded column reads, dropout on or off.
-struct Encoding<'a> {
-    enc: &'a ElasticEncoder,
-    src: &'a Source,
-    cols: &'a [usize],
-    train: bool,
+pub(crate) struct Encoding<'a> {
+    pub(crate) enc: &'a ElasticEncoder,
+    pub(crate) src: &'a Source,
+    pub(crate) cols: &'a [usize],
+    pub(crate) train: bool,
 }
 
 /// Encodes this rank's slice chunk by chunk: per column, the stacked pooled vectors of the
@@ -136,14 +140,14 @@ fn encode_slice(
     chunk: usize,
     seed: impl Fn(usize) -> i64,
     leaves: bool,
-) -> Vec<(Tensor, Option<Tensor>)> {
+) -> Vec<Pooled> {
     let Encoding {
         enc,
         src,
         cols,
         train,
     } = *e;
-    let mut parts: Vec<Vec<(Tensor, Option<Tensor>)>> = cols.iter().map(|_| Vec::new()).collect();
+    let mut parts: Vec<Vec<Pooled>> = cols.iter().map(|_| Vec::new()).collect();
     for (k, ex) in examples.chunks(chunk.max(1)).enumerate() {
         tch::manual_seed(seed(k));
         let b = Batch {
@@ -245,8 +249,10 @@ fn pooled_column(enc: &ElasticEncoder, raw: &Tensor, out: Option<&Tensor>) -> Co
     }
 }
 
-/// One micro-batch, spread (a plain [`micro_step`] when `spread` is plain): see the module docs. The loss and terms are the global batch's
-/// (the same on every rank); the caller syncs gradients once per optimizer step.
+/// One micro-batch, spread (a plain [`micro_step`] when `spread` is plain): see the module
+/// docs. The loss and terms are the global batch's (the same on every rank); the caller syncs
+/// gradients once per optimizer step. With `chunks` (and GradCache), the chunk passes go
+/// through recorded graphs ([`ChunkGraphs`]).
 // long: the five phases of a spread step (slice, encode, gather, score, replay) in order.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn spread_micro_step(
@@ -259,6 +265,7 @@ pub(crate) fn spread_micro_step(
     grad_accum: usize,
     spread: &Spread,
     train: bool,
+    chunks: Option<&mut ChunkGraphs>,
 ) -> Result<MicroResult> {
     if spread.is_plain() {
         return Ok(micro_step(enc, objective, src, b, loss, ctx, grad_accum));
@@ -286,7 +293,13 @@ pub(crate) fn spread_micro_step(
         cols: &cols,
         train,
     };
-    let mine = encode_slice(&encoding, local, chunk, seed, cached);
+    let mut chunks = chunks.filter(|g| cached && g.applies(enc.device()));
+    let mine = match chunks.as_deref_mut() {
+        Some(g) => g.encode(&encoding, local, chunk, &seed, &mut |k, ex| {
+            encode_slice(&encoding, ex, ex.len(), |_| seed(k), true)
+        })?,
+        None => encode_slice(&encoding, local, chunk, seed, cached),
+    };
     let mut columns = Vec::with_capacity(cols.len());
     for (raw, out) in &mine {
         let (raw, out) = match spread.group {
@@ -306,7 +319,15 @@ pub(crate) fn spread_micro_step(
     tch::manual_seed(ctx.seed.wrapping_add(ctx.micro_batch) as i64);
     let (res, finite) = score(objective, &out, ctx, grad_accum);
     if cached && finite {
-        replay(&encoding, local, chunk, seed, &mine);
+        match chunks {
+            Some(g) => {
+                let grads = leaf_grads(&mine);
+                g.backward(&encoding, local, chunk, &seed, &mine, &mut |k, ex, at| {
+                    replay_chunk(&encoding, ex, at, seed(k), &grads)
+                })?
+            }
+            None => replay(&encoding, local, chunk, seed, &mine),
+        }
     }
     Ok(res)
 }
@@ -318,35 +339,44 @@ fn replay(
     local: &[usize],
     chunk: usize,
     seed: impl Fn(usize) -> i64,
-    leaves: &[(Tensor, Option<Tensor>)],
+    leaves: &[Pooled],
 ) {
-    let grads: Vec<(Tensor, Option<Tensor>)> = leaves
+    let grads = leaf_grads(leaves);
+    for (k, ex) in local.chunks(chunk.max(1)).enumerate() {
+        replay_chunk(e, ex, (k * chunk) as i64, seed(k), &grads);
+    }
+}
+
+/// The leaves' gradients after the objective's backward (undefined where it did not read one).
+fn leaf_grads(leaves: &[Pooled]) -> Vec<Pooled> {
+    leaves
         .iter()
         .map(|(r, o)| (r.grad(), o.as_ref().map(Tensor::grad)))
-        .collect();
-    for (k, ex) in local.chunks(chunk.max(1)).enumerate() {
-        let at = (k * chunk) as i64;
-        let len = ex.len() as i64;
-        let again = encode_slice(e, ex, ex.len(), |_| seed(k), false);
-        let mut surrogate: Option<Tensor> = None;
-        let mut add = |v: &Tensor, g: &Tensor| {
-            if g.defined() {
-                let s = (v * g.narrow(1, at, len)).sum(v.kind());
-                surrogate = Some(match surrogate.take() {
-                    Some(acc) => acc + s,
-                    None => s,
-                });
-            }
-        };
-        for ((raw, out), (g_raw, g_out)) in again.iter().zip(&grads) {
-            add(raw, g_raw);
-            if let (Some(o), Some(g)) = (out, g_out) {
-                add(o, g);
-            }
+        .collect()
+}
+
+/// One chunk of the second pass: rows `at..` of the batch, encoded again after `seed`.
+fn replay_chunk(e: &Encoding, ex: &[usize], at: i64, seed: i64, grads: &[Pooled]) {
+    let len = ex.len() as i64;
+    let again = encode_slice(e, ex, ex.len(), |_| seed, false);
+    let mut surrogate: Option<Tensor> = None;
+    let mut add = |v: &Tensor, g: &Tensor| {
+        if g.defined() {
+            let s = (v * g.narrow(1, at, len)).sum(v.kind());
+            surrogate = Some(match surrogate.take() {
+                Some(acc) => acc + s,
+                None => s,
+            });
         }
-        if let Some(s) = surrogate {
-            s.backward();
+    };
+    for ((raw, out), (g_raw, g_out)) in again.iter().zip(grads) {
+        add(raw, g_raw);
+        if let (Some(o), Some(g)) = (out, g_out) {
+            add(o, g);
         }
+    }
+    if let Some(s) = surrogate {
+        s.backward();
     }
 }
 

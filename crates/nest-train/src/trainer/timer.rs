@@ -8,7 +8,8 @@ use nest_model::ElasticEncoder;
 use tch::nn::VarStore;
 
 use super::graphed::{GraphMode, GraphedStep, StepSpec};
-use super::step::{apply_update, micro_step};
+use super::spread::{spread_micro_step, Spread};
+use super::step::apply_update;
 use crate::data::{Batch, Source};
 use crate::objective::distill::TeacherTable;
 use crate::objective::{Objective, StepContext};
@@ -77,11 +78,11 @@ impl StepTimer {
 
     /// How many shapes have a recorded step, and why recording stopped if it did.
     pub fn graph_report(&self) -> (usize, Option<&str>) {
-        (self.graphs.recorded(), self.graphs.failed.as_deref())
+        (self.graphs.recorded(), self.graphs.failure())
     }
 
     /// One optimizer step of objective `o` on `pairs` (anchor, positive), tokenisation
-    /// included; returns the anchors' and the positives' lengths in tokens.
+    /// included, in GradCache chunks when the recipe has a `mini_batch_size`; returns the anchors' and the positives' lengths in tokens.
     pub fn step(
         &mut self,
         o: usize,
@@ -133,14 +134,25 @@ impl StepTimer {
             lrs: &[self.lr],
             train: true,
         };
-        match self
-            .graphs
-            .step(&self.enc, &mut self.opt, &src, &batch, &spec)?
-        {
+        // GradCache (the recipe's mini_batch_size) as `nest train` runs it: chunk passes
+        // recorded, not the whole step
+        let spread = Spread {
+            group: None,
+            chunk: (r.mini_batch_size > 0).then_some(r.mini_batch_size),
+        };
+        let whole = match spread.chunk {
+            Some(_) => None,
+            None => self
+                .graphs
+                .step(&self.enc, &mut self.opt, &src, &batch, &spec)?,
+        };
+        match whole {
             Some((_, norm)) if !norm.is_finite() => return Err(non_finite(norm)),
             Some(_) => {}
             None => {
-                micro_step(&self.enc, spec.objective, &src, &batch, r.loss, &ctx, 1);
+                let chunks = Some(&mut self.graphs.chunks);
+                let train = spec.train;
+                spread_micro_step(&self.enc, spec.objective, &src, &batch, r.loss, &ctx, 1, &spread, train, chunks)?;
                 apply_update(&mut self.opt, r.max_grad_norm, &[self.lr], non_finite)?;
             }
         }

@@ -58,8 +58,9 @@ impl Run<'_> {
         Ok(Some((res, norm)))
     }
 
-    /// The micro-batch at `at`, forward and backward; a non-finite loss stops the run.
-    pub(super) fn micro_step(&self, at: &Progress) -> Result<MicroResult> {
+    /// The micro-batch at `at`, forward and backward (GradCache's chunks through recorded
+    /// graphs when the recipe's `cuda_graph` applies); a non-finite loss stops the run.
+    pub(super) fn micro_step(&mut self, at: &Progress) -> Result<MicroResult> {
         let e = at.epoch as usize;
         let b = &self.plan.epochs[e][at.next_batch];
         let ctx = StepContext {
@@ -77,6 +78,7 @@ impl Run<'_> {
             self.r.grad_accum,
             &self.spread,
             self.r.dropout != Some(0.0),
+            Some(&mut self.graphed.chunks),
         )?;
         if !res.loss.is_finite() {
             return Err(Error::NonFinite {

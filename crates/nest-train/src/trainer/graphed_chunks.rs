@@ -1,0 +1,345 @@
+//! GradCache's chunk passes recorded as CUDA graphs per chunk shape and replayed
+//! ([`nest_model::graph`]): at batch 256 in chunks of 32, a step of a small model is about ten
+//! thousand kernel launches (every chunk encoded twice, the second time with its backward), and
+//! the GPU idles between them. Each chunk shape gets two graphs:
+//! - **encode** (GradCache's first pass): every column's forward without autograd, all layers
+//!   pooled, into static outputs (`[L+1, rows, width]`), which the caller copies out before
+//!   the next chunk;
+//! - **back-propagate** (the second pass): the same forward with autograd, then the backward
+//!   of `sum(v * cached_grad)` over every pooled stack, accumulating into the weights'
+//!   gradients in place (they exist after the first pass of the run and are zeroed, not freed,
+//!   by each update).
+//!
+//! The objective, which scores the whole batch's pooled vectors, and the update run eagerly:
+//! a few hundred launches for the whole step. Both passes of a chunk see the same padded shape
+//! and are replayed after the same seed, so their dropout masks agree as in the eager passes.
+//! Shapes are keyed by (rows, every column's length padded to [`super::graphed::BUCKET`] tokens); past
+//! [`MAX_GRAPHS`] shapes a chunk runs eagerly (both passes).
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use nest_model::graph::{Captured, GraphMode};
+use nest_model::EncoderInput;
+use tch::{Device, Tensor};
+
+use super::graphed::{host_inputs, MAX_GRAPHS};
+use super::spread::{pooled_stack, Encoding, Pooled};
+use crate::data::Batch;
+use crate::objective::Column;
+use crate::Result;
+
+/// One chunk shape's static tensors, shared by its two graphs.
+struct ChunkStatic {
+    /// Per encoded column: token ids and attention mask `[rows, padded]`, pooling mask.
+    inputs: Vec<(EncoderInput, Tensor)>,
+    /// Per column: the pooled stacks the encode pass writes (made by the first pass, outside
+    /// any capture, so that their kinds follow the training arithmetic).
+    pooled: std::cell::RefCell<Vec<Pooled>>,
+    /// Per column: the cached gradients of those stacks, which the second pass reads.
+    grads: std::cell::RefCell<Vec<Pooled>>,
+}
+
+struct Shape {
+    encode: Option<Captured<Rc<ChunkStatic>>>,
+    backward: Option<Captured<Rc<ChunkStatic>>>,
+    state: Rc<ChunkStatic>,
+}
+
+/// The chunk graphs of one run.
+pub struct ChunkGraphs {
+    mode: GraphMode,
+    shapes: HashMap<Vec<i64>, Shape>,
+    /// Why recording stopped (a failed capture).
+    pub failed: Option<String>,
+}
+
+impl ChunkGraphs {
+    pub fn new(mode: GraphMode) -> ChunkGraphs {
+        ChunkGraphs {
+            mode,
+            shapes: HashMap::new(),
+            failed: None,
+        }
+    }
+
+    /// Whether GradCache's chunks on `device` go through graphs.
+    pub fn applies(&self, device: Device) -> bool {
+        self.mode.resolve(device) && self.failed.is_none()
+    }
+
+    /// Graphs recorded so far (two per chunk shape once both passes ran).
+    pub fn recorded(&self) -> usize {
+        self.shapes
+            .values()
+            .map(|s| s.encode.is_some() as usize + s.backward.is_some() as usize)
+            .sum()
+    }
+
+    /// The chunk's shape key, with its host inputs; `None` when a new shape would pass
+    /// [`MAX_GRAPHS`] (the chunk then runs eagerly).
+    fn key(&self, e: &Encoding, ex: &[usize]) -> Option<(Vec<i64>, Vec<(EncoderInput, Tensor)>)> {
+        let b = Batch {
+            source: 0,
+            examples: ex.to_vec(),
+        };
+        let host = host_inputs(e.enc, e.src, &b, e.cols);
+        let key: Vec<i64> = std::iter::once(ex.len() as i64)
+            .chain(host.iter().map(|(i, _)| i.ids.size()[1]))
+            .collect();
+        let room = self.shapes.contains_key(&key) || self.shapes.len() < MAX_GRAPHS;
+        room.then_some((key, host))
+    }
+
+    /// GradCache's first pass over `local` in chunks of `chunk` rows: per column, the pooled
+    /// stacks of the slice as fresh leaves (as the eager pass returns them). Chunks whose
+    /// shape has no room run `eager(chunk index, examples)`.
+    pub(crate) fn encode(
+        &mut self,
+        e: &Encoding,
+        local: &[usize],
+        chunk: usize,
+        seed: &dyn Fn(usize) -> i64,
+        eager: &mut dyn FnMut(usize, &[usize]) -> Vec<Pooled>,
+    ) -> Result<Vec<Pooled>> {
+        let mut parts: Vec<Vec<Pooled>> = e.cols.iter().map(|_| Vec::new()).collect();
+        for (k, ex) in local.chunks(chunk.max(1)).enumerate() {
+            let got = match self.key(e, ex) {
+                None => eager(k, ex),
+                Some((key, host)) => {
+                    let shape = self.shape(key, &host, e.enc.device());
+                    tch::manual_seed(seed(k));
+                    let mut body = |s: &Rc<ChunkStatic>| encode_body(e, s);
+                    let run = match shape.encode.as_mut() {
+                        Some(c) => c.run(&mut body),
+                        None => match Captured::record(
+                            e.enc.device(),
+                            shape.state.clone(),
+                            WARMUP,
+                            &mut body,
+                        ) {
+                            Ok(c) => {
+                                shape.encode = Some(c);
+                                Ok(())
+                            }
+                            Err(f) => Err(f.error),
+                        },
+                    };
+                    if let Err(err) = run {
+                        return Err(self.fail(err));
+                    }
+                    let pooled = shape.state.pooled.borrow();
+                    // copied out: the next chunk of this shape writes the same tensors
+                    pooled
+                        .iter()
+                        .map(|(r, o)| (r.detach().copy(), o.as_ref().map(|o| o.detach().copy())))
+                        .collect()
+                }
+            };
+            for (c, p) in got.into_iter().enumerate() {
+                parts[c].push(p);
+            }
+        }
+        Ok(parts.into_iter().map(|p| leaves(&p)).collect())
+    }
+
+    /// GradCache's second pass: each chunk again after the same seed, back-propagating the
+    /// leaves' cached gradients (`leaves` as [`ChunkGraphs::encode`] returned them, after the
+    /// objective's backward). Chunks without a graph run `eager(chunk index, examples, at)`.
+    pub(crate) fn backward(
+        &mut self,
+        e: &Encoding,
+        local: &[usize],
+        chunk: usize,
+        seed: &dyn Fn(usize) -> i64,
+        leaves: &[Pooled],
+        eager: &mut dyn FnMut(usize, &[usize], i64),
+    ) -> Result<()> {
+        for (k, ex) in local.chunks(chunk.max(1)).enumerate() {
+            let at = (k * chunk) as i64;
+            let Some((key, host)) = self.key(e, ex) else {
+                eager(k, ex, at);
+                continue;
+            };
+            let shape = self.shape(key, &host, e.enc.device());
+            {
+                let grads = shape.state.grads.borrow();
+                for ((g_raw, g_out), (raw, out)) in grads.iter().zip(leaves) {
+                    fill_grad(g_raw, raw, at);
+                    if let (Some(g), Some(o)) = (g_out, out) {
+                        fill_grad(g, o, at);
+                    }
+                }
+            }
+            tch::manual_seed(seed(k));
+            let mut body = |s: &Rc<ChunkStatic>| backward_body(e, s);
+            let run = match shape.backward.as_mut() {
+                Some(c) => c.run(&mut body),
+                None => {
+                    match Captured::record(e.enc.device(), shape.state.clone(), WARMUP, &mut body)
+                    {
+                        Ok(c) => {
+                            shape.backward = Some(c);
+                            Ok(())
+                        }
+                        Err(f) => Err(f.error),
+                    }
+                }
+            };
+            run.map_err(|err| self.fail(err))?;
+        }
+        Ok(())
+    }
+
+    /// The shape's static tensors, made on first use; the host inputs copied in.
+    fn shape(
+        &mut self,
+        key: Vec<i64>,
+        host: &[(EncoderInput, Tensor)],
+        dev: Device,
+    ) -> &mut Shape {
+        let shape = self.shapes.entry(key).or_insert_with(|| {
+            let inputs = host
+                .iter()
+                .map(|(i, m)| {
+                    let input = EncoderInput {
+                        ids: i.ids.zeros_like().to_device(dev),
+                        mask: i.mask.zeros_like().to_device(dev),
+                    };
+                    (input, m.zeros_like().to_device(dev))
+                })
+                .collect();
+            Shape {
+                encode: None,
+                backward: None,
+                state: Rc::new(ChunkStatic {
+                    inputs,
+                    pooled: Default::default(),
+                    grads: Default::default(),
+                }),
+            }
+        });
+        for ((dst, dst_mask), (src, src_mask)) in shape.state.inputs.iter().zip(host) {
+            dst.ids.shallow_clone().copy_(&src.ids);
+            dst.mask.shallow_clone().copy_(&src.mask);
+            dst_mask.shallow_clone().copy_(src_mask);
+        }
+        shape
+    }
+
+    /// A failed capture stops the run (libtorch's generator can be left capturing, as
+    /// [`super::graphed::GraphedStep`] says); later chunks would run eagerly.
+    fn fail(&mut self, err: nest_model::Error) -> crate::Error {
+        self.failed = Some(err.to_string());
+        nest_model::Error::Core(nest_core::Error::value(
+            "cuda_graph",
+            format!(
+                "recording a GradCache chunk as a CUDA graph failed ({err}); set cuda_graph = \
+                 \"off\" (or --cuda-graph off) and resume"
+            ),
+        ))
+        .into()
+    }
+}
+
+/// A new shape's first pass of each kind runs eagerly on the graph's side stream (it is this
+/// chunk's real pass); the recording serves the next chunks of that shape.
+const WARMUP: usize = 1;
+
+/// Every column's pooled stacks from the static inputs.
+fn stacks(e: &Encoding, s: &ChunkStatic) -> Vec<Pooled> {
+    s.inputs
+        .iter()
+        .map(|(input, pool_mask)| {
+            let out = e.enc.forward_with(
+                input,
+                e.enc.num_layers(),
+                e.train,
+                nest_model::ClsAttention::None,
+            );
+            pooled_stack(&Column {
+                hidden: out.hidden_states,
+                mask: pool_mask.shallow_clone(),
+                pooling: e.enc.pooling,
+                head: e.enc.head.shallow_clone(),
+                cls_attention: out.cls_attention,
+                pooled: Vec::new(),
+            })
+        })
+        .collect()
+}
+
+/// The encode pass: no autograd, the stacks into the static outputs (made at the first pass,
+/// with the gradients' tensors of the same shapes and kinds).
+fn encode_body(e: &Encoding, s: &ChunkStatic) -> nest_model::Result<()> {
+    let got = tch::no_grad(|| nest_model::without_packing(|| stacks(e, s)));
+    let mut pooled = s.pooled.borrow_mut();
+    if pooled.is_empty() {
+        *s.grads.borrow_mut() = got
+            .iter()
+            .map(|(r, o)| (r.zeros_like(), o.as_ref().map(Tensor::zeros_like)))
+            .collect();
+        *pooled = got;
+        return Ok(());
+    }
+    for ((dst_r, dst_o), (r, o)) in pooled.iter().zip(&got) {
+        dst_r.shallow_clone().copy_(r);
+        if let (Some(d), Some(o)) = (dst_o, o) {
+            d.shallow_clone().copy_(o);
+        }
+    }
+    Ok(())
+}
+
+/// The back-propagate pass: the stacks again with autograd, `sum(v * cached_grad)` backward.
+fn backward_body(e: &Encoding, s: &ChunkStatic) -> nest_model::Result<()> {
+    let got = nest_model::without_packing(|| stacks(e, s));
+    let grads = s.grads.borrow();
+    let mut surrogate: Option<Tensor> = None;
+    let mut add = |v: &Tensor, g: &Tensor| {
+        let t = (v * g).sum(v.kind());
+        surrogate = Some(match surrogate.take() {
+            Some(acc) => acc + t,
+            None => t,
+        });
+    };
+    for ((raw, out), (g_raw, g_out)) in got.iter().zip(grads.iter()) {
+        add(raw, g_raw);
+        if let (Some(o), Some(g)) = (out, g_out) {
+            add(o, g);
+        }
+    }
+    if let Some(t) = surrogate {
+        t.backward();
+    }
+    Ok(())
+}
+
+/// Copies a leaf's gradient rows `at..` into a chunk's static gradient (zeros where the
+/// objective did not read the leaf: the same gradient, 0).
+fn fill_grad(dst: &Tensor, leaf: &Tensor, at: i64) {
+    let g = leaf.grad();
+    let mut d = dst.shallow_clone();
+    if g.defined() {
+        let rows = dst.size()[1];
+        let _ = d.copy_(&g.narrow(1, at, rows));
+    } else {
+        let _ = d.zero_();
+    }
+}
+
+/// Chunks' stacks concatenated along the rows into fresh leaves.
+fn leaves(parts: &[Pooled]) -> Pooled {
+    let raw = Tensor::cat(&parts.iter().map(|x| x.0.shallow_clone()).collect::<Vec<_>>(), 1);
+    let out = parts[0].1.is_some().then(|| {
+        let outs: Vec<Tensor> = parts
+            .iter()
+            .map(|x| x.1.as_ref().expect("every chunk has the head").shallow_clone())
+            .collect();
+        Tensor::cat(&outs, 1)
+    });
+    (
+        raw.detach().set_requires_grad(true),
+        out.map(|o| o.detach().set_requires_grad(true)),
+    )
+}
