@@ -15,6 +15,12 @@ AdamW state; backward outside the autocast region, as PyTorch recommends), and t
 sentence-transformers trainer with bf16=True (accelerate's CPU bf16 autocast). The JSON line then
 also carries "dtype": "bf16"; without the flag nothing changes.
 
+--mini-batch-size M (optional, 0: off) runs GradCache on both sides, as Nest's recipe key does: the
+PyTorch step encodes each column in chunks of M rows without autograd, scores the batch, then
+re-encodes each chunk under the same RNG state and back-propagates the cached gradients (Gao et al.
+2021; what sentence-transformers' CachedMultipleNegativesRankingLoss does), and the
+sentence-transformers epoch uses MatryoshkaLoss(CachedMultipleNegativesRankingLoss(mini_batch_size=M)).
+
 --device cuda (optional) runs both on the GPU (what `nest bench train` passes when Nest itself trains
 on a GPU): the step synchronises the device before reading the clock, autocast is torch.autocast("cuda").
 """
@@ -52,6 +58,42 @@ def mrl_mnrl(a, p, dims, scale=20.0):
     return loss
 
 
+def encode(model, tok, texts, a):
+    enc = tok(texts, padding=True, truncation=True, max_length=a.max_length, return_tensors="pt").to(a.device)
+    out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
+    return mean_pool(out.last_hidden_state, enc["attention_mask"])
+
+
+def cached_step(model, tok, batch, dims, a, autocast):
+    """GradCache: chunks without autograd, the loss on the cached vectors, then each chunk again
+    under the same RNG state with its cached gradient back-propagated."""
+    m = a.mini_batch_size
+    cols = [[b[c] for b in batch] for c in (0, 1)]
+    states, reps = [], []
+    for texts in cols:
+        parts = []
+        for i in range(0, len(texts), m):
+            states.append(torch.random.get_rng_state() if a.device == "cpu" else torch.cuda.get_rng_state())
+            with torch.no_grad(), autocast():
+                parts.append(encode(model, tok, texts[i:i + m], a))
+        reps.append(torch.cat(parts).detach().requires_grad_(True))
+    with autocast():
+        loss = mrl_mnrl(reps[0], reps[1], dims)
+    loss.backward()
+    k = 0
+    for c, texts in enumerate(cols):
+        for i in range(0, len(texts), m):
+            if a.device == "cpu":
+                torch.random.set_rng_state(states[k])
+            else:
+                torch.cuda.set_rng_state(states[k])
+            k += 1
+            with autocast():
+                v = encode(model, tok, texts[i:i + m], a)
+            (v * reps[c].grad[i:i + m]).sum().backward()
+    return loss
+
+
 def bench_step(a):
     from transformers import AutoModel, AutoTokenizer
 
@@ -73,14 +115,13 @@ def bench_step(a):
         batch = pairs[i * a.batch_size:(i + 1) * a.batch_size]
         sync()
         t = time.perf_counter()
-        emb = []
-        with autocast():
-            for col in (0, 1):
-                enc = tok([b[col] for b in batch], padding=True, truncation=True, max_length=a.max_length, return_tensors="pt").to(a.device)
-                out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
-                emb.append(mean_pool(out.last_hidden_state, enc["attention_mask"]))
-            loss = mrl_mnrl(emb[0], emb[1], dims)
-        loss.backward()
+        if a.mini_batch_size:
+            cached_step(model, tok, batch, dims, a, autocast)
+        else:
+            with autocast():
+                emb = [encode(model, tok, [b[col] for b in batch], a) for col in (0, 1)]
+                loss = mrl_mnrl(emb[0], emb[1], dims)
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad()
@@ -93,14 +134,15 @@ def bench_step(a):
 def bench_epoch(a):
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.losses import MatryoshkaLoss, MultipleNegativesRankingLoss
+    from sentence_transformers.losses import CachedMultipleNegativesRankingLoss, MatryoshkaLoss, MultipleNegativesRankingLoss
     from sentence_transformers.training_args import BatchSamplers
 
     pairs = read_pairs(a.epoch_data, 10**9)
     ds = Dataset.from_dict({"anchor": [p[0] for p in pairs], "positive": [p[1] for p in pairs]})
     model = SentenceTransformer(a.model, device=a.device)
     dims = [int(x) for x in a.dims.split(",")]
-    loss = MatryoshkaLoss(model, MultipleNegativesRankingLoss(model), matryoshka_dims=sorted(dims, reverse=True))
+    base = CachedMultipleNegativesRankingLoss(model, mini_batch_size=a.mini_batch_size) if a.mini_batch_size else MultipleNegativesRankingLoss(model)
+    loss = MatryoshkaLoss(model, base, matryoshka_dims=sorted(dims, reverse=True))
     args = SentenceTransformerTrainingArguments(
         output_dir=a.out, num_train_epochs=1, per_device_train_batch_size=a.batch_size, learning_rate=2e-5,
         warmup_ratio=0.1, weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, seed=42,
@@ -131,6 +173,7 @@ def main():
     ap.add_argument("--out", default="/tmp/nest-bench-st")
     ap.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (autocast) for both measures")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda")
+    ap.add_argument("--mini-batch-size", type=int, default=0, help="GradCache chunk size on both sides (0: off)")
     a = ap.parse_args()
     torch.manual_seed(0)
     step, n = bench_step(a)
@@ -148,6 +191,8 @@ def main():
     result = {"torch_step_s": step, "torch_steps": n, "st_epoch_s": epoch, "peak_rss_mb": rss, "torch_threads": torch.get_num_threads()}
     if a.bf16:
         result["dtype"] = "bf16"
+    if a.mini_batch_size:
+        result["mini_batch_size"] = a.mini_batch_size
     if torch.device(a.device).type == "cuda":
         result["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
         result["device"] = torch.cuda.get_device_name()

@@ -31,6 +31,9 @@
 #                NCCL ran (NCCL_DEBUG=INFO) [~30 s]
 #   8  S8_S=70   MPNet-base shape (12 x 768) training step, bf16, --cuda-graph on|off, + peer
 #                [~50 s; runs only if the others left time]
+#  10  S10_S=200 GradCache: batch 256 in chunks of 32, bf16, --cuda-graph on|off (the chunk passes
+#                recorded), MiniLM then the MPNet-base shape, next to PyTorch's GradCache step
+#                and sentence-transformers' CachedMultipleNegativesRankingLoss [~150 s]
 # Results go to $OUT/sN/ as they come (logs, markdown, JSON; peak GPU memory per process in
 # mem_*.json from scripts/gpu/gpu_mem_poll.py); $OUT/status.tsv says what ran; the summary of
 # scripts/gpu/gpu_issue41_report.py is printed LAST (only the output's tail comes back).
@@ -45,7 +48,7 @@ mkdir -p "$OUT"
 WORK=${WORK:-/tmp/issue41-work}
 rm -rf "$WORK" && mkdir -p "$WORK"
 export PYTHONUNBUFFERED=1
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 7 8}  # 0: the smoke check alone
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 7 8 10}  # 0: the smoke check alone
 : > "$OUT/status.tsv"
 G=${NEST_GPU_DIR:-$REPO/.gpu}
 M=models/all-MiniLM-L6-v2
@@ -67,7 +70,8 @@ if [ "$DRY" = 1 ]; then
   cut -f1,2 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_pairs_dev.tsv"
   B1="4"; TRAIN_DTYPE=float32; TRAIN_STEPS=1; EPOCH_PAIRS=8; ENC_B="8 16"; REPEATS=${REPEATS:-1}
   GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; WARM_S=${WARM_S:-1}; NUM_STEPS=6; NUM_AT=3; MP_B=4
-  for s in 0 1 2 3 4 5 6 7 8 9; do eval "S${s}_S=\${S${s}_S:-400}"; done
+  GC_B=8; GC_M=4
+  for s in 0 1 2 3 4 5 6 7 8 9 10; do eval "S${s}_S=\${S${s}_S:-400}"; done
   RUN_SCALE=4  # 2 shared cores: each command's own limit x 4
 else
   TOTAL_S=${TOTAL_S:-470}
@@ -76,7 +80,8 @@ else
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
   S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-100} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
-  S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70}
+  S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200}
+  GC_B=256; GC_M=32
   RUN_SCALE=1
 fi
 
@@ -133,7 +138,7 @@ log "nest bench train --cuda-graph: $([ $HAS_GRAPH = 1 ] && echo present || echo
 
 # production-shape models: made in the background now (CPU, 4 threads, niced), used by 3 and 8
 GEN=$WORK/models
-if [[ " $SECTIONS " == *" 3 "* || " $SECTIONS " == *" 8 "* ]]; then
+if [[ " $SECTIONS " == *" 3 "* || " $SECTIONS " == *" 8 "* || " $SECTIONS " == *" 10 "* ]]; then
   OMP_NUM_THREADS=4 nice -n 10 "$PY" scripts/data/make_bench_models.py "${GEN_ARGS[@]}" --out "$GEN" \
     --only qwen3-0.6b,embeddinggemma,mpnet-base --mpnet-tokenizer "$M" > "$OUT/make_models.log" 2>&1 &
   GEN_PID=$!
@@ -493,6 +498,34 @@ s8() {
   done
 }
 
+# ------------------------------------------------------------------ 10. GradCache, chunk graphs
+s10() {
+  local model g extra py steps rows_n dims name
+  rows_n=$(rows "$D/snli_triplets_dev.tsv")
+  steps=$((rows_n / GC_B - 3))
+  ((steps > 8)) && steps=8
+  for model in "$M" "$GEN/$MP"; do
+    name=$(basename "$model")
+    dims=16,32,64,128,256,384
+    if [ "$model" != "$M" ]; then
+      wait_model "$MP" $((DEADLINE - $(date +%s) - 20)) || { log "  $MP not made"; return 1; }
+      dims=64,128,256,512,768
+    fi
+    py=(--python "$PY")
+    for g in off on; do
+      extra=()
+      if [ $HAS_GRAPH = 1 ]; then extra=(--cuda-graph $g); elif [ $g = on ]; then continue; fi
+      mem_start "gc_${name}_g$g"
+      run "gc_${name}_g$g" 120 "$N" bench train --model "$model" --data "$D/snli_triplets_dev.tsv" --objectives mrl \
+        --dims "$dims" --dtype "$TRAIN_DTYPE" --batch-size "$GC_B" --mini-batch-size "$GC_M" --steps "$steps" \
+        --epoch-pairs $((GC_B * (rows_n / GC_B < 4 ? rows_n / GC_B : 4))) "${py[@]}" "${extra[@]}" \
+        --markdown "$SD/gc_${name}_g$g.md"
+      mem_stop
+      py=()
+    done
+  done
+}
+
 section 9 "host tokenisation time (what early exit cannot shorten)" s9
 section 0 "smoke: the CUDA-graph paths, briefly, no peers" s0
 section 1 "training step, MiniLM, bf16, cuda graph on/off" s1
@@ -503,6 +536,7 @@ section 4 "nest serve vs ST server, 64 clients" s4
 section 5 "eval bf16 vs float32, cell by cell" s5
 section 7 "torchrun, NCCL" s7
 section 8 "MPNet-shape training step" s8
+section 10 "GradCache at batch 256: chunk passes recorded, MiniLM and MPNet shape" s10
 [ -n "$GEN_PID" ] && kill "$GEN_PID" 2> /dev/null
 [ "$DRY" = 1 ] || nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 log "done"

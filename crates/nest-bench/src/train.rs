@@ -47,8 +47,11 @@ pub struct TrainBench {
     pub python: Option<PathBuf>,
     /// Extra arguments of that script (the CLI's `--device` of the peers).
     pub peer_args: Vec<String>,
-    /// Record the MRL step as a CUDA graph per input shape and replay it.
+    /// Record the MRL step as a CUDA graph per input shape and replay it (under GradCache:
+    /// the chunk passes).
     pub cuda_graph: GraphMode,
+    /// GradCache chunk size (0: off) on both sides.
+    pub mini_batch_size: usize,
 }
 
 /// The benchmark's pairs and the flags every recipe in it shares.
@@ -96,6 +99,7 @@ impl Setup {
     /// flags `--key value` would set them.
     fn overrides(&self, a: &TrainBench, data: &Path, extra: &[(&str, &str)]) -> Overrides {
         let data = format!("{}:pairs", data.display());
+        let mini = a.mini_batch_size.to_string();
         let mut f: Vec<(&str, &str)> = vec![
             ("model", &a.model),
             ("data", &data),
@@ -105,6 +109,7 @@ impl Setup {
             ("weight-decay", "0.01"),
             ("max-grad-norm", "1.0"),
             ("seed", "42"),
+            ("mini-batch-size", &mini),
         ];
         f.extend_from_slice(extra);
         Overrides::from_text(f)

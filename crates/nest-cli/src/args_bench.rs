@@ -50,6 +50,11 @@ pub struct BenchTrainArgs {
     /// eagerly; off).
     #[arg(long, default_value = "auto")]
     pub cuda_graph: nest_train::trainer::GraphMode,
+    /// GradCache chunks of this many pairs (0: off), on both sides: Nest's recipe key
+    /// `mini_batch_size` (its chunk passes recorded as CUDA graphs with --cuda-graph), GradCache
+    /// by hand in the PyTorch step, CachedMultipleNegativesRankingLoss in sentence-transformers.
+    #[arg(long, default_value_t = 0)]
+    pub mini_batch_size: usize,
 }
 
 #[derive(Debug, Args)]

@@ -8,10 +8,12 @@
 // passes and the capture run between the two, as `torch.cuda.graph` does; replays run on the
 // current stream. All graphs of a device share one side stream (autograd ties a parameter's
 // gradient accumulation to the stream it last ran on: one stream keeps every capture on it).
-// Each graph has a memory pool of its own: a shared pool (`graph_pool_handle`) is freed by
-// libtorch once every graph that used it is gone, and a later capture into it then fails an
-// internal assertion (seen on an H100, 2026-11-26: a benchmark's graphs dropped, the training
-// run's first capture refused).
+// A graph records into a memory pool of its own, or into a pool its owner shares between its
+// graphs (`nest_graph_pool`, `at::cuda::graph_pool_handle()`). libtorch frees a shared pool once
+// every graph that used it is gone, and a later capture into it then fails an internal assertion
+// (seen on an H100, 2026-11-26: one process-wide pool, a benchmark's graphs dropped, the
+// training run's first capture refused): nest-model's `graph::Pool` takes a new id whenever an
+// owner drops its graphs.
 //
 // Only libtorch's and c10's out-of-line functions are called (events through `c10::Event`, not
 // the header-inline `at::cuda::CUDAEvent`), so the shim needs no CUDA runtime library of its own.
@@ -96,9 +98,21 @@ int nest_graph_leave(void* raw, char** err) {
   });
 }
 
-// Starts recording what is queued on the current (side) stream, into a memory pool of its own.
-int nest_graph_begin(void* raw, char** err) {
-  return nest::guarded(err, [&] { static_cast<NestGraph*>(raw)->graph.capture_begin(); });
+// A new id of a memory pool for graphs to share: out = {first, second}.
+int nest_graph_pool(unsigned long long* out, char** err) {
+  return nest::guarded(err, [&] {
+    auto id = at::cuda::graph_pool_handle();
+    out[0] = id.first;
+    out[1] = id.second;
+  });
+}
+
+// Starts recording what is queued on the current (side) stream, into the pool {pool_a, pool_b}
+// (from `nest_graph_pool`), or into a pool of its own when both are 0.
+int nest_graph_begin(void* raw, unsigned long long pool_a, unsigned long long pool_b, char** err) {
+  return nest::guarded(err, [&] {
+    static_cast<NestGraph*>(raw)->graph.capture_begin({pool_a, pool_b});
+  });
 }
 
 int nest_graph_end(void* raw, char** err) {

@@ -75,7 +75,13 @@ extern "C" {
     pub fn nest_graph_free(g: *mut c_void);
     pub fn nest_graph_enter(g: *mut c_void, err: *mut *mut c_char) -> c_int;
     pub fn nest_graph_leave(g: *mut c_void, err: *mut *mut c_char) -> c_int;
-    pub fn nest_graph_begin(g: *mut c_void, err: *mut *mut c_char) -> c_int;
+    pub fn nest_graph_pool(out: *mut std::ffi::c_ulonglong, err: *mut *mut c_char) -> c_int;
+    pub fn nest_graph_begin(
+        g: *mut c_void,
+        pool_a: std::ffi::c_ulonglong,
+        pool_b: std::ffi::c_ulonglong,
+        err: *mut *mut c_char,
+    ) -> c_int;
     pub fn nest_graph_end(g: *mut c_void, err: *mut *mut c_char) -> c_int;
     pub fn nest_graph_replay(g: *mut c_void, err: *mut *mut c_char) -> c_int;
     pub fn nest_cuda_memory(

@@ -148,7 +148,12 @@ fn recorded_gradcache_chunks_train_as_the_eager_ones() {
         plain.step(0, b, i as u64).unwrap();
         eager.step(0, b, i as u64).unwrap();
         graphed.step(0, b, i as u64).unwrap();
-        assert_same_weights(&eager, &graphed, 1e-5, &format!("step {i}, eager GradCache"));
+        assert_same_weights(
+            &eager,
+            &graphed,
+            1e-5,
+            &format!("step {i}, eager GradCache"),
+        );
         assert_same_weights(&plain, &graphed, 1e-5, &format!("step {i}, plain batch"));
     }
     let (graphs, failed) = graphed.graph_report();
@@ -255,7 +260,11 @@ mod run {
     }
 
     fn recorded_run_against_eager(extra: &[&str]) {
-        let on: Vec<&str> = ["--cuda-graph", "on"].iter().chain(extra).copied().collect();
+        let on: Vec<&str> = ["--cuda-graph", "on"]
+            .iter()
+            .chain(extra)
+            .copied()
+            .collect();
         let d = tempfile::tempdir().unwrap();
         let model = d.path().join("tiny");
         write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();

@@ -34,6 +34,8 @@ pub(super) fn run_python(
             &a.dims,
             "--steps",
             &a.steps.to_string(),
+            "--mini-batch-size",
+            &a.mini_batch_size.to_string(),
         ])
         .args((a.dtype == nest_model::Dtype::Bf16).then_some("--bf16"))
         .args(&a.peer_args)

@@ -53,11 +53,15 @@ pub(super) fn step_benchmark(
     timer.set_graph_mode(a.cuda_graph);
     nest_model::graph::reset_peak_memory(timer.encoder().device());
     say(format!(
-        "bench train: {} in {} (max {} tokens), batch {} pairs, {} dims, {} libtorch threads; objectives {}",
+        "bench train: {} in {} (max {} tokens), batch {} pairs{}, {} dims, {} libtorch threads; objectives {}",
         a.model,
         a.dtype,
         a.max_length,
         a.batch_size,
+        match a.mini_batch_size {
+            0 => String::new(),
+            m => format!(" in GradCache chunks of {m}"),
+        },
         s.dims.len(),
         tch::get_num_threads(),
         a.objectives

@@ -22,6 +22,7 @@ pub fn run(a: BenchTrainArgs) -> Result<()> {
         python: a.python,
         peer_args: super::bench::peer_device_args(),
         cuda_graph: a.cuda_graph,
+        mini_batch_size: a.mini_batch_size,
     };
     let md = nest_bench::train::run(&bench, &mut |line| eprintln!("{line}"))?;
     println!("{md}");

@@ -28,7 +28,7 @@ use super::embed::BatchJob;
 use super::transfer::upload;
 use super::ElasticEncoder;
 use crate::dtype::Dtype;
-use crate::graph::Captured;
+use crate::graph::{Captured, Pool};
 use crate::{EncoderInput, Error, Result};
 
 /// Token counts are padded up to a multiple of this (fewer graphs, a little more padding).
@@ -96,6 +96,8 @@ struct Cache {
     made_for: Option<(Dtype, usize)>,
     /// Set by the first failure: later batches run eagerly.
     failed: bool,
+    /// Where the slots keep their memory (a new one whenever the slots are dropped).
+    pool: Option<Pool>,
 }
 
 impl ElasticEncoder {
@@ -128,6 +130,7 @@ impl ElasticEncoder {
         let made_for = Some((self.dtype(), self.output_dim()));
         if cache.made_for != made_for {
             cache.slots.clear();
+            cache.pool = None;
             cache.made_for = made_for;
         }
         let fresh = !cache.slots.contains_key(&shape);
@@ -174,7 +177,8 @@ impl ElasticEncoder {
         };
         fill(&state, input);
         // the warm-up pass computes this batch; the recording serves the next ones
-        let c = Captured::record(dev, state, WARMUP, body).map_err(|f| f.error)?;
+        let pool = cache.pool.get_or_insert_with(|| Pool::new(dev));
+        let c = Captured::record(pool, state, WARMUP, body).map_err(|f| f.error)?;
         let out = taken(&c.state);
         cache.slots.insert(shape, Slot(c));
         Ok(out)

@@ -1,14 +1,14 @@
 //! `at::cuda::CUDAGraph` and the caching allocator's counters through `shim/cuda_graph.cpp`
 //! (the `cuda` feature; the unsafe inventory: ARCHITECTURE.md).
 
-use std::ffi::{c_char, c_int, c_longlong, c_void};
+use std::ffi::{c_char, c_int, c_longlong, c_ulonglong, c_void};
 
 use super::{Replay, StepGraph};
 use crate::{Error, Result};
 
 use nest_sys::{
     nest_cuda_memory, nest_cuda_reset_peak, nest_graph_begin, nest_graph_end, nest_graph_enter,
-    nest_graph_free, nest_graph_leave, nest_graph_new, nest_graph_replay,
+    nest_graph_free, nest_graph_leave, nest_graph_new, nest_graph_pool, nest_graph_replay,
 };
 
 /// A shim call's result as an error naming `what`.
@@ -25,10 +25,21 @@ fn check(r: std::result::Result<(), String>, what: &str) -> Result<()> {
 pub struct CudaGraph {
     raw: *mut c_void,
     recorded: bool,
+    /// The shared memory pool it records into (`None`: one of its own).
+    pool: Option<[u64; 2]>,
+}
+
+/// A new memory pool id for graphs to share (`at::cuda::graph_pool_handle()`).
+pub fn new_pool() -> Result<[u64; 2]> {
+    let mut out = [0 as c_ulonglong; 2];
+    // SAFETY: `out` has the two slots the shim writes.
+    let r = nest_sys::call(|err| unsafe { nest_graph_pool(out.as_mut_ptr(), err) });
+    check(r, "making a graph memory pool")?;
+    Ok(out.map(|v| v as u64))
 }
 
 impl CudaGraph {
-    pub fn new() -> Result<CudaGraph> {
+    pub fn new(pool: Option<[u64; 2]>) -> Result<CudaGraph> {
         let mut err = std::ptr::null_mut();
         // SAFETY: the shim returns a new object or null with `err` set.
         let raw = unsafe { nest_graph_new(&mut err) };
@@ -40,6 +51,7 @@ impl CudaGraph {
         Ok(CudaGraph {
             raw,
             recorded: false,
+            pool,
         })
     }
 
@@ -70,7 +82,11 @@ impl StepGraph for CudaGraph {
         self.call(nest_graph_leave, "leaving the side stream")
     }
     fn begin(&mut self) -> Result<()> {
-        self.call(nest_graph_begin, "beginning the capture")
+        let raw = self.raw;
+        let [a, b] = self.pool.unwrap_or([0, 0]);
+        // SAFETY: as in `call`; {0, 0} asks libtorch for a pool of the graph's own.
+        let r = nest_sys::call(|err| unsafe { nest_graph_begin(raw, a, b, err) });
+        check(r, "beginning the capture")
     }
     fn end(&mut self) -> Result<()> {
         self.call(nest_graph_end, "ending the capture")?;

@@ -168,12 +168,69 @@ impl StepGraph for Eager {
     }
 }
 
-/// A graph for work on `device`: a CUDA graph on a GPU (with the `cuda` feature), else the fake.
-pub fn for_device(device: Device) -> Result<Box<dyn StepGraph>> {
-    match device {
-        #[cfg(feature = "cuda")]
-        Device::Cuda(_) => Ok(Box::new(cuda::CudaGraph::new()?)),
-        _ => Ok(Box::new(Eager::default())),
+/// Where one owner's recordings (an encoder's shapes, a run's steps) keep the memory of their
+/// intermediate tensors.
+///
+/// - **private** (the default): one memory pool per recording, libtorch's default. Each shape
+///   holds every intermediate tensor of its pass for good: at batch 256 a training process
+///   peaked at 3.5x the eager one, an encoder of Qwen3-0.6B's shape at 5x its peer
+///   (BENCHMARKS.md, "On a GPU: one NVIDIA H100").
+/// - **shared** (`NEST_GRAPH_POOL=shared`): the owner's recordings share one pool, as
+///   `torch.cuda.graph(pool=...)` does, so the intermediates of one shape reuse those of
+///   another and the owner holds about its largest pass's. Sound here because every tensor
+///   that outlives a pass (static inputs and outputs, gradients, optimizer state) is made
+///   outside the recordings, so a pool holds only a pass's temporaries, and an owner's
+///   replays run one at a time on one stream. A pool is used by its owner only, and a new
+///   one is taken when the owner drops its recordings (libtorch refuses a capture into a
+///   pool whose graphs are all gone). Not yet measured on a GPU; the default stays private
+///   until it is.
+#[derive(Debug)]
+pub struct Pool {
+    device: Device,
+    shared: bool,
+    /// libtorch's id of the shared pool, taken at the first recording.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    id: Option<[u64; 2]>,
+}
+
+impl Pool {
+    /// The pool of a new owner on `device`: shared when `NEST_GRAPH_POOL=shared`.
+    pub fn new(device: Device) -> Pool {
+        let shared = std::env::var("NEST_GRAPH_POOL").as_deref() == Ok("shared");
+        Pool::with_sharing(device, shared)
+    }
+
+    pub fn with_sharing(device: Device, shared: bool) -> Pool {
+        Pool {
+            device,
+            shared,
+            id: None,
+        }
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// A graph for work on the pool's device: a CUDA graph on a GPU (with the `cuda`
+    /// feature), recording into this pool, else the fake.
+    pub fn graph(&mut self) -> Result<Box<dyn StepGraph>> {
+        match self.device {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(_) => {
+                let id = match (self.shared, self.id) {
+                    (false, _) => None,
+                    (true, Some(id)) => Some(id),
+                    (true, None) => Some(*self.id.insert(cuda::new_pool()?)),
+                };
+                Ok(Box::new(cuda::CudaGraph::new(id)?))
+            }
+            _ => Ok(Box::new(Eager::default())),
+        }
     }
 }
 
@@ -197,14 +254,15 @@ impl<S> Captured<S> {
     /// steps), then records one pass, which does **not** run: [`Captured::run`] runs it. The
     /// fake records nothing and skips the recorded pass, so that both run the body the same
     /// number of times. At least one warm-up pass is wise on a GPU: lazy initialisation
-    /// (handles, workspaces) inside a capture fails.
+    /// (handles, workspaces) inside a capture fails. The recording keeps its memory in
+    /// `pool`.
     pub fn record(
-        device: Device,
+        pool: &mut Pool,
         state: S,
         warmup: usize,
         body: &mut dyn FnMut(&S) -> Result<()>,
     ) -> std::result::Result<Captured<S>, Failed<S>> {
-        match for_device(device) {
+        match pool.graph() {
             Ok(g) => Self::record_with(g, state, warmup, body),
             Err(error) => Err(Failed {
                 state,
@@ -318,7 +376,8 @@ mod tests {
             passes.set(passes.get() + 1);
             body(s)
         };
-        let mut c = Captured::record(Device::Cpu, state, 2, &mut counted)
+        let mut pool = Pool::new(Device::Cpu);
+        let mut c = Captured::record(&mut pool, state, 2, &mut counted)
             .map_err(|f| f.error)
             .unwrap();
         assert!(!c.records());

@@ -20,8 +20,8 @@
 
 use std::collections::HashMap;
 
-use nest_model::graph::Captured;
 pub use nest_model::graph::GraphMode;
+use nest_model::graph::{Captured, Pool};
 use nest_model::optim::DeviceUpdate;
 use nest_model::{ElasticEncoder, EncoderInput};
 use tch::{Device, Kind, Tensor};
@@ -83,6 +83,8 @@ pub struct GraphedStep {
     pub failed: Option<String>,
     /// GradCache's chunk passes, recorded when the step itself cannot be (a GradCache run).
     pub chunks: ChunkGraphs,
+    /// Where the step graphs keep their memory, made at the first recording.
+    pool: Option<Pool>,
 }
 
 impl GraphedStep {
@@ -93,6 +95,7 @@ impl GraphedStep {
             update: None,
             failed: None,
             chunks: ChunkGraphs::new(mode),
+            pool: None,
         }
     }
 
@@ -154,7 +157,8 @@ impl GraphedStep {
                 let state = static_like(&host, scores.as_ref(), enc.device());
                 fill(&state, &host, scores.as_ref());
                 // the warm-up pass is this step; the recording serves the next ones
-                match Captured::record(enc.device(), state, WARMUP, &mut body) {
+                let pool = self.pool.get_or_insert_with(|| Pool::new(enc.device()));
+                match Captured::record(pool, state, WARMUP, &mut body) {
                     Ok(c) => &self.graphs.entry(key).or_insert(c).state,
                     // a capture that failed part-way can leave libtorch's CUDA generator in
                     // its capture state (an H100, 2026-11-26: the next eager dropout was

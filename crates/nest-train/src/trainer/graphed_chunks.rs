@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use nest_model::graph::{Captured, GraphMode};
+use nest_model::graph::{Captured, GraphMode, Pool};
 use nest_model::EncoderInput;
 use tch::{Device, Tensor};
 
@@ -52,6 +52,8 @@ pub struct ChunkGraphs {
     shapes: HashMap<Vec<i64>, Shape>,
     /// Why recording stopped (a failed capture).
     pub failed: Option<String>,
+    /// Where the chunk graphs keep their memory, made at the first recording.
+    pool: Option<Pool>,
 }
 
 impl ChunkGraphs {
@@ -60,6 +62,7 @@ impl ChunkGraphs {
             mode,
             shapes: HashMap::new(),
             failed: None,
+            pool: None,
         }
     }
 
@@ -107,23 +110,22 @@ impl ChunkGraphs {
             let got = match self.key(e, ex) {
                 None => eager(k, ex),
                 Some((key, host)) => {
-                    let shape = self.shape(key, &host, e.enc.device());
+                    let dev = e.enc.device();
+                    let pool = self.pool.get_or_insert_with(|| Pool::new(dev));
+                    let shape = shape_of(&mut self.shapes, key, &host, dev);
                     tch::manual_seed(seed(k));
                     let mut body = |s: &Rc<ChunkStatic>| encode_body(e, s);
                     let run = match shape.encode.as_mut() {
                         Some(c) => c.run(&mut body),
-                        None => match Captured::record(
-                            e.enc.device(),
-                            shape.state.clone(),
-                            WARMUP,
-                            &mut body,
-                        ) {
-                            Ok(c) => {
-                                shape.encode = Some(c);
-                                Ok(())
+                        None => {
+                            match Captured::record(pool, shape.state.clone(), WARMUP, &mut body) {
+                                Ok(c) => {
+                                    shape.encode = Some(c);
+                                    Ok(())
+                                }
+                                Err(f) => Err(f.error),
                             }
-                            Err(f) => Err(f.error),
-                        },
+                        }
                     };
                     if let Err(err) = run {
                         return Err(self.fail(err));
@@ -161,7 +163,9 @@ impl ChunkGraphs {
                 eager(k, ex, at);
                 continue;
             };
-            let shape = self.shape(key, &host, e.enc.device());
+            let dev = e.enc.device();
+            let pool = self.pool.get_or_insert_with(|| Pool::new(dev));
+            let shape = shape_of(&mut self.shapes, key, &host, dev);
             {
                 let grads = shape.state.grads.borrow();
                 for ((g_raw, g_out), (raw, out)) in grads.iter().zip(leaves) {
@@ -175,56 +179,17 @@ impl ChunkGraphs {
             let mut body = |s: &Rc<ChunkStatic>| backward_body(e, s);
             let run = match shape.backward.as_mut() {
                 Some(c) => c.run(&mut body),
-                None => {
-                    match Captured::record(e.enc.device(), shape.state.clone(), WARMUP, &mut body)
-                    {
-                        Ok(c) => {
-                            shape.backward = Some(c);
-                            Ok(())
-                        }
-                        Err(f) => Err(f.error),
+                None => match Captured::record(pool, shape.state.clone(), WARMUP, &mut body) {
+                    Ok(c) => {
+                        shape.backward = Some(c);
+                        Ok(())
                     }
-                }
+                    Err(f) => Err(f.error),
+                },
             };
             run.map_err(|err| self.fail(err))?;
         }
         Ok(())
-    }
-
-    /// The shape's static tensors, made on first use; the host inputs copied in.
-    fn shape(
-        &mut self,
-        key: Vec<i64>,
-        host: &[(EncoderInput, Tensor)],
-        dev: Device,
-    ) -> &mut Shape {
-        let shape = self.shapes.entry(key).or_insert_with(|| {
-            let inputs = host
-                .iter()
-                .map(|(i, m)| {
-                    let input = EncoderInput {
-                        ids: i.ids.zeros_like().to_device(dev),
-                        mask: i.mask.zeros_like().to_device(dev),
-                    };
-                    (input, m.zeros_like().to_device(dev))
-                })
-                .collect();
-            Shape {
-                encode: None,
-                backward: None,
-                state: Rc::new(ChunkStatic {
-                    inputs,
-                    pooled: Default::default(),
-                    grads: Default::default(),
-                }),
-            }
-        });
-        for ((dst, dst_mask), (src, src_mask)) in shape.state.inputs.iter().zip(host) {
-            dst.ids.shallow_clone().copy_(&src.ids);
-            dst.mask.shallow_clone().copy_(&src.mask);
-            dst_mask.shallow_clone().copy_(src_mask);
-        }
-        shape
     }
 
     /// A failed capture stops the run (libtorch's generator can be left capturing, as
@@ -240,6 +205,42 @@ impl ChunkGraphs {
         ))
         .into()
     }
+}
+
+/// A chunk shape's static tensors, made on first use; the host inputs copied in.
+fn shape_of<'a>(
+    shapes: &'a mut HashMap<Vec<i64>, Shape>,
+    key: Vec<i64>,
+    host: &[(EncoderInput, Tensor)],
+    dev: Device,
+) -> &'a mut Shape {
+    let shape = shapes.entry(key).or_insert_with(|| {
+        let inputs = host
+            .iter()
+            .map(|(i, m)| {
+                let input = EncoderInput {
+                    ids: i.ids.zeros_like().to_device(dev),
+                    mask: i.mask.zeros_like().to_device(dev),
+                };
+                (input, m.zeros_like().to_device(dev))
+            })
+            .collect();
+        Shape {
+            encode: None,
+            backward: None,
+            state: Rc::new(ChunkStatic {
+                inputs,
+                pooled: Default::default(),
+                grads: Default::default(),
+            }),
+        }
+    });
+    for ((dst, dst_mask), (src, src_mask)) in shape.state.inputs.iter().zip(host) {
+        dst.ids.shallow_clone().copy_(&src.ids);
+        dst.mask.shallow_clone().copy_(&src.mask);
+        dst_mask.shallow_clone().copy_(src_mask);
+    }
+    shape
 }
 
 /// A new shape's first pass of each kind runs eagerly on the graph's side stream (it is this
@@ -330,11 +331,21 @@ fn fill_grad(dst: &Tensor, leaf: &Tensor, at: i64) {
 
 /// Chunks' stacks concatenated along the rows into fresh leaves.
 fn leaves(parts: &[Pooled]) -> Pooled {
-    let raw = Tensor::cat(&parts.iter().map(|x| x.0.shallow_clone()).collect::<Vec<_>>(), 1);
+    let raw = Tensor::cat(
+        &parts
+            .iter()
+            .map(|x| x.0.shallow_clone())
+            .collect::<Vec<_>>(),
+        1,
+    );
     let out = parts[0].1.is_some().then(|| {
         let outs: Vec<Tensor> = parts
             .iter()
-            .map(|x| x.1.as_ref().expect("every chunk has the head").shallow_clone())
+            .map(|x| {
+                x.1.as_ref()
+                    .expect("every chunk has the head")
+                    .shallow_clone()
+            })
             .collect();
         Tensor::cat(&outs, 1)
     });

@@ -152,7 +152,18 @@ impl StepTimer {
             None => {
                 let chunks = Some(&mut self.graphs.chunks);
                 let train = spec.train;
-                spread_micro_step(&self.enc, spec.objective, &src, &batch, r.loss, &ctx, 1, &spread, train, chunks)?;
+                spread_micro_step(
+                    &self.enc,
+                    spec.objective,
+                    &src,
+                    &batch,
+                    r.loss,
+                    &ctx,
+                    1,
+                    &spread,
+                    train,
+                    chunks,
+                )?;
                 apply_update(&mut self.opt, r.max_grad_norm, &[self.lr], non_finite)?;
             }
         }
