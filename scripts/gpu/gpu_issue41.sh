@@ -34,6 +34,11 @@
 #  10  S10_S=200 GradCache: batch 256 in chunks of 32, bf16, --cuda-graph on|off (the chunk passes
 #                recorded), MiniLM then the MPNet-base shape, next to PyTorch's GradCache step
 #                and sentence-transformers' CachedMultipleNegativesRankingLoss [~150 s]
+#  11  S11_S=120 graph memory pools, private (default) against NEST_GRAPH_POOL=shared: 200 steps of
+#                recipes/gpu-numerics-mrl.toml recorded, plain and GradCache (chunks of 8; and
+#                eager GradCache), losses compared step by step (a shared pool that clobbered a
+#                live tensor would show here), peak GPU memory per process; bench encode
+#                MiniLM batch 32 and 256 under both pools [~60 s]
 # Results go to $OUT/sN/ as they come (logs, markdown, JSON; peak GPU memory per process in
 # mem_*.json from scripts/gpu/gpu_mem_poll.py); $OUT/status.tsv says what ran; the summary of
 # scripts/gpu/gpu_issue41_report.py is printed LAST (only the output's tail comes back).
@@ -48,7 +53,7 @@ mkdir -p "$OUT"
 WORK=${WORK:-/tmp/issue41-work}
 rm -rf "$WORK" && mkdir -p "$WORK"
 export PYTHONUNBUFFERED=1
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 7 8 10}  # 0: the smoke check alone
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 7 8 10 11}  # 0: the smoke check alone
 : > "$OUT/status.tsv"
 G=${NEST_GPU_DIR:-$REPO/.gpu}
 M=models/all-MiniLM-L6-v2
@@ -71,7 +76,7 @@ if [ "$DRY" = 1 ]; then
   B1="4"; TRAIN_DTYPE=float32; TRAIN_STEPS=1; EPOCH_PAIRS=8; ENC_B="8 16"; REPEATS=${REPEATS:-1}
   GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; WARM_S=${WARM_S:-1}; NUM_STEPS=6; NUM_AT=3; MP_B=4
   GC_B=8; GC_M=4
-  for s in 0 1 2 3 4 5 6 7 8 9 10; do eval "S${s}_S=\${S${s}_S:-400}"; done
+  for s in 0 1 2 3 4 5 6 7 8 9 10 11; do eval "S${s}_S=\${S${s}_S:-400}"; done
   RUN_SCALE=4  # 2 shared cores: each command's own limit x 4
 else
   TOTAL_S=${TOTAL_S:-470}
@@ -80,7 +85,7 @@ else
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
   S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-100} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
-  S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200}
+  S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
   GC_B=256; GC_M=32
   RUN_SCALE=1
 fi
@@ -526,6 +531,49 @@ s10() {
   done
 }
 
+# ------------------------------------------------------------------ 11. graph memory pools
+s11() {
+  local flags=() pool gc b
+  [ "$DRY" = 1 ] && flags=(--max-steps "$NUM_STEPS" --save-every 0 --model "$M" --data "$D/snli_pairs_dev.tsv:pairs")
+  for gc in 0 8; do
+    if [ $gc = 8 ]; then
+      run "train_gc8_eager" 60 "$N" train --recipe "$RECIPE" --run-dir "$WORK/pool-gc8-eager" --cuda-graph off \
+        --mini-batch-size 8 "${flags[@]}"
+      cp "$WORK/pool-gc8-eager/metrics.jsonl" "$SD/metrics_gc8_eager.jsonl" 2> /dev/null
+    fi
+    for pool in private shared; do
+      mem_start "train_gc${gc}_$pool"
+      NEST_GRAPH_POOL=$pool run "train_gc${gc}_$pool" 60 "$N" train --recipe "$RECIPE" \
+        --run-dir "$WORK/pool-gc$gc-$pool" --cuda-graph auto --mini-batch-size "$gc" "${flags[@]}"
+      mem_stop
+      cp "$WORK/pool-gc$gc-$pool/metrics.jsonl" "$SD/metrics_gc${gc}_$pool.jsonl" 2> /dev/null
+    done
+  done
+  "$PY" - "$SD" << 'EOF2' | tee "$SD/pools.txt"
+import json, os, sys
+sd = sys.argv[1]
+def read(n):
+    p = os.path.join(sd, f"metrics_{n}.jsonl")
+    return [json.loads(l) for l in open(p) if '"lr"' in l] if os.path.exists(p) else None
+for a, b in [("gc0_private", "gc0_shared"), ("gc8_private", "gc8_shared"), ("gc8_eager", "gc8_private")]:
+    ra, rb = read(a), read(b)
+    if not ra or not rb:
+        print(f"{a} vs {b}: missing"); continue
+    d = [abs(x["loss"] - y["loss"]) for x, y in zip(ra, rb)]
+    same = sum(x["loss"] == y["loss"] for x, y in zip(ra, rb))
+    t = lambda r: (r[-1]["seconds"] - r[0]["seconds"]) / max(len(r) - 1, 1) * 1000
+    print(f"{a} vs {b}: {len(d)} steps, identical losses {same}, max |diff| {max(d):.2e}; ms/step {t(ra):.1f} / {t(rb):.1f}")
+EOF2
+  for b in $ENC_B; do
+    for pool in private shared; do
+      mem_start "encode_b${b}_$pool"
+      NEST_GRAPH_POOL=$pool run "encode_b${b}_$pool" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+        --batch-size "$b" --layers 3,6 --dtype auto --repeats 2
+      mem_stop
+    done
+  done
+}
+
 section 9 "host tokenisation time (what early exit cannot shorten)" s9
 section 0 "smoke: the CUDA-graph paths, briefly, no peers" s0
 section 1 "training step, MiniLM, bf16, cuda graph on/off" s1
@@ -537,6 +585,7 @@ section 5 "eval bf16 vs float32, cell by cell" s5
 section 7 "torchrun, NCCL" s7
 section 8 "MPNet-shape training step" s8
 section 10 "GradCache at batch 256: chunk passes recorded, MiniLM and MPNet shape" s10
+section 11 "graph memory pools: private against shared" s11
 [ -n "$GEN_PID" ] && kill "$GEN_PID" 2> /dev/null
 [ "$DRY" = 1 ] || nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 log "done"

@@ -213,7 +213,7 @@ def summary(o):
     print("\n-- 1. training step, MiniLM (bench train; b=batch, g=cuda graph)")
     for f in sorted(glob.glob(os.path.join(o, "s1", "train_*.md"))):
         tag = os.path.basename(f)[6:-3]
-        for line in md_rows(f, ["step, median", "one epoch", "achieved"]):
+        for line in md_rows(f, ["median (vs plain", "one epoch", "achieved"]):
             print(f"{tag}: {squash(line)}")
     for sec, title in (("s2", "2. early exit, MiniLM encode"), ("s3", "3. production shapes encode")):
         print(f"\n-- {title}")
@@ -230,8 +230,22 @@ def summary(o):
     print("\n-- 8. MPNet-shape training step (bench train)")
     for f in sorted(glob.glob(os.path.join(o, "s8", "train_*.md"))):
         tag = os.path.basename(f)[6:-3]
-        for line in md_rows(f, ["step, median", "one epoch"]):
+        for line in md_rows(f, ["median (vs plain", "one epoch"]):
             print(f"{tag}: {squash(line)}")
+    print("\n-- 10. GradCache at batch 256 in chunks of 32 (bench train; g=chunk graphs)")
+    for f in sorted(glob.glob(os.path.join(o, "s10", "gc_*.md"))):
+        tag = os.path.basename(f)[3:-3]
+        for line in md_rows(f, ["median (vs plain", "one epoch", "peak GPU"]):
+            print(f"{tag}: {squash(line)}")
+    print("\n-- 11. graph memory pools (private vs NEST_GRAPH_POOL=shared)")
+    f = os.path.join(o, "s11", "pools.txt")
+    if os.path.exists(f):
+        print(open(f).read().strip())
+    for f in sorted(glob.glob(os.path.join(o, "s11", "encode_*.log"))):
+        rows = encode_table(f)
+        print(f"{os.path.basename(f)[7:-4]}:" + ("" if rows else " no table (see the log)"))
+        for r in rows:
+            print("  " + r)
     print("\n-- 4. serve, 64 clients")
     for f in sorted(glob.glob(os.path.join(o, "s4", "serve_*.log"))):
         for line in open(f):

@@ -88,7 +88,7 @@ pub(super) fn step_benchmark(
     let (graphs, failed) = timer.graph_report();
     if a.cuda_graph != nest_train::trainer::GraphMode::Off {
         say(format!(
-            "  cuda graphs: {graphs} shapes recorded{}",
+            "  cuda graphs: {graphs} recorded (one per step shape; GradCache: two per chunk shape){}",
             failed.map_or(String::new(), |f| format!("; recording stopped: {f}"))
         ));
     }

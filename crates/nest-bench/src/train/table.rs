@@ -32,15 +32,22 @@ pub(super) fn table(
         );
     };
     let step = steps.medians[0];
+    let cached = match a.mini_batch_size {
+        0 => String::new(),
+        m => format!(", GradCache chunks of {m} on both sides"),
+    };
     row(
-        "MRL(MNRL) step, median (vs plain PyTorch)",
+        &format!(
+            "MRL(MNRL) step at batch {}{cached}, median (vs plain PyTorch)",
+            a.batch_size
+        ),
         step,
         get("torch_step_s"),
         "s",
     );
     row(
         &format!(
-            "one epoch, {} pairs (vs sentence-transformers)",
+            "one epoch, {} pairs{cached} (vs sentence-transformers)",
             a.epoch_pairs
         ),
         epoch,
