@@ -14,8 +14,9 @@
 #   1  S1_S=130  training step, MiniLM bf16, batch 32 and 256, `--cuda-graph on|off`, next to
 #                PyTorch autocast + the sentence-transformers trainer (scripts/bench/bench_train.py,
 #                once per batch size) [~90 s]
-#   2  S2_S=80   early exit: bench encode --layers 3,6, batch 32 and 256, auto,bf16 against
-#                ST float32 and bf16; peak GPU memory of Nest and the peer [~60 s]
+#   2  S2_S=130  early exit: bench encode --layers 3,6, batch 32 and 256, auto,bf16 against
+#                ST float32 and bf16; peak GPU memory of Nest and the peer; then Nest alone
+#                without CUDA graphs and without tokenising ahead (NEST_TOKENIZE_AHEAD=0) [~90 s]
 #   3  S3_S=150  production shapes with random weights (made at the start, in the background,
 #                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
@@ -84,7 +85,7 @@ else
   D=$G/data
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
-  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-100} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
+  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-130} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
   GC_B=256; GC_M=32
   RUN_SCALE=1
@@ -313,6 +314,12 @@ s2() {
   for b in $ENC_B; do
     NEST_CUDA_GRAPHS=0 run "encode_nographs_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
       --batch-size "$b" --layers 3,6 --dtype auto,bf16 --repeats "$REPEATS" --markdown "$SD/encode_nographs.md"
+  done
+  # tokenising up front instead of a block ahead on a worker thread (the GPU default since
+  # EncodeOptions::tokenize_ahead), Nest only: what the overlap is worth
+  for b in $ENC_B; do
+    NEST_TOKENIZE_AHEAD=0 run "encode_noahead_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+      --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --markdown "$SD/encode_noahead.md"
   done
 }
 

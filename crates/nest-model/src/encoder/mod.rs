@@ -68,6 +68,11 @@ pub struct EncodeOptions {
     /// longest text), so that long texts go in small batches and short ones in large ones,
     /// never more than `batch_size` texts (at least one).
     pub max_tokens: usize,
+    /// Tokenise the next block of texts on a worker thread while the device runs the batches
+    /// of this one (one stream only): `None` (the default) on a GPU, whose work is queued
+    /// without waiting, so that tokenising overlaps it; off on the CPU, where both would share
+    /// the same cores. `NEST_TOKENIZE_AHEAD=0|1` overrides it, for measurements.
+    pub tokenize_ahead: Option<bool>,
 }
 
 impl Default for EncodeOptions {
@@ -77,6 +82,7 @@ impl Default for EncodeOptions {
             streams: 1,
             graphs: GraphMode::Auto,
             max_tokens: 0,
+            tokenize_ahead: None,
         }
     }
 }

@@ -421,6 +421,19 @@ mod tests {
         );
     }
 
+    /// On the CPU a pool, shared or not, hands out the fake (nothing is recorded, nothing
+    /// pooled); the sharing a caller asked for is kept.
+    #[test]
+    fn pools_on_the_cpu_give_the_fake() {
+        for shared in [false, true] {
+            let mut pool = Pool::with_sharing(Device::Cpu, shared);
+            assert_eq!(pool.is_shared(), shared);
+            let g = pool.graph().unwrap();
+            assert!(!g.records());
+            assert_eq!(pool.id, None, "no libtorch pool on the CPU");
+        }
+    }
+
     #[test]
     fn no_peak_memory_on_the_cpu() {
         assert_eq!(peak_memory(Device::Cpu), None);
