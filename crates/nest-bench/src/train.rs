@@ -95,11 +95,12 @@ impl Setup {
     }
 
     /// The recipe keys of the step benchmark and of the epoch run (MNRL on pairs, the
-    /// benchmark's dims, lr 2e-5, weight decay 0.01, gradient clipping at 1, seed 42), as the
+    /// benchmark's dims and batch (GradCache chunks), lr 2e-5, weight decay 0.01, gradient
+    /// clipping at 1, seed 42), as the
     /// flags `--key value` would set them.
     fn overrides(&self, a: &TrainBench, data: &Path, extra: &[(&str, &str)]) -> Overrides {
         let data = format!("{}:pairs", data.display());
-        let mini = a.mini_batch_size.to_string();
+        let (batch, mini) = (a.batch_size.to_string(), a.mini_batch_size.to_string());
         let mut f: Vec<(&str, &str)> = vec![
             ("model", &a.model),
             ("data", &data),
@@ -109,6 +110,7 @@ impl Setup {
             ("weight-decay", "0.01"),
             ("max-grad-norm", "1.0"),
             ("seed", "42"),
+            ("batch-size", &batch),
             ("mini-batch-size", &mini),
         ];
         f.extend_from_slice(extra);

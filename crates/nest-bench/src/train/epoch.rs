@@ -25,9 +25,8 @@ pub(super) fn epoch_benchmark(
     }
     std::fs::write(&epoch_file, text)
         .map_err(|e| Error::io(format!("writing {}", epoch_file.display()), e))?;
-    let (batch, max_len) = (a.batch_size.to_string(), a.max_length.to_string());
+    let max_len = a.max_length.to_string();
     let extra = [
-        ("batch-size", batch.as_str()),
         ("warmup-ratio", "0.1"),
         ("decay", "linear"),
         ("max-length", &max_len),
