@@ -541,6 +541,13 @@ s10() {
 # ------------------------------------------------------------------ 11. graph memory pools
 s11() {
   local flags=() pool gc b
+  # nest-model's GPU tests: two recorded passes draw one seed's dropout, shared pools
+  if [ -f "$G/nest-model-gpu.xz" ]; then
+    "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+      "$G/nest-model-gpu.xz" /tmp/nest-model-gpu && chmod +x /tmp/nest-model-gpu
+    run model_gpu_tests 60 /tmp/nest-model-gpu --test-threads 1 --nocapture
+    grep -E "^test |difference|replays|skipped" "$SD/model_gpu_tests.log" | tee "$SD/model_gpu_tests.txt"
+  fi
   [ "$DRY" = 1 ] && flags=(--max-steps "$NUM_STEPS" --save-every 0 --model "$M" --data "$D/snli_pairs_dev.tsv:pairs")
   for gc in 0 8; do
     if [ $gc = 8 ]; then

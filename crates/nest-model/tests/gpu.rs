@@ -1,0 +1,150 @@
+//! On a GPU (skipped, with a message, where there is none): what the recorded passes rely on
+//! and only a GPU can show. Built for the GPU machine by `scripts/gpu/gpu_bundle.sh` and run by
+//! section 11 of `scripts/gpu/gpu_issue41.sh`.
+//!
+//! GradCache's two recorded passes of a chunk (nest-train's `graphed_chunks.rs`: the encode
+//! without autograd, then the re-encode with its backward) must draw the same dropout masks:
+//! two different CUDA graphs replayed after the same seed. And graphs sharing one memory pool
+//! (`NEST_GRAPH_POOL=shared`) must give what graphs with pools of their own give, in any replay
+//! order.
+
+use std::cell::RefCell;
+
+use nest_model::graph::{Captured, Pool};
+use nest_model::tiny::{write_tiny_model, TinySpec};
+use nest_model::{Architecture, ClsAttention, ElasticEncoder, EncoderInput};
+use tch::{Device, Kind, Tensor};
+
+/// A static input of `rows` texts of `len` tokens and the last layer's states out.
+struct Pass {
+    input: EncoderInput,
+    out: RefCell<Option<Tensor>>,
+}
+
+fn gpu() -> Option<Device> {
+    if !tch::Cuda::is_available() {
+        eprintln!("no GPU here: skipped");
+        return None;
+    }
+    Some(Device::Cuda(0))
+}
+
+fn pass(enc: &ElasticEncoder, rows: usize, len: usize) -> Pass {
+    let seqs: Vec<Vec<i64>> = (0..rows)
+        .map(|r| (0..len - r % 3).map(|k| 5 + ((r * 7 + k) % 40) as i64).collect())
+        .collect();
+    let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
+    Pass {
+        input: enc.make_input_on(&refs, len, enc.device()),
+        out: RefCell::new(None),
+    }
+}
+
+/// The forward pass in training mode (dropout on), with or without autograd, into the static
+/// output (made at the warm-up pass, outside the capture).
+fn body(enc: &ElasticEncoder, s: &Pass, grad: bool) -> nest_model::Result<()> {
+    let run = || {
+        let out = nest_model::without_packing(|| {
+            enc.forward_with(&s.input, enc.num_layers(), true, ClsAttention::None)
+        });
+        out.hidden_states.last().expect("states").detach()
+    };
+    let h = match grad {
+        true => run(),
+        false => tch::no_grad(run),
+    };
+    let mut slot = s.out.borrow_mut();
+    match slot.as_ref() {
+        Some(o) => {
+            o.shallow_clone().copy_(&h);
+        }
+        None => *slot = Some(h.copy()),
+    }
+    Ok(())
+}
+
+fn record(enc: &ElasticEncoder, pool: &mut Pool, s: Pass, grad: bool) -> Captured<Pass> {
+    let mut b = |s: &Pass| body(enc, s, grad);
+    Captured::record(pool, s, 1, &mut b)
+        .map_err(|f| f.error)
+        .expect("recording")
+}
+
+fn replay(enc: &ElasticEncoder, c: &mut Captured<Pass>, seed: i64, grad: bool) -> Tensor {
+    tch::manual_seed(seed);
+    c.run(&mut |s: &Pass| body(enc, s, grad)).expect("replay");
+    c.state.out.borrow().as_ref().expect("out").to_device(Device::Cpu)
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+    (a - b).abs().max().to_kind(Kind::Double).double_value(&[])
+}
+
+fn tiny(dev: Device) -> (tempfile::TempDir, ElasticEncoder) {
+    let dir = tempfile::tempdir().unwrap();
+    write_tiny_model(dir.path(), &TinySpec::new(Architecture::Bert)).unwrap();
+    let mut enc = ElasticEncoder::load(dir.path(), dev, None).unwrap();
+    enc.set_dropout(0.1);
+    (dir, enc)
+}
+
+#[test]
+fn two_recorded_passes_draw_the_same_dropout_after_the_same_seed() {
+    let Some(dev) = gpu() else { return };
+    let (_dir, enc) = tiny(dev);
+    let mut pool = Pool::with_sharing(dev, false);
+    let mut no_grad = record(&enc, &mut pool, pass(&enc, 8, 16), false);
+    let mut with_grad = record(&enc, &mut pool, pass(&enc, 8, 16), true);
+    assert!(no_grad.records(), "a CUDA graph on the GPU");
+    let a = replay(&enc, &mut no_grad, 7, false);
+    let b = replay(&enc, &mut with_grad, 7, true);
+    let d = max_diff(&a, &b);
+    eprintln!("same seed, with and without autograd: max |difference| {d:e}");
+    assert!(d < 1e-6, "the two passes drew different masks: {d}");
+    // dropout is on: another seed gives other states
+    let c = replay(&enc, &mut no_grad, 8, false);
+    assert!(max_diff(&a, &c) > 1e-3, "dropout did not change with the seed");
+    // and the eager pass of that shape after the same seed draws what the recordings drew
+    tch::manual_seed(7);
+    let eager = tch::no_grad(|| {
+        let s = pass(&enc, 8, 16);
+        let out = nest_model::without_packing(|| {
+            enc.forward_with(&s.input, enc.num_layers(), true, ClsAttention::None)
+        });
+        out.hidden_states.last().unwrap().to_device(Device::Cpu)
+    });
+    let d = max_diff(&a, &eager);
+    eprintln!("recorded against eager, same seed: max |difference| {d:e}");
+    assert!(d < 1e-5, "{d}");
+}
+
+#[test]
+fn graphs_sharing_a_pool_give_what_private_pools_give() {
+    let Some(dev) = gpu() else { return };
+    let (_dir, enc) = tiny(dev);
+    let shapes = [(8, 16), (4, 32), (16, 16), (2, 48)];
+    let outputs = |shared: bool| -> Vec<Tensor> {
+        let mut pool = Pool::with_sharing(dev, shared);
+        let mut graphs: Vec<Captured<Pass>> = shapes
+            .iter()
+            .map(|&(r, l)| record(&enc, &mut pool, pass(&enc, r, l), true))
+            .collect();
+        // replays in an order other than the recording's, twice over
+        let mut out = Vec::new();
+        for round in 0..2 {
+            for k in [3, 1, 0, 2] {
+                let t = replay(&enc, &mut graphs[k], 100 + k as i64, true);
+                if round == 1 {
+                    out.push(t);
+                }
+            }
+        }
+        out
+    };
+    let (private, shared) = (outputs(false), outputs(true));
+    for (p, s) in private.iter().zip(&shared) {
+        let d = max_diff(p, s);
+        assert!(d < 1e-6, "shared pool against private pools: {d}");
+    }
+    eprintln!("shared pool: {} replays as the private pools'", shared.len());
+}
