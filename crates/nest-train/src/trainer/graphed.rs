@@ -299,19 +299,35 @@ fn scores(src: &Source, b: &Batch) -> Option<Tensor> {
     })
 }
 
+/// Zeroed device tensors of the host inputs' shapes (a recording's static inputs).
+pub(super) fn inputs_like(
+    host: &[(EncoderInput, Tensor)],
+    dev: Device,
+) -> Vec<(EncoderInput, Tensor)> {
+    host.iter()
+        .map(|(i, m)| {
+            let input = EncoderInput {
+                ids: i.ids.zeros_like().to_device(dev),
+                mask: i.mask.zeros_like().to_device(dev),
+            };
+            (input, m.zeros_like().to_device(dev))
+        })
+        .collect()
+}
+
+/// Copies host inputs into a recording's static inputs.
+pub(super) fn copy_inputs(dst: &[(EncoderInput, Tensor)], host: &[(EncoderInput, Tensor)]) {
+    for ((d, d_mask), (h, h_mask)) in dst.iter().zip(host) {
+        d.ids.shallow_clone().copy_(&h.ids);
+        d.mask.shallow_clone().copy_(&h.mask);
+        d_mask.shallow_clone().copy_(h_mask);
+    }
+}
+
 /// Device tensors of the host inputs' shapes, and the two outputs.
 fn static_like(host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>, dev: Device) -> Static {
     Static {
-        inputs: host
-            .iter()
-            .map(|(i, m)| {
-                let input = EncoderInput {
-                    ids: i.ids.zeros_like().to_device(dev),
-                    mask: i.mask.zeros_like().to_device(dev),
-                };
-                (input, m.zeros_like().to_device(dev))
-            })
-            .collect(),
+        inputs: inputs_like(host, dev),
         scores: scores.map(|s| s.zeros_like().to_device(dev)),
         loss: Tensor::zeros([], (Kind::Double, dev)),
         norm: Tensor::zeros([], (Kind::Double, dev)),
@@ -322,11 +338,7 @@ fn static_like(host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>, dev: De
 
 /// Copies a batch into a graph's static inputs.
 fn fill(s: &Static, host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>) {
-    for ((dst, dst_mask), (src, src_mask)) in s.inputs.iter().zip(host) {
-        dst.ids.shallow_clone().copy_(&src.ids);
-        dst.mask.shallow_clone().copy_(&src.mask);
-        dst_mask.shallow_clone().copy_(src_mask);
-    }
+    copy_inputs(&s.inputs, host);
     if let (Some(d), Some(h)) = (&s.scores, scores) {
         d.shallow_clone().copy_(h);
     }

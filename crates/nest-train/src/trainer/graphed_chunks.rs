@@ -23,7 +23,7 @@ use nest_model::graph::{Captured, GraphMode, Pool};
 use nest_model::EncoderInput;
 use tch::{Device, Tensor};
 
-use super::graphed::{host_inputs, MAX_GRAPHS};
+use super::graphed::{copy_inputs, host_inputs, inputs_like, MAX_GRAPHS};
 use super::spread::{pooled_stack, Encoding, Pooled};
 use crate::data::Batch;
 use crate::objective::Column;
@@ -115,18 +115,7 @@ impl ChunkGraphs {
                     let shape = shape_of(&mut self.shapes, key, &host, dev);
                     tch::manual_seed(seed(k));
                     let mut body = |s: &Rc<ChunkStatic>| encode_body(e, s);
-                    let run = match shape.encode.as_mut() {
-                        Some(c) => c.run(&mut body),
-                        None => {
-                            match Captured::record(pool, shape.state.clone(), WARMUP, &mut body) {
-                                Ok(c) => {
-                                    shape.encode = Some(c);
-                                    Ok(())
-                                }
-                                Err(f) => Err(f.error),
-                            }
-                        }
-                    };
+                    let run = run_or_record(&mut shape.encode, pool, &shape.state, &mut body);
                     if let Err(err) = run {
                         return Err(self.fail(err));
                     }
@@ -177,16 +166,7 @@ impl ChunkGraphs {
             }
             tch::manual_seed(seed(k));
             let mut body = |s: &Rc<ChunkStatic>| backward_body(e, s);
-            let run = match shape.backward.as_mut() {
-                Some(c) => c.run(&mut body),
-                None => match Captured::record(pool, shape.state.clone(), WARMUP, &mut body) {
-                    Ok(c) => {
-                        shape.backward = Some(c);
-                        Ok(())
-                    }
-                    Err(f) => Err(f.error),
-                },
-            };
+            let run = run_or_record(&mut shape.backward, pool, &shape.state, &mut body);
             run.map_err(|err| self.fail(err))?;
         }
         Ok(())
@@ -214,33 +194,35 @@ fn shape_of<'a>(
     host: &[(EncoderInput, Tensor)],
     dev: Device,
 ) -> &'a mut Shape {
-    let shape = shapes.entry(key).or_insert_with(|| {
-        let inputs = host
-            .iter()
-            .map(|(i, m)| {
-                let input = EncoderInput {
-                    ids: i.ids.zeros_like().to_device(dev),
-                    mask: i.mask.zeros_like().to_device(dev),
-                };
-                (input, m.zeros_like().to_device(dev))
-            })
-            .collect();
-        Shape {
-            encode: None,
-            backward: None,
-            state: Rc::new(ChunkStatic {
-                inputs,
-                pooled: Default::default(),
-                grads: Default::default(),
-            }),
-        }
+    let shape = shapes.entry(key).or_insert_with(|| Shape {
+        encode: None,
+        backward: None,
+        state: Rc::new(ChunkStatic {
+            inputs: inputs_like(host, dev),
+            pooled: Default::default(),
+            grads: Default::default(),
+        }),
     });
-    for ((dst, dst_mask), (src, src_mask)) in shape.state.inputs.iter().zip(host) {
-        dst.ids.shallow_clone().copy_(&src.ids);
-        dst.mask.shallow_clone().copy_(&src.mask);
-        dst_mask.shallow_clone().copy_(src_mask);
-    }
+    copy_inputs(&shape.state.inputs, host);
     shape
+}
+
+/// One pass through `slot`'s graph, recorded first when the slot is empty (the warm-up pass
+/// is then this pass).
+fn run_or_record(
+    slot: &mut Option<Captured<Rc<ChunkStatic>>>,
+    pool: &mut Pool,
+    state: &Rc<ChunkStatic>,
+    body: &mut dyn FnMut(&Rc<ChunkStatic>) -> nest_model::Result<()>,
+) -> nest_model::Result<()> {
+    match slot {
+        Some(c) => c.run(body),
+        None => {
+            let c = Captured::record(pool, state.clone(), WARMUP, body).map_err(|f| f.error)?;
+            *slot = Some(c);
+            Ok(())
+        }
+    }
 }
 
 /// A new shape's first pass of each kind runs eagerly on the graph's side stream (it is this
