@@ -29,6 +29,9 @@ use crate::data::Batch;
 use crate::objective::Column;
 use crate::Result;
 
+/// Each encoded column's token ids, attention mask and pooling mask.
+type HostInputs = Vec<(EncoderInput, Tensor)>;
+
 /// One chunk shape's static tensors, shared by its two graphs.
 struct ChunkStatic {
     /// Per encoded column: token ids and attention mask `[rows, padded]`, pooling mask.
@@ -81,7 +84,7 @@ impl ChunkGraphs {
 
     /// The chunk's shape key, with its host inputs; `None` when a new shape would pass
     /// [`MAX_GRAPHS`] (the chunk then runs eagerly).
-    fn key(&self, e: &Encoding, ex: &[usize]) -> Option<(Vec<i64>, Vec<(EncoderInput, Tensor)>)> {
+    fn key(&self, e: &Encoding, ex: &[usize]) -> Option<(Vec<i64>, HostInputs)> {
         let b = Batch {
             source: 0,
             examples: ex.to_vec(),
@@ -305,7 +308,7 @@ fn fill_grad(dst: &Tensor, leaf: &Tensor, at: i64) {
     let mut d = dst.shallow_clone();
     if g.defined() {
         let rows = dst.size()[1];
-        let _ = d.copy_(&g.narrow(1, at, rows));
+        d.copy_(&g.narrow(1, at, rows));
     } else {
         let _ = d.zero_();
     }
