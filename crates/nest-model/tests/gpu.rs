@@ -31,7 +31,11 @@ fn gpu() -> Option<Device> {
 
 fn pass(enc: &ElasticEncoder, rows: usize, len: usize) -> Pass {
     let seqs: Vec<Vec<i64>> = (0..rows)
-        .map(|r| (0..len - r % 3).map(|k| 5 + ((r * 7 + k) % 40) as i64).collect())
+        .map(|r| {
+            (0..len - r % 3)
+                .map(|k| 5 + ((r * 7 + k) % 40) as i64)
+                .collect()
+        })
         .collect();
     let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
     Pass {
@@ -73,7 +77,12 @@ fn record(enc: &ElasticEncoder, pool: &mut Pool, s: Pass, grad: bool) -> Capture
 fn replay(enc: &ElasticEncoder, c: &mut Captured<Pass>, seed: i64, grad: bool) -> Tensor {
     tch::manual_seed(seed);
     c.run(&mut |s: &Pass| body(enc, s, grad)).expect("replay");
-    c.state.out.borrow().as_ref().expect("out").to_device(Device::Cpu)
+    c.state
+        .out
+        .borrow()
+        .as_ref()
+        .expect("out")
+        .to_device(Device::Cpu)
 }
 
 fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
@@ -103,7 +112,10 @@ fn two_recorded_passes_draw_the_same_dropout_after_the_same_seed() {
     assert!(d < 1e-6, "the two passes drew different masks: {d}");
     // dropout is on: another seed gives other states
     let c = replay(&enc, &mut no_grad, 8, false);
-    assert!(max_diff(&a, &c) > 1e-3, "dropout did not change with the seed");
+    assert!(
+        max_diff(&a, &c) > 1e-3,
+        "dropout did not change with the seed"
+    );
     // and the eager pass of that shape after the same seed draws what the recordings drew
     tch::manual_seed(7);
     let eager = tch::no_grad(|| {
@@ -146,5 +158,8 @@ fn graphs_sharing_a_pool_give_what_private_pools_give() {
         let d = max_diff(p, s);
         assert!(d < 1e-6, "shared pool against private pools: {d}");
     }
-    eprintln!("shared pool: {} replays as the private pools'", shared.len());
+    eprintln!(
+        "shared pool: {} replays as the private pools'",
+        shared.len()
+    );
 }
