@@ -21,6 +21,9 @@ struct Pass {
     out: RefCell<Option<Tensor>>,
 }
 
+/// The tests seed libtorch's global generator: one at a time.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn gpu() -> Option<Device> {
     if !tch::Cuda::is_available() {
         eprintln!("no GPU here: skipped");
@@ -83,6 +86,7 @@ fn replay(enc: &ElasticEncoder, c: &mut Captured<Pass>, seed: i64, grad: bool) -
         .as_ref()
         .expect("out")
         .to_device(Device::Cpu)
+        .copy() // the next replay writes the same tensor (the same one on the CPU)
 }
 
 fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
@@ -99,6 +103,9 @@ fn tiny(dev: Device) -> (tempfile::TempDir, ElasticEncoder) {
 
 #[test]
 fn two_recorded_passes_draw_the_same_dropout_after_the_same_seed() {
+    let _rng = RNG
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(dev) = gpu() else { return };
     let (_dir, enc) = tiny(dev);
     let mut pool = Pool::with_sharing(dev, false);
@@ -132,6 +139,9 @@ fn two_recorded_passes_draw_the_same_dropout_after_the_same_seed() {
 
 #[test]
 fn graphs_sharing_a_pool_give_what_private_pools_give() {
+    let _rng = RNG
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(dev) = gpu() else { return };
     let (_dir, enc) = tiny(dev);
     let shapes = [(8, 16), (4, 32), (16, 16), (2, 48)];
