@@ -1,7 +1,8 @@
 //! GradCache's chunk passes recorded as CUDA graphs per chunk shape and replayed
-//! ([`nest_model::graph`]): at batch 256 in chunks of 32, a step of a small model is about ten
-//! thousand kernel launches (every chunk encoded twice, the second time with its backward), and
-//! the GPU idles between them. Each chunk shape gets two graphs:
+//! ([`nest_model::graph`]): at batch 256 in chunks of 32, a step of a small model is some tens
+//! of thousands of kernel launches (every chunk encoded twice, the second time with its
+//! backward; MiniLM's whole step at batch 32 was about 3,000), and the GPU idles between them.
+//! Each chunk shape gets two graphs:
 //! - **encode** (GradCache's first pass): every column's forward without autograd, all layers
 //!   pooled, into static outputs (`[L+1, rows, width]`), which the caller copies out before
 //!   the next chunk;
@@ -13,8 +14,8 @@
 //! The objective, which scores the whole batch's pooled vectors, and the update run eagerly:
 //! a few hundred launches for the whole step. Both passes of a chunk see the same padded shape
 //! and are replayed after the same seed, so their dropout masks agree as in the eager passes.
-//! Shapes are keyed by (rows, every column's length padded to [`super::graphed::BUCKET`] tokens); past
-//! [`MAX_GRAPHS`] shapes a chunk runs eagerly (both passes).
+//! Shapes are keyed by (rows, every column's length padded to [`super::graphed::BUCKET`]
+//! tokens); past [`MAX_GRAPHS`] shapes a chunk runs eagerly (both passes).
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -29,13 +30,13 @@ use crate::data::Batch;
 use crate::objective::Column;
 use crate::Result;
 
-/// Each encoded column's token ids, attention mask and pooling mask.
-type HostInputs = Vec<(EncoderInput, Tensor)>;
+/// Each encoded column's token ids and attention mask, and its pooling mask.
+type ColumnInputs = Vec<(EncoderInput, Tensor)>;
 
 /// One chunk shape's static tensors, shared by its two graphs.
 struct ChunkStatic {
     /// Per encoded column: token ids and attention mask `[rows, padded]`, pooling mask.
-    inputs: Vec<(EncoderInput, Tensor)>,
+    inputs: ColumnInputs,
     /// Per column: the pooled stacks the encode pass writes (made by the first pass, outside
     /// any capture, so that their kinds follow the training arithmetic).
     pooled: std::cell::RefCell<Vec<Pooled>>,
@@ -84,7 +85,7 @@ impl ChunkGraphs {
 
     /// The chunk's shape key, with its host inputs; `None` when a new shape would pass
     /// [`MAX_GRAPHS`] (the chunk then runs eagerly).
-    fn key(&self, e: &Encoding, ex: &[usize]) -> Option<(Vec<i64>, HostInputs)> {
+    fn key(&self, e: &Encoding, ex: &[usize]) -> Option<(Vec<i64>, ColumnInputs)> {
         let b = Batch {
             source: 0,
             examples: ex.to_vec(),
