@@ -82,21 +82,21 @@ EOF
 fi
 strip -o "$W/nest" "$W/target/release/nest"
 xz -T2 -6 -c "$W/nest" > .gpu/nest.xz
+# a test binary of PACKAGE's test TEST built for the GPU, stripped and xz'd into .gpu/NAME.xz
+test_binary() { # PACKAGE TEST NAME
+  local exe
+  exe=$(cd "$W/src" && LIBTORCH="$W/torch-$TV/torch" LIBTORCH_BYPASS_VERSION_CHECK=1 \
+    NEST_CUDA_INCLUDE="$NV/cu13/include:$NV/nccl/include" CARGO_TARGET_DIR="$W/target" \
+    RUSTFLAGS="-C link-arg=-Wl,-rpath,$DEV -C link-arg=-Wl,-rpath-link,$(ls -d "$NV"/*/lib | tr '\n' ':')$W/torch-$TV/torch/lib" \
+    cargo test --release --features cuda -p "$1" --test "$2" --no-run --message-format json 2>> "$W/build.log" |
+    "$V/bin/python" -c "import json, sys; print([m['executable'] for m in map(json.loads, sys.stdin) if m.get('reason') == 'compiler-artifact' and m.get('executable') and m['target']['name'] == sys.argv[1]][-1])" "$2")
+  if [ -n "$exe" ]; then strip -o "$W/$3" "$exe" && xz -T2 -6 -c "$W/$3" > ".gpu/$3.xz"; fi
+}
 # nest-dist's group tests with NCCL (its one-rank GPU test runs in scripts/gpu/gpu_issue41.sh, section 7)
-DT=$(cd "$W/src" && LIBTORCH="$W/torch-$TV/torch" LIBTORCH_BYPASS_VERSION_CHECK=1 \
-  NEST_CUDA_INCLUDE="$NV/cu13/include:$NV/nccl/include" CARGO_TARGET_DIR="$W/target" \
-  RUSTFLAGS="-C link-arg=-Wl,-rpath,$DEV -C link-arg=-Wl,-rpath-link,$(ls -d "$NV"/*/lib | tr '\n' ':')$W/torch-$TV/torch/lib" \
-  cargo test --release --features cuda -p nest-dist --test group --no-run --message-format json 2>> "$W/build.log" |
-  "$V/bin/python" -c "import json, sys; print([m['executable'] for m in map(json.loads, sys.stdin) if m.get('reason') == 'compiler-artifact' and m.get('executable') and m['target']['name'] == 'group'][-1])")
-[ -n "$DT" ] && strip -o "$W/nest-dist-group" "$DT" && xz -T2 -6 -c "$W/nest-dist-group" > .gpu/nest-dist-group.xz
+test_binary nest-dist group nest-dist-group
 # nest-model's GPU tests (recorded passes' dropout after one seed, shared graph pools; run in
 # scripts/gpu/gpu_issue41.sh, section 11)
-MT=$(cd "$W/src" && LIBTORCH="$W/torch-$TV/torch" LIBTORCH_BYPASS_VERSION_CHECK=1 \
-  NEST_CUDA_INCLUDE="$NV/cu13/include:$NV/nccl/include" CARGO_TARGET_DIR="$W/target" \
-  RUSTFLAGS="-C link-arg=-Wl,-rpath,$DEV -C link-arg=-Wl,-rpath-link,$(ls -d "$NV"/*/lib | tr '\n' ':')$W/torch-$TV/torch/lib" \
-  cargo test --release --features cuda -p nest-model --test gpu --no-run --message-format json 2>> "$W/build.log" |
-  "$V/bin/python" -c "import json, sys; print([m['executable'] for m in map(json.loads, sys.stdin) if m.get('reason') == 'compiler-artifact' and m.get('executable') and m['target']['name'] == 'gpu'][-1])")
-[ -n "$MT" ] && strip -o "$W/nest-model-gpu" "$MT" && xz -T2 -6 -c "$W/nest-model-gpu" > .gpu/nest-model-gpu.xz
+test_binary nest-model gpu nest-model-gpu
 # 4. the model (float16 storage: the carry limit is 64 MiB), the data, the wheels
 rm -rf .gpu/minilm && mkdir -p .gpu/minilm
 (cd models/all-MiniLM-L6-v2 && cp -r 1_Pooling config.json config_sentence_transformers.json modules.json \
