@@ -18,6 +18,7 @@ use crate::{weights, Error, Result};
 mod build;
 pub(crate) use build::net as build_net;
 use build::Net;
+mod ahead;
 mod convert;
 mod embed;
 mod graphed;
