@@ -25,6 +25,7 @@ pub(super) struct StepFigures {
 }
 
 /// Interleaved timed steps of every objective on the same batches (3 warm-up steps first).
+// long: setup, the interleaved timing loop and its figures read as one measurement
 pub(super) fn step_benchmark(
     a: &TrainBench,
     s: &Setup,

@@ -7,6 +7,7 @@ use super::step::StepFigures;
 use super::TrainBench;
 
 /// The Markdown table of the figures, the peers' beside Nest's where measured.
+// long: one table, its rows written top to bottom in the order they print
 pub(super) fn table(
     a: &TrainBench,
     kinds: &[String],

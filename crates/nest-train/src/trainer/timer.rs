@@ -89,27 +89,7 @@ impl StepTimer {
         pairs: &[(String, String)],
         step: u64,
     ) -> Result<[Vec<usize>; 2]> {
-        let texts: Vec<&str> = pairs
-            .iter()
-            .flat_map(|p| [p.0.as_str(), p.1.as_str()])
-            .collect();
-        let ids = self.enc.tokenizer.encode(&texts)?;
-        let src = Source {
-            spec: DataSource {
-                path: "(benchmark pairs)".into(),
-                format: DataFormat::Pairs,
-                weight: 1.0,
-                made_by: None,
-                prompts: vec![],
-            },
-            texts: pairs
-                .iter()
-                .map(|p| vec![p.0.clone(), p.1.clone()])
-                .collect(),
-            ids: ids.chunks(2).map(|c| c.to_vec()).collect(),
-            scores: vec![],
-            prompt_tokens: vec![],
-        };
+        let src = pairs_source(&self.enc, pairs)?;
         let batch = Batch {
             source: 0,
             examples: (0..pairs.len()).collect(),
@@ -170,4 +150,29 @@ impl StepTimer {
         let lengths = |c: usize| src.ids.iter().map(|x| x[c].len()).collect();
         Ok([lengths(0), lengths(1)])
     }
+}
+
+/// `pairs` (anchor, positive) tokenised as a data source of pairs.
+fn pairs_source(enc: &ElasticEncoder, pairs: &[(String, String)]) -> Result<Source> {
+    let texts: Vec<&str> = pairs
+        .iter()
+        .flat_map(|p| [p.0.as_str(), p.1.as_str()])
+        .collect();
+    let ids = enc.tokenizer.encode(&texts)?;
+    Ok(Source {
+        spec: DataSource {
+            path: "(benchmark pairs)".into(),
+            format: DataFormat::Pairs,
+            weight: 1.0,
+            made_by: None,
+            prompts: vec![],
+        },
+        texts: pairs
+            .iter()
+            .map(|p| vec![p.0.clone(), p.1.clone()])
+            .collect(),
+        ids: ids.chunks(2).map(|c| c.to_vec()).collect(),
+        scores: vec![],
+        prompt_tokens: vec![],
+    })
 }
