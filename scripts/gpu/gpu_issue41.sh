@@ -14,9 +14,11 @@
 #   1  S1_S=130  training step, MiniLM bf16, batch 32 and 256, `--cuda-graph on|off`, next to
 #                PyTorch autocast + the sentence-transformers trainer (scripts/bench/bench_train.py,
 #                once per batch size) [~90 s]
-#   2  S2_S=130  early exit: bench encode --layers 3,6, batch 32 and 256, auto,bf16 against
+#   2  S2_S=170  early exit: bench encode --layers 3,6, batch 32 and 256, auto,bf16 against
 #                ST float32 and bf16; peak GPU memory of Nest and the peer; then Nest alone
-#                without CUDA graphs and without tokenising ahead (NEST_TOKENIZE_AHEAD=0) [~90 s]
+#                with the tokenizer's words warm (--words warm) and without its word cache
+#                (NEST_WORD_CACHE=0), without CUDA graphs, and without tokenising ahead
+#                (NEST_TOKENIZE_AHEAD=0) [~130 s]
 #   3  S3_S=150  production shapes with random weights (made at the start, in the background,
 #                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
@@ -85,7 +87,7 @@ else
   D=$G/data
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
-  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-130} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
+  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-170} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
   GC_B=256; GC_M=32
   RUN_SCALE=1
@@ -309,6 +311,15 @@ s2() {
       --dtype auto,bf16 --repeats "$REPEATS" --python "$PY" --peers torch-float32,torch-bf16 \
       --markdown "$SD/encode.md"
     mem_stop
+  done
+  # the tokenizer's words kept from earlier passes (a server that has seen these words), and
+  # no words kept at all (NEST_WORD_CACHE=0: the tokenizers library on every text), Nest only:
+  # the host's share that early exit cannot shorten
+  for b in $ENC_B; do
+    run "encode_warmwords_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+      --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --words warm --markdown "$SD/encode_warm.md"
+    NEST_WORD_CACHE=0 run "encode_nowords_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+      --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --markdown "$SD/encode_nowords.md"
   done
   # the same without CUDA graphs (the no-sync eager path), Nest only
   for b in $ENC_B; do

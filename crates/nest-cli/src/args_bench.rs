@@ -85,4 +85,16 @@ pub struct BenchEncodeArgs {
     /// Also time encoding through this adaptor (at its smallest dim) and print the overhead.
     #[arg(long)]
     pub adaptor: Option<PathBuf>,
+    /// The tokenizer's cache of words' ids in the timed passes: `cold` forgets it before each
+    /// pass (every pass meets these texts' words for the first time, as a one-off encode of a
+    /// corpus), `warm` keeps it (as a server that has seen these words before).
+    #[arg(long, value_enum, default_value = "cold")]
+    pub words: WordsCache,
+}
+
+/// [`BenchEncodeArgs::words`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WordsCache {
+    Cold,
+    Warm,
 }

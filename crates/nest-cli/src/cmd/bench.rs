@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use nest_core::{parse_layers, ElasticSpec};
 use nest_model::EncodeOptions;
 
-use crate::args_bench::BenchEncodeArgs;
+use crate::args_bench::{BenchEncodeArgs, WordsCache};
 
 /// One timed run: Nest in one dtype, or a peer.
 struct Row {
@@ -85,18 +85,8 @@ fn time_nest(
         spearman: BTreeMap::new(),
     };
     // the host's share that no layer count shortens (early exit's ceiling on a fast device)
-    let mut tokenise = f64::INFINITY;
-    for _ in 0..a.repeats {
-        let t = Instant::now();
-        model.tokenizer.encode(texts)?;
-        tokenise = tokenise.min(t.elapsed().as_secs_f64());
-    }
-    eprintln!(
-        "  {run}: tokenising the {} sentences alone: {:.1} ms (best of {})",
-        texts.len(),
-        tokenise * 1e3,
-        a.repeats
-    );
+    print_tokenising(model, run, texts, a.repeats)?;
+    let cold = a.words == WordsCache::Cold;
     for &layer in layers {
         if let Some(ad) = &adaptor {
             time_adaptor(model, ad, texts, layer, opts, a.repeats)?;
@@ -108,6 +98,9 @@ fn time_nest(
         let e = model.embed(texts, spec, opts, &mut |_| {})?; // warm-up, and the scores
         let mut best = f64::INFINITY;
         for _ in 0..a.repeats {
+            if let (true, Some(words)) = (cold, model.tokenizer.word_cache()) {
+                words.clear();
+            }
             let t = Instant::now();
             model.embed(texts, spec, opts, &mut |_| {})?;
             best = best.min(t.elapsed().as_secs_f64());
@@ -119,6 +112,46 @@ fn time_nest(
         row.spearman.insert(layer, rho);
     }
     Ok(row)
+}
+
+/// Prints the time tokenising `texts` takes (best of `repeats`): through the tokenizers
+/// library alone, and where the model's tokenizer keeps words' ids, with none kept (cold) and
+/// with these texts' words kept (warm).
+fn print_tokenising(
+    model: &nest_model::ElasticEncoder,
+    run: &str,
+    texts: &[&str],
+    repeats: usize,
+) -> Result<()> {
+    let tok = &model.tokenizer;
+    let best = |f: &dyn Fn() -> Result<()>| -> Result<f64> {
+        let mut best = f64::INFINITY;
+        for _ in 0..repeats {
+            let t = Instant::now();
+            f()?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok(best * 1e3)
+    };
+    let direct = best(&|| Ok(tok.encode_direct(texts).map(drop)?))?;
+    let mut line = format!("tokenizers library {direct:.1} ms");
+    if let Some(words) = tok.word_cache() {
+        let cold = best(&|| {
+            words.clear();
+            Ok(tok.encode(texts).map(drop)?)
+        })?;
+        let warm = best(&|| Ok(tok.encode(texts).map(drop)?))?;
+        let _ = write!(
+            line,
+            ", words cached cold {cold:.1} ms, warm {warm:.1} ms ({} words)",
+            words.len()
+        );
+    }
+    eprintln!(
+        "  {run}: tokenising the {} sentences alone: {line} (best of {repeats})",
+        texts.len()
+    );
+    Ok(())
 }
 
 /// Cosines of rows (0,1), (2,3), ... of unit-norm embeddings.

@@ -3,8 +3,14 @@
 //! The shipped `tokenizer.json` files of both default models fix padding to 128 and truncation at
 //! 128. Nest turns both off and truncates at the model's `max_seq_length` instead; padding is
 //! done per batch (to the longest sequence of the batch) when the input tensor is built.
+//!
+//! Where the pipeline allows it, whole words' ids are tokenised once and reused
+//! ([`words::WordCache`]; `NEST_WORD_CACHE=0` turns it off).
+
+pub mod words;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
@@ -15,6 +21,8 @@ use crate::{Error, Result};
 pub struct TextTokenizer {
     inner: Tokenizer,
     max_length: usize,
+    /// Shared by clones (a server's handlers, a training run's loaders).
+    words: Option<Arc<words::WordCache>>,
 }
 
 impl TextTokenizer {
@@ -43,7 +51,15 @@ impl TextTokenizer {
                 direction: TruncationDirection::Right,
             }))
             .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
-        Ok(TextTokenizer { inner, max_length })
+        let words = match std::env::var("NEST_WORD_CACHE").as_deref() {
+            Ok("0") => None,
+            _ => words::WordCache::build(&inner, max_length).map(Arc::new),
+        };
+        Ok(TextTokenizer {
+            inner,
+            max_length,
+            words,
+        })
     }
 
     pub fn max_length(&self) -> usize {
@@ -52,6 +68,14 @@ impl TextTokenizer {
 
     /// Token ids of each text, with the model's special tokens, truncated, not padded.
     pub fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<i64>>> {
+        match &self.words {
+            Some(words) => words.encode(texts),
+            None => self.encode_direct(texts),
+        }
+    }
+
+    /// [`Self::encode`] through the tokenizers library alone, every text in full.
+    pub fn encode_direct(&self, texts: &[&str]) -> Result<Vec<Vec<i64>>> {
         let enc = self
             .inner
             .encode_batch(texts.to_vec(), true)
@@ -60,6 +84,11 @@ impl TextTokenizer {
             .iter()
             .map(|e| e.get_ids().iter().map(|&i| i64::from(i)).collect())
             .collect())
+    }
+
+    /// The cache of words' ids, where this tokenizer's pipeline allows one.
+    pub fn word_cache(&self) -> Option<&words::WordCache> {
+        self.words.as_deref()
     }
 
     /// The underlying `tokenizers` object (for saving a trained model's tokenizer).

@@ -1,0 +1,287 @@
+//! Whole words' token ids, tokenised once: the host's share of an encode that no layer count
+//! shortens.
+//!
+//! The tokenizers library runs its normaliser, pre-tokeniser and model over every text on every
+//! call, and its WordPiece keeps no cache (its BPE does). For the pipelines where a space always
+//! ends a word and vanishes (BERT's and MPNet's: per-character normalisers, a pre-tokeniser that
+//! splits on whitespace, WordPiece), a text's ids are its special tokens around the
+//! concatenation of the ids of its space-separated chunks, each tokenised alone. [`WordCache`]
+//! tokenises each distinct chunk once, through the library, and reuses its ids; which pipelines
+//! qualify is decided from the tokenizer's own configuration and confirmed on probe texts at
+//! load ([`WordCache::build`]). Every id still comes from the library: this is a cache, not a
+//! second tokenizer.
+//!
+//! Memory is bounded: at most [`MAX_WORDS`] chunks of at most [`MAX_WORD_BYTES`] bytes are kept;
+//! longer or later chunks are tokenised on every call, as before.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::sync::RwLock;
+
+use serde_json::Value;
+use tokenizers::{ModelWrapper, Tokenizer};
+
+use crate::{Error, Result};
+
+/// Most chunks kept (about 100 bytes each: at most ~25 MiB).
+pub const MAX_WORDS: usize = 1 << 18;
+/// Longest chunk kept, in bytes (longer ones are rare: addresses, numbers, code).
+pub const MAX_WORD_BYTES: usize = 48;
+
+type Words = HashMap<Box<str>, Box<[u32]>, ahash::RandomState>;
+
+/// Token ids of space-separated chunks, for tokenizers where a space always ends a word.
+#[derive(Debug)]
+pub struct WordCache {
+    /// The tokenizer without truncation, padding or special tokens' post-processing use.
+    words: Tokenizer,
+    /// Special tokens before and after a text's words (from the post-processor).
+    prefix: Vec<i64>,
+    suffix: Vec<i64>,
+    /// Most words' tokens in one text (the truncation length less the special tokens).
+    room: usize,
+    map: RwLock<Words>,
+}
+
+/// Texts the cached path must tokenise exactly as the library, or it is not used: punctuation,
+/// accents (composed and combining), CJK, control and other whitespace characters, the special
+/// tokens in the text, a space before a combining mark, runs of spaces, an empty text.
+const PROBES: &[&str] = &[
+    "A girl is styling her hair.",
+    "  Hello,   world!  It's 3.14 -- (naïve) café déjà-vu?  ",
+    "e\u{301}te\u{301} a \u{301}b \u{0308}x",
+    "東京は日本の首都です。 中文 测试",
+    "tab\there\nnew\rline\u{85}nel\u{a0}nbsp\u{3000}wide\u{200b}zw\u{0}nul",
+    "[CLS] x[SEP]y <s> </s> <mask> a<mask>b [MASK] [UNK] <unk> <pad>",
+    "supercalifragilisticexpialidocious antidisestablishmentarianism ##ing",
+    "",
+    "    ",
+    "ＦＵＬＬＷＩＤＴＨ ﬁ ẞ İstanbul ΣΊΣΥΦΟΣ",
+];
+
+impl WordCache {
+    /// A cache for `tokenizer` truncating at `max_length`, or `None` where its pipeline may
+    /// join words across a space (byte-level BPE, SentencePiece's `▁`, a `Replace`
+    /// normaliser...) or where the probe texts disagree with the library.
+    pub fn build(tokenizer: &Tokenizer, max_length: usize) -> Option<WordCache> {
+        if !splits_on_spaces(tokenizer) {
+            return None;
+        }
+        let mut words = tokenizer.clone();
+        words.with_padding(None);
+        words.with_truncation(None).ok()?;
+        let (prefix, suffix) = specials(&words)?;
+        let room = max_length.checked_sub(prefix.len() + suffix.len())?;
+        let cache = WordCache {
+            words,
+            prefix,
+            suffix,
+            room,
+            map: RwLock::new(Words::default()),
+        };
+        let direct = tokenizer.encode_batch(PROBES.to_vec(), true).ok()?;
+        let cached = cache.encode(PROBES).ok()?;
+        let same = direct
+            .iter()
+            .zip(&cached)
+            .all(|(d, c)| d.get_ids().iter().map(|&i| i64::from(i)).eq(c.iter().copied()));
+        cache.clear();
+        same.then_some(cache)
+    }
+
+    /// Token ids of each text with its special tokens, truncated to the length given at
+    /// [`Self::build`]: the library's ids, the words not seen before tokenised in one batch.
+    pub fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<i64>>> {
+        {
+            // every word kept already (a warm cache): one lookup per word
+            let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+            let kept = |c: &str| map.get(c).map(|w| Cow::Borrowed(&w[..]));
+            if let Some(ids) = texts.iter().map(|t| self.assemble(t, kept)).collect() {
+                return Ok(ids);
+            }
+        }
+        let fresh = self.tokenize_new(texts)?;
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let word = |c: &str| match map.get(c).or_else(|| fresh.get(c)) {
+            Some(w) => Some(Cow::Borrowed(&w[..])),
+            // cleared by another thread since `tokenize_new`
+            None => self.tokenize_one(c).ok().map(Cow::Owned),
+        };
+        let ids = texts
+            .iter()
+            .map(|t| self.assemble(t, word))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Error::Tokenizer("a word failed to tokenise alone".into()))?;
+        drop(map);
+        self.remember(fresh);
+        Ok(ids)
+    }
+
+    /// One text's ids: the special tokens around its words' ids (from `word`, `None` stops),
+    /// cut to [`Self::room`] words' tokens.
+    fn assemble<'w>(
+        &self,
+        text: &str,
+        mut word: impl FnMut(&str) -> Option<Cow<'w, [u32]>>,
+    ) -> Option<Vec<i64>> {
+        let mut ids = self.prefix.clone();
+        let end = self.prefix.len() + self.room;
+        for chunk in chunks(text) {
+            let w = word(chunk)?;
+            let take = w.len().min(end - ids.len());
+            ids.extend(w[..take].iter().map(|&i| i64::from(i)));
+            if take < w.len() {
+                break;
+            }
+        }
+        ids.extend_from_slice(&self.suffix);
+        Some(ids)
+    }
+
+    /// Chunks kept now.
+    pub fn len(&self) -> usize {
+        self.map.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether no chunk is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets every chunk (for measuring a first encounter of a text set).
+    pub fn clear(&self) {
+        self.map.write().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// The chunks of `texts` not kept yet, tokenised by the library in one (parallel) batch.
+    fn tokenize_new<'t>(&self, texts: &[&'t str]) -> Result<Words> {
+        let mut new: Vec<&'t str> = Vec::new();
+        {
+            let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+            let mut seen = HashSet::<&str, ahash::RandomState>::default();
+            for chunk in texts.iter().flat_map(|t| chunks(t)) {
+                if !map.contains_key(chunk) && seen.insert(chunk) {
+                    new.push(chunk);
+                }
+            }
+        }
+        if new.is_empty() {
+            return Ok(Words::default());
+        }
+        let enc = self
+            .words
+            .encode_batch_fast(new.clone(), false)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(new
+            .into_iter()
+            .zip(enc)
+            .map(|(c, e)| (c.into(), e.get_ids().into()))
+            .collect())
+    }
+
+    fn tokenize_one(&self, chunk: &str) -> Result<Vec<u32>> {
+        let e = self
+            .words
+            .encode_fast(chunk, false)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(e.get_ids().to_vec())
+    }
+
+    /// Keeps `fresh`'s short chunks while there is room.
+    fn remember(&self, fresh: Words) {
+        if fresh.is_empty() {
+            return;
+        }
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        for (chunk, ids) in fresh {
+            if map.len() >= MAX_WORDS {
+                break;
+            }
+            if chunk.len() <= MAX_WORD_BYTES {
+                map.insert(chunk, ids);
+            }
+        }
+    }
+}
+
+/// A text's space-separated chunks (runs of spaces give none).
+fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    text.split(' ').filter(|c| !c.is_empty())
+}
+
+/// Whether, by its configuration, `tokenizer` never lets a token span an ASCII space: each
+/// normaliser step maps characters one by one (a space stays a space), the pre-tokeniser
+/// splits on whitespace and drops it, the model is WordPiece (which has no cache of its own),
+/// and no added token contains a space.
+fn splits_on_spaces(tokenizer: &Tokenizer) -> bool {
+    const NORMALISERS: &[&str] = &[
+        "BertNormalizer",
+        "Lowercase",
+        "NFC",
+        "NFD",
+        "NFKC",
+        "NFKD",
+        "StripAccents",
+    ];
+    const SPLITTERS: &[&str] = &["BertPreTokenizer", "Whitespace", "WhitespaceSplit"];
+    const ALSO: &[&str] = &["Punctuation", "Digits"];
+    let normaliser_ok = match tokenizer.get_normalizer() {
+        None => true,
+        Some(n) => serde_json::to_value(n).is_ok_and(|v| {
+            steps(&v, "normalizers")
+                .iter()
+                .all(|t| NORMALISERS.contains(&t.as_str()))
+        }),
+    };
+    let pre_ok = tokenizer.get_pre_tokenizer().is_some_and(|p| {
+        serde_json::to_value(p).is_ok_and(|v| {
+            let steps = steps(&v, "pretokenizers");
+            steps.iter().any(|t| SPLITTERS.contains(&t.as_str()))
+                && steps
+                    .iter()
+                    .all(|t| SPLITTERS.contains(&t.as_str()) || ALSO.contains(&t.as_str()))
+        })
+    });
+    let model_ok = matches!(tokenizer.get_model(), ModelWrapper::WordPiece(_));
+    let added_ok = tokenizer
+        .get_added_tokens_decoder()
+        .values()
+        .all(|t| !t.content.contains(char::is_whitespace));
+    normaliser_ok && pre_ok && model_ok && added_ok
+}
+
+/// The `type`s of a serialised normaliser or pre-tokeniser, a `Sequence` flattened.
+fn steps(v: &Value, members: &str) -> Vec<String> {
+    match v.get("type").and_then(Value::as_str) {
+        Some("Sequence") => v
+            .get(members)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().flat_map(|m| steps(m, members)).collect())
+            .unwrap_or_else(|| vec!["Sequence".into()]),
+        Some(t) => vec![t.to_string()],
+        None => vec![String::new()],
+    }
+}
+
+/// The special tokens the post-processor puts before and after one text's tokens, found by
+/// locating a probe's own tokens inside its tokens with specials; `None` where that is not
+/// one consistent split.
+fn specials(words: &Tokenizer) -> Option<(Vec<i64>, Vec<i64>)> {
+    let ids = |text: &str, special: bool| -> Option<Vec<i64>> {
+        let e = words.encode_fast(text, special).ok()?;
+        Some(e.get_ids().iter().map(|&i| i64::from(i)).collect())
+    };
+    let split = |probe: &str| -> Option<(Vec<i64>, Vec<i64>)> {
+        let body = ids(probe, false)?;
+        let full = ids(probe, true)?;
+        let at = (0..=full.len().checked_sub(body.len())?)
+            .find(|&i| full[i..i + body.len()] == body[..])?;
+        Some((full[..at].to_vec(), full[at + body.len()..].to_vec()))
+    };
+    let first = split("hello world")?;
+    let empty = ids("", true)?;
+    let agree = split("the cat sat")? == first
+        && empty.len() == first.0.len() + first.1.len()
+        && empty[..first.0.len()] == first.0[..];
+    agree.then_some(first)
+}
