@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 
 use serde_json::Value;
+use tokenizers::utils::parallelism::MaybeParallelRefIterator;
 use tokenizers::{ModelWrapper, Tokenizer};
 
 use crate::{Error, Result};
@@ -96,7 +97,8 @@ impl WordCache {
             // every word kept already (a warm cache): one lookup per word
             let map = self.map.read().unwrap_or_else(|e| e.into_inner());
             let kept = |c: &str| map.get(c).map(|w| Cow::Borrowed(&w[..]));
-            if let Some(ids) = texts.iter().map(|t| self.assemble(t, kept)).collect() {
+            let ids: Option<Vec<_>> = texts.maybe_par_iter_cond(texts.len() >= PARALLEL_TEXTS).map(|t| self.assemble(t, kept)).collect();
+            if let Some(ids) = ids {
                 return Ok(ids);
             }
         }
@@ -107,8 +109,7 @@ impl WordCache {
             // cleared by another thread since `tokenize_new`
             None => self.tokenize_one(c).ok().map(Cow::Owned),
         };
-        let ids = texts
-            .iter()
+        let ids = texts.maybe_par_iter_cond(texts.len() >= PARALLEL_TEXTS)
             .map(|t| self.assemble(t, word))
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| Error::Tokenizer("a word failed to tokenise alone".into()))?;
@@ -153,7 +154,9 @@ impl WordCache {
         self.map.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
-    /// The chunks of `texts` not kept yet, tokenised by the library in one (parallel) batch.
+    /// The chunks of `texts` not kept yet, tokenised by the library: joined by spaces into a
+    /// few long texts (one parallel batch; a text's fixed cost paid once per group, not once
+    /// per word), each token given back to the chunk its offsets fall in.
     fn tokenize_new<'t>(&self, texts: &[&'t str]) -> Result<Words> {
         let mut new: Vec<&'t str> = Vec::new();
         {
@@ -165,18 +168,25 @@ impl WordCache {
                 }
             }
         }
-        if new.is_empty() {
-            return Ok(Words::default());
-        }
+        let groups: Vec<&[&str]> = new.chunks(GROUP_WORDS).collect();
+        let joined: Vec<String> = groups.iter().map(|g| g.join(" ")).collect();
         let enc = self
             .words
-            .encode_batch_fast(new.clone(), false)
+            .encode_batch(joined.iter().map(String::as_str).collect::<Vec<_>>(), false)
             .map_err(|e| Error::Tokenizer(e.to_string()))?;
-        Ok(new
-            .into_iter()
-            .zip(enc)
-            .map(|(c, e)| (c.into(), e.get_ids().into()))
-            .collect())
+        let mut fresh = Words::default();
+        for (group, e) in groups.into_iter().zip(enc) {
+            match split_by_offsets(group, &e) {
+                Some(ids) => fresh.extend(group.iter().map(|c| Box::from(*c)).zip(ids)),
+                // a token outside one word: tokenise this group's words one by one
+                None => {
+                    for &c in group {
+                        fresh.insert(c.into(), self.tokenize_one(c)?.into());
+                    }
+                }
+            }
+        }
+        Ok(fresh)
     }
 
     fn tokenize_one(&self, chunk: &str) -> Result<Vec<u32>> {
@@ -202,6 +212,34 @@ impl WordCache {
             }
         }
     }
+}
+
+/// Texts from which ids are assembled on the tokenizers library's threads (as its own batches
+/// are; `TOKENIZERS_PARALLELISM=false` turns both off).
+const PARALLEL_TEXTS: usize = 256;
+
+/// Words per joined text in [`WordCache::tokenize_new`].
+const GROUP_WORDS: usize = 256;
+
+/// The ids of each of `group`'s words, from the encoding of the words joined by single spaces
+/// (byte offsets): each token goes to the word its offsets lie in; `None` where a token's lie
+/// in no one word.
+fn split_by_offsets(group: &[&str], e: &tokenizers::Encoding) -> Option<Vec<Box<[u32]>>> {
+    let mut starts = Vec::with_capacity(group.len());
+    let mut at = 0;
+    for w in group {
+        starts.push(at);
+        at += w.len() + 1;
+    }
+    let mut ids = vec![Vec::new(); group.len()];
+    for (&id, &(start, end)) in e.get_ids().iter().zip(e.get_offsets()) {
+        let i = starts.partition_point(|&s| s <= start).checked_sub(1)?;
+        if end > starts[i] + group[i].len() {
+            return None;
+        }
+        ids[i].push(id);
+    }
+    Some(ids.into_iter().map(Vec::into_boxed_slice).collect())
 }
 
 /// A text's space-separated chunks (runs of spaces give none).
@@ -284,4 +322,45 @@ fn specials(words: &Tokenizer) -> Option<(Vec<i64>, Vec<i64>)> {
         && empty.len() == first.0.len() + first.1.len()
         && empty[..first.0.len()] == first.0[..];
     agree.then_some(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoding(ids: &[u32], offsets: &[(usize, usize)]) -> tokenizers::Encoding {
+        let n = ids.len();
+        tokenizers::Encoding::new(
+            ids.to_vec(),
+            vec![0; n],
+            vec![String::new(); n],
+            vec![None; n],
+            offsets.to_vec(),
+            vec![0; n],
+            vec![1; n],
+            Vec::new(),
+            Default::default(),
+        )
+    }
+
+    #[test]
+    fn tokens_go_to_the_word_their_offsets_lie_in() {
+        // "hair. ab" joined: "hair." = 0..5, "ab" = 6..8
+        let e = encoding(&[10, 11, 12, 13], &[(0, 4), (4, 5), (6, 7), (7, 8)]);
+        let ids = split_by_offsets(&["hair.", "ab"], &e).unwrap();
+        assert_eq!(ids, vec![vec![10, 11].into(), vec![12, 13].into()]);
+        // a word without tokens (only characters the normaliser deletes)
+        let e = encoding(&[10, 12], &[(0, 1), (4, 5)]);
+        let ids = split_by_offsets(&["a", "\u{0}", "b"], &e).unwrap();
+        assert_eq!(ids, vec![vec![10].into(), Vec::new().into(), vec![12].into()]);
+    }
+
+    #[test]
+    fn a_token_across_a_space_or_on_it_is_refused() {
+        // across the space between "ab" (0..2) and "cd" (3..5), from the space, before any word
+        for offsets in [(1, 4), (2, 5), (2, 3)] {
+            let e = encoding(&[10], &[offsets]);
+            assert!(split_by_offsets(&["ab", "cd"], &e).is_none(), "{offsets:?}");
+        }
+    }
 }
