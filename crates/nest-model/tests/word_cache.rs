@@ -46,7 +46,11 @@ fn dataset_texts() -> Option<Vec<String>> {
     }
     let mut texts = Vec::new();
     for set in std::fs::read_dir(&data).unwrap().flatten() {
-        for file in std::fs::read_dir(set.path()).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(set.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let p = file.path();
             let body = std::fs::read_to_string(&p).unwrap_or_default();
             match p.extension().and_then(|e| e.to_str()) {
@@ -72,7 +76,11 @@ fn dataset_texts() -> Option<Vec<String>> {
     }
     texts.sort_unstable();
     texts.dedup();
-    assert!(texts.len() > 80_000, "only {} distinct texts read", texts.len());
+    assert!(
+        texts.len() > 80_000,
+        "only {} distinct texts read",
+        texts.len()
+    );
     eprintln!("{} distinct texts", texts.len());
     Some(texts)
 }
@@ -86,7 +94,11 @@ fn cached_ids_are_the_librarys_on_every_dataset_text() {
         };
         // long enough to keep whole abstracts; short enough to cut most texts (one model: the
         // cut is the same code for both)
-        let lengths: &[usize] = if name == MODELS[0] { &[512, 12] } else { &[512] };
+        let lengths: &[usize] = if name == MODELS[0] {
+            &[512, 12]
+        } else {
+            &[512]
+        };
         for &max_length in lengths {
             let tok = load(&dir, max_length);
             assert_same(&tok, &texts, &format!("{name} at {max_length}"));
@@ -234,7 +246,10 @@ fn no_cache_where_words_can_span_a_space() {
             "prepend_scheme": "always", "split": true});
     };
     let spaced_token = |v: &mut serde_json::Value| {
-        v["added_tokens"].as_array_mut().unwrap().push(serde_json::json!({"id": 30522,
+        v["added_tokens"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"id": 30522,
             "content": "new york", "single_word": false, "lstrip": false, "rstrip": false,
             "normalized": false, "special": false}));
     };

@@ -24,7 +24,7 @@ use tokenizers::{ModelWrapper, Tokenizer};
 
 use crate::{Error, Result};
 
-/// Most chunks kept (about 100 bytes each: at most ~25 MiB).
+/// Most chunks kept (about 120 bytes each with the table: at most ~30 MiB).
 pub const MAX_WORDS: usize = 1 << 18;
 /// Longest chunk kept, in bytes (longer ones are rare: addresses, numbers, code).
 pub const MAX_WORD_BYTES: usize = 48;
@@ -34,7 +34,7 @@ type Words = HashMap<Box<str>, Box<[u32]>, ahash::RandomState>;
 /// Token ids of space-separated chunks, for tokenizers where a space always ends a word.
 #[derive(Debug)]
 pub struct WordCache {
-    /// The tokenizer without truncation, padding or special tokens' post-processing use.
+    /// The tokenizer without truncation or padding, for words alone (no special tokens).
     words: Tokenizer,
     /// Special tokens before and after a text's words (from the post-processor).
     prefix: Vec<i64>,
@@ -82,10 +82,12 @@ impl WordCache {
         };
         let direct = tokenizer.encode_batch(PROBES.to_vec(), true).ok()?;
         let cached = cache.encode(PROBES).ok()?;
-        let same = direct
-            .iter()
-            .zip(&cached)
-            .all(|(d, c)| d.get_ids().iter().map(|&i| i64::from(i)).eq(c.iter().copied()));
+        let same = direct.iter().zip(&cached).all(|(d, c)| {
+            d.get_ids()
+                .iter()
+                .map(|&i| i64::from(i))
+                .eq(c.iter().copied())
+        });
         cache.clear();
         same.then_some(cache)
     }
@@ -97,7 +99,10 @@ impl WordCache {
             // every word kept already (a warm cache): one lookup per word
             let map = self.map.read().unwrap_or_else(|e| e.into_inner());
             let kept = |c: &str| map.get(c).map(|w| Cow::Borrowed(&w[..]));
-            let ids: Option<Vec<_>> = texts.maybe_par_iter_cond(texts.len() >= PARALLEL_TEXTS).map(|t| self.assemble(t, kept)).collect();
+            let ids: Option<Vec<_>> = texts
+                .maybe_par_iter_cond(texts.len() >= PARALLEL_TEXTS)
+                .map(|t| self.assemble(t, kept))
+                .collect();
             if let Some(ids) = ids {
                 return Ok(ids);
             }
@@ -109,7 +114,8 @@ impl WordCache {
             // cleared by another thread since `tokenize_new`
             None => self.tokenize_one(c).ok().map(Cow::Owned),
         };
-        let ids = texts.maybe_par_iter_cond(texts.len() >= PARALLEL_TEXTS)
+        let ids = texts
+            .maybe_par_iter_cond(texts.len() >= PARALLEL_TEXTS)
             .map(|t| self.assemble(t, word))
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| Error::Tokenizer("a word failed to tokenise alone".into()))?;
@@ -352,7 +358,10 @@ mod tests {
         // a word without tokens (only characters the normaliser deletes)
         let e = encoding(&[10, 12], &[(0, 1), (4, 5)]);
         let ids = split_by_offsets(&["a", "\u{0}", "b"], &e).unwrap();
-        assert_eq!(ids, vec![vec![10].into(), Vec::new().into(), vec![12].into()]);
+        assert_eq!(
+            ids,
+            vec![vec![10].into(), Vec::new().into(), vec![12].into()]
+        );
     }
 
     #[test]
