@@ -188,6 +188,18 @@ fn long_words_are_not_kept_and_clearing_changes_nothing() {
 }
 
 #[test]
+fn tabs_and_line_breaks_end_words_as_spaces_do() {
+    let Some(dir) = common::model_dir(MODELS[1]) else {
+        return;
+    };
+    let tok = load(&dir, 128);
+    let text = "first line\nsecond\tcol\r\nthird\n\n";
+    assert_eq!(tok.encode(&[text]).unwrap(), tok.encode_direct(&[text]).unwrap());
+    // first, line, second, col, third: one entry each, none joined across a break
+    assert_eq!(tok.word_cache().unwrap().len(), 5);
+}
+
+#[test]
 fn threads_sharing_one_cache_get_the_librarys_ids() {
     let Some(dir) = common::model_dir(MODELS[1]) else {
         return;

@@ -2,10 +2,11 @@
 //! shortens.
 //!
 //! The tokenizers library runs its normaliser, pre-tokeniser and model over every text on every
-//! call, and its WordPiece keeps no cache (its BPE does). For the pipelines where a space always
-//! ends a word and vanishes (BERT's and MPNet's: per-character normalisers, a pre-tokeniser that
-//! splits on whitespace, WordPiece), a text's ids are its special tokens around the
-//! concatenation of the ids of its space-separated chunks, each tokenised alone. [`WordCache`]
+//! call, and its WordPiece keeps no cache (its BPE does). For the pipelines where a space (or a
+//! tab or line break) always ends a word and vanishes (BERT's and MPNet's: per-character
+//! normalisers, a pre-tokeniser that splits on whitespace, WordPiece), a text's ids are its
+//! special tokens around the concatenation of the ids of its whitespace-separated chunks, each
+//! tokenised alone. [`WordCache`]
 //! tokenises each distinct chunk once, through the library, and reuses its ids; which pipelines
 //! qualify is decided from the tokenizer's own configuration and confirmed on probe texts at
 //! load ([`WordCache::build`]). Every id still comes from the library: this is a cache, not a
@@ -31,7 +32,7 @@ pub const MAX_WORD_BYTES: usize = 48;
 
 type Words = HashMap<Box<str>, Box<[u32]>, ahash::RandomState>;
 
-/// Token ids of space-separated chunks, for tokenizers where a space always ends a word.
+/// Token ids of whitespace-separated chunks, for tokenizers where a space always ends a word.
 #[derive(Debug)]
 pub struct WordCache {
     /// The tokenizer without truncation or padding, for words alone (no special tokens).
@@ -248,13 +249,16 @@ fn split_by_offsets(group: &[&str], e: &tokenizers::Encoding) -> Option<Vec<Box<
     Some(ids.into_iter().map(Vec::into_boxed_slice).collect())
 }
 
-/// A text's space-separated chunks (runs of spaces give none).
+/// A text's chunks between ASCII spaces, tabs and line breaks (runs of them give none): the
+/// characters every qualifying pipeline turns into a split that vanishes (BERT's normaliser
+/// maps `\t\n\r` to spaces; every splitter splits on all three).
 fn chunks(text: &str) -> impl Iterator<Item = &str> {
-    text.split(' ').filter(|c| !c.is_empty())
+    text.split([' ', '\t', '\n', '\r'])
+        .filter(|c| !c.is_empty())
 }
 
-/// Whether, by its configuration, `tokenizer` never lets a token span an ASCII space: each
-/// normaliser step maps characters one by one (a space stays a space), the pre-tokeniser
+/// Whether, by its configuration, `tokenizer` never lets a token span an ASCII space, tab or
+/// line break: each normaliser step maps characters one by one (those stay whitespace), the pre-tokeniser
 /// splits on whitespace and drops it, the model is WordPiece (which has no cache of its own),
 /// and no added token contains a space.
 fn splits_on_spaces(tokenizer: &Tokenizer) -> bool {
