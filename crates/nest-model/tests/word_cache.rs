@@ -194,7 +194,10 @@ fn tabs_and_line_breaks_end_words_as_spaces_do() {
     };
     let tok = load(&dir, 128);
     let text = "first line\nsecond\tcol\r\nthird\n\n";
-    assert_eq!(tok.encode(&[text]).unwrap(), tok.encode_direct(&[text]).unwrap());
+    assert_eq!(
+        tok.encode(&[text]).unwrap(),
+        tok.encode_direct(&[text]).unwrap()
+    );
     // first, line, second, col, third: one entry each, none joined across a break
     assert_eq!(tok.word_cache().unwrap().len(), 5);
 }
