@@ -22,6 +22,7 @@ mod ahead;
 mod convert;
 mod embed;
 mod graphed;
+mod streams;
 mod transfer;
 pub use crate::graph::GraphMode;
 
