@@ -23,8 +23,10 @@
 #                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
 #                torch-float32, batch 32 (256 while time is left); tokens per sentence [~120 s]
-#   4  S4_S=90   nest serve (auto at layers 6 and 3, float32 at 6) against
-#                scripts/bench/peer_st_server.py --device cuda: 64 clients, SERVE_S=15 s each [~75 s]
+#   4  S4_S=130  scripts/bench/peer_st_server.py --device cuda first, then nest serve: auto at
+#                layers 6 and 3, float32 at 6, auto at 6 with NEST_LENGTH_RUNS=1 (a batch split
+#                into length runs, the CPU's rule; a GPU now runs one pass): 64 clients,
+#                SERVE_S=15 s each after WARM_S=5 [~120 s]
 #   5  S5_S=70   nest eval sts, STS-B + SICK-R test, float32 against bf16, cell by cell, and
 #                Nest's own paired-bootstrap compare (CPU-bound: 40 s on 2 cores) [~25 s]
 #   6  S6_S=70   numerics: 200 steps of recipes/gpu-numerics-mrl.toml against the CPU's losses
@@ -87,7 +89,7 @@ else
   D=$G/data
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
-  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-170} S3_S=${S3_S:-150} S4_S=${S4_S:-90}
+  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-170} S3_S=${S3_S:-150} S4_S=${S4_S:-130}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
   GC_B=256; GC_M=32
   RUN_SCALE=1
@@ -363,36 +365,11 @@ s3() {
 }
 
 # ------------------------------------------------------------------ 4. serve
-s4() {
-  local dev=cpu pid texts=$SD/texts.txt dt l
-  [ "$DRY" = 1 ] || dev=cuda
-  tail -n +2 "$D/stsb_test.tsv" | cut -f1,2 | tr '\t' '\n' > "$texts"
-  # each server: WARM_S seconds of the same load first (first-use costs: CUDA context, handles,
-  # each new shape's kernels), not recorded; then the measured runs
-  for dt in ${SERVE_DTYPES:-auto float32}; do
-    local env=() tag=$dt
-    [ "$dt" = auto-explicit ] && env=(NEST_ATTENTION=explicit) && dt=auto
-    env "${env[@]}" "$N" serve --model "$M" --port 18080 --allow-any-point --max-batch-inputs 32 --dtype $dt \
-      > "$SD/server_nest_$tag.log" 2>&1 &
-    pid=$!
-    PIDS+=("$pid")
-    if ! wait_health http://127.0.0.1:18080 $pid 60; then
-      log "  nest serve $tag did not start"
-      tail -3 "$SD/server_nest_$tag.log"
-      stop_pid $pid
-      continue
-    fi
-    run "serve_nest_${tag}_warmup" $((WARM_S + 20)) "$N" bench serve --url http://127.0.0.1:18080 --clients 64 \
-      --seconds "$WARM_S" --texts "$texts" --layer 6 --pid $pid --label "nest-$tag-warmup"
-    mem_start "serve_nest_$tag"
-    for l in ${SERVE_LAYERS:-6 3}; do
-      [ "$tag" = auto-explicit ] && [ "$l" != 6 ] && continue
-      run "serve_nest_${tag}_l$l" $((SERVE_S + 30)) "$N" bench serve --url http://127.0.0.1:18080 --clients 64 \
-        --seconds "$SERVE_S" --texts "$texts" --layer "$l" --pid $pid --label "nest-$tag-layer$l"
-    done
-    mem_stop
-    stop_pid $pid
-  done
+# the peer first (its measured run was cut by the budget in the H100 call), then Nest: auto at
+# layers 6 and 3, float32 at 6, and auto at 6 with the CPU's split of a batch into length runs
+# (NEST_LENGTH_RUNS=1, what a GPU server did before: several passes, each a replay and a wait)
+s4_peer() {
+  local dev=$1 texts=$2 pid
   "$PY" scripts/bench/peer_st_server.py --model "$M" --port 18081 --max-batch 32 --device $dev > "$SD/server_peer.log" 2>&1 &
   pid=$!
   PIDS+=("$pid")
@@ -408,6 +385,43 @@ s4() {
     tail -3 "$SD/server_peer.log"
   fi
   stop_pid $pid
+}
+
+s4() {
+  local dev=cpu pid texts=$SD/texts.txt dt l layers
+  [ "$DRY" = 1 ] || dev=cuda
+  tail -n +2 "$D/stsb_test.tsv" | cut -f1,2 | tr '\t' '\n' > "$texts"
+  s4_peer $dev "$texts"
+  # each server: WARM_S seconds of the same load first (first-use costs: CUDA context, handles,
+  # each new shape's kernels), not recorded; then the measured runs
+  for dt in ${SERVE_DTYPES:-auto float32 auto-runs}; do
+    local env=() tag=$dt
+    layers=${SERVE_LAYERS:-6 3}
+    case $tag in
+      auto-explicit) env=(NEST_ATTENTION=explicit) dt=auto layers=6 ;;
+      auto-runs) env=(NEST_LENGTH_RUNS=1) dt=auto layers=6 ;;
+      float32) layers=6 ;;
+    esac
+    env "${env[@]}" "$N" serve --model "$M" --port 18080 --allow-any-point --max-batch-inputs 32 --dtype $dt \
+      > "$SD/server_nest_$tag.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    if ! wait_health http://127.0.0.1:18080 $pid 60; then
+      log "  nest serve $tag did not start"
+      tail -3 "$SD/server_nest_$tag.log"
+      stop_pid $pid
+      continue
+    fi
+    run "serve_nest_${tag}_warmup" $((WARM_S + 20)) "$N" bench serve --url http://127.0.0.1:18080 --clients 64 \
+      --seconds "$WARM_S" --texts "$texts" --layer 6 --pid $pid --label "nest-$tag-warmup"
+    mem_start "serve_nest_$tag"
+    for l in $layers; do
+      run "serve_nest_${tag}_l$l" $((SERVE_S + 30)) "$N" bench serve --url http://127.0.0.1:18080 --clients 64 \
+        --seconds "$SERVE_S" --texts "$texts" --layer "$l" --pid $pid --label "nest-$tag-layer$l"
+    done
+    mem_stop
+    stop_pid $pid
+  done
 }
 
 # ------------------------------------------------------------------ 5. eval bf16 vs float32

@@ -127,16 +127,44 @@ impl Queue {
     }
 }
 
-/// Splits a batch sorted by increasing length into runs whose padding stays small: a new run
-/// starts when an input is more than 25% (+ 4 tokens) longer than the run's first. On CPU the
-/// cost of a forward pass is proportional to padded tokens, so a batch of short and long inputs
-/// costs less as two passes than as one padded to the longest.
-pub fn length_runs(sorted_lens: &[usize]) -> Vec<std::ops::Range<usize>> {
+/// The forward passes a batch sorted by increasing length runs as, for a model `hidden` wide
+/// on `device`.
+///
+/// On a GPU, one pass for the whole batch: a pass of a server's batch (at most
+/// `--max-batch-tokens` padded tokens) costs its launches, or one replay and one wait for the
+/// device, about the same whatever its padding, so every extra pass is that cost again.
+///
+/// On the CPU the position-wise work (over 90%) runs on the real tokens alone
+/// (`nest_model::packing`), so padding costs only in attention: a row of `len` real tokens
+/// padded to `seq` pays about `seq² / (6 · hidden · len)` of its own linear work again (the
+/// attention products `4 · seq² · hidden` against `24 · hidden² · len`). A new pass starts
+/// where an input is both more than 25% (+ 4 tokens) longer than the pass's first (shortest)
+/// input and long enough that the first would pay over half its work again at its length
+/// (`seq² > 3 · hidden · len`); else one pass, since each pass has its fixed cost too. For
+/// MiniLM (384 wide), STS-length texts (under ~100 tokens) stay in one pass, while a 10-token
+/// query and 256-token documents split.
+///
+/// `NEST_LENGTH_RUNS=0` forces one pass, `=1` the 25% rule alone (the rule before packing), for
+/// measurements.
+pub fn passes(
+    sorted_lens: &[usize],
+    hidden: usize,
+    device: tch::Device,
+) -> Vec<std::ops::Range<usize>> {
+    let forced = std::env::var("NEST_LENGTH_RUNS");
+    let split = |first: usize, len: usize| -> bool {
+        let longer = len * 4 > first * 5 + 16;
+        match forced.as_deref() {
+            Ok("0") => false,
+            Ok("1") => longer,
+            _ if device.is_cuda() => false,
+            _ => longer && len * len > 3 * hidden * first.max(1),
+        }
+    };
     let mut runs = Vec::new();
     let mut start = 0;
     for (i, &l) in sorted_lens.iter().enumerate() {
-        let first = sorted_lens[start];
-        if i > start && l * 4 > first * 5 + 16 {
+        if i > start && split(sorted_lens[start], l) {
             runs.push(start..i);
             start = i;
         }
@@ -149,14 +177,28 @@ pub fn length_runs(sorted_lens: &[usize]) -> Vec<std::ops::Range<usize>> {
 
 #[cfg(test)]
 mod tests {
+    /// The CPU splits where attention padding would cost (a short query among long
+    /// documents), not within short texts; a GPU runs the batch as one pass.
     #[test]
-    fn length_runs_bound_padding() {
-        assert!(super::length_runs(&[]).is_empty());
-        assert_eq!(
-            super::length_runs(&[10, 12, 14, 20, 24, 60]),
-            vec![0..3, 3..5, 5..6]
-        );
-        assert_eq!(super::length_runs(&[5; 4]), vec![0..4]);
+    fn passes_split_only_where_padding_costs() {
+        if std::env::var_os("NEST_LENGTH_RUNS").is_some() {
+            return;
+        }
+        use tch::Device::{Cpu, Cuda};
+        assert!(super::passes(&[], 384, Cpu).is_empty());
+        // STS-like lengths: one pass (the 25% rule alone would make three)
+        let sts = [8, 10, 12, 14, 20, 24, 40, 60];
+        assert_eq!(super::passes(&sts, 384, Cpu), vec![0..8]);
+        // queries of 10-12 tokens and documents of 200-256: two passes
+        let mix = [10, 11, 12, 200, 230, 256];
+        assert_eq!(super::passes(&mix, 384, Cpu), vec![0..3, 3..6]);
+        // the bound: 10 tokens first, 3 * 384 * 10 = 11,520 < 108^2 but > 107^2
+        assert_eq!(super::passes(&[10, 107], 384, Cpu), vec![0..2]);
+        assert_eq!(super::passes(&[10, 108], 384, Cpu), vec![0..1, 1..2]);
+        // wider models pay less for the same padding
+        assert_eq!(super::passes(&[10, 108], 1024, Cpu), vec![0..2]);
+        assert_eq!(super::passes(&mix, 384, Cuda(0)), vec![0..6]);
+        assert_eq!(super::passes(&[5; 4], 384, Cpu), vec![0..4]);
     }
 
     use super::*;

@@ -217,7 +217,7 @@ impl Engine {
             batch.sort_by_key(|i| i.ids.len());
             let lens: Vec<usize> = batch.iter().map(|i| i.ids.len()).collect();
             let mut rest = batch.into_iter();
-            for run in crate::batcher::length_runs(&lens) {
+            for run in crate::batcher::passes(&lens, enc.hidden_size(), enc.device()) {
                 let part: Vec<Item> = rest.by_ref().take(run.len()).collect();
                 self.run_part(&enc, adaptor.as_ref(), part);
             }
