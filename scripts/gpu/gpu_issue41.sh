@@ -24,8 +24,9 @@
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
 #                torch-float32, batch 32 (256 while time is left); tokens per sentence [~120 s]
 #   4  S4_S=130  scripts/bench/peer_st_server.py --device cuda first, then nest serve: auto at
-#                layers 6 and 3, float32 at 6, auto at 6 with NEST_LENGTH_RUNS=1 (a batch split
-#                into length runs, the CPU's rule; a GPU now runs one pass): 64 clients,
+#                layers 6 and 3, float32 at 6, auto at 6 as before 2026-11-27 (NEST_LENGTH_RUNS=1:
+#                a batch split into length runs; --http-threads 2; a GPU server now runs one
+#                pass per batch and more HTTP threads): 64 clients,
 #                SERVE_S=15 s each after WARM_S=5 [~120 s]
 #   5  S5_S=70   nest eval sts, STS-B + SICK-R test, float32 against bf16, cell by cell, and
 #                Nest's own paired-bootstrap compare (CPU-bound: 40 s on 2 cores) [~25 s]
@@ -366,8 +367,9 @@ s3() {
 
 # ------------------------------------------------------------------ 4. serve
 # the peer first (its measured run was cut by the budget in the H100 call), then Nest: auto at
-# layers 6 and 3, float32 at 6, and auto at 6 with the CPU's split of a batch into length runs
-# (NEST_LENGTH_RUNS=1, what a GPU server did before: several passes, each a replay and a wait)
+# layers 6 and 3, float32 at 6, and auto at 6 as the server was before 2026-11-27 (auto-old: a
+# batch split into length runs, NEST_LENGTH_RUNS=1, several passes each a replay and a wait;
+# two HTTP threads, --http-threads 2)
 s4_peer() {
   local dev=$1 texts=$2 pid
   "$PY" scripts/bench/peer_st_server.py --model "$M" --port 18081 --max-batch 32 --device $dev > "$SD/server_peer.log" 2>&1 &
@@ -394,16 +396,16 @@ s4() {
   s4_peer $dev "$texts"
   # each server: WARM_S seconds of the same load first (first-use costs: CUDA context, handles,
   # each new shape's kernels), not recorded; then the measured runs
-  for dt in ${SERVE_DTYPES:-auto float32 auto-runs}; do
-    local env=() tag=$dt
+  for dt in ${SERVE_DTYPES:-auto float32 auto-old}; do
+    local env=() extra=() tag=$dt
     layers=${SERVE_LAYERS:-6 3}
     case $tag in
       auto-explicit) env=(NEST_ATTENTION=explicit) dt=auto layers=6 ;;
-      auto-runs) env=(NEST_LENGTH_RUNS=1) dt=auto layers=6 ;;
+      auto-old) env=(NEST_LENGTH_RUNS=1) extra=(--http-threads 2) dt=auto layers=6 ;;
       float32) layers=6 ;;
     esac
     env "${env[@]}" "$N" serve --model "$M" --port 18080 --allow-any-point --max-batch-inputs 32 --dtype $dt \
-      > "$SD/server_nest_$tag.log" 2>&1 &
+      "${extra[@]}" > "$SD/server_nest_$tag.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     if ! wait_health http://127.0.0.1:18080 $pid 60; then

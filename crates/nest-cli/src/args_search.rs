@@ -161,6 +161,12 @@ pub struct ServeArgs {
     /// latency; one per thread the highest throughput under load (BENCHMARKS.md).
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Threads answering HTTP (reading requests, tokenising, writing vectors). Default: 2 on
+    /// the CPU, whose cores the forward passes need; on a GPU the cores left after one per
+    /// worker (from 2 to 16), where 2 would cap the inputs a second below what the device
+    /// encodes.
+    #[arg(long)]
+    pub http_threads: Option<usize>,
     /// Truncate inputs to this many tokens (default: the model's max_seq_length).
     #[arg(long)]
     pub max_length: Option<usize>,

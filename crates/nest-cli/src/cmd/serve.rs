@@ -16,7 +16,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         a.max_batch_tokens >= 1,
         "--max-batch-tokens must be at least 1"
     );
-    let dtype = nest_model::dtype::resolve(a.dtype, nest_model::default_device());
+    anyhow::ensure!(
+        a.http_threads != Some(0),
+        "--http-threads must be at least 1"
+    );
+    let device = nest_model::default_device();
+    let dtype = nest_model::dtype::resolve(a.dtype, device);
     let configs = a
         .model
         .iter()
@@ -39,7 +44,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         eprintln!("nest serve: {line}");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(http_threads(a.http_threads, device, a.workers))
         .enable_all()
         .build()
         .context("starting the async runtime")?;
@@ -50,6 +55,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
     .with_context(|| format!("serving on {addr}"))?;
     eprintln!("nest serve: stopped");
     Ok(())
+}
+
+/// `--http-threads`, or its default: 2 on the CPU (the forward passes need its cores); on a GPU
+/// the cores left after one per worker, from 2 to 16 (the workers' passes run on the device).
+fn http_threads(asked: Option<usize>, device: tch::Device, workers: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    asked.unwrap_or(match device.is_cuda() {
+        true => cores.saturating_sub(workers).clamp(2, 16),
+        false => 2,
+    })
 }
 
 /// One `--model [NAME=]PATH[#ADAPTOR]`: `--served-name` and `--adaptor` name the first
@@ -141,8 +156,22 @@ fn default_served_name(dir: &std::path::Path, model: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::default_served_name;
+    use super::{default_served_name, http_threads};
     use std::path::Path;
+    use tch::Device::{Cpu, Cuda};
+
+    /// Two HTTP threads on the CPU; on a GPU the cores left after the workers, 2 to 16; as
+    /// asked when asked.
+    #[test]
+    fn http_threads_follow_the_device() {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        assert_eq!(http_threads(None, Cpu, 1), 2);
+        assert_eq!(http_threads(Some(7), Cpu, 1), 7);
+        assert_eq!(http_threads(Some(3), Cuda(0), 1), 3);
+        let gpu = http_threads(None, Cuda(0), 1);
+        assert_eq!(gpu, (cores - 1).clamp(2, 16));
+        assert_eq!(http_threads(None, Cuda(0), 1000), 2);
+    }
 
     #[test]
     fn a_run_is_served_under_its_own_name() {
