@@ -22,7 +22,8 @@
 #   3  S3_S=150  production shapes with random weights (made at the start, in the background,
 #                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
-#                torch-float32, batch 32 (256 while time is left); tokens per sentence [~120 s]
+#                torch-float32, batch 32 (256 while time is left); tokens per sentence
+#                (S3_MODELS=gemma: EmbeddingGemma's alone) [~120 s; ~60 s for Gemma alone]
 #   4  S4_S=130  scripts/bench/peer_st_server.py --device cuda first, then nest serve: auto at
 #                layers 6 and 3, float32 at 6, auto at 6 as before 2026-11-27 (NEST_LENGTH_RUNS=1:
 #                a batch split into length runs; --http-threads 2; a GPU server now runs one
@@ -150,8 +151,10 @@ log "nest bench train --cuda-graph: $([ $HAS_GRAPH = 1 ] && echo present || echo
 # production-shape models: made in the background now (CPU, 4 threads, niced), used by 3 and 8
 GEN=$WORK/models
 if [[ " $SECTIONS " == *" 3 "* || " $SECTIONS " == *" 8 "* || " $SECTIONS " == *" 10 "* ]]; then
+  ONLY=qwen3-0.6b,embeddinggemma,mpnet-base
+  [ "${S3_MODELS:-}" = gemma ] && ONLY=embeddinggemma,mpnet-base
   OMP_NUM_THREADS=4 nice -n 10 "$PY" scripts/data/make_bench_models.py "${GEN_ARGS[@]}" --out "$GEN" \
-    --only qwen3-0.6b,embeddinggemma,mpnet-base --mpnet-tokenizer "$M" > "$OUT/make_models.log" 2>&1 &
+    --only $ONLY --mpnet-tokenizer "$M" > "$OUT/make_models.log" 2>&1 &
   GEN_PID=$!
   PIDS+=("$GEN_PID")
 fi
@@ -339,9 +342,10 @@ s2() {
 
 # ------------------------------------------------------------------ 3. production shapes
 s3() {
-  local name full half b
+  local name full half b models="$QW $GE"
+  [ "${S3_MODELS:-}" = gemma ] && models=$GE  # Qwen3's pair was measured on the H100 (2026-11-26)
   for b in $ENC_B; do
-    for name in $QW $GE; do
+    for name in $models; do
       full=${name##*-l}
       half=$((full / 2))
       if ! wait_model "$name" $((DEADLINE - $(date +%s) - 20)); then
