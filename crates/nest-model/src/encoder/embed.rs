@@ -128,9 +128,8 @@ impl ElasticEncoder {
             skip,
         };
         let mut collected = Collected::new(layers.len());
-        let block = super::ahead::AHEAD_BATCHES * opts.batch_size.max(1);
-        let order = match self.tokenize_ahead(opts) && texts.len() > block {
-            true => self.embed_ahead(texts, &job, opts, block, &mut collected, progress)?,
+        let order = match self.tokenize_ahead(opts) && texts.len() > opts.batch_size.max(1) {
+            true => self.embed_ahead(texts, &job, opts, &mut collected, progress)?,
             false => {
                 let ids = self.tokenizer.encode(texts)?;
                 self.embed_ids(&ids, &job, opts, &mut collected, progress)
