@@ -8,9 +8,9 @@
 #   NEST_GPU_DRY=1 bash scripts/gpu/gpu_issue41.sh     # here, on the CPU: tiny budgets and data,
 #                                                  # target/release/nest, /work/venv's Python
 #
-# Sections, in priority order (budget in seconds, env override; a section starts only with >= 15 s
-# of TOTAL_S left and gets at most what is left; every command under `timeout`, failures logged
-# and skipped). Expected H100 wall time in brackets:
+# Sections, run in the order SECTIONS lists them (budget in seconds, env override; a section
+# starts only with >= 15 s of TOTAL_S left and gets at most what is left; every command under
+# `timeout`, failures logged and skipped). Expected H100 wall time in brackets:
 #   1  S1_S=130  training step, MiniLM bf16, batch 32 and 256, `--cuda-graph on|off`, next to
 #                PyTorch autocast + the sentence-transformers trainer (scripts/bench/bench_train.py,
 #                once per batch size) [~90 s]
@@ -60,7 +60,7 @@ mkdir -p "$OUT"
 WORK=${WORK:-/tmp/issue41-work}
 rm -rf "$WORK" && mkdir -p "$WORK"
 export PYTHONUNBUFFERED=1
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 7 8 10 11}  # 0: the smoke check alone
+SECTIONS=${SECTIONS:-1 2 6 3 4 5 7 8 10 11}  # run in this order; 0: the smoke check alone
 : > "$OUT/status.tsv"
 G=${NEST_GPU_DIR:-$REPO/.gpu}
 M=models/all-MiniLM-L6-v2
@@ -224,10 +224,6 @@ rows() { echo $(($(wc -l < "$1") - 1)); }
 # section ID TITLE FUNCTION: runs FUNCTION in its budget, in a subshell (a failure stops only it)
 section() {
   local id=$1 title=$2 fn=$3
-  if [[ " $SECTIONS " != *" $id "* ]]; then
-    status "$id" skipped 0 "not in SECTIONS"
-    return
-  fi
   local left=$((TOTAL_S - $(elapsed)))
   local var="S${id}_S"
   local budget=${!var}
@@ -619,18 +615,28 @@ EOF2
   done
 }
 
-section 9 "host tokenisation time (what early exit cannot shorten)" s9
-section 0 "smoke: the CUDA-graph paths, briefly, no peers" s0
-section 1 "training step, MiniLM, bf16, cuda graph on/off" s1
-section 2 "early exit on the GPU, MiniLM encode" s2
-section 6 "numerics: GPU vs CPU losses, kill -9 + resume, nest train with cuda graphs" s6
-section 3 "production shapes encode (Qwen3-0.6B, EmbeddingGemma)" s3
-section 4 "nest serve vs ST server, 64 clients" s4
-section 5 "eval bf16 vs float32, cell by cell" s5
-section 7 "torchrun, NCCL" s7
-section 8 "MPNet-shape training step" s8
-section 10 "GradCache at batch 256: chunk passes recorded, MiniLM and MPNet shape" s10
-section 11 "graph memory pools: private against shared" s11
+# the sections in the order SECTIONS gives (its default: the order of the first H100 call)
+declare -A TITLE=(
+  [9]="host tokenisation time (what early exit cannot shorten)"
+  [0]="smoke: the CUDA-graph paths, briefly, no peers"
+  [1]="training step, MiniLM, bf16, cuda graph on/off"
+  [2]="early exit on the GPU, MiniLM encode"
+  [6]="numerics: GPU vs CPU losses, kill -9 + resume, nest train with cuda graphs"
+  [3]="production shapes encode (Qwen3-0.6B, EmbeddingGemma)"
+  [4]="nest serve vs ST server, 64 clients"
+  [5]="eval bf16 vs float32, cell by cell"
+  [7]="torchrun, NCCL"
+  [8]="MPNet-shape training step"
+  [10]="GradCache at batch 256: chunk passes recorded, MiniLM and MPNet shape"
+  [11]="graph memory pools: private against shared"
+)
+for id in $SECTIONS; do
+  if [ -z "${TITLE[$id]:-}" ]; then
+    log "SECTIONS: no section $id (known: ${!TITLE[*]})"
+    continue
+  fi
+  section "$id" "${TITLE[$id]}" "s$id"
+done
 [ -n "$GEN_PID" ] && kill "$GEN_PID" 2> /dev/null
 [ "$DRY" = 1 ] || nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 log "done"
