@@ -151,14 +151,19 @@ pub fn passes(
     hidden: usize,
     device: tch::Device,
 ) -> Vec<std::ops::Range<usize>> {
-    let forced = std::env::var("NEST_LENGTH_RUNS");
+    // read once per process: this runs for every batch
+    static FORCED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let forced = *FORCED.get_or_init(|| match std::env::var("NEST_LENGTH_RUNS").as_deref() {
+        Ok("0") => Some(false),
+        Ok("1") => Some(true),
+        _ => None,
+    });
     let split = |first: usize, len: usize| -> bool {
         let longer = len * 4 > first * 5 + 16;
-        match forced.as_deref() {
-            Ok("0") => false,
-            Ok("1") => longer,
-            _ if device.is_cuda() => false,
-            _ => longer && len * len > 3 * hidden * first.max(1),
+        match forced {
+            Some(old_rule) => old_rule && longer,
+            None if device.is_cuda() => false,
+            None => longer && len * len > 3 * hidden * first.max(1),
         }
     };
     let mut runs = Vec::new();
