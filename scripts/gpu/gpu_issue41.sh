@@ -24,11 +24,12 @@
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
 #                torch-float32, batch 32 (256 while time is left); tokens per sentence
 #                (S3_MODELS=gemma: EmbeddingGemma's alone) [~120 s; ~60 s for Gemma alone]
-#   4  S4_S=130  scripts/bench/peer_st_server.py --device cuda first, then nest serve: auto at
-#                layers 6 and 3, float32 at 6, auto at 6 as before 2026-11-27 (NEST_LENGTH_RUNS=1:
-#                a batch split into length runs; --http-threads 2; a GPU server now runs one
-#                pass per batch and more HTTP threads): 64 clients,
-#                SERVE_S=15 s each after WARM_S=5 [~120 s]
+#   4  S4_S=155  scripts/bench/peer_st_server.py --device cuda first, then nest serve: auto at
+#                layers 6 and 3; auto at 6 with --workers 2 (two model copies, each worker on a
+#                stream of its own: one's host work overlaps the other's passes); auto at 6 as
+#                before 2026-11-27 (NEST_LENGTH_RUNS=1: a batch split into length runs;
+#                --http-threads 2; a GPU server now runs one pass per batch and more HTTP
+#                threads); float32 at 6: 64 clients, SERVE_S=15 s each after WARM_S=5 [~140 s]
 #   5  S5_S=70   nest eval sts, STS-B + SICK-R test, float32 against bf16, cell by cell, and
 #                Nest's own paired-bootstrap compare (CPU-bound: 40 s on 2 cores) [~25 s]
 #   6  S6_S=70   numerics: 200 steps of recipes/gpu-numerics-mrl.toml against the CPU's losses
@@ -91,7 +92,7 @@ else
   D=$G/data
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
-  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-170} S3_S=${S3_S:-150} S4_S=${S4_S:-130}
+  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-170} S3_S=${S3_S:-150} S4_S=${S4_S:-155}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
   GC_B=256; GC_M=32
   RUN_SCALE=1
@@ -367,9 +368,9 @@ s3() {
 
 # ------------------------------------------------------------------ 4. serve
 # the peer first (its measured run was cut by the budget in the H100 call), then Nest: auto at
-# layers 6 and 3, float32 at 6, and auto at 6 as the server was before 2026-11-27 (auto-old: a
-# batch split into length runs, NEST_LENGTH_RUNS=1, several passes each a replay and a wait;
-# two HTTP threads, --http-threads 2)
+# layers 6 and 3, auto at 6 with two workers (auto-w2), auto at 6 as the server was before
+# 2026-11-27 (auto-old: a batch split into length runs, NEST_LENGTH_RUNS=1, several passes each a
+# replay and a wait; two HTTP threads, --http-threads 2), and float32 at 6
 s4_peer() {
   local dev=$1 texts=$2 pid
   "$PY" scripts/bench/peer_st_server.py --model "$M" --port 18081 --max-batch 32 --device $dev > "$SD/server_peer.log" 2>&1 &
@@ -396,12 +397,13 @@ s4() {
   s4_peer $dev "$texts"
   # each server: WARM_S seconds of the same load first (first-use costs: CUDA context, handles,
   # each new shape's kernels), not recorded; then the measured runs
-  for dt in ${SERVE_DTYPES:-auto float32 auto-old}; do
+  for dt in ${SERVE_DTYPES:-auto auto-w2 auto-old float32}; do
     local env=() extra=() tag=$dt
     layers=${SERVE_LAYERS:-6 3}
     case $tag in
       auto-explicit) env=(NEST_ATTENTION=explicit) dt=auto layers=6 ;;
       auto-old) env=(NEST_LENGTH_RUNS=1) extra=(--http-threads 2) dt=auto layers=6 ;;
+      auto-w2) extra=(--workers 2) dt=auto layers=6 ;;
       float32) layers=6 ;;
     esac
     env "${env[@]}" "$N" serve --model "$M" --port 18080 --allow-any-point --max-batch-inputs 32 --dtype $dt \

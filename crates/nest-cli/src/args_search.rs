@@ -158,7 +158,8 @@ pub struct ServeArgs {
     pub max_queued_inputs: usize,
     /// Worker threads running forward passes, each with its own copy of the model and an
     /// equal share of the libtorch threads (`--threads`). One gives a lone request the lowest
-    /// latency; one per thread the highest throughput under load (BENCHMARKS.md).
+    /// latency; one per thread the highest throughput under load (BENCHMARKS.md). On a GPU
+    /// each worker queues on a stream of its own (docs/SERVING.md).
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
     /// Threads answering HTTP (reading requests, tokenising, writing vectors). Default: 2 on

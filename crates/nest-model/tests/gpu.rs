@@ -6,7 +6,8 @@
 //! without autograd, then the re-encode with its backward) must draw the same dropout masks:
 //! two different CUDA graphs replayed after the same seed. And graphs sharing one memory pool
 //! (`NEST_GRAPH_POOL=shared`) must give what graphs with pools of their own give, in any replay
-//! order.
+//! order. And a server's workers sharing one GPU (`nest serve --workers 2`: each its own
+//! encoder and stream) must record and replay at once without touching each other's graphs.
 
 use std::cell::RefCell;
 
@@ -172,4 +173,88 @@ fn graphs_sharing_a_pool_give_what_private_pools_give() {
         "shared pool: {} replays as the private pools'",
         shared.len()
     );
+}
+
+/// Two threads, each with its own encoder on a stream of its own (a server's two workers on
+/// one GPU), encode at once through recorded passes: their recordings take turns (captures share
+/// the side stream), one's replays go on while the other records, and every vector equals the
+/// eager encode's.
+#[test]
+fn two_threads_record_and_replay_at_once() {
+    let Some(dev) = gpu() else { return };
+    let words = [
+        "the", "cat", "sat", "on", "mat", "a", "dog", "is", "playing", "music",
+    ];
+    // 1 to 40 words: several token buckets, so that each thread records several shapes
+    let texts: Vec<String> = (0..120)
+        .map(|i| {
+            (0..1 + (i * 7) % 40)
+                .map(|k| words[(i + k) % words.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let dir = tempfile::tempdir().unwrap();
+    write_tiny_model(dir.path(), &TinySpec::new(Architecture::Bert)).unwrap();
+    let opts = |graphs| nest_model::EncodeOptions {
+        batch_size: 8,
+        graphs,
+        ..nest_model::EncodeOptions::default()
+    };
+    let load = || ElasticEncoder::load(dir.path(), dev, None).unwrap();
+    let eager = load()
+        .embed_layers(
+            &texts,
+            &[2],
+            opts(nest_model::graph::GraphMode::Off),
+            &mut |_| {},
+        )
+        .unwrap()
+        .remove(0);
+    // plain floats: a tensor cannot be shared between threads
+    let flat = |t: Tensor| Vec::<f32>::try_from(t.to_kind(Kind::Float).flatten(0, -1)).unwrap();
+    let eager = flat(eager);
+    let worst = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    nest_model::graph::own_stream(dev).unwrap();
+                    let enc = load();
+                    let mut worst = 0f64;
+                    for _ in 0..3 {
+                        let v = enc
+                            .embed_layers(
+                                &texts,
+                                &[2],
+                                opts(nest_model::graph::GraphMode::On),
+                                &mut |_| {},
+                            )
+                            .unwrap()
+                            .remove(0);
+                        let v = flat(v);
+                        assert_eq!(v.len(), eager.len());
+                        let d = v
+                            .iter()
+                            .zip(&eager)
+                            .map(|(a, b)| (a - b).abs())
+                            .fold(0f32, f32::max);
+                        worst = worst.max(d as f64);
+                    }
+                    assert!(
+                        !enc.encode_graphs_failed(),
+                        "a recording failed (then eager)"
+                    );
+                    assert!(enc.recorded_encode_shapes() > 1, "several shapes recorded");
+                    worst
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .fold(0f64, f64::max)
+    });
+    eprintln!("two threads recording at once: max |difference| from eager {worst:e}");
+    assert!(worst < 1e-5, "{worst}");
 }

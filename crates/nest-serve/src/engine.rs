@@ -190,6 +190,15 @@ impl Engine {
     }
 
     fn worker(&self) {
+        // several workers on one GPU: each queues on a stream of its own, so that one's host
+        // work (taking a batch, uploading it, answering) overlaps another's device work, and a
+        // worker's copy to the host waits for its own passes only
+        let device = nest_model::default_device();
+        if device.is_cuda() && self.config.workers > 1 {
+            if let Err(e) = nest_model::graph::own_stream(device) {
+                eprintln!("warning: a worker stays on the default stream ({e})");
+            }
+        }
         let Loaded {
             enc,
             adaptor,

@@ -108,10 +108,15 @@ int nest_graph_pool(unsigned long long* out, char** err) {
 }
 
 // Starts recording what is queued on the current (side) stream, into the pool {pool_a, pool_b}
-// (from `nest_graph_pool`), or into a pool of its own when both are 0.
+// (from `nest_graph_pool`), or into a pool of its own when both are 0. The capture mode is
+// thread-local (`torch.cuda.graph(capture_error_mode="thread_local")`): only this thread's
+// unsafe calls (a `cudaMalloc`, a synchronising copy) break the capture, not those of another
+// thread working meanwhile on its own stream (a server's other worker). nest-model lets one
+// thread at a time capture (`graph::Captured::record_with`), since the side stream is shared.
 int nest_graph_begin(void* raw, unsigned long long pool_a, unsigned long long pool_b, char** err) {
   return nest::guarded(err, [&] {
-    static_cast<NestGraph*>(raw)->graph.capture_begin({pool_a, pool_b});
+    static_cast<NestGraph*>(raw)->graph.capture_begin({pool_a, pool_b},
+                                                      cudaStreamCaptureModeThreadLocal);
   });
 }
 
@@ -140,6 +145,16 @@ int nest_cuda_memory(int device, long long* out, char** err) {
 int nest_cuda_reset_peak(int device, char** err) {
   return nest::guarded(err, [&] {
     c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  });
+}
+
+// A stream of libtorch's pool becomes the calling thread's current stream on `device` (from
+// then on its work queues there, and a copy to the host waits for its own work only, not for
+// another thread's).
+int nest_cuda_own_stream(int device, char** err) {
+  return nest::guarded(err, [&] {
+    auto d = static_cast<c10::DeviceIndex>(device);
+    c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(false, d));
   });
 }
 

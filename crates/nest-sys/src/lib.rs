@@ -4,7 +4,7 @@
 //! The contract every function keeps (`shim/guard.h`): no C++ exception crosses; a failure
 //! returns non-zero (or null) with a malloc'd, NUL-terminated message in `*err`, which Rust
 //! copies and frees once. Pointers passed in live for the call. The safe wrappers live with the
-//! types they serve: nest-model's `optim/fused.rs`, `graph/cuda.rs` and `encoder/embed.rs`
+//! types they serve: nest-model's `optim/fused.rs`, `graph/cuda.rs` and `encoder/transfer.rs`
 //! (`pinned`), and nest-dist's `lib.rs`.
 
 #![allow(unsafe_code)]
@@ -37,6 +37,14 @@ extern "C" {
 
     /// A new `at::Tensor*` holding `t` in pinned host memory, or null (`shim/pinned.cpp`).
     pub fn nest_pin_memory(t: *const c_void, err: *mut *mut c_char) -> *mut c_void;
+
+    /// `dst.copy_(src, non_blocking)` into `dst`'s own storage (`shim/pinned.cpp`).
+    pub fn nest_copy_into(
+        dst: *mut c_void,
+        src: *const c_void,
+        non_blocking: c_int,
+        err: *mut *mut c_char,
+    ) -> c_int;
 
     /// Rendezvous and join a c10d group (`shim/dist.cpp`).
     pub fn nest_dist_new(
@@ -90,6 +98,7 @@ extern "C" {
         err: *mut *mut c_char,
     ) -> c_int;
     pub fn nest_cuda_reset_peak(device: c_int, err: *mut *mut c_char) -> c_int;
+    pub fn nest_cuda_own_stream(device: c_int, err: *mut *mut c_char) -> c_int;
 }
 
 /// The message a shim left in `err` (freed here), or `none` when it left none.

@@ -25,7 +25,7 @@ use std::sync::{Mutex, PoisonError};
 use tch::{Device, Kind, Tensor};
 
 use super::embed::BatchJob;
-use super::transfer::upload;
+use super::transfer::upload_into;
 use super::ElasticEncoder;
 use crate::dtype::Dtype;
 use crate::graph::{Captured, Pool};
@@ -105,6 +105,12 @@ impl ElasticEncoder {
     pub fn recorded_encode_shapes(&self) -> usize {
         let c = self.graphs.inner.lock();
         c.unwrap_or_else(PoisonError::into_inner).slots.len()
+    }
+
+    /// Whether a recording failed (the encoder then encodes eagerly for good).
+    pub fn encode_graphs_failed(&self) -> bool {
+        let c = self.graphs.inner.lock();
+        c.unwrap_or_else(PoisonError::into_inner).failed
     }
 
     /// One batch's pooled vectors through its shape's recorded pass, padded to `rows` rows, or
@@ -229,12 +235,11 @@ impl ElasticEncoder {
     }
 }
 
-/// Copies a host batch into a graph's static input (through pinned memory on a GPU, without
-/// waiting: the copies queue before the replay).
+/// Copies a host batch into a graph's static input (straight from pinned memory on a GPU,
+/// without waiting: the copies queue before the replay).
 fn fill(s: &Static, host: &EncoderInput) {
-    let dev = s.input.ids.device();
-    s.input.ids.shallow_clone().copy_(&upload(&host.ids, dev));
-    s.input.mask.shallow_clone().copy_(&upload(&host.mask, dev));
+    upload_into(&s.input.ids, &host.ids);
+    upload_into(&s.input.mask, &host.mask);
 }
 
 #[cfg(test)]

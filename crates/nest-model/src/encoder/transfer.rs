@@ -20,6 +20,23 @@ pub(super) fn upload(host: &Tensor, dev: Device) -> Tensor {
     pinned.to_device_(dev, pinned.kind(), true, false)
 }
 
+/// Copies `host` (a CPU tensor) into `dst` (same shape, on any device), keeping `dst`'s
+/// storage: a recorded graph's static input. On a GPU one copy straight from pinned memory,
+/// without waiting (what [`upload`] then a device copy did in two launches and an allocation);
+/// a plain copy elsewhere.
+pub(super) fn upload_into(dst: &Tensor, host: &Tensor) {
+    let mut dst = dst.shallow_clone();
+    if !dst.device().is_cuda() {
+        dst.copy_(host);
+        return;
+    }
+    match pinned::pin(host).and_then(|p| pinned::copy_into(&mut dst, &p)) {
+        Ok(()) => {}
+        // a failed pin or copy: the plain path, which waits but copies
+        Err(_) => dst.copy_(&host.to_device(dst.device())),
+    }
+}
+
 /// `Tensor::pin_memory()` through nest-sys's `shim/pinned.cpp` (tch's wrapper passes a device,
 /// which libtorch deprecates with a warning at every call).
 #[allow(unsafe_code)]
@@ -39,6 +56,16 @@ mod pinned {
         }
         // SAFETY: a fresh heap `at::Tensor*` that nothing else owns: tch frees it on drop.
         Ok(unsafe { Tensor::from_ptr(out.cast()) })
+    }
+
+    /// `dst.copy_(src, non_blocking = true)` (tch's `copy_` always blocks).
+    pub(super) fn copy_into(dst: &mut Tensor, src: &Tensor) -> Result<(), String> {
+        // SAFETY: both are live `at::Tensor*` for the call; the shim writes into `dst`'s storage
+        // (shared with every shallow clone of it, as any in-place op does) and catches every C++
+        // exception.
+        nest_sys::call(|err| unsafe {
+            nest_sys::nest_copy_into(dst.as_mut_ptr().cast(), src.as_ptr().cast(), 1, err)
+        })
     }
 }
 
@@ -105,5 +132,35 @@ impl Collected {
             })
             .map(|t| t.index_select(0, &inverse))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tch::{Device, Kind, Tensor};
+
+    /// The shim's copy writes into the destination's own storage (what a recorded graph reads),
+    /// seen through every shallow clone; `upload_into` on the CPU likewise.
+    #[test]
+    fn copies_land_in_the_static_tensor() {
+        let dst = Tensor::zeros([2, 3], (Kind::Int64, Device::Cpu));
+        let seen = dst.shallow_clone();
+        let src = Tensor::from_slice(&[1i64, 2, 3, 4, 5, 6]).view([2, 3]);
+        super::pinned::copy_into(&mut dst.shallow_clone(), &src).unwrap();
+        assert_eq!(
+            Vec::<i64>::try_from(seen.view([-1])).unwrap(),
+            [1, 2, 3, 4, 5, 6]
+        );
+        let wrong = Tensor::from_slice(&[1i64, 2]);
+        let e = super::pinned::copy_into(&mut dst.shallow_clone(), &wrong).unwrap_err();
+        assert!(
+            !e.is_empty(),
+            "a shape mismatch is libtorch's error, not a crash"
+        );
+        super::upload_into(&dst, &(src * 10));
+        assert_eq!(
+            Vec::<i64>::try_from(seen.view([-1])).unwrap(),
+            [10, 20, 30, 40, 50, 60]
+        );
     }
 }

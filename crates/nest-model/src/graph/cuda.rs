@@ -7,8 +7,9 @@ use super::{Replay, StepGraph};
 use crate::{Error, Result};
 
 use nest_sys::{
-    nest_cuda_memory, nest_cuda_reset_peak, nest_graph_begin, nest_graph_end, nest_graph_enter,
-    nest_graph_free, nest_graph_leave, nest_graph_new, nest_graph_pool, nest_graph_replay,
+    nest_cuda_memory, nest_cuda_own_stream, nest_cuda_reset_peak, nest_graph_begin, nest_graph_end,
+    nest_graph_enter, nest_graph_free, nest_graph_leave, nest_graph_new, nest_graph_pool,
+    nest_graph_replay,
 };
 
 /// A shim call's result as an error naming `what`.
@@ -115,4 +116,11 @@ pub fn reset_peak(i: usize) -> Result<()> {
     // SAFETY: the shim reads only the device number.
     let r = nest_sys::call(|err| unsafe { nest_cuda_reset_peak(i as c_int, err) });
     check(r, "resetting the allocator's peaks")
+}
+
+/// Gives the calling thread a stream of libtorch's pool on device `i` as its current stream.
+pub fn own_stream(i: usize) -> Result<()> {
+    // SAFETY: the shim reads only the device number and sets this thread's current stream.
+    let r = nest_sys::call(|err| unsafe { nest_cuda_own_stream(i as c_int, err) });
+    check(r, "making a stream of its own current")
 }

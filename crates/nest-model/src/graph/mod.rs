@@ -218,6 +218,10 @@ impl<S> Captured<S> {
             error,
             warmed,
         };
+        let _turn = match Turn::take() {
+            Ok(t) => t,
+            Err(e) => return Err(fail(state, e, false)),
+        };
         if let Err(e) = graph.enter() {
             return Err(fail(state, e, false));
         }
@@ -255,6 +259,44 @@ impl<S> Captured<S> {
     }
 }
 
+/// One thread records at a time in the process: every graph of a device captures on one shared
+/// side stream (`shim/cuda_graph.cpp`: autograd ties a gradient's accumulation to one stream),
+/// so two threads recording at once (a server's workers sharing a GPU) would each record the
+/// other's launches into their graph, or break its capture. Held from `enter` to `leave`;
+/// replays and eager work of other threads go on meanwhile.
+static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+thread_local! {
+    /// Whether this thread holds [`RECORDING`] (a recording inside a recording's body is an
+    /// error, not a deadlock).
+    static HOLDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// This thread's turn to record, until dropped.
+struct Turn {
+    _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Turn {
+    fn take() -> Result<Turn> {
+        if HOLDS.with(|h| h.get()) {
+            return Err(Error::Core(nest_core::Error::value(
+                "graph",
+                "a recording inside another recording's body (one thread records at a time)",
+            )));
+        }
+        let guard = RECORDING.lock().unwrap_or_else(|p| p.into_inner());
+        HOLDS.with(|h| h.set(true));
+        Ok(Turn { _guard: guard })
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        HOLDS.with(|h| h.set(false));
+    }
+}
+
 /// The CUDA caching allocator's bytes on a device: `(allocated peak, reserved peak)` since the
 /// last [`reset_peak_memory`]; `None` on the CPU or without the `cuda` feature.
 pub fn peak_memory(device: Device) -> Option<(u64, u64)> {
@@ -273,6 +315,18 @@ pub fn reset_peak_memory(device: Device) {
             let _ = cuda::reset_peak(i);
         }
         _ => {}
+    }
+}
+
+/// Gives the calling thread a CUDA stream of its own on `device` (nothing on the CPU): its work
+/// queues there from then on, and its copies to the host wait for its own work only. A server's
+/// workers sharing one GPU each take one, so that one worker's host work (taking a batch,
+/// uploading it, answering) overlaps another's device work.
+pub fn own_stream(device: Device) -> Result<()> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => cuda::own_stream(i),
+        _ => Ok(()),
     }
 }
 
@@ -356,6 +410,90 @@ mod tests {
             "{}",
             f.error
         );
+    }
+
+    /// The fake, counting the threads between `enter` and `leave` at once.
+    struct Counted {
+        inner: Eager,
+        inside: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl StepGraph for Counted {
+        fn enter(&mut self) -> Result<()> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.inside.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            self.inner.enter()
+        }
+        fn leave(&mut self) -> Result<()> {
+            self.inside
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            self.inner.leave()
+        }
+        fn begin(&mut self) -> Result<()> {
+            self.inner.begin()
+        }
+        fn end(&mut self) -> Result<()> {
+            self.inner.end()
+        }
+        fn replay(&mut self) -> Result<Replay> {
+            self.inner.replay()
+        }
+        fn records(&self) -> bool {
+            // run the body inside the capture too, to stretch it
+            true
+        }
+    }
+
+    /// Four threads recording at once (a server's workers on one GPU) take turns: never two
+    /// between `enter` and `leave` (they would share the side stream); a recording inside a
+    /// recording's body is an error, not a deadlock.
+    #[test]
+    fn one_thread_records_at_a_time() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::sync::Arc;
+        let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (inside, most) = (inside.clone(), most.clone());
+                std::thread::spawn(move || {
+                    let g = Counted {
+                        inner: Eager::default(),
+                        inside,
+                        most,
+                    };
+                    let mut slow = |_: &()| -> Result<()> {
+                        std::thread::sleep(std::time::Duration::from_millis(30));
+                        Ok(())
+                    };
+                    Captured::record_with(Box::new(g), (), 1, &mut slow)
+                        .map(|_| ())
+                        .map_err(|f| f.error.to_string())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        assert_eq!(most.load(SeqCst), 1, "two threads recorded at once");
+        let mut nested = |_: &()| -> Result<()> {
+            let mut inner = |_: &()| Ok(());
+            Captured::record_with(Box::new(Eager::default()), (), 0, &mut inner)
+                .map(|_| ())
+                .map_err(|f| f.error)
+        };
+        let f = Captured::record_with(Box::new(Eager::default()), (), 1, &mut nested)
+            .err()
+            .expect("a nested recording fails");
+        assert!(
+            f.error.to_string().contains("inside another"),
+            "{}",
+            f.error
+        );
+        // the turn is given back after a failure
+        let mut fine = |_: &()| Ok(());
+        assert!(Captured::record_with(Box::new(Eager::default()), (), 1, &mut fine).is_ok());
     }
 
     #[test]
