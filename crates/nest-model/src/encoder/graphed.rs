@@ -13,10 +13,9 @@
 //!   alone: the host reads it later, [`super::embed`]);
 //! - nothing read back inside: the layers run unpacked ([`crate::without_packing`]).
 //!
-//! The padding changes the vectors by float reordering only (the CPU fake runs the same
-//! bookkeeping; the tests below check 1e-5). A failed recording or replay (an operation a capture
-//! refuses, a CUDA error, a panic in the pass) warns once, and the encoder runs eagerly from
-//! then on: the batch is encoded again eagerly, so no encode is lost.
+//! Padding changes the vectors by float reordering only (the tests below, on the CPU fake: 1e-5).
+//! A failed recording or replay (a refused operation, a CUDA error, a panic) warns once; that
+//! batch and all later ones then run eagerly, so no encode is lost.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -114,8 +113,7 @@ impl ElasticEncoder {
     }
 
     /// One batch's pooled vectors through its shape's recorded pass, padded to `rows` rows, or
-    /// `None` when the batch must run eagerly (too many shapes, or recording failed: warned
-    /// once, then eager for good).
+    /// `None` when the batch must run eagerly (too many shapes, or a recording failed).
     ///
     /// # Shapes
     /// - returns `job.layers.len()` float32 tensors `[seqs.len(), output_dim]` on the device
