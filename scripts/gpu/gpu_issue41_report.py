@@ -262,6 +262,12 @@ def summary(o):
                     continue
                 keys = [k for k in j if any(s in k for s in ("label", "per_s", "p50", "p99", "errors", "rss"))]
                 print("  " + ", ".join(f"{k}={j[k]:.1f}" if isinstance(j[k], float) else f"{k}={j[k]}" for k in keys)[:300])
+    # a server's warnings (a recording that failed and fell back to eager passes, a worker left
+    # on the default stream): the figures beside them are not the recorded path's
+    for f in sorted(glob.glob(os.path.join(o, "s4", "server_nest_*.log"))):
+        for line in open(f):
+            if "warning" in line.lower():
+                print(f"  {os.path.basename(f)}: {line.strip()[:240]}")
     print("\n-- 5. eval bf16 vs float32, cell by cell (Spearman x100)")
     f = os.path.join(o, "s5", "evaldiff.json")
     if os.path.exists(f):
