@@ -11,7 +11,7 @@
 
 use std::cell::RefCell;
 
-use nest_model::graph::{Captured, Pool};
+use nest_model::graph::{Captured, GraphMode, Pool};
 use nest_model::tiny::{write_tiny_model, TinySpec};
 use nest_model::{Architecture, ClsAttention, ElasticEncoder, EncoderInput};
 use tch::{Device, Kind, Tensor};
@@ -197,24 +197,18 @@ fn two_threads_record_and_replay_at_once() {
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     let dir = tempfile::tempdir().unwrap();
     write_tiny_model(dir.path(), &TinySpec::new(Architecture::Bert)).unwrap();
-    let opts = |graphs| nest_model::EncodeOptions {
-        batch_size: 8,
-        graphs,
-        ..nest_model::EncodeOptions::default()
-    };
     let load = || ElasticEncoder::load(dir.path(), dev, None).unwrap();
-    let eager = load()
-        .embed_layers(
-            &texts,
-            &[2],
-            opts(nest_model::graph::GraphMode::Off),
-            &mut |_| {},
-        )
-        .unwrap()
-        .remove(0);
-    // plain floats: a tensor cannot be shared between threads
-    let flat = |t: Tensor| Vec::<f32>::try_from(t.to_kind(Kind::Float).flatten(0, -1)).unwrap();
-    let eager = flat(eager);
+    // one encode's vectors at layer 2 as plain floats (a tensor cannot be shared between threads)
+    let encode = |enc: &ElasticEncoder, graphs| -> Vec<f32> {
+        let opts = nest_model::EncodeOptions {
+            batch_size: 8,
+            graphs,
+            ..nest_model::EncodeOptions::default()
+        };
+        let v = enc.embed_layers(&texts, &[2], opts, &mut |_| {}).unwrap();
+        Vec::<f32>::try_from(v[0].to_kind(Kind::Float).flatten(0, -1)).unwrap()
+    };
+    let eager = encode(&load(), GraphMode::Off);
     let worst = std::thread::scope(|s| {
         let workers: Vec<_> = (0..2)
             .map(|_| {
@@ -223,16 +217,7 @@ fn two_threads_record_and_replay_at_once() {
                     let enc = load();
                     let mut worst = 0f64;
                     for _ in 0..3 {
-                        let v = enc
-                            .embed_layers(
-                                &texts,
-                                &[2],
-                                opts(nest_model::graph::GraphMode::On),
-                                &mut |_| {},
-                            )
-                            .unwrap()
-                            .remove(0);
-                        let v = flat(v);
+                        let v = encode(&enc, GraphMode::On);
                         assert_eq!(v.len(), eager.len());
                         let d = v
                             .iter()
