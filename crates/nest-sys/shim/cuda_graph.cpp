@@ -150,11 +150,13 @@ int nest_cuda_reset_peak(int device, char** err) {
 
 // A stream of libtorch's pool becomes the calling thread's current stream on `device` (from
 // then on its work queues there, and a copy to the host waits for its own work only, not for
-// another thread's).
+// another thread's). From the high-priority pool: the side stream comes from the other one, so
+// a thread's own stream is never the side stream that another thread captures on (work a
+// thread queued there would be recorded into that thread's graph).
 int nest_cuda_own_stream(int device, char** err) {
   return nest::guarded(err, [&] {
     auto d = static_cast<c10::DeviceIndex>(device);
-    c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(false, d));
+    c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(true, d));
   });
 }
 
