@@ -462,6 +462,46 @@ fn concurrent_requests_are_batched_without_changing_vectors_and_sigterm_drains()
     }
 }
 
+/// Two workers (each its own copy of the model, on one libtorch thread each) answer concurrent
+/// requests with the vectors one worker gives.
+#[test]
+fn two_workers_answer_as_one_does() {
+    let d = tempfile::tempdir().unwrap();
+    let model = tiny(d.path());
+    let one = start(&model, &["--allow-any-point"]);
+    let two = start(&model, &["--allow-any-point", "--workers", "2"]);
+    let texts = [
+        "a",
+        "the cat sat on the mat",
+        "music",
+        "a man is playing a guitar loudly",
+    ];
+    let body = |t: &str| json!({"input": [t, t, t], "dimensions": 16, "layers": 2});
+    let want: Vec<Vec<f32>> = texts
+        .iter()
+        .map(|t| vectors(&post(&one.addr, &body(t)).1).remove(0))
+        .collect();
+    let handles: Vec<_> = (0..32)
+        .map(|i| {
+            let addr = two.addr.clone();
+            let b = body(texts[i % texts.len()]);
+            std::thread::spawn(move || (i, post(&addr, &b)))
+        })
+        .collect();
+    for h in handles {
+        let (i, (st, r)) = h.join().unwrap();
+        assert_eq!(st, 200, "{r}");
+        for v in vectors(&r) {
+            let d = v
+                .iter()
+                .zip(&want[i % texts.len()])
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            assert!(d < 1e-5, "request {i}: two workers differ from one by {d}");
+        }
+    }
+}
+
 /// A Python (`NEST_PYTHON`, default `python3`) and the `.deps/<folder>` path with which it can
 /// import `module` (scripts/test.sh installs it there); `None`, with the reason printed, when it
 /// cannot, which fails the test under CI.
