@@ -24,8 +24,9 @@
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
 #                torch-float32, batch 32 (256 while time is left); tokens per sentence
 #                (S3_MODELS=gemma: EmbeddingGemma's alone) [~120 s; ~60 s for Gemma alone]
-#   4  S4_S=155  scripts/bench/peer_st_server.py --device cuda first, then nest serve: auto at
-#                layers 6 and 3; auto at 6 with --workers 2 (two model copies, each worker on a
+#   4  S4_S=155  nest-model's GPU tests (two threads recording at once among them; also run by
+#                11, whichever runs first), scripts/bench/peer_st_server.py --device cuda, then
+#                nest serve: auto at layers 6 and 3; auto at 6 with --workers 2 (two model copies, each worker on a
 #                stream of its own: one's host work overlaps the other's passes); auto at 6 as
 #                before 2026-11-27 (NEST_LENGTH_RUNS=1: a batch split into length runs;
 #                --http-threads 2; a GPU server now runs one pass per batch and more HTTP
@@ -394,6 +395,7 @@ s4() {
   local dev=cpu pid texts=$SD/texts.txt dt l layers
   [ "$DRY" = 1 ] || dev=cuda
   tail -n +2 "$D/stsb_test.tsv" | cut -f1,2 | tr '\t' '\n' > "$texts"
+  model_gpu_tests
   s4_peer $dev "$texts"
   # each server: WARM_S seconds of the same load first (first-use costs: CUDA context, handles,
   # each new shape's kernels), not recorded; then the measured runs
@@ -567,16 +569,21 @@ s10() {
   done
 }
 
+# nest-model's GPU tests (crates/nest-model/tests/gpu.rs), once per call, by the first of
+# sections 4 and 11 to run: two recorded passes draw one seed's dropout, shared pools give what
+# private pools give, two threads (a server's two workers) record and replay at once
+model_gpu_tests() {
+  [ -f "$G/nest-model-gpu.xz" ] && [ ! -f "$OUT/model_gpu_tests.txt" ] || return 0
+  "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+    "$G/nest-model-gpu.xz" /tmp/nest-model-gpu && chmod +x /tmp/nest-model-gpu
+  run model_gpu_tests 60 /tmp/nest-model-gpu --test-threads 1 --nocapture
+  grep -E "^test |difference|replays|skipped" "$SD/model_gpu_tests.log" | tee "$OUT/model_gpu_tests.txt"
+}
+
 # ------------------------------------------------------------------ 11. graph memory pools
 s11() {
   local flags=() pool gc b
-  # nest-model's GPU tests: two recorded passes draw one seed's dropout, shared pools
-  if [ -f "$G/nest-model-gpu.xz" ]; then
-    "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
-      "$G/nest-model-gpu.xz" /tmp/nest-model-gpu && chmod +x /tmp/nest-model-gpu
-    run model_gpu_tests 60 /tmp/nest-model-gpu --test-threads 1 --nocapture
-    grep -E "^test |difference|replays|skipped" "$SD/model_gpu_tests.log" | tee "$SD/model_gpu_tests.txt"
-  fi
+  model_gpu_tests
   [ "$DRY" = 1 ] && flags=(--max-steps "$NUM_STEPS" --save-every 0 --model "$M" --data "$D/snli_pairs_dev.tsv:pairs")
   for gc in 0 8; do
     if [ $gc = 8 ]; then

@@ -241,8 +241,9 @@ def summary(o):
         for line in md_rows(f, ["median (vs plain", "one epoch", "peak GPU"]):
             print(f"{tag}: {squash(line)}")
     print("\n-- 11. graph memory pools (private vs NEST_GRAPH_POOL=shared)")
-    f = os.path.join(o, "s11", "model_gpu_tests.txt")
+    f = os.path.join(o, "model_gpu_tests.txt")
     if os.path.exists(f):
+        print("nest-model's GPU tests (run by section 4 or 11):")
         print(open(f).read().strip())
     f = os.path.join(o, "s11", "pools.txt")
     if os.path.exists(f):
