@@ -13,7 +13,9 @@
 //!   to or from pageable host memory): the layers run unpacked
 //!   ([`crate::without_packing`]), learning rates and step counts are device tensors;
 //! - **a side stream**: capture runs on a stream other than the default one, after warm-up passes
-//!   on that stream (lazy initialisation inside a capture fails), as `torch.cuda.graph` does.
+//!   on that stream (lazy initialisation inside a capture fails), as `torch.cuda.graph` does;
+//!   one side stream per device, so **one thread records at a time** (a server's workers on one
+//!   GPU take turns), in thread-local capture mode (other threads' work goes on meanwhile).
 //!
 //! [`StepGraph`] is that bookkeeping; [`CudaGraph`] (the `cuda` feature) is libtorch's
 //! `at::cuda::CUDAGraph` through `shim/cuda_graph.cpp`, and [`Eager`] is the CPU fake, which
