@@ -1,6 +1,6 @@
 //! Compiles Nest's C++ shims (`shim/*.cpp`: libtorch's fused AdamW, pinned host memory, c10d's
-//! TCPStore and process groups; with the `cuda` feature also CUDA graphs, the caching
-//! allocator's counters and NCCL) into one static library, against the libtorch headers tch
+//! TCPStore and process groups, the libtorch version; with the `cuda` feature also CUDA graphs,
+//! the caching allocator's counters, NCCL and a GPU's properties) into one static library, against the libtorch headers tch
 //! builds against (`LIBTORCH`, as `scripts/setup.sh` writes it into `.cargo/config.toml`). The
 //! symbols they call live in `libtorch_cpu.so` (and `libtorch_cuda.so`), which torch-sys links.
 //! cc compiles the files in parallel (its `parallel` feature).
@@ -15,6 +15,7 @@ fn main() {
         "shim/fused_adamw.cpp",
         "shim/pinned.cpp",
         "shim/dist.cpp",
+        "shim/info.cpp",
     ]);
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
         for dir in cuda_includes(&root, &["cuda_runtime_api.h", "nccl.h"]) {
@@ -24,6 +25,7 @@ fn main() {
             .file("shim/cuda_graph.cpp")
             .define("USE_C10D_NCCL", None)
             .define("NEST_DIST_NCCL", None)
+            .define("NEST_CUDA_INFO", None)
             .flag_if_supported("-Wno-interference-size");
         // Kept linked although no symbol of it is named directly (the linker's default
         // `--as-needed` would drop it, and libtorch would see no GPU).

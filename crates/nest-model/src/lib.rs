@@ -26,6 +26,8 @@ pub mod hub;
 pub mod io;
 pub mod layer;
 mod linear;
+#[allow(unsafe_code)]
+pub mod machine;
 pub mod modernbert;
 pub mod mpnet;
 pub mod optim;

@@ -243,3 +243,33 @@ fn two_threads_record_and_replay_at_once() {
     eprintln!("two threads recording at once: max |difference| from eager {worst:e}");
     assert!(worst < 1e-5, "{worst}");
 }
+
+/// The machine record names the card as `nvidia-smi` does (name, memory within 1%, driver).
+#[test]
+fn the_machine_record_names_the_card() {
+    let Some(dev) = gpu() else { return };
+    let m = nest_model::machine::Machine::this(dev);
+    eprintln!("machine: {m}");
+    let g = m.gpu.expect("a GPU record on a GPU");
+    assert!(!g.name.is_empty() && g.memory_mib > 0 && g.multiprocessors > 0);
+    let query = "--query-gpu=name,memory.total,driver_version";
+    let Ok(out) = std::process::Command::new("nvidia-smi")
+        .args(["-i", "0", query, "--format=csv,noheader,nounits"])
+        .output()
+    else {
+        eprintln!("no nvidia-smi here: the record is not compared");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let fields: Vec<&str> = text.trim().split(", ").collect();
+    assert_eq!(fields.len(), 3, "nvidia-smi said {text:?}");
+    assert_eq!(g.name, fields[0]);
+    let smi_mib: f64 = fields[1].parse().expect("memory.total in MiB");
+    let ratio = g.memory_mib as f64 / smi_mib;
+    assert!(
+        (0.99..=1.01).contains(&ratio),
+        "{} MiB against {smi_mib}",
+        g.memory_mib
+    );
+    assert_eq!(g.driver.as_deref(), Some(fields[2]));
+}

@@ -5,7 +5,7 @@
 //! returns non-zero (or null) with a malloc'd, NUL-terminated message in `*err`, which Rust
 //! copies and frees once. Pointers passed in live for the call. The safe wrappers live with the
 //! types they serve: nest-model's `optim/fused.rs`, `graph/cuda.rs` and `encoder/transfer.rs`
-//! (`pinned`), and nest-dist's `lib.rs`.
+//! (`pinned`), `machine.rs`, and nest-dist's `lib.rs`.
 
 #![allow(unsafe_code)]
 
@@ -74,9 +74,13 @@ extern "C" {
     ) -> c_int;
     pub fn nest_dist_barrier(g: *mut c_void, err: *mut *mut c_char) -> c_int;
     pub fn nest_dist_free(g: *mut c_void);
+
+    /// The libtorch version, a static NUL-terminated string (`shim/info.cpp`).
+    pub fn nest_torch_version() -> *const c_char;
 }
 
-// `shim/cuda_graph.cpp`: CUDA graphs and the caching allocator's counters.
+// `shim/cuda_graph.cpp`: CUDA graphs and the caching allocator's counters; `shim/info.cpp`: a
+// GPU's properties.
 #[cfg(feature = "cuda")]
 extern "C" {
     pub fn nest_graph_new(err: *mut *mut c_char) -> *mut c_void;
@@ -99,6 +103,15 @@ extern "C" {
     ) -> c_int;
     pub fn nest_cuda_reset_peak(device: c_int, err: *mut *mut c_char) -> c_int;
     pub fn nest_cuda_own_stream(device: c_int, err: *mut *mut c_char) -> c_int;
+
+    /// A GPU's name and properties (`shim/info.cpp`).
+    pub fn nest_cuda_device_info(
+        device: c_int,
+        name: *mut c_char,
+        name_len: c_int,
+        out: *mut std::ffi::c_longlong,
+        err: *mut *mut c_char,
+    ) -> c_int;
 }
 
 /// The message a shim left in `err` (freed here), or `none` when it left none.

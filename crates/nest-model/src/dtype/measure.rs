@@ -28,24 +28,6 @@ impl Measurement {
     }
 }
 
-/// The CPU's model name and instruction flags (from /proc/cpuinfo; empty elsewhere).
-fn cpu_info() -> (String, Vec<String>) {
-    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let field = |key: &str| {
-        text.lines()
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-    };
-    let model = field("model name").unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let flags = field("flags")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    (model, flags)
-}
-
 /// What can be known without measuring.
 pub fn probe(device: Device) -> Measurement {
     let threads = tch::get_num_threads() as i64;
@@ -59,7 +41,7 @@ pub fn probe(device: Device) -> Measurement {
             bf16_gflops: None,
         };
     }
-    let (model, flags) = cpu_info();
+    let (model, flags) = crate::machine::cpu_info();
     let has = |f: &str| flags.iter().any(|x| x == f);
     Measurement {
         machine: model,
@@ -133,7 +115,7 @@ fn machine_key(device: Device) -> Option<String> {
     if device != Device::Cpu {
         return None;
     }
-    let (model, flags) = cpu_info();
+    let (model, flags) = crate::machine::cpu_info();
     let text = format!("{model}|{}|{}", flags.join(" "), tch::get_num_threads());
     Some(nest_core::fsutil::sha256_hex(text.as_bytes())[..16].to_string())
 }
