@@ -134,6 +134,8 @@ pub fn run(a: &TrainBench, say: &mut dyn FnMut(String)) -> Result<String> {
             a.objectives
         )));
     }
+    let here = nest_model::machine::Machine::this(nest_model::default_device());
+    say(format!("machine: {here}"));
     let steps = step::step_benchmark(a, &s, &kinds, say)?;
     say(format!(
         "  nest step: median {:.3} s over {} steps; {:.1} GFLOP/s",
@@ -149,5 +151,6 @@ pub fn run(a: &TrainBench, say: &mut dyn FnMut(String)) -> Result<String> {
         None => None,
     };
     let _ = std::fs::remove_dir_all(&tmp);
-    Ok(table::table(a, &kinds, &steps, epoch, rss, py.as_ref()))
+    let md = table::table(a, &kinds, &steps, epoch, rss, py.as_ref());
+    Ok(format!("Measured on {here}.\n\n{md}"))
 }

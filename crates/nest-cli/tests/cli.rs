@@ -168,6 +168,10 @@ fn eval_sts_writes_report_files() {
         serde_json::json!(["float32", "binary"])
     );
     assert_eq!(report["costs"]["latency_ms"].as_object().unwrap().len(), 2);
+    // the latencies carry the machine they were measured on
+    let machine = &report["costs"]["machine"];
+    assert_eq!(machine["device"], "cpu");
+    assert!(!machine["torch"].as_str().unwrap().is_empty(), "{machine}");
     let t = &report["tasks"][0];
     assert_eq!(t["n_examples"], 4);
     assert_eq!(t["main_metric"], "spearman");
@@ -180,6 +184,7 @@ fn eval_sts_writes_report_files() {
     }
     let md = std::fs::read_to_string(d.path().join("report/report.md")).unwrap();
     assert!(md.contains("| dim \\ layer | 1 | 2 |"), "{md}");
+    assert!(md.contains("logical CPUs), "), "{md}");
     // plot names carry the task name, which comes from the temp folder: look them up by prefix
     let names: Vec<String> = std::fs::read_dir(d.path().join("report"))
         .unwrap()

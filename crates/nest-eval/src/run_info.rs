@@ -56,6 +56,9 @@ pub struct Costs {
     pub latency_texts: usize,
     pub latency_batch: usize,
     pub libtorch_threads: i32,
+    /// What the latencies were measured on (reports written before it existed: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<nest_model::machine::Machine>,
 }
 
 impl ModelInfo {
@@ -101,6 +104,7 @@ impl Costs {
             latency_texts: texts.len(),
             latency_batch: opts.batch_size,
             libtorch_threads: tch::get_num_threads(),
+            machine: Some(nest_model::machine::Machine::this(model.device())),
         })
     }
 }
@@ -128,4 +132,25 @@ pub fn measure_latency(
         out.insert(l, 1000.0 * best / texts.len() as f64);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report written before the machine record existed still reads (machine unknown), and
+    /// one with it reads back whole.
+    #[test]
+    fn costs_read_with_and_without_the_machine() {
+        let old = r#"{"latency_ms": {"3": 0.5}, "latency_texts": 4, "latency_batch": 32,
+                      "libtorch_threads": 2}"#;
+        let c: Costs = serde_json::from_str(old).unwrap();
+        assert_eq!((c.latency_ms[&3], c.machine), (0.5, None));
+        let with = Costs {
+            machine: Some(nest_model::machine::Machine::this(tch::Device::Cpu)),
+            ..c
+        };
+        let back: Costs = serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
+        assert_eq!(back, with);
+    }
 }

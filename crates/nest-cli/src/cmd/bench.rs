@@ -41,6 +41,8 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
         streams,
         a.repeats
     );
+    let machine = nest_model::machine::Machine::this(nest_model::default_device());
+    eprintln!("  machine: {machine}");
     let mut rows = Vec::new();
     for &choice in &a.model.dtype {
         let model = super::load_model_in(&a.model, choice)?;
@@ -57,7 +59,7 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
             });
         }
     }
-    let md = table(&rows, &layers);
+    let md = format!("Measured on {machine}.\n\n{}", table(&rows, &layers));
     println!("{md}");
     if let Some(p) = &a.markdown {
         append_markdown(p, &md)?;

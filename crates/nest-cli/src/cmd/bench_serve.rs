@@ -65,6 +65,9 @@ pub fn serve(a: BenchServeArgs) -> Result<()> {
     v["fields"] = a.field.clone().into();
     v["rss_mib_before"] = before.map(|k| k as f64 / 1024.0).into();
     v["rss_mib_after"] = after.map(|k| k as f64 / 1024.0).into();
+    // the load generator's machine (the server's own is in its log: `nest serve: on ...`)
+    let client = nest_model::machine::Machine::this(tch::Device::Cpu);
+    v["client_machine"] = serde_json::to_value(&client)?;
     println!("{v}");
     Ok(())
 }

@@ -22,6 +22,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
     );
     let device = nest_model::default_device();
     let dtype = nest_model::dtype::resolve(a.dtype, device);
+    eprintln!(
+        "nest serve: on {}",
+        nest_model::machine::Machine::this(device)
+    );
     let configs = a
         .model
         .iter()

@@ -34,6 +34,9 @@ impl Report {
                 "Encode latency (ms per text, batch {}, {} texts, {} threads); bytes per vector = dim x 4 (float32), dim (int8), dim/8 (binary).\n",
                 self.costs.latency_batch, self.costs.latency_texts, self.costs.libtorch_threads
             );
+            if let Some(m) = &self.costs.machine {
+                let _ = writeln!(s, "Measured on {m}.\n");
+            }
             let _ = writeln!(s, "| layer | ms / text |\n|---:|---:|");
             for (l, v) in &self.costs.latency_ms {
                 let _ = writeln!(s, "| {l} | {v:.3} |");
