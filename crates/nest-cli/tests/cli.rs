@@ -595,8 +595,13 @@ fn info_prints_the_elastic_axes() {
     assert_eq!(v["layers"], 2);
     assert_eq!(v["hidden_size"], 32);
     assert_eq!(v["pooling"], "mean");
+    assert_eq!(v["machine"]["device"], "cpu");
     let out = ok(&["info", "--model", &m]);
     assert!(out.contains("trained for    not recorded"), "{out}");
+    assert!(
+        out.contains("machine        ") && out.contains(", on cpu"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -22,6 +22,7 @@ pub fn run(a: InfoArgs) -> Result<()> {
         Some(m.meta.trained_layers.clone())
     };
     let auto = nest_model::dtype::resolve(nest_model::DtypeChoice::Auto, m.device());
+    let machine = nest_model::machine::Machine::this(m.device());
     let info = json!({
         "path": m.files.dir.display().to_string(),
         "architecture": c.model_type,
@@ -44,6 +45,7 @@ pub fn run(a: InfoArgs) -> Result<()> {
             "default_dim": m.meta.default_dim,
         },
         "dtype_auto": auto,
+        "machine": machine,
         "prompts": m.prompts.named(),
         "default_prompt_name": m.prompts.default_name(),
         "include_prompt": m.include_prompt,
@@ -53,6 +55,7 @@ pub fn run(a: InfoArgs) -> Result<()> {
         return Ok(());
     }
     print_text(&m, params, &auto);
+    println!("machine        {machine}");
     Ok(())
 }
 
