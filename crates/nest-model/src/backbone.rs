@@ -11,7 +11,7 @@ use crate::bert::Bert;
 use crate::config::{Architecture, ModelConfig};
 use crate::dtype::Dtype;
 use crate::gemma3::{Gemma3, Gemma3Config};
-use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
 use crate::modernbert::{ModernBert, ModernBertConfig};
 use crate::mpnet::Mpnet;
 use crate::qwen3::{Qwen3, Qwen3Config};
@@ -26,16 +26,16 @@ pub trait Backbone: std::fmt::Debug + Send {
     /// The arithmetic of the products (`convert`: weights converted for inference; `rest`: the
     /// type of what is not a product).
     fn set_dtype(&mut self, dtype: Dtype, convert: bool, rest: Dtype);
-    /// Runs the first `layers` layers.
+    /// Runs the first `exits.depth()` layers.
     ///
     /// # Shapes
     /// - `input.ids`, `input.mask`: `[batch, seq]`
-    /// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]` (index 0: the
-    ///   embeddings)
+    /// - output `hidden_states`: the kept states `[batch, seq, hidden]` ([`Exits`]: all
+    ///   `layers + 1`, index 0 the embeddings, or the asked ones in layer order)
     fn forward(
         &self,
         input: &EncoderInput,
-        layers: usize,
+        exits: Exits<'_>,
         train: bool,
         capture: ClsAttention,
     ) -> EncoderOutput;
@@ -95,11 +95,11 @@ macro_rules! backbone {
             fn forward(
                 &self,
                 input: &EncoderInput,
-                layers: usize,
+                exits: Exits<'_>,
                 train: bool,
                 capture: ClsAttention,
             ) -> EncoderOutput {
-                <$t>::forward(self, input, layers, train, capture)
+                <$t>::forward(self, input, exits, train, capture)
             }
         }
     )*};

@@ -6,7 +6,7 @@ use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
-use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
 use crate::layer::{
     additive_mask, layer_norm, run_layers, set_stack_dtype, Layer, LayerNames, LayerSettings,
 };
@@ -82,13 +82,13 @@ impl Bert {
     pub fn forward(
         &self,
         input: &EncoderInput,
-        layers: usize,
+        exits: Exits<'_>,
         train: bool,
         capture: ClsAttention,
     ) -> EncoderOutput {
         let (_, s) = input.ids.size2().expect("ids are [batch, seq]");
         let pos = Tensor::arange(s, (Kind::Int64, input.ids.device())).unsqueeze(0);
-        self.forward_at(input, &pos, layers, train, capture)
+        self.forward_at(input, &pos, exits, train, capture)
     }
 
     /// [`Bert::forward`] with the position ids given (`[batch or 1, seq]` int64): RoBERTa-family
@@ -97,7 +97,7 @@ impl Bert {
         &self,
         input: &EncoderInput,
         pos: &Tensor,
-        layers: usize,
+        exits: Exits<'_>,
         train: bool,
         capture: ClsAttention,
     ) -> EncoderOutput {
@@ -113,7 +113,7 @@ impl Bert {
             x,
             (&mask, &input.mask),
             self.settings,
-            layers,
+            exits,
             train,
             capture,
         )

@@ -6,7 +6,7 @@ use tch::nn;
 use tch::{Device, Kind, Tensor};
 
 use crate::dtype::Dtype;
-use crate::io::EncoderOutput;
+use crate::io::{EncoderOutput, Exits};
 use crate::linear::Linear;
 use crate::packing::Packing;
 
@@ -44,28 +44,35 @@ impl RmsNorm {
     }
 }
 
-/// The explicit loop over a pre-norm stack with early exit: `x` through the first `n` of
-/// `layers` (`step`), recording the embeddings and, after each layer, the model's final norm of
-/// the stream (`norm`), so every exit is on the scale of the last one. The layers run on the
+/// The explicit loop over a pre-norm stack with early exit: `x` through the first
+/// `exits.depth()` of `layers` (`step`), recording the embeddings and, after each layer
+/// `exits` keeps, the model's final norm of the stream (`norm`), so every exit is on the scale
+/// of the last one. The layers run on the
 /// real tokens only where the batch has padding (`step` gets the [`Packing`]; the recorded
 /// states are padded again, zeros at the padding).
 ///
 /// # Shapes
 /// - `x`: `[batch, seq, hidden]`; `tokens`: `[batch, seq]` (nonzero = real token); returns
-///   `n + 1` states `[batch, seq, hidden]`, no attention rows
+///   the kept states `[batch, seq, hidden]` (all `n + 1` for [`Exits::UpTo`]), no attention
+///   rows
 pub(crate) fn pre_norm_exits<L>(
     x: Tensor,
     tokens: &Tensor,
-    (layers, n): (&[L], usize),
+    (layers, exits): (&[L], Exits<'_>),
     step: impl Fn(&L, &Tensor, Option<&Packing>) -> Tensor,
     norm: impl Fn(&Tensor) -> Tensor,
 ) -> EncoderOutput {
     let packing = Packing::new(tokens);
     let mut stream = Packing::packed(packing.as_ref(), x.shallow_clone());
-    let mut hidden_states = vec![x];
-    for layer in layers.iter().take(n) {
+    let mut hidden_states = Vec::with_capacity(exits.depth() + 1);
+    if exits.keeps(0) {
+        hidden_states.push(x);
+    }
+    for (i, layer) in layers.iter().take(exits.depth()).enumerate() {
         stream = step(layer, &stream, packing.as_ref());
-        hidden_states.push(Packing::padded(packing.as_ref(), norm(&stream)));
+        if exits.keeps(i + 1) {
+            hidden_states.push(Packing::padded(packing.as_ref(), norm(&stream)));
+        }
     }
     EncoderOutput {
         hidden_states,

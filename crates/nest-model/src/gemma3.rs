@@ -26,7 +26,7 @@ use crate::blocks::{
 };
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
-use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
 use crate::linear::Linear;
 use crate::packing::Packing;
 
@@ -356,7 +356,7 @@ impl Gemma3 {
     pub fn forward(
         &self,
         input: &EncoderInput,
-        layers: usize,
+        exits: Exits<'_>,
         train: bool,
         _capture: ClsAttention,
     ) -> EncoderOutput {
@@ -378,7 +378,7 @@ impl Gemma3 {
         pre_norm_exits(
             x,
             &input.mask,
-            (&self.layers, layers),
+            (&self.layers, exits),
             |l, x, p| l.forward(x, &s, p, train),
             |x| self.norm.forward(x),
         )

@@ -8,7 +8,7 @@ use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
-use crate::io::{ClsAttention, EncoderOutput};
+use crate::io::{ClsAttention, EncoderOutput, Exits};
 use crate::linear::Linear;
 use crate::packing::Packing;
 
@@ -272,13 +272,15 @@ pub(crate) fn set_stack_dtype(
     }
 }
 
-/// The explicit loop over the first `layers` layers (early exit: the rest are not computed),
-/// collecting every layer's hidden states and, when asked, its [CLS] attention row.
+/// The explicit loop over the first `exits.depth()` layers (early exit: the rest are not
+/// computed), collecting the hidden states `exits` keeps and, when asked, every layer's [CLS]
+/// attention row.
 ///
 /// # Shapes
 /// - `x`: `[batch, seq, hidden]` (embedding output); `mask`: additive; `tokens`: `[batch, seq]`
 ///   (nonzero = real token), which the layers use to skip the padding (see [`Packing`])
-/// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]` (index 0 = `x`);
+/// - output `hidden_states`: the kept states `[batch, seq, hidden]` (all `layers + 1`, index 0
+///   = `x`, for [`Exits::UpTo`]);
 ///   `cls_attention`: `layers` tensors `[batch, heads, seq]` (per head) or `[batch, seq]` (mean
 ///   over heads), empty for [`ClsAttention::None`]
 pub(crate) fn run_layers(
@@ -286,7 +288,7 @@ pub(crate) fn run_layers(
     x: Tensor,
     (mask, tokens): (&Tensor, &Tensor),
     s: LayerSettings,
-    layers: usize,
+    exits: Exits<'_>,
     train: bool,
     capture: ClsAttention,
 ) -> EncoderOutput {
@@ -294,12 +296,16 @@ pub(crate) fn run_layers(
     let x = x.to_kind(s.stream);
     let packing = Packing::new(tokens);
     let mut stream = Packing::packed(packing.as_ref(), x.shallow_clone());
-    let mut hidden_states = Vec::with_capacity(layers + 1);
+    let mut hidden_states = Vec::with_capacity(exits.depth() + 1);
     let mut cls_attention = Vec::new();
-    hidden_states.push(x);
-    for layer in stack.iter().take(layers) {
+    if exits.keeps(0) {
+        hidden_states.push(x);
+    }
+    for (i, layer) in stack.iter().take(exits.depth()).enumerate() {
         let (next, cls) = layer.forward(&stream, mask, packing.as_ref(), s, (train, want));
-        hidden_states.push(Packing::padded(packing.as_ref(), next.shallow_clone()));
+        if exits.keeps(i + 1) {
+            hidden_states.push(Packing::padded(packing.as_ref(), next.shallow_clone()));
+        }
         stream = next;
         if let Some(a) = cls {
             cls_attention.push(match capture {

@@ -46,7 +46,9 @@ pub use adaptor::Adaptor;
 pub use config::{Architecture, ModelConfig, ModelFiles, NestMeta};
 pub use dense::{Dense, DenseConfig, Head};
 pub use dtype::{Dtype, DtypeChoice};
-pub use encoder::{ClsAttention, ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput};
+pub use encoder::{
+    ClsAttention, ElasticEncoder, EncodeOptions, EncoderInput, EncoderOutput, Exits,
+};
 pub use error::{Error, Result};
 pub use packing::without_packing;
 pub use point::{Keys, Offer, Point, Policy};

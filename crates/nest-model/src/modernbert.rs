@@ -20,7 +20,7 @@ use crate::blocks::{
 };
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
-use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
 use crate::linear::Linear;
 use crate::packing::Packing;
 
@@ -319,7 +319,7 @@ impl ModernBert {
     pub fn forward(
         &self,
         input: &EncoderInput,
-        layers: usize,
+        exits: Exits<'_>,
         train: bool,
         _capture: ClsAttention,
     ) -> EncoderOutput {
@@ -342,7 +342,7 @@ impl ModernBert {
         pre_norm_exits(
             x,
             &input.mask,
-            (&self.layers, layers),
+            (&self.layers, exits),
             |l, x, p| l.forward(x, &s, p, train),
             |x| self.final_norm.forward(x),
         )

@@ -8,7 +8,7 @@ use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
-use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
 use crate::layer::{
     additive_mask, layer_norm, run_layers, set_stack_dtype, Layer, LayerNames, LayerSettings,
 };
@@ -108,7 +108,7 @@ impl Mpnet {
     pub fn forward(
         &self,
         input: &EncoderInput,
-        layers: usize,
+        exits: Exits<'_>,
         train: bool,
         capture: ClsAttention,
     ) -> EncoderOutput {
@@ -135,7 +135,7 @@ impl Mpnet {
             x,
             (&mask, &input.mask),
             self.settings,
-            layers,
+            exits,
             train,
             capture,
         )

@@ -24,7 +24,7 @@ use crate::blocks::{
 };
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
-use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
 use crate::linear::Linear;
 use crate::packing::Packing;
 
@@ -292,7 +292,7 @@ impl Qwen3 {
     pub fn forward(
         &self,
         input: &EncoderInput,
-        layers: usize,
+        exits: Exits<'_>,
         train: bool,
         _capture: ClsAttention,
     ) -> EncoderOutput {
@@ -310,7 +310,7 @@ impl Qwen3 {
         pre_norm_exits(
             x,
             &input.mask,
-            (&self.layers, layers),
+            (&self.layers, exits),
             |l, x, p| l.forward(x, (&rope, &mask), p, s),
             |x| self.norm.forward(x),
         )

@@ -16,7 +16,7 @@ use tch::{Kind, Tensor};
 use crate::bert::Bert;
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
-use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
+use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
 
 /// An XLM-RoBERTa (or RoBERTa) encoder: BERT's stack with RoBERTa's positions.
 #[derive(Debug)]
@@ -55,12 +55,12 @@ impl XlmRoberta {
     pub fn forward(
         &self,
         input: &EncoderInput,
-        layers: usize,
+        exits: Exits<'_>,
         train: bool,
         capture: ClsAttention,
     ) -> EncoderOutput {
         let pos = position_ids(&input.ids, self.pad_id);
-        self.bert.forward_at(input, &pos, layers, train, capture)
+        self.bert.forward_at(input, &pos, exits, train, capture)
     }
 }
 

@@ -63,6 +63,39 @@ fn shapes_and_early_exit() {
     }
 }
 
+/// An inference pass that keeps only some exits (`forward_exits`, what every encode and the
+/// server run) returns exactly the states the pass that keeps all of them returns, in the order
+/// asked, with padding in the batch (the CPU packs the real tokens) and without.
+#[test]
+fn kept_exits_are_the_full_passes_states() {
+    for arch in ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = TinySpec {
+            layers: 4,
+            ..TinySpec::new(arch)
+        };
+        write_tiny_model(dir.path(), &spec).unwrap();
+        let enc = ElasticEncoder::load(dir.path(), Device::Cpu, None).unwrap();
+        let ids = enc.tokenizer.encode(&TEXTS).unwrap();
+        for seqs in [
+            ids.iter().map(Vec::as_slice).collect::<Vec<_>>(),
+            vec![&ids[0][..]],
+        ] {
+            let input = enc.make_input(&seqs);
+            let _g = tch::no_grad_guard();
+            let full = enc.forward(&input, 4, false).hidden_states;
+            for asked in [vec![3, 1, 3], vec![4], vec![0, 2], vec![1]] {
+                let kept = enc.forward_exits(&input, &asked);
+                assert_eq!(kept.len(), asked.len(), "{arch:?}");
+                for (&l, h) in asked.iter().zip(&kept) {
+                    assert_eq!(h.size(), full[l].size(), "{arch:?} layer {l}");
+                    assert_eq!(max_abs(h, &full[l]), 0.0, "{arch:?} layer {l} of {asked:?}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn truncation_is_the_normalised_prefix() {
     for arch in ALL {

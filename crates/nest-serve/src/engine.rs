@@ -288,7 +288,7 @@ fn pool(
         return Ok(pooled.remove(0));
     }
     let input = enc.make_input(seqs);
-    let out = enc.forward(&input, layer, false);
+    let state = enc.forward_exits(&input, &[layer]).remove(0);
     // the prompt's tokens out of the pooling, per input
     let mask = input.mask.copy();
     for (k, it) in batch.iter().enumerate().filter(|(_, i)| i.skip > 0) {
@@ -296,7 +296,7 @@ fn pool(
         let _ = mask.get(k as i64).narrow(0, 0, n).fill_(0);
     }
     Ok(enc
-        .embed_pooled(&out.hidden_states[layer], &mask)
+        .embed_pooled(&state, &mask)
         .to_device(Device::Cpu)
         .to_kind(Kind::Float))
 }

@@ -246,7 +246,7 @@ impl ElasticEncoder {
     /// # Shapes
     /// - `input`: `[rows, seq]`; returns `job.layers.len()` tensors `[rows, output_dim]`
     pub(super) fn pool_layers(&self, input: &EncoderInput, job: &BatchJob) -> Vec<Tensor> {
-        let out = self.forward(input, job.deepest, false);
+        let states = self.forward_exits(input, job.layers);
         let pool_mask = match job.skip {
             0 => input.mask.shallow_clone(),
             k => {
@@ -255,12 +255,9 @@ impl ElasticEncoder {
                 m
             }
         };
-        job.layers
+        states
             .iter()
-            .map(|&l| {
-                self.embed_pooled(&out.hidden_states[l], &pool_mask)
-                    .to_kind(Kind::Float)
-            })
+            .map(|h| self.embed_pooled(h, &pool_mask).to_kind(Kind::Float))
             .collect()
     }
 

@@ -26,7 +26,7 @@ mod streams;
 mod transfer;
 pub use crate::graph::GraphMode;
 
-pub use crate::io::{ClsAttention, EncoderInput, EncoderOutput};
+pub use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
 
 impl crate::point::Offer {
     /// What `enc` offers, through `adaptor` when one is given. Fails when the adaptor does not
@@ -314,7 +314,39 @@ impl ElasticEncoder {
         let layers = layers.min(self.num_layers());
         self.forwards
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.net.forward(input, layers, train, capture)
+        self.net.forward(input, Exits::UpTo(layers), train, capture)
+    }
+
+    /// An inference pass (no dropout) to the deepest of `layers` that keeps those layers'
+    /// states only (0: the embeddings), freeing every other state once the next layer has run:
+    /// the pass's memory is two or three layers' states instead of all of them.
+    ///
+    /// # Shapes
+    /// - `input`: `[batch, seq]`; returns one `[batch, seq, hidden]` per entry of `layers`, in
+    ///   its order (a layer asked twice gets the same state twice)
+    ///
+    /// # Panics
+    /// On a layer past the model's (the callers [`check`](Self::check) the layers first).
+    pub fn forward_exits(&self, input: &EncoderInput, layers: &[usize]) -> Vec<Tensor> {
+        let n = self.num_layers();
+        if let Some(l) = layers.iter().find(|&&l| l > n) {
+            panic!("layer {l} of a {n}-layer model");
+        }
+        let mut keep = layers.to_vec();
+        keep.sort_unstable();
+        keep.dedup();
+        self.forwards
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = self
+            .net
+            .forward(input, Exits::Only(&keep), false, ClsAttention::None);
+        layers
+            .iter()
+            .map(|&l| {
+                let at = keep.binary_search(&l).expect("every asked layer is kept");
+                out.hidden_states[at].shallow_clone()
+            })
+            .collect()
     }
 
     /// How many forward passes this encoder has run.
