@@ -250,6 +250,12 @@ def main():
             print(f"  st layer {n}: STS-B Spearman x100 {sp:.2f} ({a.backend}, {a.dtype})", file=sys.stderr)
     if a.backend == "torch":
         setattr(enc, attr, torch.nn.ModuleList(all_layers))
+    if a.device.startswith("cuda"):
+        # torch's caching allocator since the start (weights, activations; not the CUDA
+        # context), what `nest bench encode` prints from libtorch's for its side
+        mib = lambda b: b / 2**20  # noqa: E731
+        print(f"  st: peak GPU memory (torch's allocator): {mib(torch.cuda.max_memory_allocated()):.0f} MiB "
+              f"allocated, {mib(torch.cuda.max_memory_reserved()):.0f} MiB reserved", file=sys.stderr)
     if workdir is not None:
         workdir.cleanup()
     print(json.dumps(out))

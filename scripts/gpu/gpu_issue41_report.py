@@ -189,6 +189,12 @@ def encode_table(path, mean_tokens=None):
         if "tokenising the" in line:  # the host's share, per dtype: library, words cold / warm
             out.append("tokenising: " + line.split("alone:", 1)[-1].strip())
             continue
+        if "peak GPU memory (" in line:  # each side's caching allocator (nest bench encode, bench_st.py)
+            out.append("memory " + line.strip()[:150])
+            continue
+        if line.startswith("Measured on "):
+            out.append(line.strip()[:240])
+            continue
         if not line.startswith("|"):
             continue
         cols = [c.strip() for c in line.strip().strip("|").split("|")]

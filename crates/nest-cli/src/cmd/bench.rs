@@ -44,11 +44,22 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
     let machine = nest_model::machine::Machine::this(nest_model::default_device());
     eprintln!("  machine: {machine}");
     let mut rows = Vec::new();
+    let device = nest_model::default_device();
     for &choice in &a.model.dtype {
+        nest_model::graph::reset_peak_memory(device);
         let model = super::load_model_in(&a.model, choice)?;
         model.check(&layers, &[])?;
         let run = format!("nest {} ({choice})", model.dtype());
         rows.push(time_nest(&model, &run, &texts, &gold, &layers, &a)?);
+        // libtorch's caching allocator since the load (weights, activations, recorded shapes'
+        // pools; not the CUDA context), as the peer prints torch's
+        if let Some((allocated, reserved)) = nest_model::graph::peak_memory(device) {
+            eprintln!(
+                "  {run}: peak GPU memory (libtorch's allocator): {} MiB allocated, {} MiB reserved",
+                allocated >> 20,
+                reserved >> 20
+            );
+        }
     }
     if let Some(py) = &a.python {
         for peer in a.peers.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -312,6 +323,12 @@ fn run_python(
             script.display(),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+    // the peer's own machine line (torch version, device) and peak GPU memory, beside Nest's
+    for l in String::from_utf8_lossy(&out.stderr).lines() {
+        if l.starts_with("torch ") || l.contains("peak GPU memory") {
+            eprintln!("  sentence-transformers {peer}: {}", l.trim());
+        }
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().last().unwrap_or_default();
