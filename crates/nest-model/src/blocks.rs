@@ -65,8 +65,10 @@ pub(crate) fn pre_norm_exits<L>(
     let packing = Packing::new(tokens);
     let mut stream = Packing::packed(packing.as_ref(), x.shallow_clone());
     let mut hidden_states = Vec::with_capacity(exits.depth() + 1);
-    if exits.keeps(0) {
-        hidden_states.push(x);
+    // the embeddings, unless kept, are freed once the first layer has run
+    match exits.keeps(0) {
+        true => hidden_states.push(x),
+        false => drop(x),
     }
     for (i, layer) in layers.iter().take(exits.depth()).enumerate() {
         stream = step(layer, &stream, packing.as_ref());

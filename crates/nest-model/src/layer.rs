@@ -293,13 +293,16 @@ pub(crate) fn run_layers(
     capture: ClsAttention,
 ) -> EncoderOutput {
     let want = capture != ClsAttention::None;
-    let x = x.to_kind(s.stream);
+    // the embeddings in the stream's kind, the other kind's copy freed here
+    let x = { x }.to_kind(s.stream);
     let packing = Packing::new(tokens);
     let mut stream = Packing::packed(packing.as_ref(), x.shallow_clone());
     let mut hidden_states = Vec::with_capacity(exits.depth() + 1);
     let mut cls_attention = Vec::new();
-    if exits.keeps(0) {
-        hidden_states.push(x);
+    // the embeddings, unless kept, are freed once the first layer has run
+    match exits.keeps(0) {
+        true => hidden_states.push(x),
+        false => drop(x),
     }
     for (i, layer) in stack.iter().take(exits.depth()).enumerate() {
         let (next, cls) = layer.forward(&stream, mask, packing.as_ref(), s, (train, want));
