@@ -134,6 +134,37 @@ fn slim_keeps_the_first_layers_and_a_default_dim() {
     assert!(e.contains("--keep-layers 3 is outside 1..=2"), "{e}");
 }
 
+/// `nest bench encode` heads its table with the machine it measured on, in the file
+/// `--markdown` appends to as on stdout.
+#[test]
+fn bench_encode_names_its_machine() {
+    let (d, m) = setup();
+    let md = p(d.path(), "bench.md");
+    let args = [
+        "bench",
+        "encode",
+        "--model",
+        &m,
+        "--data",
+        &p(d.path(), "sts.tsv"),
+    ];
+    let stdout = ok(&[
+        &args[..],
+        &["--layers", "1,2", "--repeats", "1", "--markdown", &md],
+    ]
+    .concat());
+    let torch = nest_model::machine::torch_version();
+    for text in [stdout, std::fs::read_to_string(&md).unwrap()] {
+        let first = text.lines().next().unwrap_or_default();
+        assert!(first.starts_with("Measured on "), "{text}");
+        assert!(
+            first.contains(&format!("libtorch {torch}, on cpu")),
+            "{first}"
+        );
+        assert!(text.contains("| 2 | nest "), "{text}");
+    }
+}
+
 #[test]
 fn eval_sts_writes_report_files() {
     let (d, m) = setup();
