@@ -23,10 +23,19 @@ import numpy as np
 from . import _nest
 from ._nest import get_num_threads, set_num_threads
 
-__all__ = ["Encoder", "Index", "TrainResult", "train", "distill", "compress", "evaluate", "quantize_embeddings", "get_num_threads", "set_num_threads", "__version__"]
+__all__ = ["Encoder", "Index", "TrainResult", "train", "distill", "compress", "evaluate", "quantize_embeddings", "get_num_threads", "set_num_threads", "machine", "__version__"]
 __version__ = "0.1.0"
 
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+
+
+def machine() -> Dict[str, Any]:
+    """What Nest runs on here, to write next to a figure (as every ``nest bench`` prints it and
+    ``evaluate``'s report keeps it): ``cpu`` (model name), ``cpu_flags`` (those that decide the
+    precision: avx2, avx512_bf16, amx_bf16, ...), ``logical_cpus``, ``libtorch_threads``,
+    ``torch`` (the libtorch version), ``device`` (``"cpu"`` or ``"cuda:N"``) and, on a GPU,
+    ``gpu`` (name, memory, compute capability, CUDA runtime, driver)."""
+    return json.loads(_nest.machine_native())
 
 
 def quantize_embeddings(embeddings, precision: str, return_scales: bool = False):

@@ -312,11 +312,20 @@ fn set_num_threads(n: i32) -> PyResult<()> {
     Ok(())
 }
 
+/// The machine Nest runs on here, as JSON (`nest_model::machine::Machine`: CPU model and
+/// flags, threads, libtorch version, the device and, on a GPU, the card and driver).
+#[pyfunction]
+fn machine_native() -> PyResult<String> {
+    let m = nest_model::machine::Machine::this(nest_model::default_device());
+    serde_json::to_string(&m).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 #[pymodule]
 fn _nest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeEncoder>()?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(machine_native, m)?)?;
     m.add_function(wrap_pyfunction!(train::train_native, m)?)?;
     m.add_function(wrap_pyfunction!(distill::distill_native, m)?)?;
     m.add_function(wrap_pyfunction!(compress::compress_native, m)?)?;

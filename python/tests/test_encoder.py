@@ -160,6 +160,24 @@ def test_info(enc):
     assert enc.num_layers == 6 and enc.get_sentence_embedding_dimension() == 384
 
 
+def test_machine_names_this_machine():
+    m = nest.machine()
+    assert m["device"] == "cpu" and "gpu" not in m
+    assert m["torch"] == torch_release()
+    assert m["libtorch_threads"] == nest.get_num_threads()
+    with open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    if model is not None:
+        assert m["cpu"] == model
+
+
+def torch_release():
+    """The torch wheel's version without its local part (``2.13.0+cpu`` -> ``2.13.0``)."""
+    import torch
+
+    return torch.__version__.split("+")[0]
+
+
 # -- prompts ----------------------------------------------------------------------------------
 
 
