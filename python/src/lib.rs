@@ -316,7 +316,7 @@ fn set_num_threads(n: i32) -> PyResult<()> {
 /// flags, threads, libtorch version, the device and, on a GPU, the card and driver).
 #[pyfunction]
 fn machine_native() -> PyResult<String> {
-    let m = nest_model::machine::Machine::this(nest_model::default_device());
+    let m = nest_model::machine::Machine::here();
     serde_json::to_string(&m).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 

@@ -134,7 +134,7 @@ pub fn run(a: &TrainBench, say: &mut dyn FnMut(String)) -> Result<String> {
             a.objectives
         )));
     }
-    let here = nest_model::machine::Machine::this(nest_model::default_device());
+    let here = nest_model::machine::Machine::here();
     say(format!("machine: {here}"));
     let steps = step::step_benchmark(a, &s, &kinds, say)?;
     say(format!(

@@ -56,6 +56,11 @@ pub struct Gpu {
 }
 
 impl Machine {
+    /// This machine, on the device Nest picks here ([`crate::default_device`]).
+    pub fn here() -> Machine {
+        Machine::this(crate::default_device())
+    }
+
     /// This machine, running on `device`.
     pub fn this(device: Device) -> Machine {
         let (cpu, flags) = cpu_info();

@@ -41,10 +41,10 @@ pub fn run_encode(a: BenchEncodeArgs) -> Result<()> {
         streams,
         a.repeats
     );
-    let machine = nest_model::machine::Machine::this(nest_model::default_device());
+    let device = nest_model::default_device();
+    let machine = nest_model::machine::Machine::this(device);
     eprintln!("  machine: {machine}");
     let mut rows = Vec::new();
-    let device = nest_model::default_device();
     for &choice in &a.model.dtype {
         nest_model::graph::reset_peak_memory(device);
         let model = super::load_model_in(&a.model, choice)?;

@@ -81,10 +81,7 @@ pub fn search(a: BenchSearchArgs) -> Result<()> {
     } = bench_queries(&idx, &a)?;
     let d = q.first().map_or(0, Vec::len);
     eprintln!("{} queries, index of {} vectors", q.len(), idx.len());
-    eprintln!(
-        "machine: {}",
-        nest_model::machine::Machine::this(nest_model::default_device())
-    );
+    eprintln!("machine: {}", nest_model::machine::Machine::here());
     let funnels: Vec<Funnel> = a
         .funnels
         .split(';')
