@@ -346,13 +346,13 @@ impl Gemma3 {
         }
     }
 
-    /// Runs the embeddings and the first `layers` layers (early exit); [CLS]-row attention is
-    /// not captured for this architecture.
+    /// Runs the embeddings and the first `exits.depth()` layers (early exit), keeping the
+    /// states `exits` asks for; [CLS]-row attention is not captured for this architecture.
     ///
     /// # Shapes
     /// - `input.ids`, `input.mask`: `[batch, seq]` int64 (right padding)
-    /// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]`: index 0 the scaled
-    ///   embeddings, index `l` the final norm of the stream after `l` layers
+    /// - output `hidden_states`: the kept states `[batch, seq, hidden]` ([`Exits`]): layer 0
+    ///   the scaled embeddings, layer `l` the final norm of the stream after `l` layers
     pub fn forward(
         &self,
         input: &EncoderInput,

@@ -99,12 +99,14 @@ impl Mpnet {
         set_stack_dtype(&mut self.settings, &mut self.layers, dtype, convert, rest);
     }
 
-    /// Runs the embeddings and the first `layers` layers (early exit).
+    /// Runs the embeddings and the first `exits.depth()` layers (early exit), keeping the states
+    /// `exits` asks for.
     ///
     /// # Shapes
     /// - `input.ids`, `input.mask`: `[batch, seq]` int64
-    /// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]` (index 0 = embeddings);
-    ///   `cls_attention` as [`run_layers`] says (the relative bias is part of the scores)
+    /// - output `hidden_states`: the kept states `[batch, seq, hidden]` (index 0 = embeddings;
+    ///   [`Exits`]); `cls_attention` as [`run_layers`] says (the relative bias is part of the
+    ///   scores)
     pub fn forward(
         &self,
         input: &EncoderInput,

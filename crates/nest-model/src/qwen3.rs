@@ -282,13 +282,14 @@ impl Qwen3 {
         }
     }
 
-    /// Runs the embeddings and the first `layers` layers (early exit); `capture` is not
-    /// supported (a decoder has no [CLS] row) and returns no attention rows.
+    /// Runs the embeddings and the first `exits.depth()` layers (early exit), keeping the
+    /// states `exits` asks for; `capture` is not supported (a decoder has no [CLS] row) and
+    /// returns no attention rows.
     ///
     /// # Shapes
     /// - `input.ids`, `input.mask`: `[batch, seq]` int64 (right padding)
-    /// - output `hidden_states`: `layers + 1` tensors `[batch, seq, hidden]`: index 0 the token
-    ///   embeddings, index `l` the final RMSNorm of the stream after `l` layers
+    /// - output `hidden_states`: the kept states `[batch, seq, hidden]` ([`Exits`]): layer 0
+    ///   the token embeddings, layer `l` the final RMSNorm of the stream after `l` layers
     pub fn forward(
         &self,
         input: &EncoderInput,

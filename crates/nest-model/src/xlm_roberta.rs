@@ -47,7 +47,7 @@ impl XlmRoberta {
         self.bert.set_dtype(dtype, convert, rest);
     }
 
-    /// Runs the embeddings and the first `layers` layers.
+    /// Runs the embeddings and the first `exits.depth()` layers, keeping what `exits` asks for.
     ///
     /// # Shapes
     /// - `input.ids`, `input.mask`: `[batch, seq]` int64
