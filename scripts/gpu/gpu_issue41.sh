@@ -577,7 +577,7 @@ model_gpu_tests() {
   "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
     "$G/nest-model-gpu.xz" /tmp/nest-model-gpu && chmod +x /tmp/nest-model-gpu
   run model_gpu_tests 60 /tmp/nest-model-gpu --test-threads 1 --nocapture
-  grep -E "^test |difference|replays|skipped|^machine:" "$SD/model_gpu_tests.log" | tee "$OUT/model_gpu_tests.txt"
+  grep -E "^test |difference|replays|skipped|^machine:|^recording budget" "$SD/model_gpu_tests.log" | tee "$OUT/model_gpu_tests.txt"
 }
 
 # ------------------------------------------------------------------ 11. graph memory pools

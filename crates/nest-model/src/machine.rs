@@ -151,29 +151,13 @@ fn driver_version(text: &str) -> Option<String> {
 
 #[cfg(feature = "cuda")]
 fn gpu(device: Device) -> Option<Gpu> {
-    use std::ffi::{c_char, c_int, c_longlong};
     let Device::Cuda(i) = device else {
         return None;
     };
-    let mut name = [0 as c_char; 256];
-    let mut out = [0 as c_longlong; 5];
-    // SAFETY: `name` holds 256 bytes (the shim writes at most that many, NUL included) and
-    // `out` 5 values, both alive for the call.
-    nest_sys::call(|err| unsafe {
-        nest_sys::nest_cuda_device_info(
-            i as c_int,
-            name.as_mut_ptr(),
-            name.len() as c_int,
-            out.as_mut_ptr(),
-            err,
-        )
-    })
-    .ok()?;
-    // SAFETY: the shim wrote a NUL-terminated string (snprintf) into `name`.
-    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) };
+    let (name, out) = crate::graph::cuda::device_info(i).ok()?;
     let runtime = out[4];
     Some(Gpu {
-        name: name.to_string_lossy().into_owned(),
+        name,
         memory_mib: (out[0].max(0) as u64) >> 20,
         compute_capability: format!("{}.{}", out[1], out[2]),
         multiprocessors: out[3].max(0) as u32,

@@ -8,6 +8,7 @@
 //! (`NEST_GRAPH_POOL=shared`) must give what graphs with pools of their own give, in any replay
 //! order. And a server's workers sharing one GPU (`nest serve --workers 2`: each its own
 //! encoder and stream) must record and replay at once without touching each other's graphs.
+//! And a pool must read the card's memory for its recordings' budget.
 
 use std::cell::RefCell;
 
@@ -272,4 +273,44 @@ fn the_machine_record_names_the_card() {
         g.memory_mib
     );
     assert_eq!(g.driver.as_deref(), Some(fields[2]));
+}
+
+/// A pool on the card watches its memory ([`nest_model::graph::Budget`]): recordings may fill
+/// 80% of the card as the machine record reads it, and a recording whose pass holds 64 MiB of
+/// temporaries notes at least that much (its private pool's new segment).
+#[test]
+fn a_pool_on_the_card_budgets_its_recordings() {
+    let Some(dev) = gpu() else { return };
+    if std::env::var_os("NEST_GRAPH_MEMORY").is_some() {
+        eprintln!("NEST_GRAPH_MEMORY is set: the default share is not checked");
+        return;
+    }
+    let mut pool = Pool::new(dev);
+    let budget = pool.budget().expect("a budget on a GPU");
+    let card = nest_model::machine::Machine::this(dev)
+        .gpu
+        .expect("a GPU record");
+    let share = budget.limit() as f64 / (card.memory_mib << 20) as f64;
+    assert!((0.799..=0.801).contains(&share), "{share}");
+    assert!(pool.has_room(), "a test process holds little");
+    let out = Tensor::zeros([1], (Kind::Float, dev));
+    let mut body = |o: &Tensor| {
+        let big = Tensor::ones([16 << 20], (Kind::Float, dev));
+        o.shallow_clone().copy_(&big.sum(Kind::Float).reshape([1]));
+        Ok(())
+    };
+    let mut c = Captured::record(&mut pool, out, 1, &mut body)
+        .map_err(|f| f.error)
+        .expect("recording");
+    let largest = pool.budget().expect("budget").largest();
+    eprintln!(
+        "recording budget: {} of {} MiB; a 64 MiB pass's recording took {} MiB",
+        budget.limit() >> 20,
+        card.memory_mib,
+        largest >> 20
+    );
+    assert!(largest >= 64 << 20, "{largest}");
+    c.run(&mut body).expect("replay");
+    let sum = c.state.to_device(Device::Cpu).double_value(&[0]);
+    assert_eq!(sum, (16 << 20) as f64);
 }

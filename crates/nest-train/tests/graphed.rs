@@ -175,6 +175,50 @@ fn sampled_objectives_stay_eager() {
     assert_eq!(t.graph_report(), (0, None));
 }
 
+/// What the process holds on the "device" for `a_spent_memory_budget_leaves_new_shapes_eager`.
+static HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Pools with a memory budget (what a GPU's have; here 800 of 1,000 bytes): once the process
+/// holds more than the budget leaves, steps and GradCache chunks of a new shape run eagerly
+/// (the same weights as the eager trainer's, to 1e-5), the shapes recorded before still
+/// replay, and nothing is marked failed.
+#[test]
+fn a_spent_memory_budget_leaves_new_shapes_eager() {
+    use nest_model::graph::Budget;
+    use std::sync::atomic::Ordering::SeqCst;
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("tiny");
+    write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
+    let mrl = r#"[{kind = "mrl"}]"#;
+    let held = |_: Device| Some(HELD.load(SeqCst));
+    for (rows, extra) in [
+        (8, &[][..]),
+        (16, &["--batch-size", "16", "--mini-batch-size", "4"]),
+    ] {
+        HELD.store(100, SeqCst);
+        let mut eager = timer_with(&model, mrl, GraphMode::Off, extra);
+        let mut graphed = timer_with(&model, mrl, GraphMode::On, extra);
+        graphed.set_graph_budget(Budget::new(1000, 0.8), held);
+        let (short, long) = (pairs(rows * 2, 4), pairs(rows, 14));
+        let mut both = |b: &[(String, String)], step: u64, graphed: &mut StepTimer| {
+            eager.step(0, b, step).unwrap();
+            graphed.step(0, b, step).unwrap();
+            assert_same_weights(&eager, graphed, 1e-5, &format!("{extra:?}, step {step}"));
+        };
+        both(&short[..rows], 0, &mut graphed);
+        let (shapes, failed) = graphed.graph_report();
+        assert!(shapes > 0 && failed.is_none(), "{shapes} {failed:?}");
+        HELD.store(900, SeqCst);
+        both(&long, 1, &mut graphed); // a new shape: eager
+        both(&short[rows..], 2, &mut graphed); // a recorded one: replayed
+        assert_eq!(
+            graphed.graph_report(),
+            (shapes, None),
+            "{extra:?}: no new shape"
+        );
+    }
+}
+
 mod run {
     //! `nest train` with `cuda_graph = "on"` (the fake on the CPU) against the eager trainer,
     //! and its resume.

@@ -7,7 +7,8 @@
 //! - fixed shapes: a batch is padded to its bucket, `rows` rows (a last, partial batch gets
 //!   padding rows of one pad token) and its longest text rounded up to a multiple of [`BUCKET`]
 //!   tokens; one graph per (rows, tokens, deepest layer, pooled layers, prompt tokens skipped),
-//!   at most [`MAX_GRAPHS`] (further shapes run eagerly);
+//!   at most [`MAX_GRAPHS`], and while the device's memory leaves room ([`Pool::has_room`];
+//!   further shapes run eagerly);
 //! - static tensors: the ids and mask are copied in before a replay, and the pooled vectors of
 //!   every requested layer copied out after it (to a new tensor, which the next replay leaves
 //!   alone: the host reads it later, [`super::embed`]);
@@ -68,6 +69,12 @@ struct Slot(Captured<Static>);
 // `!Send`, and the server moves encoders to its worker threads.
 #[allow(unsafe_code)]
 unsafe impl Send for Slot {}
+
+/// Whether a new shape may be recorded: under [`MAX_GRAPHS`] and within the pool's memory
+/// budget ([`Pool::has_room`]).
+fn has_room(cache: &mut Cache, dev: Device) -> bool {
+    cache.slots.len() < MAX_GRAPHS && cache.pool.get_or_insert_with(|| Pool::new(dev)).has_room()
+}
 
 /// The recorded passes of one encoder, by shape.
 #[derive(Default)]
@@ -138,7 +145,7 @@ impl ElasticEncoder {
             cache.made_for = made_for;
         }
         let fresh = !cache.slots.contains_key(&shape);
-        if cache.failed || (fresh && cache.slots.len() >= MAX_GRAPHS) {
+        if cache.failed || (fresh && !has_room(&mut cache, self.device())) {
             return None;
         }
         let mut body = |s: &Static| self.graphed_body(s, job);
@@ -152,7 +159,8 @@ impl ElasticEncoder {
         }
     }
 
-    /// Replays `shape`'s pass on `host`, recording it first if new; returns the pooled vectors
+    /// Replays `shape`'s pass on `host`, recording it first if new (the caller asked
+    /// [`has_room`]); returns the pooled vectors
     /// of the batch's rows, copied out of the static output (`[layers, rows of host, dim]`).
     fn graphed_pass(
         &self,
@@ -360,6 +368,43 @@ mod tests {
             0.0,
             "eager, bit for bit"
         );
+    }
+
+    /// A pool whose memory budget is spent records no new shape: those batches run eagerly
+    /// (the same vectors as a recorded pass, to 1e-5), shapes recorded before still replay,
+    /// and the encoder is not marked failed.
+    #[test]
+    fn a_spent_memory_budget_records_no_new_shape() {
+        use crate::graph::{Budget, Pool};
+        let (_d, enc) = tiny(Architecture::Bert);
+        let on = |batch| opts(batch, GraphMode::On);
+        let first = enc.embed_layers(&TEXTS, &[2], on(4), &mut |_| {}).unwrap();
+        let shapes = enc.recorded_encode_shapes();
+        assert!(shapes > 0);
+        {
+            let mut c = enc.graphs.inner.lock().unwrap();
+            // the process holds 900 of 1,000 bytes, 800 may be held with a new recording
+            let full = Pool::with_sharing(Device::Cpu, false)
+                .with_budget(Budget::new(1000, 0.8), |_| Some(900));
+            c.pool = Some(full);
+        }
+        let again = enc.embed_layers(&TEXTS, &[2], on(4), &mut |_| {}).unwrap();
+        assert_eq!(
+            max_diff(&first, &again),
+            0.0,
+            "recorded shapes still replay"
+        );
+        let other = enc.embed_layers(&TEXTS, &[2], on(3), &mut |_| {}).unwrap();
+        let eager = enc
+            .embed_layers(&TEXTS, &[2], opts(3, GraphMode::Off), &mut |_| {})
+            .unwrap();
+        assert!(max_diff(&other, &eager) < 1e-5);
+        assert_eq!(
+            enc.recorded_encode_shapes(),
+            shapes,
+            "no new shape recorded"
+        );
+        assert!(!enc.encode_graphs_failed());
     }
 
     /// Buckets: rows at least the batch's, tokens rounded up to 16 but not past the

@@ -36,7 +36,7 @@ pub fn new_pool() -> Result<[u64; 2]> {
     // SAFETY: `out` has the two slots the shim writes.
     let r = nest_sys::call(|err| unsafe { nest_graph_pool(out.as_mut_ptr(), err) });
     check(r, "making a graph memory pool")?;
-    Ok(out.map(|v| v as u64))
+    Ok(out.map(u64::from))
 }
 
 impl CudaGraph {
@@ -109,7 +109,34 @@ pub fn memory(i: usize) -> Result<[i64; 4]> {
     // SAFETY: `out` has the four slots the shim writes.
     let r = nest_sys::call(|err| unsafe { nest_cuda_memory(i as c_int, out.as_mut_ptr(), err) });
     check(r, "reading the allocator's counters")?;
-    Ok(out.map(|v| v as i64))
+    Ok(out.map(i64::from))
+}
+
+/// Device `i`'s name and `{total memory in bytes, compute capability major, minor,
+/// multiprocessors, CUDA runtime version}` (`at::cuda::getDeviceProperties`, `shim/info.cpp`).
+pub(crate) fn device_info(i: usize) -> Result<(String, [i64; 5])> {
+    let mut name = [0 as c_char; 256];
+    let mut out = [0 as c_longlong; 5];
+    // SAFETY: `name` holds 256 bytes (the shim writes at most that many, NUL included) and `out`
+    // the 5 values it writes, both alive for the call.
+    let r = nest_sys::call(|err| unsafe {
+        nest_sys::nest_cuda_device_info(
+            i as c_int,
+            name.as_mut_ptr(),
+            name.len() as c_int,
+            out.as_mut_ptr(),
+            err,
+        )
+    });
+    check(r, "reading the device's properties")?;
+    // SAFETY: the shim wrote a NUL-terminated string (snprintf) into `name`.
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) };
+    Ok((name.to_string_lossy().into_owned(), out.map(i64::from)))
+}
+
+/// Device `i`'s memory in bytes.
+pub fn total_memory(i: usize) -> Result<u64> {
+    Ok(device_info(i)?.1[0].max(0) as u64)
 }
 
 pub fn reset_peak(i: usize) -> Result<()> {

@@ -191,21 +191,28 @@ impl<S> Captured<S> {
     /// fake records nothing and skips the recorded pass, so that both run the body the same
     /// number of times. At least one warm-up pass is wise on a GPU: lazy initialisation
     /// (handles, workspaces) inside a capture fails. The recording keeps its memory in
-    /// `pool`.
+    /// `pool`, which notes what it took (its warm-up passes' included: an overestimate, on
+    /// the safe side of [`Budget`]). Whether there is room for it is the caller's question
+    /// ([`Pool::has_room`]), asked before it prepares the recording's state.
     pub fn record(
         pool: &mut Pool,
         state: S,
         warmup: usize,
         body: &mut dyn FnMut(&S) -> Result<()>,
     ) -> std::result::Result<Captured<S>, Failed<S>> {
-        match pool.graph() {
+        let before = pool.held();
+        let recorded = match pool.graph() {
             Ok(g) => Self::record_with(g, state, warmup, body),
             Err(error) => Err(Failed {
                 state,
                 error,
                 warmed: false,
             }),
+        };
+        if recorded.is_ok() {
+            pool.note_recording(before);
         }
+        recorded
     }
 
     /// [`Captured::record`] with a given graph (tests pass the fake).
@@ -334,10 +341,10 @@ pub fn own_stream(device: Device) -> Result<()> {
 
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)]
-mod cuda;
+pub(crate) mod cuda;
 mod pool;
 
-pub use pool::Pool;
+pub use pool::{Budget, Pool, Reserved, MEMORY_SHARE};
 
 #[cfg(feature = "cuda")]
 pub use cuda::CudaGraph;

@@ -23,6 +23,11 @@ use crate::Result;
 ///   one is taken when the owner drops its recordings (libtorch refuses a capture into a
 ///   pool whose graphs are all gone). Not yet measured on a GPU; the default stays private
 ///   until it is.
+///
+/// A pool also keeps its owner's recordings within a memory budget ([`Budget`]): a new shape is
+/// recorded only while the process's memory leaves room for it; past that, the owner runs new
+/// shapes eagerly ([`Pool::has_room`]), so that recording never brings a run or a server to an
+/// out-of-memory stop that eager passes would have avoided.
 #[derive(Debug)]
 pub struct Pool {
     device: Device,
@@ -30,13 +35,95 @@ pub struct Pool {
     /// libtorch's id of the shared pool, taken at the first recording.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     id: Option<[u64; 2]>,
+    /// The budget and how the process's memory is read (`None`: no device memory to watch,
+    /// the CPU's case).
+    memory: Option<(Budget, Reserved)>,
+    /// Whether [`Pool::has_room`] said no already (it warns once).
+    refused: bool,
+}
+
+/// Reads the bytes the process holds on a device (libtorch's caching allocator, recordings'
+/// pools included).
+pub type Reserved = fn(Device) -> Option<u64>;
+
+/// The share of a device's memory that recordings may fill, unless `NEST_GRAPH_MEMORY` says.
+pub const MEMORY_SHARE: f64 = 0.8;
+
+/// How much of its device an owner's recordings may fill: a new recording is admitted while
+/// the bytes the process holds plus the most that one recording has added so far stay within
+/// a share of the device's memory ([`MEMORY_SHARE`], or `NEST_GRAPH_MEMORY` in `(0, 1]`).
+///
+/// Each recording keeps the temporaries of its pass for good (a private pool per shape), so a
+/// run whose batches come in many shapes (lengths up to 256 tokens in buckets of 16, two
+/// columns) could record its way out of memory: an all-mpnet-base-v2-sized model at batch 32
+/// holds a few GiB per long shape. The rest of the device is left to the passes that then run
+/// eagerly. Other processes on the same device are not counted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    /// Bytes the process may hold once a new recording is made.
+    limit: u64,
+    /// The most one recording has added to the process's bytes so far.
+    largest: u64,
+}
+
+impl Budget {
+    /// A budget of `share` of `total` bytes.
+    pub fn new(total: u64, share: f64) -> Budget {
+        Budget {
+            limit: (total as f64 * share.clamp(0.0, 1.0)) as u64,
+            largest: 0,
+        }
+    }
+
+    /// Whether a new recording fits while the process holds `held` bytes.
+    pub fn admits(&self, held: u64) -> bool {
+        held.saturating_add(self.largest) <= self.limit
+    }
+
+    /// Notes a recording that took the process from `before` to `after` bytes.
+    pub fn recorded(&mut self, before: u64, after: u64) {
+        self.largest = self.largest.max(after.saturating_sub(before));
+    }
+
+    /// The most one recording has added so far.
+    pub fn largest(&self) -> u64 {
+        self.largest
+    }
+
+    /// The bytes the process may hold once a new recording is made.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+}
+
+/// `NEST_GRAPH_MEMORY`, or [`MEMORY_SHARE`] (with a warning naming the variable when it is not
+/// a number in `(0, 1]`).
+fn memory_share() -> f64 {
+    match std::env::var("NEST_GRAPH_MEMORY") {
+        Err(_) => MEMORY_SHARE,
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(x) if x > 0.0 && x <= 1.0 => x,
+            _ => {
+                eprintln!(
+                    "warning: NEST_GRAPH_MEMORY={v:?}: expected a share of the device's memory \
+                     in (0, 1]; using {MEMORY_SHARE}"
+                );
+                MEMORY_SHARE
+            }
+        },
+    }
 }
 
 impl Pool {
-    /// The pool of a new owner on `device`: shared when `NEST_GRAPH_POOL=shared`.
+    /// The pool of a new owner on `device`: shared when `NEST_GRAPH_POOL=shared`; on a GPU,
+    /// recordings within [`Budget`]'s share of its memory.
     pub fn new(device: Device) -> Pool {
         let shared = std::env::var("NEST_GRAPH_POOL").as_deref() == Ok("shared");
-        Pool::with_sharing(device, shared)
+        let pool = Pool::with_sharing(device, shared);
+        match device_memory(device) {
+            Some(total) => pool.with_budget(Budget::new(total, memory_share()), reserved_bytes),
+            None => pool,
+        }
     }
 
     pub fn with_sharing(device: Device, shared: bool) -> Pool {
@@ -44,6 +131,61 @@ impl Pool {
             device,
             shared,
             id: None,
+            memory: None,
+            refused: false,
+        }
+    }
+
+    /// This pool with `budget`, the process's bytes read by `reserved` (tests pass their own).
+    pub fn with_budget(mut self, budget: Budget, reserved: Reserved) -> Pool {
+        self.memory = Some((budget, reserved));
+        self
+    }
+
+    /// The budget, where the device's memory is watched.
+    pub fn budget(&self) -> Option<Budget> {
+        self.memory.map(|(b, _)| b)
+    }
+
+    /// Whether a new shape may be recorded: always where no memory is watched (the CPU) or it
+    /// cannot be read; else as [`Budget::admits`] says. The first no warns (on standard
+    /// error).
+    pub fn has_room(&mut self) -> bool {
+        let Some((budget, reserved)) = self.memory else {
+            return true;
+        };
+        let Some(held) = reserved(self.device) else {
+            return true;
+        };
+        let room = budget.admits(held);
+        if !room && !self.refused {
+            self.refused = true;
+            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+            eprintln!(
+                "note: no more shapes recorded as CUDA graphs on {:?}: the process holds {:.1} \
+                 GiB, a recording has taken up to {:.1} GiB more, and recordings may fill {:.1} \
+                 GiB (NEST_GRAPH_MEMORY); new shapes run eagerly",
+                self.device,
+                gib(held),
+                gib(budget.largest()),
+                gib(budget.limit())
+            );
+        }
+        room
+    }
+
+    /// The process's bytes on the device now, where watched.
+    pub(super) fn held(&self) -> Option<u64> {
+        let (_, reserved) = self.memory?;
+        reserved(self.device)
+    }
+
+    /// Notes what a recording added (`before`, then [`Pool::held`] now).
+    pub(super) fn note_recording(&mut self, before: Option<u64>) {
+        if let (Some(before), Some(after)) = (before, self.held()) {
+            if let Some((budget, _)) = self.memory.as_mut() {
+                budget.recorded(before, after);
+            }
         }
     }
 
@@ -73,6 +215,25 @@ impl Pool {
     }
 }
 
+/// The device's memory in bytes (a GPU's, with the `cuda` feature), else `None`.
+fn device_memory(device: Device) -> Option<u64> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => cuda::total_memory(i).ok(),
+        _ => None,
+    }
+}
+
+/// The bytes libtorch's caching allocator holds on `device` (reserved: what the process has
+/// taken from the device, recordings' pools included).
+fn reserved_bytes(device: Device) -> Option<u64> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => cuda::memory(i).ok().map(|m| m[2].max(0) as u64),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +249,70 @@ mod tests {
             assert!(!g.records());
             assert_eq!(pool.id, None, "no libtorch pool on the CPU");
         }
+    }
+
+    /// The CPU watches no memory: always room, no budget.
+    #[test]
+    fn the_cpu_always_has_room() {
+        let mut pool = Pool::new(Device::Cpu);
+        assert!(pool.budget().is_none());
+        assert!(pool.has_room());
+        assert_eq!(pool.held(), None);
+    }
+
+    /// A budget admits while what is held plus the costliest recording so far stays within
+    /// its share: 80% of 1,000 bytes is 800.
+    #[test]
+    fn a_budget_admits_within_its_share() {
+        let mut b = Budget::new(1000, 0.8);
+        assert_eq!(b.limit(), 800);
+        assert!(b.admits(800), "no recording yet: up to the limit");
+        assert!(!b.admits(801));
+        b.recorded(100, 350);
+        assert_eq!(b.largest(), 250);
+        b.recorded(400, 450);
+        assert_eq!(b.largest(), 250, "the costliest is kept");
+        b.recorded(500, 400);
+        assert_eq!(
+            b.largest(),
+            250,
+            "a recording that freed memory costs nothing"
+        );
+        assert!(b.admits(550));
+        assert!(!b.admits(551));
+        assert!(!b.admits(u64::MAX), "no overflow");
+        assert_eq!(Budget::new(1000, 1.5).limit(), 1000, "a share is at most 1");
+    }
+
+    static HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    fn held_now(_: Device) -> Option<u64> {
+        Some(HELD.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// A recording through a budgeted pool notes what it took (here its body holds 300 more
+    /// bytes), and the pool says no once another such recording would pass the limit; a pool
+    /// whose memory cannot be read always has room.
+    #[test]
+    fn recordings_note_their_cost_and_spend_the_budget() {
+        use std::sync::atomic::Ordering::SeqCst;
+        HELD.store(100, SeqCst);
+        let mut pool =
+            Pool::with_sharing(Device::Cpu, false).with_budget(Budget::new(1000, 0.8), held_now);
+        assert!(pool.has_room());
+        let mut body = |_: &()| {
+            HELD.fetch_add(300, SeqCst);
+            Ok(())
+        };
+        let c = super::super::Captured::record(&mut pool, (), 1, &mut body);
+        assert!(c.is_ok());
+        assert_eq!(HELD.load(SeqCst), 400);
+        assert_eq!(pool.budget().unwrap().largest(), 300);
+        assert!(pool.has_room(), "400 + 300 <= 800");
+        HELD.store(501, SeqCst);
+        assert!(!pool.has_room(), "501 + 300 > 800");
+        assert!(!pool.has_room(), "and again (it warns once)");
+        let mut unread =
+            Pool::with_sharing(Device::Cpu, false).with_budget(Budget::new(1000, 0.8), |_| None);
+        assert!(unread.has_room());
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! What a replay needs, and this module arranges:
 //! - fixed shapes: each column of a batch is padded to a multiple of [`BUCKET`] tokens, and one
-//!   graph is kept per (rows, padded lengths), at most [`MAX_GRAPHS`] (other shapes run
-//!   eagerly);
+//!   graph is kept per (rows, padded lengths), at most [`MAX_GRAPHS`] and while the device's
+//!   memory leaves room ([`Pool::has_room`]; other shapes run eagerly);
 //! - static tensors: the token ids and masks are copied into the graph's own tensors before a
 //!   replay, and the loss and gradient norm are read from its outputs after;
 //! - nothing read back inside the step: the layers run unpacked, the objective must say its
@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 
 pub use nest_model::graph::GraphMode;
-use nest_model::graph::{Captured, Pool};
+use nest_model::graph::{Budget, Captured, Pool, Reserved};
 use nest_model::optim::DeviceUpdate;
 use nest_model::{ElasticEncoder, EncoderInput};
 use tch::{Device, Kind, Tensor};
@@ -115,6 +115,20 @@ impl GraphedStep {
         self.failed.as_deref().or(self.chunks.failed.as_deref())
     }
 
+    /// Pools of this budget for the steps and the GradCache chunks recorded from now on, the
+    /// process's bytes read by `reserved` (tests give the CPU what a GPU has).
+    pub fn set_budget(&mut self, dev: Device, budget: Budget, reserved: Reserved) {
+        let pool = || Pool::with_sharing(dev, false).with_budget(budget, reserved);
+        self.pool = Some(pool());
+        self.chunks.pool = Some(pool());
+    }
+
+    /// Whether a new shape may be recorded: under [`MAX_GRAPHS`] and within the pool's memory
+    /// budget ([`Pool::has_room`]); the pool is made here.
+    fn has_room(&mut self, dev: Device) -> bool {
+        self.graphs.len() < MAX_GRAPHS && self.pool.get_or_insert_with(|| Pool::new(dev)).has_room()
+    }
+
     /// One optimizer step on batch `b` through its shape's graph: `Some((loss, grad norm))`, or
     /// `None` when this step cannot be recorded (the caller runs the eager step). The optimizer's
     /// host step count advances on a finite norm; a non-finite one is returned as it is, with the
@@ -135,7 +149,7 @@ impl GraphedStep {
         let key: Vec<i64> = std::iter::once(b.examples.len() as i64)
             .chain(host.iter().map(|(i, _)| i.ids.size()[1]))
             .collect();
-        if !self.graphs.contains_key(&key) && self.graphs.len() >= MAX_GRAPHS {
+        if !self.graphs.contains_key(&key) && !self.has_room(enc.device()) {
             return Ok(None);
         }
         let update = self
@@ -157,7 +171,7 @@ impl GraphedStep {
                 let state = static_like(&host, scores.as_ref(), enc.device());
                 fill(&state, &host, scores.as_ref());
                 // the warm-up pass is this step; the recording serves the next ones
-                let pool = self.pool.get_or_insert_with(|| Pool::new(enc.device()));
+                let pool = self.pool.as_mut().expect("made by has_room");
                 match Captured::record(pool, state, WARMUP, &mut body) {
                     Ok(c) => &self.graphs.entry(key).or_insert(c).state,
                     // a capture that failed part-way can leave libtorch's CUDA generator in

@@ -15,7 +15,8 @@
 //! a few hundred launches for the whole step. Both passes of a chunk see the same padded shape
 //! and are replayed after the same seed, so their dropout masks agree as in the eager passes.
 //! Shapes are keyed by (rows, every column's length padded to [`super::graphed::BUCKET`]
-//! tokens); past [`MAX_GRAPHS`] shapes a chunk runs eagerly (both passes).
+//! tokens); past [`MAX_GRAPHS`] shapes, or once the device's memory budget is spent
+//! ([`Pool::has_room`]), a chunk of a new shape runs eagerly (both passes).
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -57,7 +58,7 @@ pub struct ChunkGraphs {
     /// Why recording stopped (a failed capture).
     pub failed: Option<String>,
     /// Where the chunk graphs keep their memory, made at the first recording.
-    pool: Option<Pool>,
+    pub(super) pool: Option<Pool>,
 }
 
 impl ChunkGraphs {
@@ -83,9 +84,11 @@ impl ChunkGraphs {
             .sum()
     }
 
-    /// The chunk's shape key, with its host inputs; `None` when a new shape would pass
-    /// [`MAX_GRAPHS`] (the chunk then runs eagerly).
-    fn key(&self, e: &Encoding, ex: &[usize]) -> Option<(Vec<i64>, ColumnInputs)> {
+    /// The chunk's shape key, with its host inputs; `None` (the chunk then runs eagerly) for a
+    /// new shape unless `admit` (the first pass's question: the second pass follows what the
+    /// first did, so that a chunk's two passes pad alike) and it stays under [`MAX_GRAPHS`]
+    /// and within the pool's memory budget ([`Pool::has_room`]).
+    fn key(&mut self, e: &Encoding, ex: &[usize], admit: bool) -> Option<(Vec<i64>, ColumnInputs)> {
         let b = Batch {
             source: 0,
             examples: ex.to_vec(),
@@ -94,7 +97,11 @@ impl ChunkGraphs {
         let key: Vec<i64> = std::iter::once(ex.len() as i64)
             .chain(host.iter().map(|(i, _)| i.ids.size()[1]))
             .collect();
-        let room = self.shapes.contains_key(&key) || self.shapes.len() < MAX_GRAPHS;
+        let dev = e.enc.device();
+        let room = self.shapes.contains_key(&key)
+            || (admit
+                && self.shapes.len() < MAX_GRAPHS
+                && self.pool.get_or_insert_with(|| Pool::new(dev)).has_room());
         room.then_some((key, host))
     }
 
@@ -111,7 +118,7 @@ impl ChunkGraphs {
     ) -> Result<Vec<Pooled>> {
         let mut parts: Vec<Vec<Pooled>> = e.cols.iter().map(|_| Vec::new()).collect();
         for (k, ex) in local.chunks(chunk.max(1)).enumerate() {
-            let got = match self.key(e, ex) {
+            let got = match self.key(e, ex, true) {
                 None => eager(k, ex),
                 Some((key, host)) => {
                     let dev = e.enc.device();
@@ -152,7 +159,7 @@ impl ChunkGraphs {
     ) -> Result<()> {
         for (k, ex) in local.chunks(chunk.max(1)).enumerate() {
             let at = (k * chunk) as i64;
-            let Some((key, host)) = self.key(e, ex) else {
+            let Some((key, host)) = self.key(e, ex, false) else {
                 eager(k, ex, at);
                 continue;
             };

@@ -16,6 +16,7 @@ use crate::objective::{Objective, StepContext};
 use crate::optim::AdamW;
 use crate::recipe::{DataFormat, DataSource, Recipe};
 use crate::{Error, Result};
+use nest_model::graph::{Budget, Reserved};
 
 /// Steps of each recipe's objective on one encoder, one AdamW over the encoder's weights and
 /// every objective's own parameters (as in training).
@@ -74,6 +75,13 @@ impl StepTimer {
     /// Records steps as CUDA graphs per shape (see [`GraphedStep`]); `Off` by default.
     pub fn set_graph_mode(&mut self, mode: GraphMode) {
         self.graphs = GraphedStep::new(mode);
+    }
+
+    /// Records into pools of this budget from now on (the steps' and the GradCache chunks'),
+    /// the process's bytes read by `reserved`: what a GPU's pools do, for tests on the CPU.
+    pub fn set_graph_budget(&mut self, budget: Budget, reserved: Reserved) {
+        let dev = self.encoder().device();
+        self.graphs.set_budget(dev, budget, reserved);
     }
 
     /// How many shapes have a recorded step, and why recording stopped if it did.
