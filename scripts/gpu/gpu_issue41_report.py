@@ -189,6 +189,9 @@ def encode_table(path, mean_tokens=None):
         if "tokenising the" in line:  # the host's share, per dtype: library, words cold / warm
             out.append("tokenising: " + line.split("alone:", 1)[-1].strip())
             continue
+        if "had queued every batch at" in line:  # the host's part of a timed pass, per layer
+            out.append("host: " + re.sub(r"\s+", " ", line.strip())[:140])
+            continue
         if "peak GPU memory (" in line:  # each side's caching allocator (nest bench encode, bench_st.py)
             out.append("memory " + line.strip()[:150])
             continue

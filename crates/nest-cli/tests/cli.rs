@@ -148,11 +148,32 @@ fn bench_encode_names_its_machine() {
         "--data",
         &p(d.path(), "sts.tsv"),
     ];
-    let stdout = ok(&[
+    let all = [
         &args[..],
         &["--layers", "1,2", "--repeats", "1", "--markdown", &md],
     ]
-    .concat());
+    .concat();
+    let o = nest(&all);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    // each layer's timed pass: when the host had queued its last batch, within the pass
+    for layer in [1, 2] {
+        let line = err
+            .lines()
+            .find(|l| {
+                l.contains(&format!(
+                    "layer {layer}: the host had queued every batch at"
+                ))
+            })
+            .unwrap_or_else(|| panic!("layer {layer}'s host line: {err}"));
+        let ms: Vec<f64> = line
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert_eq!(ms.len(), 2, "{line}");
+        assert!(0.0 < ms[0] && ms[0] <= ms[1], "{line}");
+    }
     let torch = nest_model::machine::torch_version();
     for text in [stdout, std::fs::read_to_string(&md).unwrap()] {
         let first = text.lines().next().unwrap_or_default();
