@@ -171,7 +171,7 @@ impl GraphedStep {
                 let state = static_like(&host, scores.as_ref(), enc.device());
                 fill(&state, &host, scores.as_ref());
                 // the warm-up pass is this step; the recording serves the next ones
-                let pool = self.pool.as_mut().expect("made by has_room");
+                let pool = self.pool.get_or_insert_with(|| Pool::new(enc.device()));
                 match Captured::record(pool, state, WARMUP, &mut body) {
                     Ok(c) => &self.graphs.entry(key).or_insert(c).state,
                     // a capture that failed part-way can leave libtorch's CUDA generator in
