@@ -1,0 +1,195 @@
+//! The recorded encode passes on the CPU fake: the eager vectors to 1e-5, prompts, failures,
+//! the memory budget, buckets.
+
+use super::*;
+use crate::config::Architecture;
+use crate::graph::GraphMode;
+use crate::tiny::{write_tiny_model, TinySpec};
+use crate::EncodeOptions;
+
+/// Lengths from 3 to over 30 tokens: several token buckets.
+const TEXTS: [&str; 7] = [
+    "the cat sat on the mat",
+    "a man is playing music",
+    "dog",
+    "the dog is playing guitar on the mat, a man sat!",
+    "xyz 123",
+    "the cat and the dog sat on a mat while a man is playing guitar music",
+    "a",
+];
+
+fn tiny(arch: Architecture) -> (tempfile::TempDir, ElasticEncoder) {
+    let dir = tempfile::tempdir().unwrap();
+    write_tiny_model(dir.path(), &TinySpec::new(arch)).unwrap();
+    let enc = ElasticEncoder::load(dir.path(), Device::Cpu, None).unwrap();
+    (dir, enc)
+}
+
+fn opts(batch_size: usize, graphs: GraphMode) -> EncodeOptions {
+    EncodeOptions {
+        batch_size,
+        graphs,
+        ..EncodeOptions::default()
+    }
+}
+
+fn max_diff(a: &[Tensor], b: &[Tensor]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| {
+            assert_eq!(a.size(), b.size());
+            (a - b).abs().max().double_value(&[])
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Forced on (the CPU fake), padded rows and tokens and no packing give the eager vectors
+/// to 1e-5: every architecture, several batch sizes (a last partial batch among them), one
+/// and several layers at once; a second encode reuses the recorded shapes.
+#[test]
+fn recorded_passes_give_the_eager_vectors() {
+    for arch in [
+        Architecture::Bert,
+        Architecture::Mpnet,
+        Architecture::ModernBert,
+        Architecture::Qwen3,
+    ] {
+        let (_d, enc) = tiny(arch);
+        for layers in [&[2usize][..], &[1], &[1, 2]] {
+            for batch in [1, 3, 4, 7, 32] {
+                let off = opts(batch, GraphMode::Off);
+                let eager = enc.embed_layers(&TEXTS, layers, off, &mut |_| {}).unwrap();
+                let on = opts(batch, GraphMode::On);
+                let graphed = enc.embed_layers(&TEXTS, layers, on, &mut |_| {}).unwrap();
+                let d = max_diff(&eager, &graphed);
+                assert!(d < 1e-5, "{arch:?} layers {layers:?} batch {batch}: {d}");
+            }
+        }
+        let shapes = enc.recorded_encode_shapes();
+        assert!(shapes > 1 && shapes <= MAX_GRAPHS, "{arch:?}: {shapes}");
+        enc.embed_layers(&TEXTS, &[1, 2], opts(3, GraphMode::On), &mut |_| {})
+            .unwrap();
+        assert_eq!(enc.recorded_encode_shapes(), shapes, "{arch:?}: reused");
+    }
+}
+
+/// A prompt left out of the pooling (its tokens skipped) is skipped in the recorded pass too.
+#[test]
+fn recorded_passes_skip_a_prompt() {
+    let (_d, mut enc) = tiny(Architecture::Bert);
+    enc.include_prompt = false;
+    let run = |mode| {
+        let o = opts(3, mode);
+        enc.embed_prompted(&TEXTS, &[1, 2], o, Some("the man "), &mut |_| {})
+            .unwrap()
+    };
+    let (eager, graphed) = (run(GraphMode::Off), run(GraphMode::On));
+    assert!(max_diff(&eager, &graphed) < 1e-5);
+    let unprompted = enc
+        .embed_layers(&TEXTS, &[1, 2], opts(3, GraphMode::Off), &mut |_| {})
+        .unwrap();
+    assert!(max_diff(&eager, &unprompted) > 1e-3, "the prompt counts");
+}
+
+/// A pass that fails (here a panic inside the forward pass, as a capture's refusal would
+/// be) gives `None`, warns, and turns recording off for good; encodes go on eagerly.
+#[test]
+fn a_failed_recording_falls_back_to_eager() {
+    let (_d, enc) = tiny(Architecture::Bert);
+    let ids = enc.tokenizer.encode(&TEXTS).unwrap();
+    let seqs: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+    // layer 5 of a 2-layer model: the pooling indexes past the hidden states
+    let bad = BatchJob {
+        layers: &[5],
+        deepest: 5,
+        skip: 0,
+    };
+    assert!(enc.embed_graphed(&seqs, &bad, 8).is_none());
+    assert_eq!(enc.recorded_encode_shapes(), 0);
+    let good = BatchJob {
+        layers: &[2],
+        deepest: 2,
+        skip: 0,
+    };
+    assert!(enc.embed_graphed(&seqs, &good, 8).is_none(), "off for good");
+    let on = enc.embed_layers(&TEXTS, &[2], opts(2, GraphMode::On), &mut |_| {});
+    let off = enc.embed_layers(&TEXTS, &[2], opts(2, GraphMode::Off), &mut |_| {});
+    assert_eq!(
+        max_diff(&on.unwrap(), &off.unwrap()),
+        0.0,
+        "eager, bit for bit"
+    );
+}
+
+/// A pool whose memory budget is spent records no new shape: those batches run eagerly
+/// (the same vectors as a recorded pass, to 1e-5), shapes recorded before still replay,
+/// and the encoder is not marked failed.
+#[test]
+fn a_spent_memory_budget_records_no_new_shape() {
+    use crate::graph::{Budget, Pool};
+    let (_d, enc) = tiny(Architecture::Bert);
+    let on = |batch| opts(batch, GraphMode::On);
+    let first = enc.embed_layers(&TEXTS, &[2], on(4), &mut |_| {}).unwrap();
+    let shapes = enc.recorded_encode_shapes();
+    assert!(shapes > 0);
+    {
+        let mut c = enc.graphs.inner.lock().unwrap();
+        // the process holds 900 of 1,000 bytes, 800 may be held with a new recording
+        let full = Pool::with_sharing(Device::Cpu, false)
+            .with_budget(Budget::new(1000, 0.8), |_| Some(900));
+        c.pool = Some(full);
+    }
+    let again = enc.embed_layers(&TEXTS, &[2], on(4), &mut |_| {}).unwrap();
+    assert_eq!(
+        max_diff(&first, &again),
+        0.0,
+        "recorded shapes still replay"
+    );
+    let other = enc.embed_layers(&TEXTS, &[2], on(3), &mut |_| {}).unwrap();
+    let eager = enc
+        .embed_layers(&TEXTS, &[2], opts(3, GraphMode::Off), &mut |_| {})
+        .unwrap();
+    assert!(max_diff(&other, &eager) < 1e-5);
+    assert_eq!(
+        enc.recorded_encode_shapes(),
+        shapes,
+        "no new shape recorded"
+    );
+    assert!(!enc.encode_graphs_failed());
+}
+
+/// Buckets: rows at least the batch's, tokens rounded up to 16 but not past the
+/// tokenizer's longest (64 here) unless a text is longer.
+#[test]
+fn buckets_round_tokens_up() {
+    let (_d, enc) = tiny(Architecture::Bert);
+    let job = BatchJob {
+        layers: &[1, 2],
+        deepest: 2,
+        skip: 1,
+    };
+    let (a, b, c) = (vec![1i64; 17], vec![1i64; 3], vec![1i64; 70]);
+    let s = enc.bucket(&[&a, &b], &job, 4);
+    assert_eq!((s.rows, s.tokens, s.deepest, s.skip), (4, 32, 2, 1));
+    assert_eq!(enc.bucket(&[&b], &job, 1).tokens, 16);
+    assert_eq!(enc.bucket(&[&c, &b], &job, 1).tokens, 70);
+    assert_eq!(enc.bucket(&[&c, &b], &job, 1).rows, 2);
+    let (input, n) = enc.bucket_input(&[&a, &b], &s);
+    assert_eq!((input.ids.size(), n), (vec![4, 32], 2));
+    let mask = Vec::<i64>::try_from(input.mask.sum_dim_intlist(1, false, Kind::Int64));
+    assert_eq!(mask.unwrap(), [17, 3, 1, 1], "padding rows hold one token");
+}
+
+/// `Auto` records on a GPU only (when `NEST_CUDA_GRAPHS` is not set).
+#[test]
+fn auto_is_off_on_the_cpu() {
+    if std::env::var_os("NEST_CUDA_GRAPHS").is_some() {
+        return;
+    }
+    assert!(!GraphMode::Auto.resolve(Device::Cpu));
+    assert!(GraphMode::Auto.resolve(Device::Cuda(0)));
+    assert!(GraphMode::On.resolve(Device::Cpu));
+    assert!(!GraphMode::Off.resolve(Device::Cuda(0)));
+    assert_eq!("on".parse::<GraphMode>(), Ok(GraphMode::On));
+    assert!("yes".parse::<GraphMode>().is_err());
+}
