@@ -26,8 +26,9 @@ use crate::Result;
 ///
 /// A pool also keeps its owner's recordings within a memory budget ([`Budget`]): a new shape is
 /// recorded only while the process's memory leaves room for it; past that, the owner runs new
-/// shapes eagerly ([`Pool::has_room`]), so that recording never brings a run or a server to an
-/// out-of-memory stop that eager passes would have avoided.
+/// shapes eagerly ([`Pool::has_room`]), so that recording does not take a run or a server to
+/// an out-of-memory stop that eager passes would have avoided (a guard, not a guarantee: other
+/// processes on the device are not counted).
 #[derive(Debug)]
 pub struct Pool {
     device: Device,
@@ -97,8 +98,14 @@ impl Budget {
 }
 
 /// `NEST_GRAPH_MEMORY`, or [`MEMORY_SHARE`] (with a warning naming the variable when it is not
-/// a number in `(0, 1]`).
+/// a number in `(0, 1]`); read once per process, so that the warning comes once however many
+/// owners make pools.
 fn memory_share() -> f64 {
+    static SHARE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *SHARE.get_or_init(read_memory_share)
+}
+
+fn read_memory_share() -> f64 {
     match std::env::var("NEST_GRAPH_MEMORY") {
         Err(_) => MEMORY_SHARE,
         Ok(v) => match v.trim().parse::<f64>() {
