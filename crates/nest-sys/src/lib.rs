@@ -4,8 +4,8 @@
 //! The contract every function keeps (`shim/guard.h`): no C++ exception crosses; a failure
 //! returns non-zero (or null) with a malloc'd, NUL-terminated message in `*err`, which Rust
 //! copies and frees once. Pointers passed in live for the call. The safe wrappers live with the
-//! types they serve: nest-model's `optim/fused.rs`, `graph/cuda.rs` and `encoder/transfer.rs`
-//! (`pinned`), `machine.rs`, and nest-dist's `lib.rs`.
+//! types they serve: nest-model's `optim/fused.rs` and `optim/foreach.rs`, `graph/cuda.rs` and
+//! `encoder/transfer.rs` (`pinned`), `machine.rs`, and nest-dist's `lib.rs`.
 
 #![allow(unsafe_code)]
 
@@ -34,6 +34,27 @@ extern "C" {
         eps: f64,
         err: *mut *mut c_char,
     ) -> c_int;
+
+    /// A new `at::Tensor*`: the L2 norms of `n` tensors, stacked, or null
+    /// (`shim/foreach.cpp`).
+    pub fn nest_foreach_norm(
+        ts: *const *const c_void,
+        n: c_long,
+        err: *mut *mut c_char,
+    ) -> *mut c_void;
+
+    /// `n` tensors multiplied in place by the scalar tensor `factor`, or by `value` when
+    /// `factor` is null (`shim/foreach.cpp`).
+    pub fn nest_foreach_mul_(
+        ts: *const *const c_void,
+        n: c_long,
+        factor: *const c_void,
+        value: f64,
+        err: *mut *mut c_char,
+    ) -> c_int;
+
+    /// `n` tensors set to zero in place (`shim/foreach.cpp`).
+    pub fn nest_foreach_zero_(ts: *const *const c_void, n: c_long, err: *mut *mut c_char) -> c_int;
 
     /// A new `at::Tensor*` holding `t` in pinned host memory, or null (`shim/pinned.cpp`).
     pub fn nest_pin_memory(t: *const c_void, err: *mut *mut c_char) -> *mut c_void;

@@ -109,19 +109,31 @@ impl AdamW {
             .collect()
     }
 
+    /// Sets every gradient to zero (one multi-tensor kernel: `optim/foreach.rs`), as tch's
+    /// `Tensor::zero_grad` does tensor by tensor; the gradients keep their storage (a recorded
+    /// step reads them there).
     pub fn zero_grad(&mut self) {
-        for p in &mut self.params {
-            p.zero_grad();
+        let grads = self.grads();
+        if !grads.is_empty() {
+            foreach::zero_(&grads).unwrap_or_else(|e| panic!("{e}"));
         }
+    }
+
+    /// The parameters' gradients, where defined, in the optimizer's order.
+    fn grads(&self) -> Vec<Tensor> {
+        self.params
+            .iter()
+            .map(Tensor::grad)
+            .filter(Tensor::defined)
+            .collect()
     }
 
     /// Whether every defined gradient is finite (no NaN, no infinity).
     pub fn grads_finite(&self) -> bool {
         let _g = tch::no_grad_guard();
-        self.params
+        let grads = self.grads();
+        grads
             .iter()
-            .map(Tensor::grad)
-            .filter(Tensor::defined)
             .all(|g| g.isfinite().all().int64_value(&[]) != 0)
     }
 
@@ -129,12 +141,7 @@ impl AdamW {
     /// (`torch.nn.utils.clip_grad_norm_`). Returns the norm before clipping.
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> f64 {
         let _g = tch::no_grad_guard();
-        let grads: Vec<Tensor> = self
-            .params
-            .iter()
-            .map(Tensor::grad)
-            .filter(Tensor::defined)
-            .collect();
+        let grads = self.grads();
         if grads.is_empty() {
             return 0.0;
         }
@@ -142,9 +149,8 @@ impl AdamW {
         if max_norm > 0.0 {
             let coef = (max_norm / (total + 1e-6)).min(1.0);
             if coef < 1.0 {
-                for mut g in grads {
-                    let _ = g.g_mul_scalar_(coef);
-                }
+                foreach::mul_(&grads, foreach::Factor::Value(coef))
+                    .unwrap_or_else(|e| panic!("{e}"));
             }
         }
         total
@@ -214,24 +220,19 @@ impl AdamW {
                 self.num_groups()
             )));
         }
-        let grads: Vec<Tensor> = self
-            .params
-            .iter()
-            .map(Tensor::grad)
-            .filter(Tensor::defined)
-            .collect();
+        let grads = self.grads();
         if grads.is_empty() {
             return Ok(update.step.zeros_like().to_kind(Kind::Double));
         }
         let total = global_norm(&grads);
         if max_norm > 0.0 {
+            // in float32, as a float64 scalar multiplying a float32 tensor is read
             let coef = total
                 .full_like(max_norm)
                 .g_div(&(&total + 1e-6))
-                .clamp_max(1.0);
-            for mut g in grads {
-                let _ = g.g_mul_(&coef);
-            }
+                .clamp_max(1.0)
+                .to_kind(Kind::Float);
+            foreach::mul_(&grads, foreach::Factor::Tensor(&coef)).map_err(tch::TchError::Torch)?;
         }
         let found_inf = total.isfinite().logical_not().to_kind(Kind::Float);
         let _ = update.step.shallow_clone().g_add_scalar_(1.0);
@@ -316,19 +317,25 @@ struct Group {
     v: Vec<Tensor>,
 }
 
-/// The global L2 norm of `grads` (float64 scalar, on their device; no read-back), as
-/// `torch.nn.utils.clip_grad_norm_` computes it.
+/// The global L2 norm of `grads` (not empty; a float64 scalar on their device, no read-back),
+/// as `torch.nn.utils.clip_grad_norm_` computes it: each tensor's norm (one multi-tensor
+/// kernel), squared and summed in float64.
 fn global_norm(grads: &[Tensor]) -> Tensor {
-    let norms: Vec<Tensor> = grads
-        .iter()
-        .map(|g| g.norm().to_kind(Kind::Double).square())
-        .collect();
-    Tensor::stack(&norms, 0).sum(Kind::Double).sqrt()
+    let norms = foreach::norms(grads).unwrap_or_else(|e| panic!("{e}"));
+    norms
+        .to_kind(Kind::Double)
+        .square()
+        .sum(Kind::Double)
+        .sqrt()
 }
 
 /// The call into nest-sys's `shim/fused_adamw.cpp`.
 #[allow(unsafe_code)]
 mod fused;
+
+/// The calls into nest-sys's `shim/foreach.cpp`.
+#[allow(unsafe_code)]
+mod foreach;
 
 #[cfg(test)]
 mod tests;

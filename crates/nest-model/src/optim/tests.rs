@@ -172,3 +172,75 @@ fn a_finite_loss_with_an_infinite_gradient_is_seen() {
     (&p * 2.0).sum(Kind::Float).backward();
     assert!(opt.grads_finite());
 }
+
+/// Parameters of several shapes (one without a gradient) whose gradients are fixed,
+/// uneven values, and their optimizer.
+fn uneven_gradients() -> (Vec<Tensor>, AdamW) {
+    let shapes: [&[i64]; 5] = [&[7, 5], &[3], &[64, 33], &[1], &[2, 2]];
+    let params: Vec<Tensor> = shapes
+        .iter()
+        .map(|s| Tensor::zeros(*s, (Kind::Float, tch::Device::Cpu)).set_requires_grad(true))
+        .collect();
+    let named = params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("p{i}.weight"), p.shallow_clone()))
+        .collect();
+    let opt = AdamW::new(named, 0.0);
+    let loss: Tensor = params[..4]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let n = p.numel() as i64;
+            let w = (Tensor::arange(n, (Kind::Float, tch::Device::Cpu)) * (0.37 + i as f64)).sin()
+                * (i as f64 * 3.0 + 0.5);
+            (p * w.view(p.size().as_slice())).sum(Kind::Float)
+        })
+        .reduce(|a, b| a + b)
+        .unwrap();
+    loss.backward();
+    (params, opt)
+}
+
+/// The multi-tensor kernels (`optim/foreach.rs`) give on the CPU what the per-tensor
+/// operations gave, bit for bit: the global norm (each tensor's norm squared and summed in
+/// float64), the clipping by a host or a device factor, and the zeroing; a parameter without
+/// a gradient is left out.
+#[test]
+fn the_multi_tensor_kernels_are_the_per_tensor_operations() {
+    let (params, mut opt) = uneven_gradients();
+    let grads: Vec<Tensor> = params[..4].iter().map(|p| p.grad().copy()).collect();
+    let per_tensor: Vec<Tensor> = grads
+        .iter()
+        .map(|g| g.norm().to_kind(Kind::Double).square())
+        .collect();
+    let want = Tensor::stack(&per_tensor, 0).sum(Kind::Double).sqrt();
+    let got = global_norm(&opt.grads());
+    assert_eq!(got.double_value(&[]), want.double_value(&[]));
+    assert!(!params[4].grad().defined());
+
+    let norm = opt.clip_grad_norm(1.0);
+    assert_eq!(norm, want.double_value(&[]));
+    let coef = 1.0 / (norm + 1e-6);
+    assert!(coef < 1.0, "the gradients are clipped: norm {norm}");
+    let v = |t: &Tensor| Vec::<f32>::try_from(&t.view([-1])).unwrap();
+    for (p, g) in params.iter().zip(&grads) {
+        assert_eq!(v(&p.grad()), v(&(g * coef)));
+    }
+    // the device factor (a float64 scalar made float32), as the recorded step's clipping
+    let by = Tensor::from(0.25f64).to_kind(Kind::Float);
+    foreach::mul_(&opt.grads(), foreach::Factor::Tensor(&by)).unwrap();
+    for (p, g) in params.iter().zip(&grads) {
+        assert_eq!(v(&p.grad()), v(&(g * coef * Tensor::from(0.25f64))));
+    }
+    opt.zero_grad();
+    for p in &params[..4] {
+        assert!(p.grad().defined(), "zeroed in place, not freed");
+        assert_eq!(p.grad().abs().sum(Kind::Float).double_value(&[]), 0.0);
+    }
+    // libtorch's refusal is an error, not a crash
+    let other = Tensor::zeros([2], (Kind::Float, tch::Device::Cpu));
+    let wrong = Tensor::from_slice(&[1.0f32, 2.0]);
+    assert!(foreach::mul_(&[other], foreach::Factor::Tensor(&wrong)).is_err());
+    assert!(foreach::norms(&[]).is_err());
+}
