@@ -1,8 +1,8 @@
 //! The recorded training step (`GraphedStep`, a CUDA graph on a GPU) on the CPU fake, which runs
 //! the recorded body eagerly: the same steps as the eager trainer step, up to the padding to
 //! 16-token buckets (float reordering: weights to 1e-5 after each step, dropout off since its
-//! masks are drawn over the padded shape), shapes keyed as documented, objectives with sampled
-//! terms left eager; and GradCache's chunk passes recorded (`ChunkGraphs`) against eager
+//! masks are drawn over the padded shape), shapes keyed as documented (with 2DMSE's drawn
+//! layers), objectives without fixed draws left eager; and GradCache's chunk passes recorded (`ChunkGraphs`) against eager
 //! GradCache and the plain batch.
 
 use nest_train::recipe::Overrides;
@@ -163,12 +163,47 @@ fn recorded_gradcache_chunks_train_as_the_eager_ones() {
     assert_eq!(eager.graph_report(), (0, None));
 }
 
+/// 2DMSE draws a shallow layer per step: its steps are recorded once per shape and draw (here
+/// one shape and three shallow layers of a 4-layer model), and train as the eager ones (to
+/// 1e-5); alone and beside MRL in a composite.
 #[test]
-fn sampled_objectives_stay_eager() {
+fn two_d_steps_are_recorded_per_shape_and_drawn_layer() {
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("tiny");
+    let spec = TinySpec {
+        layers: 4,
+        ..TinySpec::new(Architecture::Bert)
+    };
+    write_tiny_model(&model, &spec).unwrap();
+    for objective in [
+        r#"[{kind = "2dmse", layer_weighting = "uniform"}]"#,
+        r#"[{kind = "mrl"}, {kind = "2dmse", weight = 0.5}]"#,
+    ] {
+        let (mut eager, mut graphed) = (
+            timer(&model, objective, GraphMode::Off),
+            timer(&model, objective, GraphMode::On),
+        );
+        // 8 batches of 8 pairs of 4-8 words: one length bucket per column
+        for (i, b) in pairs(64, 4).chunks(8).enumerate() {
+            eager.step(0, b, i as u64).unwrap();
+            graphed.step(0, b, i as u64).unwrap();
+            assert_same_weights(&eager, &graphed, 1e-5, &format!("{objective}, step {i}"));
+        }
+        let (graphs, failed) = graphed.graph_report();
+        assert_eq!(failed, None);
+        // one per layer drawn: more than the one shape, at most the three shallow layers
+        assert!((2..=3).contains(&graphs), "{objective}: {graphs} graphs");
+    }
+}
+
+/// ESE (a PCA of each batch) draws nothing but is not a fixed set of operations: it stays eager.
+#[test]
+fn objectives_without_fixed_draws_stay_eager() {
     let d = tempfile::tempdir().unwrap();
     let model = d.path().join("tiny");
     write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
-    let mut t = timer(&model, r#"[{kind = "2dmse"}]"#, GraphMode::On);
+    let ese = r#"[{kind = "ese", compression_size = 8}]"#;
+    let mut t = timer(&model, ese, GraphMode::On);
     for (i, b) in pairs(16, 4).chunks(8).enumerate() {
         t.step(0, b, i as u64).unwrap();
     }

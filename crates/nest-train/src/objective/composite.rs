@@ -52,8 +52,17 @@ impl Objective for Composite {
         parts.join(" + ")
     }
 
-    fn fixed_terms(&self) -> bool {
-        self.parts.iter().all(|p| p.objective.fixed_terms())
+    /// Each part's draws after their count; `None` when a part has none.
+    fn recorded_draws(&self, ctx: &StepContext, num_layers: usize) -> Option<Vec<usize>> {
+        let mut all = Vec::new();
+        for (k, p) in self.parts.iter().enumerate() {
+            let draws = p
+                .objective
+                .recorded_draws(&part_context(ctx, k), num_layers)?;
+            all.push(draws.len());
+            all.extend(draws);
+        }
+        Some(all)
     }
 
     fn terms(&self, out: &BatchOutput, ctx: &StepContext) -> Vec<Term> {
@@ -68,12 +77,7 @@ impl Objective for Composite {
             },
         ) in self.parts.iter().enumerate()
         {
-            // each component draws from its own stream
-            let c = StepContext {
-                seed: ctx.seed.wrapping_add(k as u64 * 0x9e37_79b9),
-                ..*ctx
-            };
-            for t in o.terms(out, &c) {
+            for t in o.terms(out, &part_context(ctx, k)) {
                 all.push(Term {
                     name: if many {
                         format!("{name}/{}", t.name)
@@ -138,5 +142,13 @@ impl Objective for Composite {
         } else {
             ClsAttention::None
         }
+    }
+}
+
+/// Part `k`'s context: each component draws from its own stream.
+fn part_context(ctx: &StepContext, k: usize) -> StepContext {
+    StepContext {
+        seed: ctx.seed.wrapping_add(k as u64 * 0x9e37_79b9),
+        ..*ctx
     }
 }

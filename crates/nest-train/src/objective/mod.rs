@@ -98,12 +98,14 @@ pub trait Objective {
     fn diagnostics(&self, _out: &BatchOutput) -> Vec<(String, f64)> {
         Vec::new()
     }
-    /// Whether [`Objective::terms`] runs the same tensor operations at every step: nothing drawn
-    /// from the [`StepContext`] (no sampled layers or dims), nothing read back to the host. Only
-    /// such an objective's step can be recorded once as a CUDA graph and replayed
+    /// What fixes this micro-batch's terms, where something does: `Some(draws)` (the layers
+    /// and dims drawn from the [`StepContext`]; empty when nothing is drawn) when
+    /// [`Objective::terms`] runs the same tensor operations for every micro-batch with equal
+    /// draws and reads nothing back to the host; `None` otherwise. Only such a step can be
+    /// recorded as a CUDA graph, one per input shape and draws, and replayed
     /// ([`crate::trainer::GraphedStep`]).
-    fn fixed_terms(&self) -> bool {
-        false
+    fn recorded_draws(&self, _ctx: &StepContext, _num_layers: usize) -> Option<Vec<usize>> {
+        None
     }
 }
 /// Per-layer weight schemes for shallow layers; `i` is the 0-based layer index (layer `i + 1`).

@@ -62,8 +62,8 @@ impl Objective for Matryoshka {
         vec![num_layers]
     }
 
-    fn fixed_terms(&self) -> bool {
-        true
+    fn recorded_draws(&self, _ctx: &StepContext, _num_layers: usize) -> Option<Vec<usize>> {
+        Some(Vec::new())
     }
 }
 

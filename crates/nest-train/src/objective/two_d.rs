@@ -325,6 +325,17 @@ impl Objective for TwoDMse {
         self.terms_at(out, &shallow, &prefix)
     }
 
+    /// The sampled shallow layers (after their count) and prefix dims: given them, the terms
+    /// are fixed tensor operations that read nothing back ([`Self::terms_at`]).
+    fn recorded_draws(&self, ctx: &StepContext, num_layers: usize) -> Option<Vec<usize>> {
+        let shallow = self.sample_layers(ctx, num_layers);
+        let prefix = self.sample_dims(ctx);
+        let mut draws = vec![shallow.len()];
+        draws.extend(shallow);
+        draws.extend(prefix.iter().map(|p| p.0));
+        Some(draws)
+    }
+
     fn trained_dims(&self) -> Vec<usize> {
         let mut d: Vec<usize> = self.prefix.iter().map(|p| p.0).collect();
         d.push(self.hidden);

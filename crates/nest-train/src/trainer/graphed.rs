@@ -4,14 +4,15 @@
 //!
 //! What a replay needs, and this module arranges:
 //! - fixed shapes: each column of a batch is padded to a multiple of [`BUCKET`] tokens, and one
-//!   graph is kept per (rows, padded lengths), at most [`MAX_GRAPHS`] and while the device's
+//!   graph is kept per (rows, padded lengths, the objective's draws), at most [`MAX_GRAPHS`] and while the device's
 //!   memory leaves room ([`Pool::has_room`]; other shapes run eagerly);
 //! - static tensors: the token ids and masks are copied into the graph's own tensors before a
 //!   replay, and the loss and gradient norm are read from its outputs after;
-//! - nothing read back inside the step: the layers run unpacked, the objective must say its
-//!   terms are fixed ([`Objective::fixed_terms`]: MRL yes, 2DMSE's sampled layers no), the
-//!   clipping and the update read the rate and step from the device
-//!   ([`AdamW::clip_and_step_on_device`]).
+//! - nothing read back inside the step: the layers run unpacked, the objective must say what
+//!   fixes its terms ([`Objective::recorded_draws`]: nothing for MRL; for 2DMSE the shallow
+//!   layers and prefix dims it samples, so that its steps are recorded once per shape and
+//!   draws; ESE, MIPIC, MIC and distillation stay eager), the clipping and the update read the
+//!   rate and step from the device ([`AdamW::clip_and_step_on_device`]).
 //!
 //! Dropout stays random: the generator is re-seeded before each replay as before each eager
 //! step, and libtorch's CUDA generator feeds a graph its current seed and offset at replay. The
@@ -99,9 +100,13 @@ impl GraphedStep {
         }
     }
 
-    /// Whether a step of `objective` on `device` would be recorded (before shape checks).
-    pub fn applies(&self, objective: &dyn Objective, device: Device) -> bool {
-        self.mode.resolve(device) && self.failed.is_none() && objective.fixed_terms()
+    /// What a step of `spec` on `enc` would be recorded under besides its shape (the
+    /// objective's draws), or `None` when it runs eagerly (before shape and memory checks).
+    fn draws(&self, enc: &ElasticEncoder, spec: &StepSpec) -> Option<Vec<usize>> {
+        if !self.mode.resolve(enc.device()) || self.failed.is_some() {
+            return None;
+        }
+        spec.objective.recorded_draws(&spec.ctx, enc.num_layers())
     }
 
     /// How many graphs were recorded: one per whole-step shape, two per GradCache chunk
@@ -141,13 +146,15 @@ impl GraphedStep {
         b: &Batch,
         spec: &StepSpec,
     ) -> Result<Option<(MicroResult, f64)>> {
-        if !self.applies(spec.objective, enc.device()) {
+        let Some(draws) = self.draws(enc, spec) else {
             return Ok(None);
-        }
+        };
         let host = host_inputs(enc, src, b, &column_sources(src, spec.loss));
-        // (rows, each column's padded length)
+        // (rows, each column's padded length, the objective's draws)
         let key: Vec<i64> = std::iter::once(b.examples.len() as i64)
             .chain(host.iter().map(|(i, _)| i.ids.size()[1]))
+            .chain(std::iter::once(-1))
+            .chain(draws.into_iter().map(|d| d as i64))
             .collect();
         if !self.graphs.contains_key(&key) && !self.has_room(enc.device()) {
             return Ok(None);
