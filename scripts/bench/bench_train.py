@@ -21,6 +21,14 @@ re-encodes each chunk under the same RNG state and back-propagates the cached gr
 2021; what sentence-transformers' CachedMultipleNegativesRankingLoss does), and the
 sentence-transformers epoch uses MatryoshkaLoss(CachedMultipleNegativesRankingLoss(mini_batch_size=M)).
 
+--objective 2dmse (optional, default mrl) times 2DMSE instead, as Nest's `[{kind = "2dmse"}]` defaults
+compute it (crates/nest-train/src/objective/two_d.rs): the plain-PyTorch step runs the forward with
+every layer's states, MRL(MNRL) at the last layer, the same at one shallow layer drawn uniformly from
+1..N-1 weighted 1/l, and the KL alignment (T = 0.3, the last layer detached) of that layer's
+normalised vectors, both columns stacked, at the full dim and averaged over the prefix dims; the
+sentence-transformers epoch uses Matryoshka2dLoss(MultipleNegativesRankingLoss, n_layers_per_step=1,
+n_dims_per_step=-1). Not with --mini-batch-size. The JSON line then carries "objective": "2dmse".
+
 --device cuda (optional) runs both on the GPU (what `nest bench train` passes when Nest itself trains
 on a GPU): the step synchronises the device before reading the clock, autocast is torch.autocast("cuda").
 """
@@ -28,6 +36,7 @@ import argparse
 import contextlib
 import csv
 import json
+import random
 import resource
 import statistics
 import sys
@@ -55,6 +64,32 @@ def mrl_mnrl(a, p, dims, scale=20.0):
         x = F.normalize(a[:, :d], dim=-1)
         y = F.normalize(p[:, :d], dim=-1)
         loss = loss + F.cross_entropy(x @ y.T * scale, labels)
+    return loss
+
+
+def kl_align(s, t, temperature=0.3):
+    """Nest's losses::kl_align: batch-mean KL(softmax(t / T) || softmax(s / T)) times T."""
+    log_q = F.log_softmax(s / temperature, dim=-1)
+    log_p = F.log_softmax(t / temperature, dim=-1)
+    return (log_p.exp() * (log_p - log_q)).sum() * (temperature / len(s))
+
+
+def two_d_mse(model, tok, batch, dims, a, layer):
+    """2DMSE as Nest's defaults compute it (see the module docstring), shallow layer `layer`."""
+    states = []
+    for col in (0, 1):
+        enc = tok([b[col] for b in batch], padding=True, truncation=True, max_length=a.max_length, return_tensors="pt").to(a.device)
+        out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True)
+        states.append([mean_pool(out.hidden_states[k], enc["attention_mask"]) for k in (layer, len(out.hidden_states) - 1)])
+    shallow, last = [s[0] for s in states], [s[1] for s in states]
+    loss = mrl_mnrl(last[0], last[1], dims) + mrl_mnrl(shallow[0], shallow[1], dims) / layer
+    student = F.normalize(torch.cat(shallow), dim=-1)
+    teacher = F.normalize(torch.cat(last), dim=-1).detach()
+    full = max(dims)
+    prefix = [kl_align(F.normalize(student[:, :d], dim=-1), F.normalize(teacher[:, :d], dim=-1)) for d in dims if d < full]
+    loss = loss + kl_align(student, teacher)
+    if prefix:
+        loss = loss + torch.stack(prefix).mean()
     return loss
 
 
@@ -111,11 +146,17 @@ def bench_step(a):
     autocast = (lambda: torch.autocast(kind, dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
     sync = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
     times = []
+    layers = model.config.num_hidden_layers
+    draws = random.Random(42)
     for i in range(a.steps + a.warmup):
         batch = pairs[i * a.batch_size:(i + 1) * a.batch_size]
         sync()
         t = time.perf_counter()
-        if a.mini_batch_size:
+        if a.objective == "2dmse":
+            with autocast():
+                loss = two_d_mse(model, tok, batch, dims, a, draws.randint(1, layers - 1))
+            loss.backward()
+        elif a.mini_batch_size:
             cached_step(model, tok, batch, dims, a, autocast)
         else:
             with autocast():
@@ -134,7 +175,7 @@ def bench_step(a):
 def bench_epoch(a):
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.losses import CachedMultipleNegativesRankingLoss, MatryoshkaLoss, MultipleNegativesRankingLoss
+    from sentence_transformers.losses import CachedMultipleNegativesRankingLoss, Matryoshka2dLoss, MatryoshkaLoss, MultipleNegativesRankingLoss
     from sentence_transformers.training_args import BatchSamplers
 
     pairs = read_pairs(a.epoch_data, 10**9)
@@ -142,7 +183,10 @@ def bench_epoch(a):
     model = SentenceTransformer(a.model, device=a.device)
     dims = [int(x) for x in a.dims.split(",")]
     base = CachedMultipleNegativesRankingLoss(model, mini_batch_size=a.mini_batch_size) if a.mini_batch_size else MultipleNegativesRankingLoss(model)
-    loss = MatryoshkaLoss(model, base, matryoshka_dims=sorted(dims, reverse=True))
+    if a.objective == "2dmse":
+        loss = Matryoshka2dLoss(model, base, matryoshka_dims=sorted(dims, reverse=True), n_layers_per_step=1, n_dims_per_step=-1)
+    else:
+        loss = MatryoshkaLoss(model, base, matryoshka_dims=sorted(dims, reverse=True))
     args = SentenceTransformerTrainingArguments(
         output_dir=a.out, num_train_epochs=1, per_device_train_batch_size=a.batch_size, learning_rate=2e-5,
         warmup_ratio=0.1, weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, seed=42,
@@ -174,7 +218,11 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (autocast) for both measures")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda")
     ap.add_argument("--mini-batch-size", type=int, default=0, help="GradCache chunk size on both sides (0: off)")
+    ap.add_argument("--no-epoch", action="store_true", help="time the step only (no sentence-transformers epoch)")
+    ap.add_argument("--objective", default="mrl", choices=["mrl", "2dmse"], help="what both measures train (2dmse: not with --mini-batch-size)")
     a = ap.parse_args()
+    if a.objective == "2dmse" and a.mini_batch_size:
+        ap.error("--objective 2dmse does not take --mini-batch-size")
     torch.manual_seed(0)
     step, n = bench_step(a)
     tag = " (bf16 autocast)" if a.bf16 else ""
@@ -185,14 +233,17 @@ def main():
         epoch = None
         print(f"  sentence-transformers epoch: skipped, the trainer needs `datasets` ({e})", file=sys.stderr)
     else:
-        epoch = bench_epoch(a)
-        print(f"  sentence-transformers epoch{' (bf16=True)' if a.bf16 else ''}: {epoch:.1f} s", file=sys.stderr)
+        epoch = None if a.no_epoch else bench_epoch(a)
+        if epoch is not None:
+            print(f"  sentence-transformers epoch{' (bf16=True)' if a.bf16 else ''}: {epoch:.1f} s", file=sys.stderr)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result = {"torch_step_s": step, "torch_steps": n, "st_epoch_s": epoch, "peak_rss_mb": rss, "torch_threads": torch.get_num_threads()}
     if a.bf16:
         result["dtype"] = "bf16"
     if a.mini_batch_size:
         result["mini_batch_size"] = a.mini_batch_size
+    if a.objective != "mrl":
+        result["objective"] = a.objective
     if torch.device(a.device).type == "cuda":
         result["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
         result["device"] = torch.cuda.get_device_name()

@@ -48,6 +48,10 @@
 #                eager GradCache), losses compared step by step (a shared pool that clobbered a
 #                live tensor would show here), peak GPU memory per process; bench encode
 #                MiniLM batch 32 and 256 under both pools [~60 s]
+#  12  S12_S=110 2DMSE (one shallow layer drawn a step), MiniLM bf16 batch 32: `bench train
+#                --objectives mrl,2dmse --cuda-graph on|off` (a recording per shape and drawn
+#                layer), next to PyTorch's 2DMSE and MRL steps (bench_train.py --objective 2dmse)
+#                [~80 s]
 # Results go to $OUT/sN/ as they come (logs, markdown, JSON; peak GPU memory per process in
 # mem_*.json from scripts/gpu/gpu_mem_poll.py); $OUT/status.tsv says what ran; the summary of
 # scripts/gpu/gpu_issue41_report.py is printed LAST (only the output's tail comes back).
@@ -85,7 +89,7 @@ if [ "$DRY" = 1 ]; then
   B1="4"; TRAIN_DTYPE=float32; TRAIN_STEPS=1; EPOCH_PAIRS=8; ENC_B="8 16"; REPEATS=${REPEATS:-1}
   GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; WARM_S=${WARM_S:-1}; NUM_STEPS=6; NUM_AT=3; MP_B=4
   GC_B=8; GC_M=4
-  for s in 0 1 2 3 4 5 6 7 8 9 10 11; do eval "S${s}_S=\${S${s}_S:-400}"; done
+  for s in 0 1 2 3 4 5 6 7 8 9 10 11 12; do eval "S${s}_S=\${S${s}_S:-400}"; done
   RUN_SCALE=4  # 2 shared cores: each command's own limit x 4
 else
   TOTAL_S=${TOTAL_S:-470}
@@ -95,6 +99,7 @@ else
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
   S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-170} S3_S=${S3_S:-150} S4_S=${S4_S:-155}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
+  S12_S=${S12_S:-110}
   GC_B=256; GC_M=32
   RUN_SCALE=1
 fi
@@ -624,6 +629,25 @@ EOF2
   done
 }
 
+# ------------------------------------------------------------------ 12. 2DMSE, recorded per drawn layer
+s12() {
+  local g extra py=(--python "$PY") steps rows_n b=${B1%% *}
+  rows_n=$(rows "$D/snli_triplets_dev.tsv")
+  steps=$((rows_n / b - 3))
+  ((steps > TRAIN_STEPS)) && steps=$TRAIN_STEPS
+  # recorded first, with the peers (PyTorch's MRL and 2DMSE steps, the ST epoch); then eager
+  for g in on off; do
+    extra=()
+    if [ $HAS_GRAPH = 1 ]; then extra=(--cuda-graph $g); elif [ $g = on ]; then continue; fi
+    mem_start "train2d_g$g"
+    run "train2d_g$g" 100 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" --objectives mrl,2dmse \
+      --dtype "$TRAIN_DTYPE" --batch-size "$b" --steps "$steps" --epoch-pairs "$EPOCH_PAIRS" "${py[@]}" "${extra[@]}" \
+      --markdown "$SD/train2d_g$g.md"
+    mem_stop
+    py=()
+  done
+}
+
 # the sections in the order SECTIONS gives (its default: the order of the first H100 call)
 declare -A TITLE=(
   [9]="host tokenisation time (what early exit cannot shorten)"
@@ -638,6 +662,7 @@ declare -A TITLE=(
   [8]="MPNet-shape training step"
   [10]="GradCache at batch 256: chunk passes recorded, MiniLM and MPNet shape"
   [11]="graph memory pools: private against shared"
+  [12]="2DMSE step recorded per drawn layer, MiniLM, next to PyTorch's 2DMSE"
 )
 for id in $SECTIONS; do
   if [ -z "${TITLE[$id]:-}" ]; then

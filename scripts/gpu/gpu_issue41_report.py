@@ -249,6 +249,11 @@ def summary(o):
         tag = os.path.basename(f)[3:-3]
         for line in md_rows(f, ["median (vs plain", "one epoch", "peak GPU"]):
             print(f"{tag}: {squash(line)}")
+    print("\n-- 12. 2DMSE step, MiniLM (bench train --objectives mrl,2dmse; g=cuda graph)")
+    for f in sorted(glob.glob(os.path.join(o, "s12", "train2d_*.md"))):
+        tag = os.path.basename(f)[8:-3]
+        for line in md_rows(f, ["median (vs plain", "x MRL", "peak GPU"]):
+            print(f"{tag}: {squash(line)}")
     print("\n-- 11. graph memory pools (private vs NEST_GRAPH_POOL=shared)")
     f = os.path.join(o, "model_gpu_tests.txt")
     if os.path.exists(f):

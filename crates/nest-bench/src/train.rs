@@ -118,7 +118,8 @@ impl Setup {
     }
 }
 
-/// (a) the step benchmark, (b) one epoch, (c) the peers with `python`; returns the Markdown
+/// (a) the step benchmark, (b) one epoch, (c) the peers with `python` (PyTorch's MRL step and
+/// sentence-transformers' epoch; PyTorch's 2DMSE step too when `2dmse` is compared); returns the Markdown
 /// table of the figures. `say` gets the progress lines (the CLI prints them on stderr).
 pub fn run(a: &TrainBench, say: &mut dyn FnMut(String)) -> Result<String> {
     let s = Setup::read(a)?;
@@ -146,11 +147,16 @@ pub fn run(a: &TrainBench, say: &mut dyn FnMut(String)) -> Result<String> {
         .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
     let (epoch, _) = epoch::epoch_benchmark(a, &s, &tmp, say)?;
     let rss = machine::peak_rss_mb();
-    let py = match &a.python {
-        Some(py) => Some(peer::run_python(py, a, &tmp.join("pairs.tsv"), say)?),
-        None => None,
-    };
+    let epoch_file = tmp.join("pairs.tsv");
+    let mut peers = Vec::new();
+    if let Some(py) = &a.python {
+        peers.push(peer::run_python(py, a, &epoch_file, "mrl", say)?);
+        // the peer also steps 2DMSE (not under GradCache, which its script leaves to MRL)
+        if kinds.iter().any(|k| k == "2dmse") && a.mini_batch_size == 0 {
+            peers.push(peer::run_python(py, a, &epoch_file, "2dmse", say)?);
+        }
+    }
     let _ = std::fs::remove_dir_all(&tmp);
-    let md = table::table(a, &kinds, &steps, epoch, rss, py.as_ref());
+    let md = table::table(a, &kinds, &steps, epoch, rss, &peers);
     Ok(format!("Measured on {here}.\n\n{md}"))
 }

@@ -7,16 +7,23 @@ use std::process::Command;
 use super::TrainBench;
 use crate::{Error, Result};
 
-/// Runs scripts/bench/bench_train.py with `py` and parses the JSON line it ends with.
+/// Runs scripts/bench/bench_train.py with `py` and parses the JSON line it ends with: for
+/// `objective` `mrl` the step and sentence-transformers' epoch, for another (`2dmse`) the
+/// step only (Nest's epoch is MRL's).
 pub(super) fn run_python(
     py: &Path,
     a: &TrainBench,
     epoch_file: &Path,
+    objective: &str,
     say: &mut dyn FnMut(String),
 ) -> Result<serde_json::Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench/bench_train.py");
+    let epoch = match objective {
+        "mrl" => " and sentence-transformers",
+        _ => "",
+    };
     say(format!(
-        "  running PyTorch and sentence-transformers with {} ...",
+        "  running PyTorch ({objective}){epoch} with {} ...",
         py.display()
     ));
     let out = Command::new(py)
@@ -37,6 +44,8 @@ pub(super) fn run_python(
             "--mini-batch-size",
             &a.mini_batch_size.to_string(),
         ])
+        .args(["--objective", objective])
+        .args((objective != "mrl").then_some("--no-epoch"))
         .args((a.dtype == nest_model::Dtype::Bf16).then_some("--bf16"))
         .args(&a.peer_args)
         .output()

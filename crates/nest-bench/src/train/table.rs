@@ -14,8 +14,9 @@ pub(super) fn table(
     steps: &StepFigures,
     epoch: f64,
     rss: f64,
-    py: Option<&serde_json::Value>,
+    peers: &[serde_json::Value],
 ) -> String {
+    let py = peers.first();
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -75,6 +76,17 @@ pub(super) fn table(
             "| {k}(MNRL) step, median (vs Nest's MRL step in the same run, {step:.3} s) | {m:.3} s | | {:.2}x MRL |",
             m / step
         );
+        let peer = peers
+            .iter()
+            .find(|p| p["objective"].as_str() == Some(k.as_str()));
+        if let Some(theirs) = peer.and_then(|p| p["torch_step_s"].as_f64()) {
+            let _ = writeln!(
+                md,
+                "| {k}(MNRL) step at batch {}, median (vs plain PyTorch's {k}) | {m:.3} s | {theirs:.3} s | {:.2}x |",
+                a.batch_size,
+                theirs / m
+            );
+        }
     }
     let device = nest_model::default_device();
     let kind = a.dtype.matmul_kind();
@@ -94,4 +106,54 @@ pub(super) fn table(
         100.0 * steps.gflops / ceiling
     );
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PyTorch's 2DMSE step (the second peer run) sits on Nest's 2DMSE row, the ratio theirs
+    /// over ours; the MRL peer's step on the MRL row.
+    #[test]
+    fn each_peer_step_sits_on_its_objectives_row() {
+        let a = TrainBench {
+            model: "m".into(),
+            data: "d.tsv".into(),
+            batch_size: 16,
+            max_length: 32,
+            dims: "8,16".into(),
+            steps: 3,
+            teacher: "t".into(),
+            objectives: "mrl,2dmse".into(),
+            dtype: nest_model::Dtype::Float32,
+            epoch_pairs: 64,
+            python: None,
+            peer_args: Vec::new(),
+            cuda_graph: nest_train::trainer::GraphMode::Off,
+            mini_batch_size: 0,
+        };
+        let steps = StepFigures {
+            medians: vec![0.5, 0.25],
+            mrl_steps: 3,
+            gflops: 1.0,
+            rss: 10.0,
+            gpu_peak: None,
+        };
+        let kinds = ["mrl".to_string(), "2dmse".to_string()];
+        let peers = [
+            serde_json::json!({"torch_step_s": 1.0, "st_epoch_s": 4.0, "peak_rss_mb": 20.0}),
+            serde_json::json!({"torch_step_s": 1.5, "objective": "2dmse"}),
+        ];
+        let md = table(&a, &kinds, &steps, 2.0, 10.0, &peers);
+        assert!(
+            md.contains("median (vs plain PyTorch) | 0.500 s | 1.000 s | 2.00x |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("(vs plain PyTorch's 2dmse) | 0.250 s | 1.500 s | 6.00x |"),
+            "{md}"
+        );
+        let md = table(&a, &kinds, &steps, 2.0, 10.0, &peers[..1]);
+        assert!(!md.contains("plain PyTorch's 2dmse"), "{md}");
+    }
 }
