@@ -10,8 +10,8 @@
     mteb.ResultCache("mteb-results").load_results(include_remote=False)
 
 `mteb` (2.x) is imported on first use of anything here that needs it, so `import nest.mteb`
-works without it; using `NestEncoder`, `LocalSTSB`, `local_sts_task` or `export_results` then
-raises ImportError with the install command.
+works without it; using `NestEncoder`, `LocalSTSB`, `local_sts_task`, `LocalSciFact`,
+`local_retrieval_task` or `export_results` then raises ImportError with the install command.
 
 Names. MTEB keys results by model name (``org/name``) and revision. A point is a model of its
 own here: ``nest/<model>@layer<L>-dim<D>`` (``<model>``: the last component of the model path),
@@ -38,6 +38,8 @@ __all__ = [
     "NestEncoder",
     "LocalSTSB",
     "local_sts_task",
+    "LocalSciFact",
+    "local_retrieval_task",
     "export_results",
     "point_model_name",
     "model_revision",
@@ -452,6 +454,150 @@ def LocalSTSB(data_root: Union[str, os.PathLike, None] = None, split: str = "tes
         max_score=5,
         description="Semantic Textual Similarity Benchmark (STSbenchmark), read from a local "
         "file (SemEval-2017 sts-test.csv; the pairs MTEB's STSBenchmark scores).",
+    )
+
+
+def _read_jsonl(path: Path, what: str, fields: Sequence[str]) -> List[Dict[str, Any]]:
+    """One JSON object per non-empty line, each with string ``_id`` (or a number) and ``text``."""
+    rows: List[Dict[str, Any]] = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{i}: expected a JSON object per line ({what}): {e}") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("_id", obj.get("id")), (str, int)):
+                raise ValueError(f"{path}:{i}: expected {{\"_id\": string, {', '.join(fields)}}}")
+            if not isinstance(obj.get("text"), str):
+                raise ValueError(f"{path}:{i}: expected a string field \"text\"")
+            obj["_id"] = str(obj.get("_id", obj.get("id")))
+            rows.append(obj)
+    return rows
+
+
+def _read_beir(folder: Path, split: str) -> Dict[str, Any]:
+    """A BEIR folder as ``nest eval`` reads it (nest-core's ``data/beir.rs``): the corpus and the
+    queries in file order, the first of duplicate ids kept; the queries with a relevant document;
+    qrels as ``{query: {doc: relevance > 0}}`` (query-id, corpus-id, score; a header row)."""
+    files = [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{split}.tsv"]
+    for f in files:
+        if not f.is_file():
+            raise FileNotFoundError(f"{f}: no such file (a BEIR folder has corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    qrels: Dict[str, Dict[str, int]] = {}
+    with open(files[2], encoding="utf-8", newline="") as f:
+        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        next(rows, None)
+        for i, row in enumerate(rows, start=2):
+            if not row:
+                continue
+            try:
+                score = int(float(row[2]))
+            except (IndexError, ValueError):
+                raise ValueError(f"{files[2]}:{i}: expected query-id<TAB>corpus-id<TAB>score, got {row}") from None
+            if score > 0:
+                qrels.setdefault(row[0], {})[row[1]] = score
+    corpus: Dict[str, Tuple[str, str]] = {}
+    for d in _read_jsonl(files[0], "corpus", ['"title"?: string', '"text": string']):
+        corpus.setdefault(d["_id"], (d.get("title") or "", d["text"]))
+    queries: Dict[str, str] = {}
+    for q in _read_jsonl(files[1], "queries", ['"text": string']):
+        queries.setdefault(q["_id"], q["text"])
+    judged = [q for q in queries if q in qrels]
+    if not judged:
+        raise ValueError(f"{files[2]}: no query of {files[1]} has a relevant document")
+    return {
+        "corpus": corpus,
+        "queries": {q: queries[q] for q in judged},
+        "relevant_docs": {q: qrels[q] for q in judged},
+        "sha": hashlib.sha256("".join(_file_sha256(f) for f in files).encode()).hexdigest(),
+    }
+
+
+def local_retrieval_task(
+    folder: Union[str, os.PathLike],
+    name: str,
+    *,
+    split: str = "test",
+    description: Optional[str] = None,
+    languages: Sequence[str] = ("eng-Latn",),
+):
+    """An MTEB retrieval task (``AbsTaskRetrieval``) read from a local BEIR folder
+    (``corpus.jsonl`` with ``_id``, ``title``, ``text``; ``queries.jsonl``; ``qrels/<split>.tsv``)
+    instead of the Hugging Face hub: the corpus and queries ``nest eval`` reads from it (a
+    document is its title and text joined by a space, in both), scored by MTEB's own evaluator.
+
+    Main score ``ndcg_at_10``. The dataset revision recorded in results is ``sha256:<first 16 hex
+    digits>`` of the three files' digests. Returns a task instance."""
+    _mteb()
+    from datasets import Dataset  # noqa: PLC0415
+    from mteb.abstasks.retrieval import AbsTaskRetrieval  # noqa: PLC0415
+    from mteb.abstasks.task_metadata import TaskMetadata  # noqa: PLC0415
+
+    folder = Path(folder)
+    data = _read_beir(folder, split)
+    metadata = TaskMetadata(
+        name=name,
+        dataset={"path": str(folder), "revision": f"sha256:{data['sha'][:16]}"},
+        description=description or f"Retrieval read from the local BEIR folder {folder.name} (Nest).",
+        reference=None,
+        type="Retrieval",
+        category="t2t",
+        modalities=["text"],
+        eval_splits=[split],
+        eval_langs=list(languages),
+        main_score="ndcg_at_10",
+        date=None,
+        domains=None,
+        task_subtypes=None,
+        license=None,
+        annotations_creators=None,
+        dialect=None,
+        sample_creation=None,
+        bibtex_citation=None,
+    )
+
+    def load_data(self, num_proc=None, *, timer=None, **kwargs):
+        if self.data_loaded:
+            return
+        corpus = data["corpus"]
+        self.dataset = {
+            "default": {
+                split: {
+                    "corpus": Dataset.from_dict({
+                        "id": list(corpus),
+                        "title": [t for t, _ in corpus.values()],
+                        "text": [x for _, x in corpus.values()],
+                    }),
+                    "queries": Dataset.from_dict({"id": list(data["queries"]), "text": list(data["queries"].values())}),
+                    "relevant_docs": data["relevant_docs"],
+                    "top_ranked": None,
+                }
+            }
+        }  # fmt: skip
+        self.data_loaded = True
+
+    cls = type(
+        f"LocalRetrieval_{''.join(c if c.isalnum() else '_' for c in name)}",
+        (AbsTaskRetrieval,),
+        {"metadata": metadata, "load_data": load_data, "__doc__": f"Local retrieval task {name!r} from {folder}."},
+    )
+    return cls()
+
+
+def LocalSciFact(data_root: Union[str, os.PathLike, None] = None, split: str = "test"):
+    """MTEB's SciFact read from ``<data_root>/scifact`` (default data root: ``$NEST_DATA_ROOT``,
+    else ``../shared/datasets`` as ``nest eval``): BEIR's corpus (5183 abstracts) and the 300
+    judged test queries, scored as MTEB scores them, with no download. Task name ``SciFact``, as
+    ``export_results`` names ``nest eval``'s ``scifact/test``."""
+    root = Path(data_root) if data_root is not None else _default_data_root()
+    return local_retrieval_task(
+        root / "scifact",
+        "SciFact",
+        split=split,
+        description="SciFact (BEIR): scientific claims against paper abstracts, read from a local "
+        "BEIR folder (the corpus, queries and qrels MTEB's SciFact scores).",
     )
 
 

@@ -1,5 +1,5 @@
 """`nest.mteb`: MTEB 2 runs a Nest encoder at a (layer, dim) point on a local task, with the
-score `nest eval` gives (within 0.01 Spearman points), and `nest eval` reports exported to
+score `nest eval` gives (within 0.01 points: STS-B's Spearman, and nDCG@10 on a SciFact subset), and `nest eval` reports exported to
 MTEB's results format read back by mteb's own loader (`ResultCache.load_results`).
 
 Needs `mteb` (2.x), models/all-MiniLM-L6-v2, ../shared/datasets and, for the comparisons with
@@ -9,7 +9,8 @@ repository root:
 
     scripts/setup/python_test.sh python/tests/test_mteb.py
 
-About 2 minutes on 2 busy cores, most of it one `nest eval --tasks sts` run shared by the tests.
+About 3-4 minutes on 2 busy cores, most of it one `nest eval --tasks sts` run and one
+`nest eval --tasks retrieval` run on a SciFact subset, each shared by its tests.
 """
 
 import json
@@ -111,6 +112,79 @@ def test_mteb_local_task_matches_nest_eval(layer, dim, encoder, report):
     ours = 100 * res.task_results[0].get_score()
     theirs = cells(report)[("stsb/test", layer, dim, "float32")]["spearman"]
     print(f"\nSTS-B test at (layer {layer}, dim {dim}): MTEB {ours:.4f}, nest eval {theirs:.4f}")
+    assert abs(ours - theirs) < 0.01
+
+
+# -- the local retrieval task -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scifact_subset(tmp_path_factory):
+    """A BEIR folder cut from SciFact, as ``<root>/scifact`` (``nest eval --data-root``): its
+    first 30 judged test queries, their relevant abstracts and the corpus's first 150."""
+    need_data("scifact/corpus.jsonl")
+    src, root = DATA / "scifact", tmp_path_factory.mktemp("beir")
+    dst = root / "scifact"
+    (dst / "qrels").mkdir(parents=True)
+    qrels = (src / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()
+    qids = list(dict.fromkeys(r.split("\t")[0] for r in qrels[1:] if r))[:30]
+    kept = [r for r in qrels[1:] if r and r.split("\t")[0] in qids]
+    relevant = {r.split("\t")[1] for r in kept}
+    (dst / "qrels" / "test.tsv").write_text("\n".join([qrels[0], *kept]) + "\n", encoding="utf-8")
+    docs = (src / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    docs = [d for i, d in enumerate(docs) if i < 150 or json.loads(d)["_id"] in relevant]
+    (dst / "corpus.jsonl").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    queries = (src / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    queries = [q for q in queries if q and json.loads(q)["_id"] in qids]
+    (dst / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def retrieval_report(scifact_subset, tmp_path_factory):
+    """One `nest eval --tasks retrieval` run over the subset at layers 3,6 x dims 64,384."""
+    out = tmp_path_factory.mktemp("nest-eval-retrieval")
+    cmd = [
+        str(nest_bin()), "eval", "--model", str(MODEL), "--data-root", str(scifact_subset),
+        "--tasks", "retrieval", "--layers", "3,6", "--dims", "64,384", "--precision", "float32",
+        "--dtype", "float32", "--latency-texts", "0", "--no-items", "--out", str(out),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, timeout=600)
+    return json.loads((out / "report.json").read_text())
+
+
+def test_local_scifact_reads_the_beir_folder():
+    need_data("scifact/corpus.jsonl")
+    task = nm.LocalSciFact(DATA)
+    task.load_data()
+    split = task.dataset["default"]["test"]
+    assert len(split["corpus"]) == 5183
+    assert len(split["queries"]) == len(split["relevant_docs"]) == 300
+    assert all(v > 0 for docs in split["relevant_docs"].values() for v in docs.values())
+    assert task.metadata.name == "SciFact"
+    assert task.metadata.main_score == "ndcg_at_10"
+    assert task.metadata.revision.startswith("sha256:")
+
+
+def test_local_retrieval_errors_name_the_file_and_line(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": "d2"}\n')
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "b"}\n')
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    with pytest.raises(ValueError, match=r"corpus.jsonl:2: expected a string field"):
+        nm.local_retrieval_task(tmp_path, "T")
+    with pytest.raises(FileNotFoundError, match=r"qrels/dev.tsv: no such file"):
+        nm.local_retrieval_task(tmp_path, "T", split="dev")
+
+
+@pytest.mark.parametrize("layer,dim", POINTS)
+def test_mteb_local_retrieval_matches_nest_eval(layer, dim, encoder, scifact_subset, retrieval_report):
+    model = nm.NestEncoder(encoder, layer=layer, dim=dim)
+    res = mteb.evaluate(model, nm.LocalSciFact(scifact_subset), cache=None, show_progress_bar=False,
+                        co2_tracker=False)  # fmt: skip
+    ours = 100 * res.task_results[0].get_score()
+    theirs = cells(retrieval_report)[("scifact/test", layer, dim, "float32")]["ndcg_at_10"]
+    print(f"\nSciFact subset at (layer {layer}, dim {dim}): MTEB nDCG@10 {ours:.4f}, nest eval {theirs:.4f}")
     assert abs(ours - theirs) < 0.01
 
 
