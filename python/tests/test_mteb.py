@@ -1,6 +1,7 @@
 """`nest.mteb`: MTEB 2 runs a Nest encoder at a (layer, dim) point on a local task, with the
-score `nest eval` gives (within 0.01 points: STS-B's Spearman, and nDCG@10 on a SciFact subset), and `nest eval` reports exported to
-MTEB's results format read back by mteb's own loader (`ResultCache.load_results`).
+score `nest eval` gives (within 0.01 points: STS-B's Spearman, and nDCG@10 on a SciFact
+subset), and `nest eval` reports exported to MTEB's results format read back by mteb's own
+loader (`ResultCache.load_results`).
 
 Needs `mteb` (2.x), models/all-MiniLM-L6-v2, ../shared/datasets and, for the comparisons with
 `nest eval`, the `nest` binary (target/release/nest, else target/debug/nest, or $NEST_BIN);
