@@ -347,6 +347,34 @@ def _build_encoder_class():
 # -- local tasks ------------------------------------------------------------------------------
 
 
+def _local_metadata(name, path, sha, description, kind, split, languages):
+    """A local task's ``TaskMetadata``: ``kind`` is (MTEB's task type, its main score); the
+    revision ``sha256:<first 16 hex digits of sha>``; the fields MTEB asks for and a local file
+    cannot say, None."""
+    from mteb.abstasks.task_metadata import TaskMetadata  # noqa: PLC0415
+
+    return TaskMetadata(
+        name=name,
+        dataset={"path": str(path), "revision": f"sha256:{sha[:16]}"},
+        description=description,
+        reference=None,
+        type=kind[0],
+        category="t2t",
+        modalities=["text"],
+        eval_splits=[split],
+        eval_langs=list(languages),
+        main_score=kind[1],
+        date=None,
+        domains=None,
+        task_subtypes=None,
+        license=None,
+        annotations_creators=None,
+        dialect=None,
+        sample_creation=None,
+        bibtex_citation=None,
+    )
+
+
 def _read_sts_tsv(path: Path) -> Dict[str, list]:
     """sentence1, sentence2, score; a header row; tab-separated, no quoting."""
     s1: List[str] = []
@@ -393,31 +421,18 @@ def local_sts_task(
     _mteb()
     from datasets import Dataset, DatasetDict  # noqa: PLC0415
     from mteb.abstasks.sts import AbsTaskSTS  # noqa: PLC0415
-    from mteb.abstasks.task_metadata import TaskMetadata  # noqa: PLC0415
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    sha = _file_sha256(path)
-    metadata = TaskMetadata(
-        name=name,
-        dataset={"path": str(path), "revision": f"sha256:{sha[:16]}"},
-        description=description or f"STS pairs read from the local file {path.name} (Nest).",
-        reference=None,
-        type="STS",
-        category="t2t",
-        modalities=["text"],
-        eval_splits=[split],
-        eval_langs=list(languages),
-        main_score="cosine_spearman",
-        date=None,
-        domains=None,
-        task_subtypes=None,
-        license=None,
-        annotations_creators=None,
-        dialect=None,
-        sample_creation=None,
-        bibtex_citation=None,
+    metadata = _local_metadata(
+        name,
+        path,
+        _file_sha256(path),
+        description or f"STS pairs read from the local file {path.name} (Nest).",
+        ("STS", "cosine_spearman"),
+        split,
+        languages,
     )
 
     def load_data(self, num_proc=None, *, timer=None, **kwargs):
@@ -533,29 +548,17 @@ def local_retrieval_task(
     _mteb()
     from datasets import Dataset  # noqa: PLC0415
     from mteb.abstasks.retrieval import AbsTaskRetrieval  # noqa: PLC0415
-    from mteb.abstasks.task_metadata import TaskMetadata  # noqa: PLC0415
 
     folder = Path(folder)
     data = _read_beir(folder, split)
-    metadata = TaskMetadata(
-        name=name,
-        dataset={"path": str(folder), "revision": f"sha256:{data['sha'][:16]}"},
-        description=description or f"Retrieval read from the local BEIR folder {folder.name} (Nest).",
-        reference=None,
-        type="Retrieval",
-        category="t2t",
-        modalities=["text"],
-        eval_splits=[split],
-        eval_langs=list(languages),
-        main_score="ndcg_at_10",
-        date=None,
-        domains=None,
-        task_subtypes=None,
-        license=None,
-        annotations_creators=None,
-        dialect=None,
-        sample_creation=None,
-        bibtex_citation=None,
+    metadata = _local_metadata(
+        name,
+        folder,
+        data["sha"],
+        description or f"Retrieval read from the local BEIR folder {folder.name} (Nest).",
+        ("Retrieval", "ndcg_at_10"),
+        split,
+        languages,
     )
 
     def load_data(self, num_proc=None, *, timer=None, **kwargs):
