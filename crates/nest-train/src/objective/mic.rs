@@ -229,6 +229,12 @@ impl Objective for Mic {
         })
     }
 
+    /// Nothing drawn, nothing read back: SCR and SIR are the same tensor operations every step
+    /// (masked, so a recording's padding to 16-token buckets leaves them as they are).
+    fn recorded_draws(&self, _ctx: &StepContext, _num_layers: usize) -> Option<Vec<usize>> {
+        Some(Vec::new())
+    }
+
     /// `L_align = 1/(|L| |D|) sum_l sum_d (SCR + SIR)`; at `d = D` there is no residual and
     /// SCR contributes 0 (the average still counts that point).
     fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {

@@ -9,9 +9,9 @@
 //! - static tensors: the token ids and masks are copied into the graph's own tensors before a
 //!   replay, and the loss and gradient norm are read from its outputs after;
 //! - nothing read back inside the step: the layers run unpacked, the objective must say what
-//!   fixes its terms ([`Objective::recorded_draws`]: nothing for MRL; for 2DMSE the shallow
-//!   layers and prefix dims it samples, so that its steps are recorded once per shape and
-//!   draws; ESE, MIPIC, MIC and distillation stay eager), the clipping and the update read the
+//!   fixes its terms ([`Objective::recorded_draws`]: nothing for MRL and MIC; for 2DMSE the
+//!   shallow layers and prefix dims it samples, so that its steps are recorded once per shape
+//!   and draws; ESE, MIPIC and distillation stay eager), the clipping and the update read the
 //!   rate and step from the device ([`AdamW::clip_and_step_on_device`]).
 //!
 //! Dropout stays random: the generator is re-seeded before each replay as before each eager
