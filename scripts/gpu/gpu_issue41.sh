@@ -48,10 +48,10 @@
 #                eager GradCache), losses compared step by step (a shared pool that clobbered a
 #                live tensor would show here), peak GPU memory per process; bench encode
 #                MiniLM batch 32 and 256 under both pools [~60 s]
-#  12  S12_S=110 2DMSE (one shallow layer drawn a step), MiniLM bf16 batch 32: `bench train
-#                --objectives mrl,2dmse --cuda-graph on|off` (a recording per shape and drawn
-#                layer), next to PyTorch's 2DMSE and MRL steps (bench_train.py --objective 2dmse)
-#                [~80 s]
+#  12  S12_S=110 2DMSE (one shallow layer drawn a step) and MRL + MIC, MiniLM bf16 batch 32:
+#                `bench train --objectives mrl,2dmse,mic --cuda-graph on|off` (a recording per
+#                shape and drawn layer), next to PyTorch's 2DMSE and MRL steps
+#                (bench_train.py --objective 2dmse) [~90 s]
 # Results go to $OUT/sN/ as they come (logs, markdown, JSON; peak GPU memory per process in
 # mem_*.json from scripts/gpu/gpu_mem_poll.py); $OUT/status.tsv says what ran; the summary of
 # scripts/gpu/gpu_issue41_report.py is printed LAST (only the output's tail comes back).
@@ -640,7 +640,7 @@ s12() {
     extra=()
     if [ $HAS_GRAPH = 1 ]; then extra=(--cuda-graph $g); elif [ $g = on ]; then continue; fi
     mem_start "train2d_g$g"
-    run "train2d_g$g" 100 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" --objectives mrl,2dmse \
+    run "train2d_g$g" 100 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" --objectives mrl,2dmse,mic \
       --dtype "$TRAIN_DTYPE" --batch-size "$b" --steps "$steps" --epoch-pairs "$EPOCH_PAIRS" "${py[@]}" "${extra[@]}" \
       --markdown "$SD/train2d_g$g.md"
     mem_stop
@@ -662,7 +662,7 @@ declare -A TITLE=(
   [8]="MPNet-shape training step"
   [10]="GradCache at batch 256: chunk passes recorded, MiniLM and MPNet shape"
   [11]="graph memory pools: private against shared"
-  [12]="2DMSE step recorded per drawn layer, MiniLM, next to PyTorch's 2DMSE"
+  [12]="2DMSE and MIC steps recorded, MiniLM, next to PyTorch's 2DMSE"
 )
 for id in $SECTIONS; do
   if [ -z "${TITLE[$id]:-}" ]; then

@@ -249,7 +249,7 @@ def summary(o):
         tag = os.path.basename(f)[3:-3]
         for line in md_rows(f, ["median (vs plain", "one epoch", "peak GPU"]):
             print(f"{tag}: {squash(line)}")
-    print("\n-- 12. 2DMSE step, MiniLM (bench train --objectives mrl,2dmse; g=cuda graph)")
+    print("\n-- 12. 2DMSE and MIC steps, MiniLM (bench train --objectives mrl,2dmse,mic; g=cuda graph)")
     for f in sorted(glob.glob(os.path.join(o, "s12", "train2d_*.md"))):
         tag = os.path.basename(f)[8:-3]
         for line in md_rows(f, ["median (vs plain", "x MRL", "peak GPU"]):
