@@ -226,7 +226,8 @@ impl AdamW {
         }
         let total = global_norm(&grads);
         if max_norm > 0.0 {
-            // in float32, as a float64 scalar multiplying a float32 tensor is read
+            // made float32, as a float64 scalar tensor is read when it multiplies float32
+            // gradients: the same products as before, and the kernel's fast path on a GPU
             let coef = total
                 .full_like(max_norm)
                 .g_div(&(&total + 1e-6))
