@@ -13,6 +13,8 @@ use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 
 pub use torch_sys::C_tensor;
 
+// Tensors and the shims' messages: `shim/message.cpp`, `fused_adamw.cpp`, `foreach.cpp`,
+// `pinned.cpp`, `info.cpp`.
 extern "C" {
     /// Frees a message a shim wrote into `err` (`shim/message.cpp`).
     fn nest_free_message(m: *mut c_char);
@@ -67,6 +69,12 @@ extern "C" {
         err: *mut *mut c_char,
     ) -> c_int;
 
+    /// The libtorch version, a static NUL-terminated string (`shim/info.cpp`).
+    pub fn nest_torch_version() -> *const c_char;
+}
+
+// `shim/dist.cpp`: c10d's TCPStore and process groups (Gloo; NCCL with the `cuda` feature).
+extern "C" {
     /// Rendezvous and join a c10d group (`shim/dist.cpp`).
     pub fn nest_dist_new(
         host: *const c_char,
@@ -95,9 +103,6 @@ extern "C" {
     ) -> c_int;
     pub fn nest_dist_barrier(g: *mut c_void, err: *mut *mut c_char) -> c_int;
     pub fn nest_dist_free(g: *mut c_void);
-
-    /// The libtorch version, a static NUL-terminated string (`shim/info.cpp`).
-    pub fn nest_torch_version() -> *const c_char;
 }
 
 // `shim/cuda_graph.cpp`: CUDA graphs and the caching allocator's counters; `shim/info.cpp`: a
