@@ -119,8 +119,9 @@ impl Setup {
 }
 
 /// (a) the step benchmark, (b) one epoch, (c) the peers with `python` (PyTorch's MRL step and
-/// sentence-transformers' epoch; PyTorch's 2DMSE step too when `2dmse` is compared); returns the Markdown
-/// table of the figures. `say` gets the progress lines (the CLI prints them on stderr).
+/// sentence-transformers' epoch; PyTorch's 2DMSE step too when `2dmse` is compared); returns
+/// the Markdown table of the figures. `say` gets the progress lines (the CLI prints them on
+/// stderr).
 pub fn run(a: &TrainBench, say: &mut dyn FnMut(String)) -> Result<String> {
     let s = Setup::read(a)?;
     // each objective as a recipe builds it, all on the same model and batches

@@ -37,13 +37,16 @@ extern "C" {
 // (`[n]`, in their kind); null and `err` on failure.
 at::Tensor* nest_foreach_norm(at::Tensor* const* ts, long n, char** err) {
   at::Tensor* out = nullptr;
-  nest::guarded(err, [&] { out = new at::Tensor(at::stack(at::_foreach_norm(list(ts, n), 2), 0)); });
+  nest::guarded(err, [&] {
+    out = new at::Tensor(at::stack(at::_foreach_norm(list(ts, n), 2), 0));
+  });
   return out;
 }
 
 // Multiplies each of the `n` tensors in place by `factor` (a scalar tensor on their device, read
 // there: nothing comes back to the host) or, when `factor` is null, by `value`.
-int nest_foreach_mul_(at::Tensor* const* ts, long n, const at::Tensor* factor, double value, char** err) {
+int nest_foreach_mul_(
+    at::Tensor* const* ts, long n, const at::Tensor* factor, double value, char** err) {
   return nest::guarded(err, [&] {
     auto tensors = list(ts, n);
     if (factor != nullptr) {

@@ -2,8 +2,8 @@
 //! the recorded body eagerly: the same steps as the eager trainer step, up to the padding to
 //! 16-token buckets (float reordering: weights to 1e-5 after each step, dropout off since its
 //! masks are drawn over the padded shape), shapes keyed as documented (with 2DMSE's drawn
-//! layers), objectives without fixed draws left eager; and GradCache's chunk passes recorded (`ChunkGraphs`) against eager
-//! GradCache and the plain batch.
+//! layers), objectives without fixed draws left eager; and GradCache's chunk passes recorded
+//! (`ChunkGraphs`) against eager GradCache and the plain batch.
 
 use nest_train::recipe::Overrides;
 use std::path::Path;

@@ -4,8 +4,8 @@
 //!
 //! What a replay needs, and this module arranges:
 //! - fixed shapes: each column of a batch is padded to a multiple of [`BUCKET`] tokens, and one
-//!   graph is kept per (rows, padded lengths, the objective's draws), at most [`MAX_GRAPHS`] and while the device's
-//!   memory leaves room ([`Pool::has_room`]; other shapes run eagerly);
+//!   graph is kept per (rows, padded lengths, the objective's draws), at most [`MAX_GRAPHS`]
+//!   and while the device's memory leaves room ([`Pool::has_room`]; other shapes run eagerly);
 //! - static tensors: the token ids and masks are copied into the graph's own tensors before a
 //!   replay, and the loss and gradient norm are read from its outputs after;
 //! - nothing read back inside the step: the layers run unpacked, the objective must say what
