@@ -70,24 +70,7 @@ pub(super) fn table(
             reserved as f64 / 1048576.0
         );
     }
-    for (k, m) in kinds.iter().zip(&steps.medians).skip(1) {
-        let _ = writeln!(
-            md,
-            "| {k}(MNRL) step, median (vs Nest's MRL step in the same run, {step:.3} s) | {m:.3} s | | {:.2}x MRL |",
-            m / step
-        );
-        let peer = peers
-            .iter()
-            .find(|p| p["objective"].as_str() == Some(k.as_str()));
-        if let Some(theirs) = peer.and_then(|p| p["torch_step_s"].as_f64()) {
-            let _ = writeln!(
-                md,
-                "| {k}(MNRL) step at batch {}, median (vs plain PyTorch's {k}) | {m:.3} s | {theirs:.3} s | {:.2}x |",
-                a.batch_size,
-                theirs / m
-            );
-        }
-    }
+    objective_rows(&mut md, a.batch_size, kinds, &steps.medians, peers);
     let device = nest_model::default_device();
     let kind = a.dtype.matmul_kind();
     let ceiling = gemm_gflops(kind, device);
@@ -106,6 +89,35 @@ pub(super) fn table(
         100.0 * steps.gflops / ceiling
     );
     md
+}
+
+/// Each objective after MRL: its step against Nest's MRL step (`medians[0]`), and against plain
+/// PyTorch's step of that objective where a peer timed it (its JSON names the objective).
+fn objective_rows(
+    md: &mut String,
+    batch: usize,
+    kinds: &[String],
+    medians: &[f64],
+    peers: &[serde_json::Value],
+) {
+    let step = medians[0];
+    for (k, m) in kinds.iter().zip(medians).skip(1) {
+        let _ = writeln!(
+            md,
+            "| {k}(MNRL) step, median (vs Nest's MRL step in the same run, {step:.3} s) | {m:.3} s | | {:.2}x MRL |",
+            m / step
+        );
+        let peer = peers
+            .iter()
+            .find(|p| p["objective"].as_str() == Some(k.as_str()));
+        if let Some(theirs) = peer.and_then(|p| p["torch_step_s"].as_f64()) {
+            let _ = writeln!(
+                md,
+                "| {k}(MNRL) step at batch {batch}, median (vs plain PyTorch's {k}) | {m:.3} s | {theirs:.3} s | {:.2}x |",
+                theirs / m
+            );
+        }
+    }
 }
 
 #[cfg(test)]
