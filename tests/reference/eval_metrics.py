@@ -2,10 +2,13 @@
 
     python tests/reference/eval_metrics.py   # writes tests/fixtures/metrics/eval.json
 
+Needs numpy, scikit-learn, sentence-transformers, pytrec-eval-terrier and mteb==2.26.24
+(last run 2026-11-28 with scikit-learn 1.9.1, sentence-transformers 6.2.0).
+
 Independent computations:
-  - pair classification: MTEB's find_best_acc_and_threshold / find_best_f1_and_threshold
-    (transcribed below from mteb/evaluation/evaluators/PairClassificationEvaluator.py) and
-    sklearn.metrics.average_precision_score
+  - pair classification: MTEB 2's own `_find_best_acc_and_threshold` /
+    `_find_best_f1_and_threshold` (mteb 2.26.24, which never puts a threshold between tied
+    scores; MTEB 1 did) and sklearn.metrics.average_precision_score
   - retrieval: pytrec_eval (trec_eval) ndcg_cut_10, recip_rank over the top 10, recall_100,
     recall_1000, map_cut_100
   - classification: sklearn StandardScaler + LogisticRegression(C=1, max_iter=100, lbfgs),
@@ -17,6 +20,7 @@ import os
 
 import numpy as np
 import pytrec_eval
+from mteb.abstasks.pair_classification import AbsTaskPairClassification
 from sentence_transformers.quantization import quantize_embeddings
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score
@@ -26,52 +30,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 OUT = os.path.join(ROOT, "tests", "fixtures", "metrics")
 
 
-def find_best_acc_and_threshold(scores, labels, high_score_more_similar=True):
-    assert len(scores) == len(labels)
-    rows = list(zip(scores, labels))
-    rows = sorted(rows, key=lambda x: x[0], reverse=high_score_more_similar)
-    max_acc = 0
-    best_threshold = -1
-    positive_so_far = 0
-    remaining_negatives = sum(np.array(labels) == 0)
-    for i in range(len(rows) - 1):
-        score, label = rows[i]
-        if label == 1:
-            positive_so_far += 1
-        else:
-            remaining_negatives -= 1
-        acc = (positive_so_far + remaining_negatives) / len(labels)
-        if acc > max_acc:
-            max_acc = acc
-            best_threshold = (rows[i][0] + rows[i + 1][0]) / 2
-    return max_acc, best_threshold
+def find_best_acc_and_threshold(scores, labels):
+    """MTEB's own method (mteb 2.26.24, `AbsTaskPairClassification`; it reads nothing of `self`)."""
+    return AbsTaskPairClassification._find_best_acc_and_threshold(None, scores, np.asarray(labels), True)
 
 
-def find_best_f1_and_threshold(scores, labels, high_score_more_similar=True):
-    scores = np.asarray(scores)
-    labels = np.asarray(labels)
-    rows = list(zip(scores, labels))
-    rows = sorted(rows, key=lambda x: x[0], reverse=high_score_more_similar)
-    best_f1 = best_precision = best_recall = 0
-    threshold = 0
-    nextract = 0
-    ncorrect = 0
-    total_num_duplicates = sum(labels)
-    for i in range(len(rows) - 1):
-        score, label = rows[i]
-        nextract += 1
-        if label == 1:
-            ncorrect += 1
-        if ncorrect > 0:
-            precision = ncorrect / nextract
-            recall = ncorrect / total_num_duplicates
-            f1 = 2 * precision * recall / (precision + recall)
-            if f1 > best_f1:
-                best_f1 = f1
-                best_precision = precision
-                best_recall = recall
-                threshold = (rows[i][0] + rows[i + 1][0]) / 2
-    return best_f1, best_precision, best_recall, threshold
+def find_best_f1_and_threshold(scores, labels):
+    """MTEB's own method, as above: (f1, precision, recall, threshold)."""
+    return AbsTaskPairClassification._find_best_f1_and_threshold(None, scores, np.asarray(labels), True)
 
 
 def pair_case(rng, n, decimals):

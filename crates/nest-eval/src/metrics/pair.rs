@@ -1,7 +1,11 @@
 //! Pair classification as MTEB scores it: similarity scores against binary labels, with the
-//! accuracy and F1 of the best threshold found **on the evaluated split itself** (MTEB's
-//! `find_best_acc_and_threshold` / `find_best_f1_and_threshold`), and average precision
+//! accuracy and F1 of the best threshold found **on the evaluated split itself** (MTEB 2's
+//! `_find_best_acc_and_threshold` / `_find_best_f1_and_threshold`), and average precision
 //! (scikit-learn's `average_precision_score`, threshold-free).
+//!
+//! A threshold never falls between two equal scores (MTEB 2.x; MTEB 1 did split them): tied
+//! pairs are all on one side of it, so that the metric does not depend on the pairs' order in
+//! the file. This matters for binary vectors, whose Hamming scores take at most `d + 1` values.
 
 /// Accuracy, F1 and AP of one pair-classification cell, all in `[0, 1]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,7 +26,7 @@ fn order_desc(scores: &[f64]) -> Vec<usize> {
     idx
 }
 
-/// Best accuracy over thresholds between consecutive sorted scores (MTEB).
+/// Best accuracy over thresholds between consecutive distinct sorted scores (MTEB 2).
 pub fn best_accuracy(scores: &[f64], labels: &[bool]) -> (f64, f64) {
     let idx = order_desc(scores);
     let n = labels.len() as f64;
@@ -35,6 +39,9 @@ pub fn best_accuracy(scores: &[f64], labels: &[bool]) -> (f64, f64) {
         } else {
             negatives_left -= 1;
         }
+        if scores[w[0]] == scores[w[1]] {
+            continue;
+        }
         let acc = (positives + negatives_left) as f64 / n;
         if acc > best {
             best = acc;
@@ -44,7 +51,7 @@ pub fn best_accuracy(scores: &[f64], labels: &[bool]) -> (f64, f64) {
     (best, threshold)
 }
 
-/// Best F1 (with its precision and recall) over thresholds (MTEB).
+/// Best F1 (with its precision and recall) over thresholds between distinct scores (MTEB 2).
 /// Returns `(f1, precision, recall, threshold)`.
 pub fn best_f1(scores: &[f64], labels: &[bool]) -> (f64, f64, f64, f64) {
     let idx = order_desc(scores);
@@ -56,7 +63,7 @@ pub fn best_f1(scores: &[f64], labels: &[bool]) -> (f64, f64, f64, f64) {
         if labels[w[0]] {
             correct += 1;
         }
-        if correct > 0 {
+        if correct > 0 && scores[w[0]] != scores[w[1]] {
             let p = correct as f64 / extracted as f64;
             let r = correct as f64 / total;
             let f1 = 2.0 * p * r / (p + r);
@@ -127,5 +134,21 @@ mod tests {
         assert!((average_precision(&s, &l) - (0.5 + 1.0 / 3.0)).abs() < 1e-12);
         let (f1, p, r, _) = best_f1(&s, &l);
         assert!((f1 - 0.8).abs() < 1e-12 && (p - 2.0 / 3.0).abs() < 1e-12 && r == 1.0);
+    }
+
+    #[test]
+    fn a_threshold_never_splits_tied_scores() {
+        // 0.9 0.5 0.5 0.1 with the tied pair labelled T,F or F,T: MTEB 1 split the tie and gave
+        // 1.0 in one order and 0.5 in the other; between distinct scores both orders give 0.75
+        let s = [0.9, 0.5, 0.5, 0.1];
+        for labels in [[true, true, false, false], [true, false, true, false]] {
+            let (acc, t) = best_accuracy(&s, &labels);
+            assert_eq!(acc, 0.75, "{labels:?}");
+            assert!((t - 0.7).abs() < 1e-12, "{labels:?}: threshold {t}");
+            // above 0.7: P 1, R 0.5 (F1 2/3); above 0.3: P 2/3, R 1 (F1 0.8)
+            let (f1, p, r, t) = best_f1(&s, &labels);
+            assert!((f1 - 0.8).abs() < 1e-12 && (p - 2.0 / 3.0).abs() < 1e-12 && r == 1.0);
+            assert!((t - 0.3).abs() < 1e-12, "{labels:?}: threshold {t}");
+        }
     }
 }
