@@ -9,9 +9,17 @@
     nm.export_results("reports/minilm/report.json", "mteb-results")  # one model entry per cell
     mteb.ResultCache("mteb-results").load_results(include_remote=False)
 
+    model8 = nm.NestEncoder("models/all-MiniLM-L6-v2", precision="int8")  # the index's codes
+    mteb.evaluate(model8, nm.local_pair_classification_task("../shared/datasets/mrpc/test.tsv", "MRPC"))
+
+Local tasks (``_mteb_tasks``, re-exported here): STS (``local_sts_task``, ``LocalSTSB``),
+retrieval (``local_retrieval_task``, ``LocalSciFact``), pair classification
+(``local_pair_classification_task``) and classification (``local_classification_task``,
+``LocalBanking77``), each read as ``nest eval`` reads the same file.
+
 `mteb` (2.x) is imported on first use of anything here that needs it, so `import nest.mteb`
-works without it; using `NestEncoder`, `LocalSTSB`, `local_sts_task`, `LocalSciFact`,
-`local_retrieval_task` or `export_results` then raises ImportError with the install command.
+works without it; using `NestEncoder`, a local task or `export_results` then raises ImportError
+with the install command.
 
 Names. MTEB keys results by model name (``org/name``) and revision. A point is a model of its
 own here: ``nest/<model>@layer<L>-dim<D>`` (``<model>``: the last component of the model path),
@@ -25,7 +33,6 @@ precision), so ``ModelMeta.load_model()`` rebuilds the encoder.
 
 from __future__ import annotations
 
-import csv
 import datetime
 import hashlib
 import json
@@ -34,12 +41,27 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ._mteb_tasks import (
+    LocalBanking77,
+    LocalSciFact,
+    LocalSTSB,
+    _file_sha256,
+    _mteb,
+    local_classification_task,
+    local_pair_classification_task,
+    local_retrieval_task,
+    local_sts_task,
+)
+
 __all__ = [
     "NestEncoder",
     "LocalSTSB",
     "local_sts_task",
     "LocalSciFact",
     "local_retrieval_task",
+    "local_pair_classification_task",
+    "local_classification_task",
+    "LocalBanking77",
     "export_results",
     "point_model_name",
     "model_revision",
@@ -60,29 +82,8 @@ TASK_NAMES: Dict[str, Tuple[str, str]] = {
 
 
 
-def _default_data_root() -> Path:
-    """``$NEST_DATA_ROOT``, else ``../shared/datasets`` (``nest eval``'s default, relative to the
-    working directory), else the one beside this source tree."""
-    env = os.environ.get("NEST_DATA_ROOT")
-    if env:
-        return Path(env)
-    cwd_root = Path("..") / "shared" / "datasets"
-    if cwd_root.is_dir():
-        return cwd_root
-    return Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
-
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 _REVISION_CACHE: Dict[Tuple[str, Tuple[Tuple[str, int, int], ...]], str] = {}
-
-
-def _mteb():
-    try:
-        import mteb  # noqa: PLC0415  (lazy: nest does not depend on mteb)
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "nest.mteb needs the `mteb` package (2.x): pip install 'mteb>=2'"
-        ) from e
-    return mteb
 
 
 # -- names and revisions ----------------------------------------------------------------------
@@ -146,14 +147,6 @@ def model_revision(model_dir: Union[str, os.PathLike, None]) -> str:
     return rev
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _model_meta(
     *,
     name: str,
@@ -194,7 +187,8 @@ def _model_meta(
         # MTEB's list of frameworks has no "Nest"; Nest runs the model in libtorch.
         framework=["PyTorch"],
         reference=None,
-        similarity_fn_name="cosine",
+        # int8: the index's estimate, the dot product of the dequantised codes (NestEncoder)
+        similarity_fn_name="dot" if precision == "int8" else "cosine",
         use_instructions=use_instructions,
         training_datasets=None,
         modalities=["text"],
@@ -212,6 +206,26 @@ def nest_encoder_loader(model_name: str, revision: Optional[str] = None, device=
 
 
 # -- the encoder ------------------------------------------------------------------------------
+
+# The stored precisions NestEncoder gives MTEB, named as nest eval's grid names them.
+_SCORED_PRECISIONS = ("float32", "int8", "binary")
+
+
+def _scored_vectors(x, precision: str):
+    """float32 rows ``x`` (normalised) as MTEB should score them at ``precision``: the
+    dequantised int8 codes (``codes * scale``; their dot product is the index's estimate) or the
+    sign bits as ±1 (cosine ``1 - 2 * hamming / dim``), from Nest's own quantiser."""
+    import numpy as np  # noqa: PLC0415
+
+    import nest  # noqa: PLC0415
+
+    if precision == "int8":
+        codes, scales = nest.quantize_embeddings(x, "int8", return_scales=True)
+        return codes.astype(np.float32) * scales.reshape(-1, 1)
+    if precision == "binary":
+        bits = np.unpackbits(nest.quantize_embeddings(x, "ubinary"), axis=-1)[:, : x.shape[1]]
+        return bits.astype(np.float32) * 2 - 1
+    return x
 
 _BUILT: Dict[str, Any] = {}
 
@@ -240,8 +254,13 @@ def _build_encoder_class():
             revision: MTEB revision (default: ``model_revision`` of the folder).
             streams: batches encoded at once (default: ``nest.get_num_threads()``, the highest
                 throughput).
-            precision: only ``"float32"`` (stored precisions are ``nest eval``'s, exported with
-                ``export_results``).
+            precision: the stored vectors MTEB scores: ``"float32"``; ``"int8"`` (Nest's per-row
+                codes, what ``nest index`` stores, given to MTEB dequantised, ``codes * scale``,
+                with the dot product as the model's similarity: the index's estimate, as
+                ``nest eval --precision int8`` scores it); ``"binary"`` (the sign bits as ±1,
+                whose cosine is ``1 - 2 * hamming / dim``, as ``nest eval`` scores binary).
+                ``"uint8"`` and ``"ubinary"`` store the same codes and score the same: use
+                ``"int8"`` and ``"binary"``.
 
         Prompts: a prompt the model names for the task (MTEB's lookup: ``<task>-<query|document>``,
         ``<task>``, ``<type>-<query|document>``, ``<type>``, ``query``/``document``) is used;
@@ -265,11 +284,12 @@ def _build_encoder_class():
             device: Optional[str] = None,
             **kwargs: Any,
         ) -> None:
-            if precision != "float32":
+            if precision not in _SCORED_PRECISIONS:
                 raise ValueError(
-                    f"precision: NestEncoder gives float32 vectors, got {precision!r}; other "
-                    "precisions are scored by `nest eval --precision` (export_results)"
+                    f"precision: expected one of {', '.join(_SCORED_PRECISIONS)}, got {precision!r}"
+                    + (" (it stores the same codes as int8 / binary: give those)" if precision in ("uint8", "ubinary") else "")
                 )
+            self.precision = precision
             if device not in (None, "cpu"):
                 raise ValueError(f"device: only cpu is supported for now, got {device!r}")
             if isinstance(model, nest.Encoder):
@@ -283,13 +303,13 @@ def _build_encoder_class():
             path = str(native.path)
             self.model_prompts = {k: v for k, v in (info.get("prompts") or {}).items() if v}
             self.mteb_model_meta = _model_meta(
-                name=point_model_name(name or path, self.layer, self.dim, "float32", self.model.dtype),
+                name=point_model_name(name or path, self.layer, self.dim, precision, self.model.dtype),
                 revision=revision or model_revision(path),
                 model_path=path,
                 layer=self.layer,
                 dim=self.dim,
                 dtype=self.model.dtype,
-                precision="float32",
+                precision=precision,
                 n_parameters=info.get("parameters"),
                 max_tokens=info.get("max_seq_length"),
                 use_instructions=bool(self.model_prompts),
@@ -318,7 +338,9 @@ def _build_encoder_class():
         ):
             precision = kwargs.get("precision")
             if precision not in (None, "float32"):
-                raise ValueError(f"precision: NestEncoder gives float32 vectors, got {precision!r}")
+                raise ValueError(
+                    f"precision: MTEB asked for {precision!r} vectors; give NestEncoder(precision=...) instead"
+                )
             texts: List[str] = []
             for batch in inputs:
                 if "text" not in batch:
@@ -335,273 +357,13 @@ def _build_encoder_class():
                 streams=max(1, int(streams)),
                 **self._prompt_for(task_metadata, prompt_type),
             )
-            return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
+            return _scored_vectors(np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim), self.precision)
 
         def __repr__(self) -> str:
             return f"NestEncoder({self.mteb_model_meta.name!r}, revision={self.mteb_model_meta.revision!r})"
 
     _BUILT["NestEncoder"] = NestEncoder
     return NestEncoder
-
-
-# -- local tasks ------------------------------------------------------------------------------
-
-
-def _local_metadata(name, path, sha, description, kind, split, languages):
-    """A local task's ``TaskMetadata``: ``kind`` is (MTEB's task type, its main score); the
-    revision ``sha256:<first 16 hex digits of sha>``; the fields MTEB asks for and a local file
-    cannot say, None."""
-    from mteb.abstasks.task_metadata import TaskMetadata  # noqa: PLC0415
-
-    return TaskMetadata(
-        name=name,
-        dataset={"path": str(path), "revision": f"sha256:{sha[:16]}"},
-        description=description,
-        reference=None,
-        type=kind[0],
-        category="t2t",
-        modalities=["text"],
-        eval_splits=[split],
-        eval_langs=list(languages),
-        main_score=kind[1],
-        date=None,
-        domains=None,
-        task_subtypes=None,
-        license=None,
-        annotations_creators=None,
-        dialect=None,
-        sample_creation=None,
-        bibtex_citation=None,
-    )
-
-
-def _read_sts_tsv(path: Path) -> Dict[str, list]:
-    """sentence1, sentence2, score; a header row; tab-separated, no quoting."""
-    s1: List[str] = []
-    s2: List[str] = []
-    score: List[float] = []
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(rows, None)
-        if header is None or [h.strip().lower() for h in header[:3]] != [
-            "sentence1",
-            "sentence2",
-            "score",
-        ]:
-            raise ValueError(f"{path}: expected a header sentence1<TAB>sentence2<TAB>score, got {header}")
-        for i, row in enumerate(rows, start=2):
-            if not row:
-                continue
-            if len(row) < 3:
-                raise ValueError(f"{path}:{i}: expected 3 tab-separated fields, got {len(row)}")
-            s1.append(row[0])
-            s2.append(row[1])
-            score.append(float(row[2]))
-    if not score:
-        raise ValueError(f"{path}: no pairs")
-    return {"sentence1": s1, "sentence2": s2, "score": score}
-
-
-def local_sts_task(
-    path: Union[str, os.PathLike],
-    name: str,
-    *,
-    split: str = "test",
-    min_score: float = 0,
-    max_score: float = 5,
-    description: Optional[str] = None,
-    languages: Sequence[str] = ("eng-Latn",),
-):
-    """An MTEB STS task (``AbsTaskSTS``) read from a local TSV (sentence1, sentence2, score with
-    a header row, tab-separated, no quoting) instead of the Hugging Face hub.
-
-    Main score ``cosine_spearman``; gold scores are normalised with ``min_score``/``max_score``
-    as MTEB does (which does not change a Spearman). The dataset revision recorded in results is
-    ``sha256:<first 16 hex digits of the file's sha256>``. Returns a task instance."""
-    _mteb()
-    from datasets import Dataset, DatasetDict  # noqa: PLC0415
-    from mteb.abstasks.sts import AbsTaskSTS  # noqa: PLC0415
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    metadata = _local_metadata(
-        name,
-        path,
-        _file_sha256(path),
-        description or f"STS pairs read from the local file {path.name} (Nest).",
-        ("STS", "cosine_spearman"),
-        split,
-        languages,
-    )
-
-    def load_data(self, num_proc=None, *, timer=None, **kwargs):
-        if self.data_loaded:
-            return
-        self.dataset = DatasetDict({split: Dataset.from_dict(_read_sts_tsv(path))})
-        self.data_loaded = True
-
-    cls = type(
-        f"LocalSTS_{''.join(c if c.isalnum() else '_' for c in name)}",
-        (AbsTaskSTS,),
-        {
-            "metadata": metadata,
-            "min_score": min_score,
-            "max_score": max_score,
-            "load_data": load_data,
-            "__doc__": f"Local STS task {name!r} from {path}.",
-        },
-    )
-    return cls()
-
-
-def LocalSTSB(data_root: Union[str, os.PathLike, None] = None, split: str = "test"):
-    """MTEB's STSBenchmark read from ``<data_root>/stsb/<split>.tsv`` (default data root:
-    ``$NEST_DATA_ROOT``, else ``../shared/datasets`` as ``nest eval``): the same 1379 test
-    pairs, scored as MTEB scores them, with no download. Task name ``STSBenchmark``, as
-    ``export_results`` names ``nest eval``'s ``stsb/test``."""
-    root = Path(data_root) if data_root is not None else _default_data_root()
-    return local_sts_task(
-        root / "stsb" / f"{split}.tsv",
-        "STSBenchmark",
-        split=split,
-        min_score=0,
-        max_score=5,
-        description="Semantic Textual Similarity Benchmark (STSbenchmark), read from a local "
-        "file (SemEval-2017 sts-test.csv; the pairs MTEB's STSBenchmark scores).",
-    )
-
-
-def _read_jsonl(path: Path, what: str, fields: Sequence[str]) -> List[Dict[str, Any]]:
-    """One JSON object per non-empty line, each with string ``_id`` (or a number) and ``text``."""
-    rows: List[Dict[str, Any]] = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{i}: expected a JSON object per line ({what}): {e}") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("_id", obj.get("id")), (str, int)):
-                raise ValueError(f"{path}:{i}: expected {{\"_id\": string, {', '.join(fields)}}}")
-            if not isinstance(obj.get("text"), str):
-                raise ValueError(f"{path}:{i}: expected a string field \"text\"")
-            obj["_id"] = str(obj.get("_id", obj.get("id")))
-            rows.append(obj)
-    return rows
-
-
-def _read_beir(folder: Path, split: str) -> Dict[str, Any]:
-    """A BEIR folder as ``nest eval`` reads it (nest-core's ``data/beir.rs``): the corpus and the
-    queries in file order, the first of duplicate ids kept; the queries with a relevant document;
-    qrels as ``{query: {doc: relevance > 0}}`` (query-id, corpus-id, score; a header row)."""
-    files = [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{split}.tsv"]
-    for f in files:
-        if not f.is_file():
-            raise FileNotFoundError(f"{f}: no such file (a BEIR folder has corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
-    qrels: Dict[str, Dict[str, int]] = {}
-    with open(files[2], encoding="utf-8", newline="") as f:
-        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        next(rows, None)
-        for i, row in enumerate(rows, start=2):
-            if not row:
-                continue
-            try:
-                score = int(float(row[2]))
-            except (IndexError, ValueError):
-                raise ValueError(f"{files[2]}:{i}: expected query-id<TAB>corpus-id<TAB>score, got {row}") from None
-            if score > 0:
-                qrels.setdefault(row[0], {})[row[1]] = score
-    corpus: Dict[str, Tuple[str, str]] = {}
-    for d in _read_jsonl(files[0], "corpus", ['"title"?: string', '"text": string']):
-        corpus.setdefault(d["_id"], (d.get("title") or "", d["text"]))
-    queries: Dict[str, str] = {}
-    for q in _read_jsonl(files[1], "queries", ['"text": string']):
-        queries.setdefault(q["_id"], q["text"])
-    judged = [q for q in queries if q in qrels]
-    if not judged:
-        raise ValueError(f"{files[2]}: no query of {files[1]} has a relevant document")
-    return {
-        "corpus": corpus,
-        "queries": {q: queries[q] for q in judged},
-        "relevant_docs": {q: qrels[q] for q in judged},
-        "sha": hashlib.sha256("".join(_file_sha256(f) for f in files).encode()).hexdigest(),
-    }
-
-
-def local_retrieval_task(
-    folder: Union[str, os.PathLike],
-    name: str,
-    *,
-    split: str = "test",
-    description: Optional[str] = None,
-    languages: Sequence[str] = ("eng-Latn",),
-):
-    """An MTEB retrieval task (``AbsTaskRetrieval``) read from a local BEIR folder
-    (``corpus.jsonl`` with ``_id``, ``title``, ``text``; ``queries.jsonl``; ``qrels/<split>.tsv``)
-    instead of the Hugging Face hub: the corpus and queries ``nest eval`` reads from it (a
-    document is its title and text joined by a space, in both), scored by MTEB's own evaluator.
-
-    Main score ``ndcg_at_10``. The dataset revision recorded in results is ``sha256:<first 16 hex
-    digits>`` of the three files' digests. Returns a task instance."""
-    _mteb()
-    from datasets import Dataset  # noqa: PLC0415
-    from mteb.abstasks.retrieval import AbsTaskRetrieval  # noqa: PLC0415
-
-    folder = Path(folder)
-    data = _read_beir(folder, split)
-    metadata = _local_metadata(
-        name,
-        folder,
-        data["sha"],
-        description or f"Retrieval read from the local BEIR folder {folder.name} (Nest).",
-        ("Retrieval", "ndcg_at_10"),
-        split,
-        languages,
-    )
-
-    def load_data(self, num_proc=None, *, timer=None, **kwargs):
-        if self.data_loaded:
-            return
-        corpus = data["corpus"]
-        self.dataset = {
-            "default": {
-                split: {
-                    "corpus": Dataset.from_dict({
-                        "id": list(corpus),
-                        "title": [t for t, _ in corpus.values()],
-                        "text": [x for _, x in corpus.values()],
-                    }),
-                    "queries": Dataset.from_dict({"id": list(data["queries"]), "text": list(data["queries"].values())}),
-                    "relevant_docs": data["relevant_docs"],
-                    "top_ranked": None,
-                }
-            }
-        }  # fmt: skip
-        self.data_loaded = True
-
-    cls = type(
-        f"LocalRetrieval_{''.join(c if c.isalnum() else '_' for c in name)}",
-        (AbsTaskRetrieval,),
-        {"metadata": metadata, "load_data": load_data, "__doc__": f"Local retrieval task {name!r} from {folder}."},
-    )
-    return cls()
-
-
-def LocalSciFact(data_root: Union[str, os.PathLike, None] = None, split: str = "test"):
-    """MTEB's SciFact read from ``<data_root>/scifact`` (default data root: ``$NEST_DATA_ROOT``,
-    else ``../shared/datasets`` as ``nest eval``): BEIR's corpus (5183 abstracts) and the 300
-    judged test queries, scored as MTEB scores them, with no download. Task name ``SciFact``, as
-    ``export_results`` names ``nest eval``'s ``scifact/test``."""
-    root = Path(data_root) if data_root is not None else _default_data_root()
-    return local_retrieval_task(
-        root / "scifact",
-        "SciFact",
-        split=split,
-        description="SciFact (BEIR): scientific claims against paper abstracts, read from a local "
-        "BEIR folder (the corpus, queries and qrels MTEB's SciFact scores).",
-    )
 
 
 # -- export of nest eval reports --------------------------------------------------------------

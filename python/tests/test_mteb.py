@@ -1,6 +1,6 @@
 """`nest.mteb`: MTEB 2 runs a Nest encoder at a (layer, dim) point on a local task, with the
-score `nest eval` gives (within 0.01 points: STS-B's Spearman, and nDCG@10 on a SciFact
-subset), and `nest eval` reports exported to MTEB's results format read back by mteb's own
+score `nest eval` gives (within 0.01 points: STS-B's Spearman at float32, int8 and binary
+precision, and nDCG@10 on a SciFact subset), and `nest eval` reports exported to MTEB's results format read back by mteb's own
 loader (`ResultCache.load_results`).
 
 Needs `mteb` (2.x), models/all-MiniLM-L6-v2, ../shared/datasets and, for the comparisons with
@@ -54,12 +54,12 @@ need_data("sick-r/test.tsv")
 @pytest.fixture(scope="module")
 def report_path(tmp_path_factory):
     """One `nest eval` run of the sts family (STS-B test, SICK-R test) at layers 3,6 x dims 64,384
-    x precisions float32,int8, in float32 arithmetic."""
+    x precisions float32,int8,binary, in float32 arithmetic."""
     out = tmp_path_factory.mktemp("nest-eval")
     cmd = [
         str(nest_bin()), "eval", "--model", str(MODEL), "--data-root", str(DATA),
         "--tasks", "sts", "--layers", "3,6", "--dims", "64,384",
-        "--precision", "float32,int8", "--dtype", "float32", "--latency-texts", "0",
+        "--precision", "float32,int8,binary", "--dtype", "float32", "--latency-texts", "0",
         "--no-items", "--out", str(out),
     ]  # fmt: skip
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, timeout=600)
@@ -114,6 +114,35 @@ def test_mteb_local_task_matches_nest_eval(layer, dim, encoder, report):
     theirs = cells(report)[("stsb/test", layer, dim, "float32")]["spearman"]
     print(f"\nSTS-B test at (layer {layer}, dim {dim}): MTEB {ours:.4f}, nest eval {theirs:.4f}")
     assert abs(ours - theirs) < 0.01
+
+
+@pytest.mark.parametrize("precision", ["int8", "binary"])
+def test_mteb_scores_stored_precisions_as_nest_eval(precision, encoder, report):
+    """int8: MTEB's score with the model's own similarity (the dot product of the dequantised
+    codes, the index's estimate) is nest eval's int8 cell; binary: the cosine of the ±1 vectors
+    (MTEB's main score) is nest eval's Hamming-ranked binary cell."""
+    model = nm.NestEncoder(encoder, layer=3, dim=64, precision=precision)
+    meta = model.mteb_model_meta
+    assert meta.name == f"nest/all-MiniLM-L6-v2@layer3-dim64-{precision}"
+    assert meta.similarity_fn_name.value == ("dot" if precision == "int8" else "cosine")
+    assert meta.loader_kwargs["precision"] == precision
+    res = mteb.evaluate(model, nm.LocalSTSB(DATA), cache=None, show_progress_bar=False,
+                        co2_tracker=False)  # fmt: skip
+    (entry,) = res.task_results[0].scores["test"]
+    ours = 100 * entry["spearman" if precision == "int8" else "cosine_spearman"]
+    theirs = cells(report)[("stsb/test", 3, 64, precision)]["spearman"]
+    float32 = cells(report)[("stsb/test", 3, 64, "float32")]["spearman"]
+    print(f"\nSTS-B test at (3, 64) {precision}: MTEB {ours:.4f}, nest eval {theirs:.4f} (float32 {float32:.4f})")
+    assert abs(ours - theirs) < 0.01
+    if precision == "binary":
+        assert abs(ours - float32) > 0.1  # the sign bits are scored, not the float vectors
+
+
+def test_encoder_refuses_a_precision_it_does_not_score(encoder):
+    with pytest.raises(ValueError, match=r"same codes as int8 / binary"):
+        nm.NestEncoder(encoder, precision="ubinary")
+    with pytest.raises(ValueError, match=r"expected one of float32, int8, binary, got 'int4'"):
+        nm.NestEncoder(encoder, precision="int4")
 
 
 # -- the local retrieval task -----------------------------------------------------------------
@@ -200,7 +229,7 @@ def test_export_read_back_by_mteb(report_path, report, encoder, tmp_path):
     res = mteb.ResultCache(tmp_path).load_results(include_remote=False)
     by_name = {m.model_name: m for m in res.model_results}
     points = {(layer, dim, prec) for (_, layer, dim, prec) in grid}
-    assert len(by_name) == len(points) == 2 * 2 * 2
+    assert len(by_name) == len(points) == 2 * 2 * 3
 
     revision = nm.model_revision(MODEL)
     task_names = {"stsb/test": "STSBenchmark", "sick-r/test": "Nest-sick-r"}
