@@ -53,8 +53,18 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _class_name(name: str, kind: str) -> str:
-    return f"Local{kind}_{''.join(c if c.isalnum() else '_' for c in name)}"
+def _local_task(base, kind: str, name: str, metadata, dataset, doc: str, **attrs):
+    """An instance of a new subclass of MTEB's ``base`` task class (named ``Local<kind>_<name>``)
+    with ``metadata``, whose ``load_data`` sets ``dataset()`` once, and ``attrs``."""
+
+    def load_data(self, num_proc=None, *, timer=None, **kwargs):
+        if self.data_loaded:
+            return
+        self.dataset = dataset()
+        self.data_loaded = True
+
+    cls_name = f"Local{kind}_{''.join(c if c.isalnum() else '_' for c in name)}"
+    return type(cls_name, (base,), {"metadata": metadata, "load_data": load_data, "__doc__": doc, **attrs})()
 
 
 def _tsv_rows(path: Path, layouts: Sequence[Sequence[str]]) -> Tuple[int, List[Tuple[int, List[str]]]]:
@@ -159,24 +169,16 @@ def local_sts_task(
         languages,
     )
 
-    def load_data(self, num_proc=None, *, timer=None, **kwargs):
-        if self.data_loaded:
-            return
-        self.dataset = DatasetDict({split: Dataset.from_dict(data)})
-        self.data_loaded = True
-
-    cls = type(
-        _class_name(name, "STS"),
-        (AbsTaskSTS,),
-        {
-            "metadata": metadata,
-            "min_score": min_score,
-            "max_score": max_score,
-            "load_data": load_data,
-            "__doc__": f"Local STS task {name!r} from {path}.",
-        },
+    return _local_task(
+        AbsTaskSTS,
+        "STS",
+        name,
+        metadata,
+        lambda: DatasetDict({split: Dataset.from_dict(data)}),
+        f"Local STS task {name!r} from {path}.",
+        min_score=min_score,
+        max_score=max_score,
     )
-    return cls()
 
 
 def LocalSTSB(data_root: Union[str, os.PathLike, None] = None, split: str = "test"):
@@ -285,11 +287,9 @@ def local_retrieval_task(
         languages,
     )
 
-    def load_data(self, num_proc=None, *, timer=None, **kwargs):
-        if self.data_loaded:
-            return
+    def dataset():
         corpus = data["corpus"]
-        self.dataset = {
+        return {
             "default": {
                 split: {
                     "corpus": Dataset.from_dict({
@@ -303,14 +303,10 @@ def local_retrieval_task(
                 }
             }
         }  # fmt: skip
-        self.data_loaded = True
 
-    cls = type(
-        _class_name(name, "Retrieval"),
-        (AbsTaskRetrieval,),
-        {"metadata": metadata, "load_data": load_data, "__doc__": f"Local retrieval task {name!r} from {folder}."},
+    return _local_task(
+        AbsTaskRetrieval, "Retrieval", name, metadata, dataset, f"Local retrieval task {name!r} from {folder}."
     )
-    return cls()
 
 
 def LocalSciFact(data_root: Union[str, os.PathLike, None] = None, split: str = "test"):
@@ -376,18 +372,14 @@ def local_pair_classification_task(
         languages,
     )
 
-    def load_data(self, num_proc=None, *, timer=None, **kwargs):
-        if self.data_loaded:
-            return
-        self.dataset = DatasetDict({split: Dataset.from_dict(data)})
-        self.data_loaded = True
-
-    cls = type(
-        _class_name(name, "PairClassification"),
-        (AbsTaskPairClassification,),
-        {"metadata": metadata, "load_data": load_data, "__doc__": f"Local pair classification {name!r} from {path}."},
+    return _local_task(
+        AbsTaskPairClassification,
+        "PairClassification",
+        name,
+        metadata,
+        lambda: DatasetDict({split: Dataset.from_dict(data)}),
+        f"Local pair classification {name!r} from {path}.",
     )
-    return cls()
 
 
 def _read_classification_tsv(path: Path) -> Dict[str, list]:
@@ -448,22 +440,18 @@ def local_classification_task(
         category="t2c",
     )
 
-    def load_data(self, num_proc=None, *, timer=None, **kwargs):
-        if self.data_loaded:
-            return
-        self.dataset = DatasetDict({k: Dataset.from_dict(v) for k, v in data.items()})
-        self.data_loaded = True
-
-    attrs = {
-        "metadata": metadata,
-        "load_data": load_data,
-        "samples_per_label": samples_per_label,
-        "n_experiments": n_experiments,
-        "__doc__": f"Local classification {name!r} from {train} and {test}.",
-    }
+    attrs: Dict[str, Any] = {"samples_per_label": samples_per_label, "n_experiments": n_experiments}
     if evaluator_model is not None:
         attrs["evaluator_model"] = evaluator_model
-    return type(_class_name(name, "Classification"), (AbsTaskClassification,), attrs)()
+    return _local_task(
+        AbsTaskClassification,
+        "Classification",
+        name,
+        metadata,
+        lambda: DatasetDict({k: Dataset.from_dict(v) for k, v in data.items()}),
+        f"Local classification {name!r} from {train} and {test}.",
+        **attrs,
+    )
 
 
 def LocalBanking77(data_root: Union[str, os.PathLike, None] = None):
