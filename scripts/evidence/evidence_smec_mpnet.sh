@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SMEC against parallel MRL on a second backbone: all-mpnet-base-v2's frozen 768-dim vectors on
-# SciFact, compressed to 384, 192, 96 and 48 (docs/COMPRESSION.md, "A second backbone"). The
+# SciFact, at 768, 384, 192, 96 (D/8, as MiniLM's 384 to 48 and the one-seed MPNet table of
+# docs/COMPRESSION.md) and 48 dims (MiniLM's smallest), with three seeds and paired tests. The
 # settings are the ones chosen on MiniLM's validation split (scripts/evidence/evidence_smec_seeds.sh,
 # evidence_smec_levers.sh), not tuned again: SMEC lr 3e-3 scale 10, MRL lr 1e-2 scale 10, both
 # 35 epochs (per stage for SMEC, no early stop: the default since the levers run). Seeds 1 2 3,
