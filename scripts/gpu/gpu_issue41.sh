@@ -43,7 +43,8 @@
 #  10  S10_S=200 GradCache: batch 256 in chunks of 32, bf16, --cuda-graph on|off (the chunk passes
 #                recorded), MiniLM then the MPNet-base shape, next to PyTorch's GradCache step
 #                and sentence-transformers' CachedMultipleNegativesRankingLoss [~150 s]
-#  11  S11_S=120 graph memory pools, private (default) against NEST_GRAPH_POOL=shared: 200 steps of
+#  11  S11_S=120 graph memory pools, NEST_GRAPH_POOL=private against shared (the default since
+#                2026-11-28): 200 steps of
 #                recipes/gpu-numerics-mrl.toml recorded, plain and GradCache (chunks of 8; and
 #                eager GradCache), losses compared step by step (a shared pool that clobbered a
 #                live tensor would show here), peak GPU memory per process; bench encode
@@ -134,14 +135,16 @@ EOF
     && chmod +x "$N"
   # the peers' scripts are found at the path the binary was built in (CARGO_MANIFEST_DIR/../..)
   # (the binary holds that folder and "../../scripts/bench/bench_st.py" as two adjacent literals)
-  BUILT=$(grep -ao '/[[:alnum:]_./+-]*/crates/nest-cli\.\./\.\./scripts/bench_st\.py' "$N" | head -1)
+  # (nest-cli's bench encode and nest-bench's bench train: "<crate>../../scripts/bench/<peer>.py";
+  # every crate's folder must exist there for the "../.." to resolve)
+  BUILT=$(grep -ao '/[[:alnum:]_./+-]*/crates/nest-cli\.\./\.\./scripts/bench/bench_st\.py' "$N" | head -1)
   BUILT=${BUILT%/crates/nest-cli../../scripts/bench/bench_st.py}
   for r in $BUILT ${NEST_BUILT_ROOT:-/work/main/target/gpu-bundle/src}; do
-    if [ ! -e "$r/scripts/bench/bench_st.py" ]; then
-      mkdir -p "$r/crates/nest-cli" && { [ -e "$r/scripts" ] || ln -s "$REPO/scripts" "$r/scripts"; }
-    fi
+    for c in "$REPO"/crates/*/; do mkdir -p "$r/crates/$(basename "$c")"; done
+    [ -e "$r/scripts" ] || ln -s "$REPO/scripts" "$r/scripts"
   done
-  log "peers' scripts through ${BUILT:-?}/scripts: $([ -e "$BUILT/crates/nest-cli/../../scripts/bench/bench_st.py" ] && echo found || echo NOT FOUND)"
+  R0=${BUILT:-${NEST_BUILT_ROOT:-/work/main/target/gpu-bundle/src}}
+  log "peers' scripts through $R0/scripts: bench_st $([ -e "$R0/crates/nest-cli/../../scripts/bench/bench_st.py" ] && echo found || echo NOT FOUND), bench_train $([ -e "$R0/crates/nest-bench/../../scripts/bench/bench_train.py" ] && echo found || echo NOT FOUND)"
   [ -f "$D/sickr_test.tsv" ] || { [ -f "$D/sickr_test.tsv.xz" ] && "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$D/sickr_test.tsv.xz" "$WORK/sickr_test.tsv"; }
   [ -f "$D/snli_pairs_dev.tsv" ] || cut -f1,2 "$D/snli_triplets_dev.tsv" > "$WORK/snli_pairs_dev.tsv"
   # section 6's recipe reads .gpu/data/snli_pairs_dev.tsv
@@ -188,7 +191,10 @@ run() {
   local msg="rc=$rc"
   ((rc == 124 || rc == 137)) && msg="TIMEOUT after ${secs}s"
   log "  $name: $msg in $(($(date +%s) - s))s"
-  ((rc != 0)) && tail -4 "$SD/$name.log" | cut -c1-200 | sed 's/^/    | /'
+  if ((rc != 0)); then # the panic's or error's own lines first (the tail is often a backtrace)
+    grep -m1 -A3 "panicked at\|^error" "$SD/$name.log" | cut -c1-300 | sed 's/^/    ! /'
+    tail -4 "$SD/$name.log" | cut -c1-200 | sed 's/^/    | /'
+  fi
   return $rc
 }
 mem_start() { # TAG: peak GPU memory per process into $SD/mem_TAG.json
@@ -635,8 +641,8 @@ s12() {
   rows_n=$(rows "$D/snli_triplets_dev.tsv")
   steps=$((rows_n / b - 3))
   ((steps > TRAIN_STEPS)) && steps=$TRAIN_STEPS
-  # recorded first, with the peers (PyTorch's MRL and 2DMSE steps, the ST epoch); then eager
-  for g in on off; do
+  # eager first, with the peers (PyTorch's MRL and 2DMSE steps, the ST epoch); then recorded
+  for g in off on; do
     extra=()
     if [ $HAS_GRAPH = 1 ]; then extra=(--cuda-graph $g); elif [ $g = on ]; then continue; fi
     mem_start "train2d_g$g"

@@ -10,19 +10,20 @@ use crate::Result;
 /// Where one owner's recordings (an encoder's shapes, a run's steps) keep the memory of their
 /// intermediate tensors.
 ///
-/// - **private** (the default): one memory pool per recording, libtorch's default. Each shape
-///   holds every intermediate tensor of its pass for good: at batch 256 a training process
-///   peaked at 3.5x the eager one, an encoder of Qwen3-0.6B's shape at 5x its peer
-///   (BENCHMARKS.md, "On a GPU: one NVIDIA H100").
-/// - **shared** (`NEST_GRAPH_POOL=shared`): the owner's recordings share one pool, as
+/// - **shared** (the default since 2026-11-28): the owner's recordings share one pool, as
 ///   `torch.cuda.graph(pool=...)` does, so the intermediates of one shape reuse those of
 ///   another and the owner holds about its largest pass's. Sound here because every tensor
 ///   that outlives a pass (static inputs and outputs, gradients, optimizer state) is made
 ///   outside the recordings, so a pool holds only a pass's temporaries, and an owner's
 ///   replays run one at a time on one stream. A pool is used by its owner only, and a new
 ///   one is taken when the owner drops its recordings (libtorch refuses a capture into a
-///   pool whose graphs are all gone). Not yet measured on a GPU; the default stays private
-///   until it is.
+///   pool whose graphs are all gone). Measured on an H200 (BENCHMARKS.md, "On a GPU: one
+///   NVIDIA H200, 2026-11-28"): 200 recorded training steps gave the private pools' losses bit
+///   for bit, plain and under GradCache, at 45-51% less process memory and the same speed.
+/// - **private** (`NEST_GRAPH_POOL=private`): one memory pool per recording, libtorch's
+///   default. Each shape holds every intermediate tensor of its pass for good: at batch 256 a
+///   training process peaked at 3.5x the eager one, an encoder of Qwen3-0.6B's shape at 5x its
+///   peer (BENCHMARKS.md, "On a GPU: one NVIDIA H100").
 ///
 /// A pool also keeps its owner's recordings within a memory budget ([`Budget`]): a new shape is
 /// recorded only while the process's memory leaves room for it; past that, the owner runs new
@@ -121,12 +122,36 @@ fn read_memory_share() -> f64 {
     }
 }
 
+/// Whether owners share one pool among their recordings: `NEST_GRAPH_POOL` (`shared`, the
+/// default, or `private`; anything else warns, naming the variable, and keeps the default),
+/// read once per process.
+fn shared_pools() -> bool {
+    static SHARED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SHARED.get_or_init(|| {
+        let v = std::env::var("NEST_GRAPH_POOL").ok();
+        parse_sharing(v.as_deref()).unwrap_or_else(|e| {
+            eprintln!("warning: {e}; using shared pools");
+            true
+        })
+    })
+}
+
+/// `NEST_GRAPH_POOL`'s value: unset or `shared` -> shared, `private` -> private.
+fn parse_sharing(v: Option<&str>) -> std::result::Result<bool, String> {
+    match v.map(str::trim) {
+        None | Some("") | Some("shared") => Ok(true),
+        Some("private") => Ok(false),
+        Some(other) => Err(format!(
+            "NEST_GRAPH_POOL={other:?}: expected \"shared\" (the default) or \"private\""
+        )),
+    }
+}
+
 impl Pool {
-    /// The pool of a new owner on `device`: shared when `NEST_GRAPH_POOL=shared`; on a GPU,
+    /// The pool of a new owner on `device`: shared unless `NEST_GRAPH_POOL=private`; on a GPU,
     /// recordings within [`Budget`]'s share of its memory.
     pub fn new(device: Device) -> Pool {
-        let shared = std::env::var("NEST_GRAPH_POOL").as_deref() == Ok("shared");
-        let pool = Pool::with_sharing(device, shared);
+        let pool = Pool::with_sharing(device, shared_pools());
         match device_memory(device) {
             Some(total) => pool.with_budget(Budget::new(total, memory_share()), reserved_bytes),
             None => pool,
@@ -321,5 +346,17 @@ mod tests {
         let mut unread =
             Pool::with_sharing(Device::Cpu, false).with_budget(Budget::new(1000, 0.8), |_| None);
         assert!(unread.has_room());
+    }
+
+    #[test]
+    fn pools_are_shared_unless_private_is_asked_for() {
+        assert_eq!(parse_sharing(None), Ok(true));
+        assert_eq!(parse_sharing(Some("shared")), Ok(true));
+        assert_eq!(parse_sharing(Some(" private ")), Ok(false));
+        let e = parse_sharing(Some("per-shape")).unwrap_err();
+        assert!(
+            e.contains("NEST_GRAPH_POOL") && e.contains("private"),
+            "{e}"
+        );
     }
 }

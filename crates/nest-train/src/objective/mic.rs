@@ -162,7 +162,10 @@ pub fn sir(z: &Tensor, t: f64) -> Tensor {
     }
     let zn = nest_model::pooling::l2_normalize(z);
     let k = ((zn.matmul(&zn.transpose(0, 1)) - 1.0) * (2.0 * t)).exp();
-    let off = (k.sum(None::<Kind>) - k.trace()) / (b * (b - 1)) as f64;
+    // The diagonal's sum, not `trace()`: libtorch's trace backward reads a scalar back to the
+    // host (`index_fill_` with a tensor index), which a CUDA graph cannot record (H200, 2026-11-28)
+    let diag = k.diagonal(0, 0, 1).sum(None::<Kind>);
+    let off = (k.sum(None::<Kind>) - diag) / (b * (b - 1)) as f64;
     (cv + (off + EPS).log()) / 2.0
 }
 

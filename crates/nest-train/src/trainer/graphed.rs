@@ -250,7 +250,9 @@ fn run_body(
         .map(|t| t.value.shallow_clone())
         .reduce(|a, b| a + b)
         .expect("an objective returns terms");
-    total.backward();
+    // an error fails the recording with its reason (an autograd formula that reads a value
+    // back to the host cannot be recorded: the trace's, which MIC used until 2026-11-28)
+    total.f_backward().map_err(nest_model::Error::Torch)?;
     s.loss
         .shallow_clone()
         .copy_(&total.detach().to_kind(Kind::Double));

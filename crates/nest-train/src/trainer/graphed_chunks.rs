@@ -303,8 +303,9 @@ fn backward_body(e: &Encoding, s: &ChunkStatic) -> nest_model::Result<()> {
             add(o, g);
         }
     }
+    // an error (an autograd formula that reads back while recording) fails the recording
     if let Some(t) = surrogate {
-        t.backward();
+        t.f_backward().map_err(nest_model::Error::Torch)?;
     }
     Ok(())
 }
