@@ -531,7 +531,7 @@ s7() {
     "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
       "$G/nest-dist-group.xz" /tmp/nest-dist-group && chmod +x /tmp/nest-dist-group
     NCCL_DEBUG=INFO run nccl_unit 60 /tmp/nest-dist-group --exact nccl_one_rank_on_the_gpu --nocapture
-    echo "nest-dist nccl_one_rank_on_the_gpu: rc=$? $(grep -m1 'NCCL one-rank' "$SD/nccl_unit.log")" >> "$f"
+    echo "nest-dist nccl_one_rank_on_the_gpu: rc=$? $(grep -m1 -o 'NCCL one-rank.*passed' "$SD/nccl_unit.log"); $(grep -m1 -o 'NCCL group shut down and freed' "$SD/nccl_unit.log" || echo 'the group was NOT freed (crash in shutdown or free)'); $(grep -m1 -o 'test result:.*' "$SD/nccl_unit.log" || echo 'no test result line (crash before the harness reported)')" >> "$f"
   fi
   echo "(flags: ${flags[*]})" >> "$f"
 }
