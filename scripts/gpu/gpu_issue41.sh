@@ -56,7 +56,8 @@
 # Results go to $OUT/sN/ as they come (logs, markdown, JSON; peak GPU memory per process in
 # mem_*.json from scripts/gpu/gpu_mem_poll.py); $OUT/status.tsv says what ran; the summary of
 # scripts/gpu/gpu_issue41_report.py is printed LAST (only the output's tail comes back).
-# Knobs: TOTAL_S, SECTIONS, S<n>_S, REPEATS (encode, 5), SERVE_S (15), PY (python3), OUT.
+# Knobs: TOTAL_S, SECTIONS, S<n>_S, REPEATS (encode, 5), SERVE_S (15), PY (python3), OUT, PACK
+# (a folder: every result packed into PACK/issue41.tgz, since a call brings back 8 files at most).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -682,3 +683,8 @@ done
 log "done"
 "$PY" scripts/gpu/gpu_issue41_report.py summary "$OUT" 2>&1 | cut -c1-260
 echo "total wall: $(elapsed)s (TOTAL_S=$TOTAL_S)"
+# the device tool brings back at most 8 files from its $OUT: PACK=DIR packs every result into
+# DIR/issue41.tgz (run with OUT=/tmp/o PACK=$OUT there)
+if [ -n "${PACK:-}" ]; then
+  tar czf "$PACK/issue41.tgz" -C "$OUT" . && echo "packed: $PACK/issue41.tgz"
+fi
