@@ -686,5 +686,7 @@ echo "total wall: $(elapsed)s (TOTAL_S=$TOTAL_S)"
 # the device tool brings back at most 8 files from its $OUT: PACK=DIR packs every result into
 # DIR/issue41.tgz (run with OUT=/tmp/o PACK=$OUT there)
 if [ -n "${PACK:-}" ]; then
-  tar czf "$PACK/issue41.tgz" -C "$OUT" . && echo "packed: $PACK/issue41.tgz"
+  # made outside $OUT first (PACK may be $OUT: tar refuses a folder that changes as it reads it)
+  tar czf "/tmp/issue41.$$.tgz" --exclude=./issue41.tgz -C "$OUT" . \
+    && mv "/tmp/issue41.$$.tgz" "$PACK/issue41.tgz" && echo "packed: $PACK/issue41.tgz"
 fi

@@ -5,9 +5,10 @@
 //! GradCache's two recorded passes of a chunk (nest-train's `graphed_chunks.rs`: the encode
 //! without autograd, then the re-encode with its backward) must draw the same dropout masks:
 //! two different CUDA graphs replayed after the same seed. And graphs sharing one memory pool
-//! (the default, `NEST_GRAPH_POOL=shared`) must give what graphs with pools of their own give, in any replay
-//! order. And a server's workers sharing one GPU (`nest serve --workers 2`: each its own
-//! encoder and stream) must record and replay at once without touching each other's graphs.
+//! (the default, `NEST_GRAPH_POOL=shared`) must give what graphs with pools of their own give,
+//! in any replay order. And a server's workers sharing one GPU (`nest serve --workers 2`: each
+//! its own encoder and stream) must record and replay at once without touching each other's
+//! graphs.
 //! And a pool must read the card's memory for its recordings' budget.
 
 use std::cell::RefCell;
