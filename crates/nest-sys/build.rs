@@ -1,10 +1,10 @@
 //! Compiles Nest's C++ shims (`shim/*.cpp`: libtorch's fused AdamW and multi-tensor kernels,
-//! pinned host memory, c10d's TCPStore and process groups, the libtorch version; with the `cuda`
-//! feature also CUDA graphs, the caching allocator's counters, NCCL and a GPU's properties) into
-//! one static library, against the libtorch headers tch builds against (`LIBTORCH`, as
-//! `scripts/setup.sh` writes it into `.cargo/config.toml`). The symbols they call live in
-//! `libtorch_cpu.so` (and `libtorch_cuda.so`), which torch-sys links. cc compiles the files in
-//! parallel (its `parallel` feature).
+//! pinned host memory, c10d's TCPStore and process groups, the libtorch version, an operator
+//! count; with the `cuda` feature also CUDA graphs, the caching allocator's counters, NCCL and a
+//! GPU's properties) into one static library, against the libtorch headers tch builds against
+//! (`LIBTORCH`, as `scripts/setup.sh` writes it into `.cargo/config.toml`). The symbols they
+//! call live in `libtorch_cpu.so` (and `libtorch_cuda.so`), which torch-sys links. cc compiles
+//! the files in parallel (its `parallel` feature).
 
 fn main() {
     println!("cargo:rerun-if-changed=shim");
@@ -18,6 +18,7 @@ fn main() {
         "shim/pinned.cpp",
         "shim/dist.cpp",
         "shim/info.cpp",
+        "shim/ops.cpp",
     ]);
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
         for dir in cuda_includes(&root, &["cuda_runtime_api.h", "nccl.h"]) {

@@ -2,7 +2,7 @@
 //! `bert.` prefix. Returns every layer's hidden states and stops after the requested layer.
 
 use tch::nn::{self, Module};
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
@@ -88,8 +88,10 @@ impl Bert {
         capture: ClsAttention,
     ) -> EncoderOutput {
         let (_, s) = input.ids.size2().expect("ids are [batch, seq]");
-        let pos = Tensor::arange(s, (Kind::Int64, input.ids.device())).unsqueeze(0);
-        self.forward_at(input, &pos, exits, train, capture)
+        // positions 0..s are the table's first s rows: a view, not a lookup (on a GPU each
+        // operator of a small batch's pass costs about a kernel launch)
+        let pos = self.position.ws.narrow(0, 0, s);
+        self.embed_and_run(input, pos, exits, train, capture)
     }
 
     /// [`Bert::forward`] with the position ids given (`[batch or 1, seq]` int64): RoBERTa-family
@@ -102,12 +104,25 @@ impl Bert {
         train: bool,
         capture: ClsAttention,
     ) -> EncoderOutput {
-        let types = input.ids.zeros_like();
-        let x = (self.word.forward(&input.ids)
-            + self.position.forward(pos)
-            + self.token_type.forward(&types))
-        .apply(&self.emb_norm)
-        .dropout(self.settings.dropout, train);
+        let pos = self.position.forward(pos);
+        self.embed_and_run(input, pos, exits, train, capture)
+    }
+
+    /// The embeddings (words, then `pos`, the position embeddings broadcastable to `[batch,
+    /// seq, hidden]`, then token type 0's row, added in that order as Hugging Face adds them)
+    /// and the layers.
+    fn embed_and_run(
+        &self,
+        input: &EncoderInput,
+        pos: Tensor,
+        exits: Exits<'_>,
+        train: bool,
+        capture: ClsAttention,
+    ) -> EncoderOutput {
+        // every token is of type 0: the table's first row, broadcast (a view, not a lookup)
+        let x = (self.word.forward(&input.ids) + pos + self.token_type.ws.get(0))
+            .apply(&self.emb_norm)
+            .dropout(self.settings.dropout, train);
         let mask = additive_mask(&input.mask, x.kind());
         run_layers(
             &self.layers,

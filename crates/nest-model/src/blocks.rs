@@ -7,6 +7,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::dtype::Dtype;
 use crate::io::{EncoderOutput, Exits};
+use crate::length_cache::LengthCache;
 use crate::linear::Linear;
 use crate::packing::Packing;
 
@@ -90,6 +91,35 @@ pub(crate) fn convert_linears<'a>(linears: impl IntoIterator<Item = &'a mut Line
     }
 }
 
+/// A rotary embedding: its inverse frequencies ([`inv_freq`]) and its tables cached by length
+/// ([`LengthCache`]: computed once, not in every pass).
+#[derive(Debug)]
+pub(crate) struct Rope {
+    inv: Tensor,
+    tables: LengthCache<(Device, Kind)>,
+}
+
+impl Rope {
+    pub(crate) fn new(theta: f64, head_dim: i64, dev: Device) -> Rope {
+        Rope {
+            inv: inv_freq(theta, head_dim, dev),
+            tables: LengthCache::default(),
+        }
+    }
+
+    /// [`rope_table`] of positions `0..n` on `dev` in `kind`: rows of the cached table (views).
+    ///
+    /// # Shapes
+    /// - returns two `[n, head_dim]`
+    pub(crate) fn table(&self, n: i64, dev: Device, kind: Kind) -> (Tensor, Tensor) {
+        let t = self.tables.at_least((dev, kind), n, |len| {
+            let (cos, sin) = rope_table(&self.inv.to_device(dev), len, kind);
+            vec![cos, sin]
+        });
+        (t[0].narrow(0, 0, n), t[1].narrow(0, 0, n))
+    }
+}
+
 /// Rotary inverse frequencies `theta^(-2i/d)` for `i < d/2` (RoFormer, Su et al. 2021,
 /// arXiv:2104.09864; transformers' default rope).
 ///
@@ -101,27 +131,39 @@ pub(crate) fn inv_freq(theta: f64, head_dim: i64, dev: Device) -> Tensor {
         .to_kind(Kind::Float)
 }
 
-/// (cos, sin) of positions `0..n` in transformers' layout (the frequencies repeated twice).
+/// (cos, signed sin) of positions `0..n` in transformers' layout (the frequencies repeated
+/// twice), in `kind` (the queries' and keys', so that no layer converts them: on a GPU each
+/// conversion is a kernel). The sin carries `rotate_half`'s minus sign on its first half, so
+/// that [`rotate`] needs no negation: `(-b) sin = b (-sin)` bit for bit, and rounding to `kind`
+/// is symmetric in the sign.
 ///
 /// # Shapes
 /// - `inv`: `[head_dim / 2]`; returns two `[n, head_dim]`
-pub(crate) fn rope_table(inv: &Tensor, n: i64) -> (Tensor, Tensor) {
+pub(crate) fn rope_table(inv: &Tensor, n: i64, kind: Kind) -> (Tensor, Tensor) {
     let pos = Tensor::arange(n, (Kind::Float, inv.device()));
     let f = pos.unsqueeze(1) * inv.unsqueeze(0);
-    let e = Tensor::cat(&[&f, &f], 1);
-    (e.cos(), e.sin())
+    let (cos, sin) = (f.cos(), f.sin());
+    (
+        Tensor::cat(&[&cos, &cos], 1).to_kind(kind),
+        Tensor::cat(&[&sin.neg(), &sin], 1).to_kind(kind),
+    )
 }
 
 /// Rotary embedding in transformers' layout: `x cos + rotate_half(x) sin`,
-/// `rotate_half([a, b]) = [-b, a]`.
+/// `rotate_half([a, b]) = [-b, a]`, with the sign in the table ([`rope_table`]): `x cos + [b, a]
+/// sin'`.
 ///
 /// # Shapes
-/// - `x`: `[batch, heads, seq, head_dim]`; `cos`, `sin`: `[seq, head_dim]`
+/// - `x`: `[batch, heads, seq, head_dim]`; `cos`, `sin`: `[seq, head_dim]` (from [`rope_table`])
 pub(crate) fn rotate(x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> Tensor {
     let half = x.size()[3] / 2;
     let (a, b) = (x.narrow(3, 0, half), x.narrow(3, half, half));
-    let rot = Tensor::cat(&[b.neg(), a], 3);
-    x * cos.to_kind(x.kind()) + rot * sin.to_kind(x.kind())
+    let rot = Tensor::cat(&[b, a], 3);
+    let kind = |t: &Tensor| match t.kind() == x.kind() {
+        true => t.shallow_clone(),
+        false => t.to_kind(x.kind()),
+    };
+    x * kind(cos) + rot * kind(sin)
 }
 
 /// Causal attention over the real tokens: query `i` sees keys `j <= i` that are not padding.
@@ -179,8 +221,7 @@ pub(crate) fn full_and_sliding(mask: &Tensor, bidirectional: bool, reach: i64) -
 /// # Shapes
 /// - `allowed`: bool, any shape; returns float32 of the same shape
 pub(crate) fn additive(allowed: &Tensor) -> Tensor {
-    Tensor::zeros(allowed.size(), (Kind::Float, allowed.device()))
-        .masked_fill(&allowed.logical_not(), f64::from(f32::MIN))
+    Tensor::where_scalar(allowed, 0.0, f64::from(f32::MIN))
 }
 
 #[cfg(test)]

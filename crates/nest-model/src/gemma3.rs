@@ -21,8 +21,7 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use crate::blocks::{
-    additive, convert_linears, full_and_sliding, inv_freq, pre_norm_exits, rope_table, rotate,
-    RmsNorm,
+    additive, convert_linears, full_and_sliding, pre_norm_exits, rotate, RmsNorm, Rope,
 };
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
@@ -285,7 +284,7 @@ pub struct Gemma3 {
     heads: (i64, i64, i64),
     scale: f64,
     /// Rotary inverse frequencies of full and sliding layers.
-    inv_freq: (Tensor, Tensor),
+    rope: (Rope, Rope),
     window: i64,
     bidirectional: bool,
     dropout: f64,
@@ -317,9 +316,9 @@ impl Gemma3 {
             norm: RmsNorm::new(&p / "norm", c.hidden_size, g.rms_norm_eps, true),
             heads,
             scale: g.query_pre_attn_scalar.unwrap_or(dh as f64).powf(-0.5),
-            inv_freq: (
-                inv_freq(g.theta(true), dh as i64, dev),
-                inv_freq(g.theta(false), dh as i64, dev),
+            rope: (
+                Rope::new(g.theta(true), dh as i64, dev),
+                Rope::new(g.theta(false), dh as i64, dev),
             ),
             window: g.window(),
             bidirectional: g.use_bidirectional_attention,
@@ -368,8 +367,8 @@ impl Gemma3 {
             heads: self.heads,
             scale: self.scale,
             compute: self.compute,
-            rope_full: rope_table(&self.inv_freq.0.to_device(dev), n),
-            rope_sliding: rope_table(&self.inv_freq.1.to_device(dev), n),
+            rope_full: self.rope.0.table(n, dev, self.compute),
+            rope_sliding: self.rope.1.table(n, dev, self.compute),
             mask_full: additive(&full),
             mask_sliding: additive(&sliding),
             dropout: self.dropout,

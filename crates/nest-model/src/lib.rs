@@ -25,11 +25,14 @@ pub mod graph;
 pub mod hub;
 pub mod io;
 pub mod layer;
+mod length_cache;
 mod linear;
 #[allow(unsafe_code)]
 pub mod machine;
 pub mod modernbert;
 pub mod mpnet;
+#[allow(unsafe_code)]
+pub mod ops;
 pub mod optim;
 mod packing;
 pub mod point;

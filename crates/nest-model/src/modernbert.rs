@@ -15,9 +15,7 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::blocks::{
-    additive, convert_linears, full_and_sliding, inv_freq, pre_norm_exits, rope_table, rotate,
-};
+use crate::blocks::{additive, convert_linears, full_and_sliding, pre_norm_exits, rotate, Rope};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
@@ -249,7 +247,7 @@ pub struct ModernBert {
     final_norm: Norm,
     heads: i64,
     /// Rotary inverse frequencies of global and local layers: `[head_dim / 2]` each.
-    inv_freq: (Tensor, Tensor),
+    rope: (Rope, Rope),
     /// Half the local window: a token sees keys at distance `<= window`.
     window: i64,
     dropout: (f64, f64, f64),
@@ -281,9 +279,9 @@ impl ModernBert {
                 .collect(),
             final_norm: Norm::new(&p / "final_norm", c.hidden_size, m.norm_eps, m.norm_bias),
             heads,
-            inv_freq: (
-                inv_freq(m.theta(true), dh, dev),
-                inv_freq(m.theta(false), dh, dev),
+            rope: (
+                Rope::new(m.theta(true), dh, dev),
+                Rope::new(m.theta(false), dh, dev),
             ),
             window: (m.local_attention / 2) as i64,
             dropout: (m.embedding_dropout, m.attention_dropout, m.mlp_dropout),
@@ -329,8 +327,8 @@ impl ModernBert {
         let s = Shared {
             heads: self.heads,
             compute: self.compute,
-            rope_global: rope_table(&self.inv_freq.0.to_device(dev), n),
-            rope_local: rope_table(&self.inv_freq.1.to_device(dev), n),
+            rope_global: self.rope.0.table(n, dev, self.compute),
+            rope_local: self.rope.1.table(n, dev, self.compute),
             mask_global: additive(&global),
             mask_local: additive(&local),
             dropout: (self.dropout.1, self.dropout.2),

@@ -4,7 +4,7 @@
 //! (T5-style buckets) is added to every layer's attention scores.
 
 use tch::nn::{self, Module};
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
@@ -12,6 +12,7 @@ use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
 use crate::layer::{
     additive_mask, layer_norm, run_layers, set_stack_dtype, Layer, LayerNames, LayerSettings,
 };
+use crate::length_cache::LengthCache;
 
 /// The MPNet model: embeddings, relative-position bias and a stack of layers.
 #[derive(Debug)]
@@ -24,6 +25,9 @@ pub struct Mpnet {
     settings: LayerSettings,
     buckets: i64,
     pad_id: i64,
+    /// Relative-position buckets per device: they depend on position differences only, so a
+    /// pass's are the top-left corner of those of a longer one ([`LengthCache`]).
+    bucket_cache: LengthCache<Device>,
 }
 
 /// HF `MPNetEncoder.relative_position_bucket` with `max_distance = 128`, computed with the same
@@ -81,7 +85,21 @@ impl Mpnet {
             settings: LayerSettings::from(c),
             buckets: c.relative_attention_num_buckets as i64,
             pad_id: c.pad_id(),
+            bucket_cache: LengthCache::default(),
         }
+    }
+
+    /// The relative-position buckets of an `s`-token pass on `dev` (a view of the cached ones).
+    ///
+    /// # Shapes
+    /// - returns `[s, s]` int64: entry (query i, memory j) is the bucket of `j - i`
+    fn relative_buckets(&self, s: i64, dev: Device) -> Tensor {
+        let all = self.bucket_cache.at_least(dev, s, |n| {
+            let ctx = Tensor::arange(n, (Kind::Int64, dev));
+            let rel = ctx.unsqueeze(0) - ctx.unsqueeze(1); // memory - query
+            vec![relative_position_bucket(&rel, self.buckets, 128)]
+        });
+        all[0].narrow(0, 0, s).narrow(1, 0, s)
     }
 
     pub fn num_layers(&self) -> usize {
@@ -123,9 +141,7 @@ impl Mpnet {
             .apply(&self.emb_norm)
             .dropout(self.settings.dropout, train);
         // relative position bias [1, heads, s, s] plus the padding mask [b, 1, 1, s]
-        let ctx = Tensor::arange(s, (Kind::Int64, dev));
-        let rel = ctx.unsqueeze(0) - ctx.unsqueeze(1); // memory - query
-        let bucket = relative_position_bucket(&rel, self.buckets, 128);
+        let bucket = self.relative_buckets(s, dev);
         let bias = self
             .relative_bias
             .forward(&bucket)

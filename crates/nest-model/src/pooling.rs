@@ -29,17 +29,51 @@ impl Pooling {
     /// - `mask`: `[batch, seq]`, 1 for real tokens, 0 for padding (any numeric kind)
     /// - returns `[batch, hidden]`
     pub fn pool(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
-        let m = mask.to_kind(hidden.kind()).unsqueeze(-1); // [b, s, 1]
+        let weights = self.weights(mask, hidden.kind());
+        self.pool_weighted(hidden, mask, weights.as_ref())
+    }
+
+    /// The per-token weights of the means (`Mean`: 1 / length on the real tokens, `MeanSqrtLen`:
+    /// 1 / sqrt(length)), so that pooling is one batched product: computed once per mask and
+    /// shared by every layer pooled with it ([`Self::pool_weighted`]). `None` for the other
+    /// modes. A row without a real token weighs nothing (a zero vector, as the mean gives).
+    ///
+    /// # Shapes
+    /// - `mask`: `[batch, seq]` (any numeric kind); returns `[batch, 1, seq]` of `kind`
+    pub fn weights(&self, mask: &Tensor, kind: Kind) -> Option<Tensor> {
+        if !matches!(self, Pooling::Mean | Pooling::MeanSqrtLen) {
+            return None;
+        }
+        let m = mask.to_kind(kind).unsqueeze(1);
+        let n = m.sum_dim_intlist(-1, true, kind).clamp_min(1e-9);
+        Some(match self {
+            Pooling::Mean => m / n,
+            _ => m / n.sqrt(),
+        })
+    }
+
+    /// [`Self::pool`] with the means' weights from [`Self::weights`] (for `mask`, in `hidden`'s
+    /// kind), which the other modes ignore.
+    ///
+    /// # Shapes
+    /// - `hidden`: `[batch, seq, hidden]`; `mask`: `[batch, seq]`; `weights`: `[batch, 1, seq]`
+    /// - returns `[batch, hidden]`
+    pub fn pool_weighted(
+        &self,
+        hidden: &Tensor,
+        mask: &Tensor,
+        weights: Option<&Tensor>,
+    ) -> Tensor {
         match self {
             Pooling::Cls => hidden.select(1, 0),
             Pooling::Mean | Pooling::MeanSqrtLen => {
-                let sum = (hidden * &m).sum_dim_intlist(1, false, hidden.kind());
-                let n = m.sum_dim_intlist(1, false, hidden.kind()).clamp_min(1e-9);
-                if *self == Pooling::Mean {
-                    sum / n
-                } else {
-                    sum / n.sqrt()
-                }
+                let w = match weights {
+                    Some(w) => w.shallow_clone(),
+                    None => self
+                        .weights(mask, hidden.kind())
+                        .expect("a mean has weights"),
+                };
+                w.bmm(hidden).squeeze_dim(1)
             }
             Pooling::LastToken => {
                 // the highest position whose mask is set: right or left padding alike
@@ -52,6 +86,7 @@ impl Pooling {
                 hidden.gather(1, &idx, false).squeeze_dim(1)
             }
             Pooling::Max => {
+                let m = mask.to_kind(hidden.kind()).unsqueeze(-1); // [b, s, 1]
                 let neg: Tensor = (1.0 - &m) * -1e9;
                 (hidden + &neg).amax([1i64].as_slice(), false)
             }

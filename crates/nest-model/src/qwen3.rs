@@ -19,9 +19,7 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::blocks::{
-    additive, causal, convert_linears, inv_freq, pre_norm_exits, rope_table, rotate, RmsNorm,
-};
+use crate::blocks::{additive, causal, convert_linears, pre_norm_exits, rotate, RmsNorm, Rope};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
@@ -145,7 +143,7 @@ pub struct Qwen3 {
     norm: RmsNorm,
     heads: Heads,
     /// Rotary inverse frequencies `theta^(-2i/d)`: `[head_dim / 2]`.
-    inv_freq: Tensor,
+    rope: Rope,
     attn_dropout: f64,
     compute: Kind,
 }
@@ -245,7 +243,7 @@ impl Qwen3 {
             kv: q.kv_heads(c) as i64,
             dim: q.head_dim(c) as i64,
         };
-        let inv_freq = inv_freq(q.rope_theta(), heads.dim, p.device());
+        let rope = Rope::new(q.rope_theta(), heads.dim, p.device());
         Qwen3 {
             embed: nn::embedding(
                 &p / "embed_tokens",
@@ -258,7 +256,7 @@ impl Qwen3 {
                 .collect(),
             norm: RmsNorm::new(&p / "norm", c.hidden_size, q.rms_norm_eps, false),
             heads,
-            inv_freq,
+            rope,
             attn_dropout: q.attention_dropout,
             compute: Kind::Float,
         }
@@ -299,7 +297,7 @@ impl Qwen3 {
     ) -> EncoderOutput {
         let (_, n) = input.ids.size2().expect("ids are [batch, seq]");
         let dev = input.ids.device();
-        let rope = rope_table(&self.inv_freq.to_device(dev), n);
+        let rope = self.rope.table(n, dev, self.compute);
         let mask = additive(&causal(&input.mask));
         let s = StepArgs {
             heads: self.heads,

@@ -5,7 +5,7 @@
 //! returns non-zero (or null) with a malloc'd, NUL-terminated message in `*err`, which Rust
 //! copies and frees once. Pointers passed in live for the call. The safe wrappers live with the
 //! types they serve: nest-model's `optim/fused.rs` and `optim/foreach.rs`, `graph/cuda.rs` and
-//! `encoder/transfer.rs` (`pinned`), `machine.rs`, and nest-dist's `lib.rs`.
+//! `encoder/transfer.rs` (`pinned`), `machine.rs`, `ops.rs`, and nest-dist's `lib.rs`.
 
 #![allow(unsafe_code)]
 
@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 pub use torch_sys::C_tensor;
 
 // Tensors and the shims' messages: `shim/message.cpp`, `fused_adamw.cpp`, `foreach.cpp`,
-// `pinned.cpp`, `info.cpp`.
+// `pinned.cpp`, `info.cpp`, `ops.cpp`.
 extern "C" {
     /// Frees a message a shim wrote into `err` (`shim/message.cpp`).
     fn nest_free_message(m: *mut c_char);
@@ -71,6 +71,16 @@ extern "C" {
 
     /// The libtorch version, a static NUL-terminated string (`shim/info.cpp`).
     pub fn nest_torch_version() -> *const c_char;
+
+    /// Starts counting this thread's top-level non-view ATen operators (`shim/ops.cpp`).
+    pub fn nest_ops_start(handle: *mut std::ffi::c_ulonglong, err: *mut *mut c_char) -> c_int;
+
+    /// Stops the count `handle` started on this thread, into `count` (`shim/ops.cpp`).
+    pub fn nest_ops_stop(
+        handle: std::ffi::c_ulonglong,
+        count: *mut std::ffi::c_longlong,
+        err: *mut *mut c_char,
+    ) -> c_int;
 }
 
 // `shim/dist.cpp`: c10d's TCPStore and process groups (Gloo; NCCL with the `cuda` feature).

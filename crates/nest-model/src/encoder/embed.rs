@@ -10,9 +10,9 @@
 
 use nest_core::output::Matrix;
 use nest_core::ElasticSpec;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
-use super::transfer::{upload, Collected};
+use super::transfer::{pack_input, unpack_input, upload, Collected};
 use super::{ElasticEncoder, EncodeOptions};
 use crate::pooling::to_vec_f32;
 use crate::{EncoderInput, Error, Result};
@@ -228,12 +228,9 @@ impl ElasticEncoder {
     pub(super) fn embed_batch(&self, seqs: &[&[i64]], job: &BatchJob) -> Vec<Tensor> {
         let _guard = tch::no_grad_guard();
         let dev = self.device();
-        let host = self.make_input_on(seqs, 0, Device::Cpu);
-        let seq = host.ids.size()[1] as usize;
-        let input = EncoderInput {
-            ids: upload(&host.ids, dev),
-            mask: upload(&host.mask, dev),
-        };
+        let host = pack_input(seqs, 0, self.config.pad_id());
+        let seq = host.size()[2] as usize;
+        let input = unpack_input(&upload(&host, dev));
         let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let put = |index: Tensor| upload(&index, dev);
         crate::packing::with_host_lengths(&lengths, seq, put, || self.pool_layers(&input, job))
@@ -255,10 +252,7 @@ impl ElasticEncoder {
                 m
             }
         };
-        states
-            .iter()
-            .map(|h| self.embed_pooled(h, &pool_mask).to_kind(Kind::Float))
-            .collect()
+        self.embed_pooled_all(&states, &pool_mask)
     }
 
     /// Embeds `texts` at one operating point: `spec.layer` layers, the first `spec.dim`

@@ -9,9 +9,9 @@
 //!   tokens; one graph per (rows, tokens, deepest layer, pooled layers, prompt tokens skipped),
 //!   at most [`MAX_GRAPHS`], and while the device's memory leaves room ([`Pool::has_room`];
 //!   further shapes run eagerly);
-//! - static tensors: the ids and mask are copied in before a replay, and the pooled vectors of
-//!   every requested layer copied out after it (to a new tensor, which the next replay leaves
-//!   alone: the host reads it later, [`super::embed`]);
+//! - static tensors: the ids and mask are copied in (one buffer, one copy) before a replay, and
+//!   the pooled vectors of every requested layer copied out after it (to a new tensor, which
+//!   the next replay leaves alone: the host reads it later, [`super::embed`]);
 //! - nothing read back inside: the layers run unpacked ([`crate::without_packing`]).
 //!
 //! Padding changes the vectors by float reordering only (the tests below, on the CPU fake: 1e-5).
@@ -25,7 +25,7 @@ use std::sync::{Mutex, PoisonError};
 use tch::{Device, Kind, Tensor};
 
 use super::embed::BatchJob;
-use super::transfer::upload_into;
+use super::transfer::{pack_input, unpack_input, upload_into};
 use super::ElasticEncoder;
 use crate::dtype::Dtype;
 use crate::graph::{Captured, Pool};
@@ -52,11 +52,25 @@ struct Shape {
 /// One shape's static tensors.
 ///
 /// # Shapes
-/// - `input`: `[rows, tokens]` int64 ids and mask
+/// - `both`: `[2, rows, tokens]` int64, the ids then the mask (one copy in), which `input` views
 /// - `out`: `[layers, rows, output_dim]` float32, the pooled vectors of each requested layer
 struct Static {
+    both: Tensor,
     input: EncoderInput,
     out: Tensor,
+}
+
+impl Static {
+    /// Static tensors for `shape`'s host batch `host` (`[2, rows, tokens]`) on `dev`.
+    fn new(host: &Tensor, layers: usize, out_dim: usize, dev: Device) -> Static {
+        let both = host.zeros_like().to_device(dev);
+        let rows = host.size()[1];
+        Static {
+            input: unpack_input(&both),
+            both,
+            out: Tensor::zeros([layers as i64, rows, out_dim as i64], (Kind::Float, dev)),
+        }
+    }
 }
 
 /// A recorded pass, kept in the encoder.
@@ -166,7 +180,7 @@ impl ElasticEncoder {
         &self,
         cache: &mut Cache,
         shape: Shape,
-        host: &(EncoderInput, usize),
+        host: &(Tensor, usize),
         body: &mut dyn FnMut(&Static) -> Result<()>,
     ) -> Result<Tensor> {
         let (input, n) = host;
@@ -177,16 +191,7 @@ impl ElasticEncoder {
             return Ok(taken(&slot.0.state));
         }
         let dev = self.device();
-        let state = Static {
-            input: EncoderInput {
-                ids: input.ids.zeros_like().to_device(dev),
-                mask: input.mask.zeros_like().to_device(dev),
-            },
-            out: Tensor::zeros(
-                [shape.layers.len(), shape.rows, self.output_dim()].map(|d| d as i64),
-                (Kind::Float, dev),
-            ),
-        };
+        let state = Static::new(input, shape.layers.len(), self.output_dim(), dev);
         fill(&state, input);
         // the warm-up pass computes this batch; the recording serves the next ones
         let pool = cache.pool.get_or_insert_with(|| Pool::new(dev));
@@ -202,7 +207,9 @@ impl ElasticEncoder {
     fn graphed_body(&self, s: &Static, job: &BatchJob) -> Result<()> {
         let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let pooled = crate::without_packing(|| self.pool_layers(&s.input, job));
-            s.out.shallow_clone().copy_(&Tensor::stack(&pooled, 0));
+            for (k, p) in pooled.iter().enumerate() {
+                s.out.get(k as i64).copy_(p);
+            }
         }));
         run.map_err(|p| {
             let msg = p
@@ -228,24 +235,22 @@ impl ElasticEncoder {
         }
     }
 
-    /// The batch padded to `shape` on the host, with its real row count. Padding rows hold one
-    /// pad token (a row with no token at all would be a fully masked softmax).
-    fn bucket_input(&self, seqs: &[&[i64]], shape: &Shape) -> (EncoderInput, usize) {
+    /// The batch padded to `shape` on the host (`[2, rows, tokens]`: ids, then mask; see
+    /// [`pack_input`]), with its real row count. Padding rows hold one pad token (a row with
+    /// no token at all would be a fully masked softmax).
+    fn bucket_input(&self, seqs: &[&[i64]], shape: &Shape) -> (Tensor, usize) {
         let pad = [self.config.pad_id()];
         let mut rows = seqs.to_vec();
         rows.resize(shape.rows, &pad);
-        (
-            self.make_input_on(&rows, shape.tokens, Device::Cpu),
-            seqs.len(),
-        )
+        let host = pack_input(&rows, shape.tokens, self.config.pad_id());
+        (host, seqs.len())
     }
 }
 
-/// Copies a host batch into a graph's static input (straight from pinned memory on a GPU,
-/// without waiting: the copies queue before the replay).
-fn fill(s: &Static, host: &EncoderInput) {
-    upload_into(&s.input.ids, &host.ids);
-    upload_into(&s.input.mask, &host.mask);
+/// Copies a host batch (`[2, rows, tokens]`) into a graph's static input in one copy (straight
+/// from pinned memory on a GPU, without waiting: the copy queues before the replay).
+fn fill(s: &Static, host: &Tensor) {
+    upload_into(&s.both, host);
 }
 
 #[cfg(test)]

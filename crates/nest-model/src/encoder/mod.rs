@@ -279,22 +279,8 @@ impl ElasticEncoder {
     /// [`Self::make_input`] padded to at least `min_len` tokens, on `dev` (the host, for a copy
     /// into the static tensors of a recorded step).
     pub fn make_input_on(&self, seqs: &[&[i64]], min_len: usize, dev: Device) -> EncoderInput {
-        let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
-        let len = longest.max(min_len).max(1);
-        let pad = self.config.pad_id();
-        let mut ids = Vec::with_capacity(seqs.len() * len);
-        let mut mask = Vec::with_capacity(seqs.len() * len);
-        for s in seqs {
-            ids.extend_from_slice(s);
-            ids.extend(std::iter::repeat_n(pad, len - s.len()));
-            mask.extend(std::iter::repeat_n(1i64, s.len()));
-            mask.extend(std::iter::repeat_n(0i64, len - s.len()));
-        }
-        let shape = [seqs.len() as i64, len as i64];
-        EncoderInput {
-            ids: Tensor::from_slice(&ids).view(shape).to_device(dev),
-            mask: Tensor::from_slice(&mask).view(shape).to_device(dev),
-        }
+        let both = transfer::pack_input(seqs, min_len, self.config.pad_id());
+        transfer::unpack_input(&both.to_device(dev))
     }
 
     /// Runs the encoder to `layers` layers (early exit). `train` turns dropout on.
@@ -365,5 +351,23 @@ impl ElasticEncoder {
     /// normalised (`[batch, seq, hidden]` -> `[batch, output_dim]`).
     pub fn embed_pooled(&self, hidden: &Tensor, mask: &Tensor) -> Tensor {
         self.apply_head(self.pool(hidden, mask))
+    }
+
+    /// [`Self::embed_pooled`] for several layers' states under one mask, the pooling's weights
+    /// computed once ([`crate::pooling::Pooling::weights`]): float32, the Dense head applied.
+    ///
+    /// # Shapes
+    /// - `states`: each `[batch, seq, hidden]`; `mask`: `[batch, seq]`
+    /// - returns one `[batch, output_dim]` float32 tensor per state
+    pub fn embed_pooled_all(&self, states: &[Tensor], mask: &Tensor) -> Vec<Tensor> {
+        let weights = self.pooling.weights(mask, Kind::Float);
+        states
+            .iter()
+            .map(|h| {
+                let h = h.to_kind(Kind::Float);
+                let pooled = self.pooling.pool_weighted(&h, mask, weights.as_ref());
+                self.apply_head(pooled).to_kind(Kind::Float)
+            })
+            .collect()
     }
 }

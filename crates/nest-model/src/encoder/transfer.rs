@@ -1,11 +1,45 @@
 //! Moving an encode's tensors between host and device without making either wait: inputs go up
-//! through pinned memory ([`upload`]), pooled vectors come down in few large copies
-//! ([`Collected`]).
+//! through pinned memory ([`upload`]), a batch's ids and mask in one buffer ([`pack_input`]),
+//! pooled vectors come down in few large copies ([`Collected`]).
 
 use tch::{Device, Tensor};
 
+use crate::EncoderInput;
+
 /// Pooled vectors on a GPU stay there until this many bytes pile up (or the encode ends).
 const FLUSH_BYTES: usize = 64 << 20;
+
+/// The padded ids and mask of `seqs` (at least `min_len` tokens, `pad` for the padding) in one
+/// host tensor, ids first, so that a batch goes to a GPU in one copy ([`unpack_input`] gives
+/// the two back).
+///
+/// # Shapes
+/// - returns `[2, seqs.len(), len]` int64 on the CPU, `len` the longest of `seqs` and `min_len`
+pub(crate) fn pack_input(seqs: &[&[i64]], min_len: usize, pad: i64) -> Tensor {
+    let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+    let len = longest.max(min_len).max(1);
+    let mut both = Vec::with_capacity(2 * seqs.len() * len);
+    for s in seqs {
+        both.extend_from_slice(s);
+        both.extend(std::iter::repeat_n(pad, len - s.len()));
+    }
+    for s in seqs {
+        both.extend(std::iter::repeat_n(1i64, s.len()));
+        both.extend(std::iter::repeat_n(0i64, len - s.len()));
+    }
+    Tensor::from_slice(&both).view([2, seqs.len() as i64, len as i64])
+}
+
+/// The ids and the mask (views) of a [`pack_input`] tensor, wherever it lies.
+///
+/// # Shapes
+/// - `both`: `[2, rows, len]`; returns `ids` and `mask`, each `[rows, len]`
+pub(crate) fn unpack_input(both: &Tensor) -> EncoderInput {
+    EncoderInput {
+        ids: both.get(0),
+        mask: both.get(1),
+    }
+}
 
 /// `host` (a CPU tensor) on `dev`. On a GPU through pinned memory and without waiting: a plain
 /// copy from the host waits for all the work queued on the device (libtorch synchronises a

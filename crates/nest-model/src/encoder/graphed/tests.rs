@@ -174,8 +174,13 @@ fn buckets_round_tokens_up() {
     assert_eq!(enc.bucket(&[&b], &job, 1).tokens, 16);
     assert_eq!(enc.bucket(&[&c, &b], &job, 1).tokens, 70);
     assert_eq!(enc.bucket(&[&c, &b], &job, 1).rows, 2);
-    let (input, n) = enc.bucket_input(&[&a, &b], &s);
+    let (both, n) = enc.bucket_input(&[&a, &b], &s);
+    let input = unpack_input(&both);
     assert_eq!((input.ids.size(), n), (vec![4, 32], 2));
+    assert_eq!(
+        Vec::<i64>::try_from(input.ids.get(1).narrow(0, 3, 2)).unwrap(),
+        [0, 0]
+    );
     let mask = Vec::<i64>::try_from(input.mask.sum_dim_intlist(1, false, Kind::Int64));
     assert_eq!(mask.unwrap(), [17, 3, 1, 1], "padding rows hold one token");
 }
@@ -192,4 +197,57 @@ fn auto_is_off_on_the_cpu() {
     assert!(!GraphMode::Off.resolve(Device::Cuda(0)));
     assert_eq!("on".parse::<GraphMode>(), Ok(GraphMode::On));
     assert!("yes".parse::<GraphMode>().is_err());
+}
+
+/// The operators of one recorded pass (bf16, as a GPU runs it) at `layers`, in a bucket of 8
+/// rows of [`TEXTS`], after a first pass (as a recording's warm-up: what a model caches is
+/// made there).
+fn pass_ops(enc: &ElasticEncoder, layers: &[usize]) -> usize {
+    let ids = enc.tokenizer.encode(&TEXTS).unwrap();
+    let seqs: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+    let job = BatchJob {
+        layers,
+        deepest: layers.iter().copied().max().unwrap(),
+        skip: 0,
+    };
+    let shape = enc.bucket(&seqs, &job, 8);
+    let (host, _) = enc.bucket_input(&seqs, &shape);
+    let s = Static::new(&host, layers.len(), enc.output_dim(), Device::Cpu);
+    fill(&s, &host);
+    let _g = tch::no_grad_guard();
+    enc.graphed_body(&s, &job).unwrap();
+    let (done, n) = crate::ops::count(|| enc.graphed_body(&s, &job)).unwrap();
+    done.unwrap();
+    n
+}
+
+/// On a GPU a small batch's pass costs about one kernel's time per operator (BENCHMARKS.md, "On
+/// a GPU"), so what a pass runs besides its layers bounds early exit there: the operators of
+/// a recorded bf16 pass outside its layers (embeddings, mask, pooling, output) and for one more
+/// pooled layer, counted on the CPU, stay within each architecture's budget: the counts of
+/// 2026-11-28, when the tables that depend on the length alone were first cached, the
+/// embeddings' lookups of positions 0..n and type 0 became views, the masks two operators and
+/// the means one product (before: BERT 24 and 8, MPNet 46 and 8, ModernBERT 39 and 11, Qwen3
+/// 32 and 16).
+#[test]
+fn a_recorded_pass_runs_few_operators_outside_its_layers() {
+    for (arch, budget) in [
+        (Architecture::Bert, (16, 4)),
+        (Architecture::Mpnet, (24, 4)),
+        (Architecture::ModernBert, (21, 7)),
+        (Architecture::Qwen3, (22, 12)),
+    ] {
+        let (_d, mut enc) = tiny(arch);
+        enc.convert_for_inference(Dtype::Bf16).unwrap();
+        let (one, two) = (pass_ops(&enc, &[1]), pass_ops(&enc, &[2]));
+        let layer = two - one;
+        let fixed = one - layer;
+        let extra = pass_ops(&enc, &[1, 2]) - two;
+        eprintln!("{arch:?}: {layer} operators a layer, {fixed} outside, {extra} a pooled layer");
+        assert!(
+            fixed <= budget.0 && extra <= budget.1,
+            "{arch:?}: {fixed} operators outside the layers, {extra} for one more pooled layer; \
+             budget {budget:?}"
+        );
+    }
 }
