@@ -531,8 +531,17 @@ s7() {
   if [ -f "$G/nest-dist-group.xz" ]; then
     "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
       "$G/nest-dist-group.xz" /tmp/nest-dist-group && chmod +x /tmp/nest-dist-group
-    NCCL_DEBUG=INFO run nccl_unit 60 /tmp/nest-dist-group --exact nccl_one_rank_on_the_gpu --nocapture
-    echo "nest-dist nccl_one_rank_on_the_gpu: rc=$? $(grep -m1 -o 'NCCL one-rank.*passed' "$SD/nccl_unit.log"); $(grep -m1 -o 'NCCL group shut down and freed' "$SD/nccl_unit.log" || echo 'the group was NOT freed (crash in shutdown or free)'); $(grep -m1 -o 'test result:.*' "$SD/nccl_unit.log" || echo 'no test result line (crash before the harness reported)')" >> "$f"
+    # as is, then (if that crashed) without ProcessGroupNCCL's heartbeat monitor and flight
+    # recorder, the threads and buffers that outlive a group: which one the crash needs
+    local v env_v
+    for v in plain no_monitor; do
+      env_v=()
+      [ "$v" = no_monitor ] && env_v=(TORCH_NCCL_ENABLE_MONITORING=0 TORCH_NCCL_TRACE_BUFFER_SIZE=0)
+      NCCL_DEBUG=INFO run "nccl_unit_$v" 60 env "${env_v[@]}" /tmp/nest-dist-group --exact nccl_one_rank_on_the_gpu --nocapture
+      rc=$?
+      echo "nest-dist nccl_one_rank_on_the_gpu ($v${env_v[*]:+: ${env_v[*]}}): rc=$rc $(grep -m1 -o 'NCCL one-rank.*passed' "$SD/nccl_unit_$v.log"); $(grep -m1 -o 'NCCL group shut down and freed' "$SD/nccl_unit_$v.log" || echo 'the group was NOT freed (crash in shutdown or free)'); $(grep -m1 -o 'test result:.*' "$SD/nccl_unit_$v.log" || echo 'no test result line (crash before the harness reported)')" >> "$f"
+      [ "$rc" = 0 ] && break
+    done
   fi
   echo "(flags: ${flags[*]})" >> "$f"
 }
