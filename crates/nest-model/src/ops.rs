@@ -18,12 +18,34 @@ pub fn count<R>(work: impl FnOnce() -> R) -> Result<(R, usize)> {
     // SAFETY: `handle` lives for the call; errors come back through the shim's contract.
     nest_sys::call(|err| unsafe { nest_sys::nest_ops_start(&mut handle, err) })
         .map_err(|m| Error::Core(nest_core::Error::value("operator count", m)))?;
+    let counting = Counting(Some(handle));
     let out = work();
-    let mut n: std::ffi::c_longlong = 0;
-    // SAFETY: `handle` came from `nest_ops_start` on this thread; `n` lives for the call.
-    nest_sys::call(|err| unsafe { nest_sys::nest_ops_stop(handle, &mut n, err) })
-        .map_err(|m| Error::Core(nest_core::Error::value("operator count", m)))?;
-    Ok((out, n.max(0) as usize))
+    Ok((out, counting.stop()?))
+}
+
+/// A count started on this thread: stopped by [`Counting::stop`], or when dropped (`work`
+/// panicked), so that no callback outlives its count.
+struct Counting(Option<std::ffi::c_ulonglong>);
+
+impl Counting {
+    fn stop(mut self) -> Result<usize> {
+        let handle = self.0.take().expect("started");
+        let mut n: std::ffi::c_longlong = 0;
+        // SAFETY: `handle` came from `nest_ops_start` on this thread; `n` lives for the call.
+        nest_sys::call(|err| unsafe { nest_sys::nest_ops_stop(handle, &mut n, err) })
+            .map_err(|m| Error::Core(nest_core::Error::value("operator count", m)))?;
+        Ok(n.max(0) as usize)
+    }
+}
+
+impl Drop for Counting {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            let mut n: std::ffi::c_longlong = 0;
+            // SAFETY: as in `stop`; the count is dropped with its error, if any.
+            let _ = nest_sys::call(|err| unsafe { nest_sys::nest_ops_stop(handle, &mut n, err) });
+        }
+    }
 }
 
 #[cfg(test)]
@@ -49,5 +71,10 @@ mod tests {
         assert_eq!(n, 1);
         let (_, n) = count(|| ()).unwrap();
         assert_eq!(n, 0);
+        // a panicking `work` stops its count: the next one counts only its own
+        let caught = std::panic::catch_unwind(|| count(|| panic!("work failed")));
+        assert!(caught.is_err());
+        let (_, n) = count(|| &a - 1.0).unwrap();
+        assert_eq!(n, 1);
     }
 }
