@@ -25,6 +25,8 @@ grep -qx "/.gpu/" .git/info/exclude 2> /dev/null || echo "/.gpu/" >> .git/info/e
 # 1. the lent machine's torch: headers and libraries to build and link against; the CUDA
 #    runtime's full headers (crt/, cccl's nv/) for the shims, as scripts/setup/check_cuda_build.sh
 "$V/bin/pip" install --quiet "nvidia-cuda-crt==13.0.88" "nvidia-cuda-cccl==13.0.85"
+#    and what step 4 reads MiniLM's weights with (a venv made by check_cuda_build.sh has torch only)
+"$V/bin/pip" install --quiet safetensors numpy
 if [ ! -f "$W/torch-$TV/torch/lib/libtorch_cuda.so" ]; then
   "$V/bin/pip" download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 -d "$W/whl" "torch==$TV"
