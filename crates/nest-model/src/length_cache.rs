@@ -14,10 +14,13 @@ use std::sync::{Mutex, PoisonError};
 
 use tch::Tensor;
 
+/// The sets made for one key: each with the length it was made for, the last the longest.
+type Sets = Vec<(i64, Vec<Tensor>)>;
+
 /// Grow-only sets of tensors per key, each made for a length.
 #[derive(Debug)]
 pub(crate) struct LengthCache<K> {
-    kept: Mutex<HashMap<K, Vec<(i64, Vec<Tensor>)>>>,
+    kept: Mutex<HashMap<K, Sets>>,
 }
 
 impl<K> Default for LengthCache<K> {
