@@ -131,8 +131,8 @@ fn cls_attention(q: &Tensor, k: &Tensor, mask: &Tensor) -> Tensor {
 /// # Shapes
 /// - `mask`: `[batch, seq]` (1 = token); returns `[batch, 1, 1, seq]` float
 pub(crate) fn additive_mask(mask: &Tensor, kind: Kind) -> Tensor {
-    // `(1 - m) * MIN` in two operators, not four (on a GPU each is a kernel): -0.0 where
-    // attended, as `0 * MIN` gave, and MIN rounded to `kind` at padding
+    // `(1 - m) * MIN` in two operators (three in another kind than float32), not four (on a
+    // GPU each is a kernel): -0.0 where attended, as `0 * MIN` gave, MIN rounded to `kind`
     let m = Tensor::where_scalar(&mask.ne(0), -0.0, f64::from(f32::MIN));
     let m = match kind {
         Kind::Float => m,

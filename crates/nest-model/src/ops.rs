@@ -29,23 +29,25 @@ struct Counting(Option<std::ffi::c_ulonglong>);
 
 impl Counting {
     fn stop(mut self) -> Result<usize> {
-        let handle = self.0.take().expect("started");
-        let mut n: std::ffi::c_longlong = 0;
-        // SAFETY: `handle` came from `nest_ops_start` on this thread; `n` lives for the call.
-        nest_sys::call(|err| unsafe { nest_sys::nest_ops_stop(handle, &mut n, err) })
-            .map_err(|m| Error::Core(nest_core::Error::value("operator count", m)))?;
-        Ok(n.max(0) as usize)
+        stop(self.0.take().expect("started"))
     }
 }
 
 impl Drop for Counting {
     fn drop(&mut self) {
         if let Some(handle) = self.0.take() {
-            let mut n: std::ffi::c_longlong = 0;
-            // SAFETY: as in `stop`; the count is dropped with its error, if any.
-            let _ = nest_sys::call(|err| unsafe { nest_sys::nest_ops_stop(handle, &mut n, err) });
+            let _ = stop(handle); // unwinding already: the count's error, if any, is dropped
         }
     }
+}
+
+/// Removes the callback `handle` (from `nest_ops_start` on this thread); its count.
+fn stop(handle: std::ffi::c_ulonglong) -> Result<usize> {
+    let mut n: std::ffi::c_longlong = 0;
+    // SAFETY: `handle` came from `nest_ops_start` on this thread; `n` lives for the call.
+    nest_sys::call(|err| unsafe { nest_sys::nest_ops_stop(handle, &mut n, err) })
+        .map_err(|m| Error::Core(nest_core::Error::value("operator count", m)))?;
+    Ok(n.max(0) as usize)
 }
 
 #[cfg(test)]
