@@ -11,6 +11,7 @@ use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderOutput, Exits};
 use crate::linear::Linear;
 use crate::packing::Packing;
+pub(crate) use crate::padding_mask::additive_mask;
 
 /// One transformer layer: self-attention, residual + LayerNorm, feed-forward, residual +
 /// LayerNorm (Vaswani et al. 2017, post-norm as in BERT).
@@ -124,21 +125,6 @@ fn cls_attention(q: &Tensor, k: &Tensor, mask: &Tensor) -> Tensor {
     let scores = q0.matmul(&kt) / dh.sqrt(); // [b, h, 1, s]
     let m0 = mask.narrow(2, 0, 1).to_kind(Kind::Float); // [b|1, 1|h, 1, s]
     (scores + m0).softmax(-1, Kind::Float).squeeze_dim(2)
-}
-
-/// The additive attention mask: 0 where attended, the float minimum at padding.
-///
-/// # Shapes
-/// - `mask`: `[batch, seq]` (1 = token); returns `[batch, 1, 1, seq]` float
-pub(crate) fn additive_mask(mask: &Tensor, kind: Kind) -> Tensor {
-    // `(1 - m) * MIN` in two operators (three in another kind than float32), not four (on a
-    // GPU each is a kernel): -0.0 where attended, as `0 * MIN` gave, MIN rounded to `kind`
-    let m = Tensor::where_scalar(&mask.ne(0), -0.0, f64::from(f32::MIN));
-    let m = match kind {
-        Kind::Float => m,
-        k => m.to_kind(k),
-    };
-    m.unsqueeze(1).unsqueeze(1)
 }
 
 impl Layer {

@@ -35,6 +35,7 @@ pub mod mpnet;
 pub mod ops;
 pub mod optim;
 mod packing;
+mod padding_mask;
 pub mod point;
 pub mod pooling;
 pub mod prompt;

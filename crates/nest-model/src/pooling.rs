@@ -52,6 +52,32 @@ impl Pooling {
         })
     }
 
+    /// [`Self::weights`] made on the host (float32) from each row's token count: rows of
+    /// `lengths` real tokens (left-aligned) padded to `len`, a row's first `skip` tokens left
+    /// out (a prompt's, as the pass's pooling mask does). The same values bit for bit: a row's
+    /// count is exact in float32, and division and square root round alike on the host and in
+    /// libtorch's kernels (IEEE). `None` for the modes without weights.
+    ///
+    /// # Shapes
+    /// - returns `lengths.len() * len` values, row by row (`[batch, 1, len]`)
+    pub fn host_weights(&self, lengths: &[usize], len: usize, skip: usize) -> Option<Vec<f32>> {
+        if !matches!(self, Pooling::Mean | Pooling::MeanSqrtLen) {
+            return None;
+        }
+        let mut out = Vec::with_capacity(lengths.len() * len);
+        for &n in lengths {
+            let (from, to) = (skip.min(len), n.min(len));
+            // the mask's sum, clamped as `weights` clamps it
+            let count = (to.saturating_sub(from) as f32).max(1e-9);
+            let w = match self {
+                Pooling::Mean => 1.0 / count,
+                _ => 1.0 / count.sqrt(),
+            };
+            out.extend((0..len).map(|p| if (from..to).contains(&p) { w } else { 0.0 }));
+        }
+        Some(out)
+    }
+
     /// [`Self::pool`] with the means' weights from [`Self::weights`] (for `mask`, in `hidden`'s
     /// kind), which the other modes ignore.
     ///

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use nest_core::{parse_layers, ElasticSpec};
+use nest_model::encoder::phases::{measure, Phases};
 use nest_model::EncodeOptions;
 
 use crate::args_bench::{BenchEncodeArgs, WordsCache};
@@ -110,19 +111,22 @@ fn time_nest(
         };
         let e = model.embed(texts, spec, opts, &mut |_| {})?; // warm-up, and the scores
                                                               // (the pass's seconds, when the host had queued its last batch)
-        let mut best = (f64::INFINITY, 0.0);
+        let mut best = (f64::INFINITY, 0.0, Phases::default());
         for _ in 0..a.repeats {
             if let (true, Some(words)) = (cold, model.tokenizer.word_cache()) {
                 words.clear();
             }
             let t = Instant::now();
             let mut queued = 0.0;
-            model.embed(texts, spec, opts, &mut |_| {
-                queued = t.elapsed().as_secs_f64()
-            })?;
+            let (done, phases) = measure(|| {
+                model.embed(texts, spec, opts, &mut |_| {
+                    queued = t.elapsed().as_secs_f64()
+                })
+            });
+            done?;
             let took = t.elapsed().as_secs_f64();
             if took < best.0 {
-                best = (took, queued);
+                best = (took, queued, phases);
             }
         }
         let rate = texts.len() as f64 / best.0;
@@ -135,6 +139,18 @@ fn time_nest(
              {:.1} ms (after that: waiting for the device, then the vectors' finish)",
             best.1 * 1e3,
             best.0 * 1e3
+        );
+        let p = best.2;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        eprintln!(
+            "  {run} layer {layer}: the host's phases: {:.1} ms waiting for tokens, {} batches \
+             queued in {:.1} ms ({:.0} us each), {:.1} ms finishing (waiting for the device, \
+             reordering, normalising, the copy down)",
+            ms(p.tokens),
+            p.batch_count,
+            ms(p.batches),
+            ms(p.batches) * 1e3 / p.batch_count.max(1) as f64,
+            ms(p.finish)
         );
         row.rates.insert(layer, rate);
         row.spearman.insert(layer, rho);

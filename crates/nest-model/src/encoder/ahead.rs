@@ -12,6 +12,7 @@ use std::cmp::Reverse;
 use std::ops::Range;
 
 use super::embed::BatchJob;
+use super::phases::{timed, Phase};
 use super::transfer::Collected;
 use super::{ElasticEncoder, EncodeOptions};
 use crate::Result;
@@ -76,7 +77,11 @@ impl ElasticEncoder {
                     }
                 }
             });
-            for (r, ids) in blocks.into_iter().zip(rx) {
+            let mut rx = rx.into_iter();
+            for r in blocks {
+                let Some(ids) = timed(Phase::Tokens, || rx.next()) else {
+                    break;
+                };
                 let ids = ids?;
                 let mut seen = |k: usize| progress(r.start + k);
                 let part = self.embed_ids(&ids, job, opts, collected, &mut seen);

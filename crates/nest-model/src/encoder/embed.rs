@@ -12,10 +12,11 @@ use nest_core::output::Matrix;
 use nest_core::ElasticSpec;
 use tch::{Device, Tensor};
 
-use super::transfer::{pack_input, unpack_input, upload, Collected};
+use super::phases::{timed, Phase};
+use super::transfer::{pack_batch, unpack_batch, upload, Collected, Extras, Unpacked};
 use super::{ElasticEncoder, EncodeOptions};
 use crate::pooling::to_vec_f32;
-use crate::{EncoderInput, Error, Result};
+use crate::{Error, Result};
 
 /// What every batch of one [`ElasticEncoder::embed_layers`] call computes.
 pub(super) struct BatchJob<'a> {
@@ -89,6 +90,23 @@ impl ElasticEncoder {
         prompt: Option<&str>,
         progress: &mut dyn FnMut(usize),
     ) -> Result<Vec<Tensor>> {
+        let on_device = self.embed_on_device(texts, layers, opts, prompt, progress)?;
+        Ok(on_device
+            .into_iter()
+            .map(|t| t.to_device(Device::Cpu))
+            .collect())
+    }
+
+    /// [`Self::embed_prompted`], the vectors left where they were computed (a GPU's: what
+    /// follows there, such as [`Self::embed`]'s normalising, runs there too).
+    fn embed_on_device(
+        &self,
+        texts: &[&str],
+        layers: &[usize],
+        opts: EncodeOptions,
+        prompt: Option<&str>,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Tensor>> {
         let prompted: Vec<String>;
         let (texts, skip) = match prompt.filter(|p| !p.is_empty()) {
             Some(p) => {
@@ -131,11 +149,11 @@ impl ElasticEncoder {
         let order = match self.tokenize_ahead(opts) && texts.len() > opts.batch_size.max(1) {
             true => self.embed_ahead(texts, &job, opts, &mut collected, progress)?,
             false => {
-                let ids = self.tokenizer.encode(texts)?;
+                let ids = timed(Phase::Tokens, || self.tokenizer.encode(texts))?;
                 self.embed_ids(&ids, &job, opts, &mut collected, progress)
             }
         };
-        Ok(collected.finish(&order))
+        Ok(timed(Phase::Finish, || collected.finish(&order)))
     }
 
     /// Tokenised texts in length-sorted batches through the forward pass, their vectors pushed
@@ -163,13 +181,15 @@ impl ElasticEncoder {
                         0 => batches[0].len(),
                         _ => b.len().next_power_of_two(),
                     };
-                    collected.push(self.embed_one(b, job, graphs.then_some(rows)));
+                    let rows = graphs.then_some(rows);
+                    collected.push(timed(Phase::Batches(1), || self.embed_one(b, job, rows)));
                     done += b.len();
                     progress(done);
                 }
             }
             n => {
-                for pooled in self.embed_streams(&batches, job, n, progress) {
+                let all = Phase::Batches(batches.len());
+                for pooled in timed(all, || self.embed_streams(&batches, job, n, progress)) {
                     collected.push(pooled);
                 }
             }
@@ -228,22 +248,43 @@ impl ElasticEncoder {
     pub(super) fn embed_batch(&self, seqs: &[&[i64]], job: &BatchJob) -> Vec<Tensor> {
         let _guard = tch::no_grad_guard();
         let dev = self.device();
-        let host = pack_input(seqs, 0, self.config.pad_id());
-        let seq = host.size()[2] as usize;
-        let input = unpack_input(&upload(&host, dev));
+        let (host, layout) = pack_batch(seqs, 0, self.config.pad_id(), self.extras(job.skip));
+        let batch = unpack_batch(&upload(&host, dev), &layout);
         let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let put = |index: Tensor| upload(&index, dev);
-        crate::packing::with_host_lengths(&lengths, seq, put, || self.pool_layers(&input, job))
+        let pass = || self.pool_layers(&batch, job);
+        crate::packing::with_host_lengths(&lengths, layout.len, put, pass)
     }
 
-    /// The forward pass of `input` to the job's deepest layer, pooled (prompt tokens left out)
-    /// at each requested layer, in float32 where `input` lies: what the eager and the recorded
-    /// passes share.
+    /// What the host makes for this model's batches ([`Extras`]): the means' weights, and the
+    /// additive padding mask of the backbones that add one ([`crate::padding_mask`]).
+    pub(super) fn extras(&self, skip: usize) -> Extras {
+        use crate::config::Architecture as A;
+        let additive = matches!(self.architecture(), A::Bert | A::Mpnet | A::XlmRoberta);
+        Extras {
+            weights: Some(self.pooling),
+            skip,
+            additive,
+        }
+    }
+
+    /// The forward pass of `batch` to the job's deepest layer, pooled (prompt tokens left out)
+    /// at each requested layer, in float32 where `batch` lies: what the eager and the recorded
+    /// passes share. What the host made for the batch stands in for what the pass would make
+    /// from its mask (the same values).
     ///
     /// # Shapes
-    /// - `input`: `[rows, seq]`; returns `job.layers.len()` tensors `[rows, output_dim]`
-    pub(super) fn pool_layers(&self, input: &EncoderInput, job: &BatchJob) -> Vec<Tensor> {
-        let states = self.forward_exits(input, job.layers);
+    /// - `batch.input`: `[rows, seq]`; returns `job.layers.len()` tensors `[rows, output_dim]`
+    pub(super) fn pool_layers(&self, batch: &Unpacked, job: &BatchJob) -> Vec<Tensor> {
+        let input = &batch.input;
+        let run = || self.forward_exits(input, job.layers);
+        let states = match &batch.additive {
+            Some(a) => crate::padding_mask::with_host_made(&input.mask, a, run),
+            None => run(),
+        };
+        if let Some(w) = &batch.weights {
+            return self.embed_pooled_weighted(&states, &input.mask, Some(w));
+        }
         let pool_mask = match job.skip {
             0 => input.mask.shallow_clone(),
             k => {
@@ -265,12 +306,17 @@ impl ElasticEncoder {
         progress: &mut dyn FnMut(usize),
     ) -> Result<Matrix> {
         self.check(&[spec.layer], &[spec.dim])?;
-        let pooled = self.embed_layers(texts, &[spec.layer], opts, progress)?;
-        let e = crate::point::finish(&pooled[0], spec.dim, None)?;
+        let prompt = self.prompts.default_prompt().map(str::to_string);
+        let layers = [spec.layer];
+        let pooled = self.embed_on_device(texts, &layers, opts, prompt.as_deref(), progress)?;
+        // cut and normalised where computed: one copy of the finished vectors down
+        let data = timed(Phase::Finish, || {
+            crate::point::finish(&pooled[0], spec.dim, None).map(|e| to_vec_f32(&e))
+        })?;
         Ok(Matrix {
             rows: texts.len(),
             dim: spec.dim,
-            data: to_vec_f32(&e),
+            data,
         })
     }
 }

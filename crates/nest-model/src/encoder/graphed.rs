@@ -25,11 +25,11 @@ use std::sync::{Mutex, PoisonError};
 use tch::{Device, Kind, Tensor};
 
 use super::embed::BatchJob;
-use super::transfer::{pack_input, unpack_input, upload_into};
+use super::transfer::{pack_batch, unpack_batch, upload_into, Layout, Unpacked};
 use super::ElasticEncoder;
 use crate::dtype::Dtype;
 use crate::graph::{Captured, Pool};
-use crate::{EncoderInput, Error, Result};
+use crate::{Error, Result};
 
 /// Token counts are padded up to a multiple of this (fewer graphs, a little more padding).
 pub const BUCKET: usize = 16;
@@ -52,22 +52,23 @@ struct Shape {
 /// One shape's static tensors.
 ///
 /// # Shapes
-/// - `both`: `[2, rows, tokens]` int64, the ids then the mask (one copy in), which `input` views
+/// - `bytes`: a [`pack_batch`] buffer (ids, mask, what the host makes besides; one copy in),
+///   which `batch` views
 /// - `out`: `[layers, rows, output_dim]` float32, the pooled vectors of each requested layer
 struct Static {
-    both: Tensor,
-    input: EncoderInput,
+    bytes: Tensor,
+    batch: Unpacked,
     out: Tensor,
 }
 
 impl Static {
-    /// Static tensors for `shape`'s host batch `host` (`[2, rows, tokens]`) on `dev`.
-    fn new(host: &Tensor, layers: usize, out_dim: usize, dev: Device) -> Static {
-        let both = host.zeros_like().to_device(dev);
-        let rows = host.size()[1];
+    /// Static tensors for `shape`'s host batch `host` (laid out as `layout`) on `dev`.
+    fn new(host: &Tensor, layout: &Layout, layers: usize, out_dim: usize, dev: Device) -> Static {
+        let bytes = host.zeros_like().to_device(dev);
+        let rows = layout.rows as i64;
         Static {
-            input: unpack_input(&both),
-            both,
+            batch: unpack_batch(&bytes, layout),
+            bytes,
             out: Tensor::zeros([layers as i64, rows, out_dim as i64], (Kind::Float, dev)),
         }
     }
@@ -180,10 +181,10 @@ impl ElasticEncoder {
         &self,
         cache: &mut Cache,
         shape: Shape,
-        host: &(Tensor, usize),
+        host: &(Tensor, Layout, usize),
         body: &mut dyn FnMut(&Static) -> Result<()>,
     ) -> Result<Tensor> {
-        let (input, n) = host;
+        let (input, layout, n) = host;
         let taken = |s: &Static| s.out.narrow(1, 0, *n as i64).copy();
         if let Some(slot) = cache.slots.get_mut(&shape) {
             fill(&slot.0.state, input);
@@ -191,7 +192,7 @@ impl ElasticEncoder {
             return Ok(taken(&slot.0.state));
         }
         let dev = self.device();
-        let state = Static::new(input, shape.layers.len(), self.output_dim(), dev);
+        let state = Static::new(input, layout, shape.layers.len(), self.output_dim(), dev);
         fill(&state, input);
         // the warm-up pass computes this batch; the recording serves the next ones
         let pool = cache.pool.get_or_insert_with(|| Pool::new(dev));
@@ -206,7 +207,7 @@ impl ElasticEncoder {
     /// libtorch error: an operation the capture refuses) is this pass's error.
     fn graphed_body(&self, s: &Static, job: &BatchJob) -> Result<()> {
         let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let pooled = crate::without_packing(|| self.pool_layers(&s.input, job));
+            let pooled = crate::without_packing(|| self.pool_layers(&s.batch, job));
             for (k, p) in pooled.iter().enumerate() {
                 s.out.get(k as i64).copy_(p);
             }
@@ -235,22 +236,23 @@ impl ElasticEncoder {
         }
     }
 
-    /// The batch padded to `shape` on the host (`[2, rows, tokens]`: ids, then mask; see
-    /// [`pack_input`]), with its real row count. Padding rows hold one pad token (a row with
-    /// no token at all would be a fully masked softmax).
-    fn bucket_input(&self, seqs: &[&[i64]], shape: &Shape) -> (Tensor, usize) {
+    /// The batch padded to `shape` on the host ([`pack_batch`]: ids, mask and what the host
+    /// makes besides, laid out as the returned [`Layout`]), with its real row count. Padding
+    /// rows hold one pad token (a row with no token at all would be a fully masked softmax).
+    fn bucket_input(&self, seqs: &[&[i64]], shape: &Shape) -> (Tensor, Layout, usize) {
         let pad = [self.config.pad_id()];
         let mut rows = seqs.to_vec();
         rows.resize(shape.rows, &pad);
-        let host = pack_input(&rows, shape.tokens, self.config.pad_id());
-        (host, seqs.len())
+        let extras = self.extras(shape.skip);
+        let (host, layout) = pack_batch(&rows, shape.tokens, self.config.pad_id(), extras);
+        (host, layout, seqs.len())
     }
 }
 
-/// Copies a host batch (`[2, rows, tokens]`) into a graph's static input in one copy (straight
-/// from pinned memory on a GPU, without waiting: the copy queues before the replay).
+/// Copies a host batch ([`pack_batch`]'s bytes) into a graph's static input in one copy
+/// (straight from pinned memory on a GPU, without waiting: the copy queues before the replay).
 fn fill(s: &Static, host: &Tensor) {
-    upload_into(&s.both, host);
+    upload_into(&s.bytes, host);
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod ahead;
 mod convert;
 mod embed;
 mod graphed;
+pub mod phases;
 mod streams;
 mod transfer;
 pub use crate::graph::GraphMode;
@@ -361,11 +362,23 @@ impl ElasticEncoder {
     /// - returns one `[batch, output_dim]` float32 tensor per state
     pub fn embed_pooled_all(&self, states: &[Tensor], mask: &Tensor) -> Vec<Tensor> {
         let weights = self.pooling.weights(mask, Kind::Float);
+        self.embed_pooled_weighted(states, mask, weights.as_ref())
+    }
+
+    /// [`Self::embed_pooled_all`] with the means' float32 weights given (`[batch, 1, seq]`,
+    /// [`Pooling::weights`](crate::pooling::Pooling::weights) or made on the host), which the
+    /// other modes ignore.
+    pub(crate) fn embed_pooled_weighted(
+        &self,
+        states: &[Tensor],
+        mask: &Tensor,
+        weights: Option<&Tensor>,
+    ) -> Vec<Tensor> {
         states
             .iter()
             .map(|h| {
                 let h = h.to_kind(Kind::Float);
-                let pooled = self.pooling.pool_weighted(&h, mask, weights.as_ref());
+                let pooled = self.pooling.pool_weighted(&h, mask, weights);
                 self.apply_head(pooled).to_kind(Kind::Float)
             })
             .collect()

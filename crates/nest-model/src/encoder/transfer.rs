@@ -2,8 +2,9 @@
 //! through pinned memory ([`upload`]), a batch's ids and mask in one buffer ([`pack_input`]),
 //! pooled vectors come down in few large copies ([`Collected`]).
 
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 
+use crate::pooling::Pooling;
 use crate::EncoderInput;
 
 /// Pooled vectors on a GPU stay there until this many bytes pile up (or the encode ends).
@@ -16,8 +17,18 @@ const FLUSH_BYTES: usize = 64 << 20;
 /// # Shapes
 /// - returns `[2, seqs.len(), len]` int64 on the CPU, `len` the longest of `seqs` and `min_len`
 pub(crate) fn pack_input(seqs: &[&[i64]], min_len: usize, pad: i64) -> Tensor {
+    let len = padded_len(seqs, min_len);
+    Tensor::from_slice(&ids_and_mask(seqs, len, pad)).view([2, seqs.len() as i64, len as i64])
+}
+
+/// The length `seqs` are padded to: the longest of them and `min_len`, at least 1.
+fn padded_len(seqs: &[&[i64]], min_len: usize) -> usize {
     let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
-    let len = longest.max(min_len).max(1);
+    longest.max(min_len).max(1)
+}
+
+/// The ids (`pad` after each sequence) then the mask (1 on tokens, 0 on padding), row by row.
+fn ids_and_mask(seqs: &[&[i64]], len: usize, pad: i64) -> Vec<i64> {
     let mut both = Vec::with_capacity(2 * seqs.len() * len);
     for s in seqs {
         both.extend_from_slice(s);
@@ -27,7 +38,7 @@ pub(crate) fn pack_input(seqs: &[&[i64]], min_len: usize, pad: i64) -> Tensor {
         both.extend(std::iter::repeat_n(1i64, s.len()));
         both.extend(std::iter::repeat_n(0i64, len - s.len()));
     }
-    Tensor::from_slice(&both).view([2, seqs.len() as i64, len as i64])
+    both
 }
 
 /// The ids and the mask (views) of a [`pack_input`] tensor, wherever it lies.
@@ -38,6 +49,97 @@ pub(crate) fn unpack_input(both: &Tensor) -> EncoderInput {
     EncoderInput {
         ids: both.get(0),
         mask: both.get(1),
+    }
+}
+
+/// What the host makes for an encode batch besides its ids and mask: tensors a pass would
+/// otherwise make from the mask with a few operators each (on a GPU, a kernel each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Extras {
+    /// The means' per-token weights ([`Pooling::host_weights`]), a prompt's first `skip`
+    /// tokens left out.
+    pub(super) weights: Option<Pooling>,
+    pub(super) skip: usize,
+    /// The additive padding mask ([`crate::padding_mask`]), for the backbones that add one.
+    pub(super) additive: bool,
+}
+
+/// Where [`pack_batch`]'s parts lie in its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Layout {
+    pub(super) rows: usize,
+    pub(super) len: usize,
+    pub(super) weights: bool,
+    pub(super) additive: bool,
+}
+
+/// A batch as the device reads it, views of one [`pack_batch`] buffer.
+///
+/// # Shapes
+/// - `input`: ids and mask `[rows, len]` int64; `weights`: `[rows, 1, len]` float32;
+///   `additive`: `[rows, 1, 1, len]` float32
+pub(super) struct Unpacked {
+    pub(super) input: EncoderInput,
+    pub(super) weights: Option<Tensor>,
+    pub(super) additive: Option<Tensor>,
+}
+
+/// `seqs` padded (at least `min_len` tokens, `pad` for the padding) with `extras`, in one host
+/// buffer that goes to a GPU in one copy: the ids and mask (int64), then the means' weights
+/// and the additive mask (float32), each `[rows, len]`, where made ([`Extras`]).
+///
+/// # Shapes
+/// - returns `[bytes]` uint8 on the CPU and its [`Layout`]
+pub(super) fn pack_batch(
+    seqs: &[&[i64]],
+    min_len: usize,
+    pad: i64,
+    extras: Extras,
+) -> (Tensor, Layout) {
+    let len = padded_len(seqs, min_len);
+    let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+    let ids = ids_and_mask(seqs, len, pad);
+    let mut floats = extras
+        .weights
+        .and_then(|p| p.host_weights(&lengths, len, extras.skip))
+        .unwrap_or_default();
+    let weights = !floats.is_empty();
+    if extras.additive {
+        crate::padding_mask::host_additive(&lengths, len, &mut floats);
+    }
+    let mut bytes: Vec<u8> = Vec::with_capacity(8 * ids.len() + 4 * floats.len());
+    bytes.extend_from_slice(bytemuck::cast_slice(&ids));
+    bytes.extend_from_slice(bytemuck::cast_slice(&floats));
+    let layout = Layout {
+        rows: seqs.len(),
+        len,
+        weights,
+        additive: extras.additive,
+    };
+    (Tensor::from_slice(&bytes), layout)
+}
+
+/// The parts of a [`pack_batch`] buffer (wherever it lies), as views.
+pub(super) fn unpack_batch(bytes: &Tensor, layout: &Layout) -> Unpacked {
+    let (rows, len) = (layout.rows as i64, layout.len as i64);
+    let n = rows * len;
+    let mut at = 0;
+    let mut part = |elt: i64, kind: Kind, shape: &[i64]| {
+        let t = bytes.narrow(0, at, n * elt).view_dtype(kind).view(shape);
+        at += n * elt;
+        t
+    };
+    let both = part(16, Kind::Int64, &[2, rows, len]);
+    let weights = layout
+        .weights
+        .then(|| part(4, Kind::Float, &[rows, 1, len]));
+    let additive = layout
+        .additive
+        .then(|| part(4, Kind::Float, &[rows, 1, 1, len]));
+    Unpacked {
+        input: unpack_input(&both),
+        weights,
+        additive,
     }
 }
 
@@ -146,25 +248,38 @@ impl Collected {
         self.pending_bytes = 0;
     }
 
-    /// Every layer's vectors on the host, back in input order (`order[pos]` = the input index
-    /// of the `pos`-th vector).
+    /// Every layer's vectors back in input order (`order[pos]` = the input index of the
+    /// `pos`-th vector): on the device where they all still are (one `cat` and one gather
+    /// there, so that the host's share of an encode's end is one copy down), else on the host.
     ///
     /// # Shapes
     /// - returns one tensor `[order.len(), output_dim]` per layer
     pub(super) fn finish(mut self, order: &[usize]) -> Vec<Tensor> {
-        self.flush();
+        if self.host.iter().any(|h| !h.is_empty()) {
+            self.flush();
+        }
         let mut inv = vec![0i64; order.len()];
         for (pos, &i) in order.iter().enumerate() {
             inv[i] = pos as i64;
         }
         let inverse = Tensor::from_slice(&inv);
-        self.host
+        let parts = self
+            .host
             .into_iter()
+            .zip(self.pending)
+            .map(|(h, p)| match h.is_empty() {
+                true => p,
+                false => h,
+            });
+        parts
             .map(|mut parts| match parts.len() {
                 1 => parts.pop().expect("one part"),
                 _ => Tensor::cat(&parts, 0),
             })
-            .map(|t| t.index_select(0, &inverse))
+            .map(|t| {
+                let at = upload(&inverse, t.device());
+                t.index_select(0, &at)
+            })
             .collect()
     }
 }
