@@ -1,6 +1,6 @@
 //! Compiles Nest's C++ shims (`shim/*.cpp`: libtorch's fused AdamW and multi-tensor kernels,
 //! pinned host memory, c10d's TCPStore and process groups, the libtorch version, an operator
-//! count; with the `cuda` feature also CUDA graphs, the caching allocator's counters, NCCL and a
+//! count, a profiler trace; with the `cuda` feature also CUDA graphs, the caching allocator's counters, NCCL and a
 //! GPU's properties) into one static library, against the libtorch headers tch builds against
 //! (`LIBTORCH`, as `scripts/setup.sh` writes it into `.cargo/config.toml`). The symbols they
 //! call live in `libtorch_cpu.so` (and `libtorch_cuda.so`), which torch-sys links. cc compiles
@@ -19,6 +19,7 @@ fn main() {
         "shim/dist.cpp",
         "shim/info.cpp",
         "shim/ops.cpp",
+        "shim/profile.cpp",
     ]);
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
         for dir in cuda_includes(&root, &["cuda_runtime_api.h", "nccl.h"]) {

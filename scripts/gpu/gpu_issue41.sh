@@ -331,9 +331,14 @@ s2() {
   # the tokenizer's words kept from earlier passes (a server that has seen these words), and
   # no words kept at all (NEST_WORD_CACHE=0: the tokenizers library on every text), Nest only:
   # the host's share that early exit cannot shorten
+  # (with one more pass per layer under libtorch's profiler: the device's busy and idle time
+  # and its kernels, summed by trace_summary.py into trace_summary_b*.log)
   for b in $ENC_B; do
-    run "encode_warmwords_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
-      --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --words warm --markdown "$SD/encode_warm.md"
+    run "encode_warmwords_b$b" 50 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+      --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --words warm --markdown "$SD/encode_warm.md" \
+      --profile "$SD/traces_b$b"
+    ls "$SD/traces_b$b"/*.json >/dev/null 2>&1 && run "trace_summary_b$b" 20 "$PY" scripts/gpu/trace_summary.py \
+      "$SD/traces_b$b"/*.json
     NEST_WORD_CACHE=0 run "encode_nowords_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
       --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --markdown "$SD/encode_nowords.md"
   done

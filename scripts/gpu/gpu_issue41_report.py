@@ -192,6 +192,9 @@ def encode_table(path, mean_tokens=None):
         if "had queued every batch at" in line:  # the host's part of a timed pass, per layer
             out.append("host: " + re.sub(r"\s+", " ", line.strip())[:140])
             continue
+        if "the host's phases:" in line:  # waits for tokens, batches queued, the finish
+            out.append("phases: " + re.sub(r"\s+", " ", line.strip())[:170])
+            continue
         if "peak GPU memory (" in line:  # each side's caching allocator (nest bench encode, bench_st.py)
             out.append("memory " + line.strip()[:150])
             continue
@@ -235,6 +238,11 @@ def summary(o):
             print(f"{os.path.basename(f)[7:-4]}:" + ("" if rows else " no table (see the log)"))
             for r in rows:
                 print("  " + r)
+        for f in sorted(glob.glob(os.path.join(o, sec, "trace_summary_*.log"))):
+            # a profiled pass per layer: the device's busy and idle time, its kernel count
+            for line in open(f):
+                if line.startswith(("## ", "device:", "kernels:")):
+                    print("  trace " + line.strip().replace(o, "")[:200])
         for f in sorted(glob.glob(os.path.join(o, sec, "tokens_*.json"))):
             t = json.load(open(f))
             print(f"  tokens {os.path.basename(f)[7:-5]}: mean {t['mean_tokens']:.1f} per sentence "

@@ -90,6 +90,11 @@ pub struct BenchEncodeArgs {
     /// corpus), `warm` keeps it (as a server that has seen these words before).
     #[arg(long, value_enum, default_value = "cold")]
     pub words: WordsCache,
+    /// After the timed passes, run one more pass per layer under libtorch's profiler and write
+    /// its trace (Chrome trace JSON: host operators, and a GPU's kernels with their times) into
+    /// this folder, as `<run>-layer<L>.json` (`scripts/gpu/trace_summary.py` sums one).
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
 }
 
 /// [`BenchEncodeArgs::words`].

@@ -38,6 +38,8 @@ mod packing;
 mod padding_mask;
 pub mod point;
 pub mod pooling;
+#[allow(unsafe_code)]
+pub mod profile;
 pub mod prompt;
 pub mod qwen3;
 mod row_blocks;

@@ -5,7 +5,8 @@
 //! returns non-zero (or null) with a malloc'd, NUL-terminated message in `*err`, which Rust
 //! copies and frees once. Pointers passed in live for the call. The safe wrappers live with the
 //! types they serve: nest-model's `optim/fused.rs` and `optim/foreach.rs`, `graph/cuda.rs` and
-//! `encoder/transfer.rs` (`pinned`), `machine.rs`, `ops.rs`, and nest-dist's `lib.rs`.
+//! `encoder/transfer.rs` (`pinned`), `machine.rs`, `ops.rs`, `profile.rs`, and nest-dist's
+//! `lib.rs`.
 
 #![allow(unsafe_code)]
 
@@ -14,7 +15,7 @@ use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 pub use torch_sys::C_tensor;
 
 // Tensors and the shims' messages: `shim/message.cpp`, `fused_adamw.cpp`, `foreach.cpp`,
-// `pinned.cpp`, `info.cpp`, `ops.cpp`.
+// `pinned.cpp`, `info.cpp`, `ops.cpp`, `profile.cpp`.
 extern "C" {
     /// Frees a message a shim wrote into `err` (`shim/message.cpp`).
     fn nest_free_message(m: *mut c_char);
@@ -81,6 +82,14 @@ extern "C" {
         count: *mut std::ffi::c_longlong,
         err: *mut *mut c_char,
     ) -> c_int;
+
+    /// Starts libtorch's Kineto profiler: host operators, and GPU kernels where `cuda` is
+    /// non-zero (`shim/profile.cpp`).
+    pub fn nest_profile_start(cuda: c_int, err: *mut *mut c_char) -> c_int;
+
+    /// Stops the profiler and writes its Chrome trace to `path` (NUL-terminated;
+    /// `shim/profile.cpp`).
+    pub fn nest_profile_stop(path: *const c_char, err: *mut *mut c_char) -> c_int;
 }
 
 // `shim/dist.cpp`: c10d's TCPStore and process groups (Gloo; NCCL with the `cuda` feature).

@@ -152,10 +152,38 @@ fn time_nest(
             ms(p.batches) * 1e3 / p.batch_count.max(1) as f64,
             ms(p.finish)
         );
+        if let Some(dir) = &a.profile {
+            profile_pass(model, run, dir, layer, &|| {
+                model.embed(texts, spec, opts, &mut |_| {})
+            })?;
+        }
         row.rates.insert(layer, rate);
         row.spearman.insert(layer, rho);
     }
     Ok(row)
+}
+
+/// One more pass of `layer` under libtorch's profiler, its trace written to
+/// `dir/<run>-layer<layer>.json` (the word cache as the timed passes left it).
+fn profile_pass(
+    model: &nest_model::ElasticEncoder,
+    run: &str,
+    dir: &Path,
+    layer: usize,
+    pass: &dyn Fn() -> nest_model::Result<nest_core::output::Matrix>,
+) -> Result<()> {
+    let name: String = run
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let path = dir.join(format!("{name}-layer{layer}.json"));
+    let cuda = model.device().is_cuda();
+    nest_model::profile::trace(&path, cuda, pass)??;
+    eprintln!(
+        "  {run} layer {layer}: profiler trace in {}",
+        path.display()
+    );
+    Ok(())
 }
 
 /// Prints the time tokenising `texts` takes (best of `repeats`): through the tokenizers
