@@ -28,13 +28,14 @@ pub(crate) fn additive_mask(mask: &Tensor, kind: Kind) -> Tensor {
     m.unsqueeze(1).unsqueeze(1)
 }
 
-/// Appends the additive mask of rows with `lengths` real tokens (left-aligned) padded to `len`,
-/// in float32 (the kind the backbones' embeddings, and so their masks, have), to `out`:
-/// [`additive_mask`]'s values, row by row.
-pub(crate) fn host_additive(lengths: &[usize], len: usize, out: &mut Vec<f32>) {
-    for &n in lengths {
-        out.extend(std::iter::repeat_n(-0.0f32, n.min(len)));
-        out.extend(std::iter::repeat_n(f32::MIN, len - n.min(len)));
+/// Writes the additive mask of rows with `lengths` real tokens (left-aligned) padded to `len`
+/// into `out` (`lengths.len() * len` values), in float32 (the kind the backbones' embeddings,
+/// and so their masks, have): [`additive_mask`]'s values, row by row.
+pub(crate) fn host_additive(lengths: &[usize], len: usize, out: &mut [f32]) {
+    for (&n, row) in lengths.iter().zip(out.chunks_exact_mut(len.max(1))) {
+        let n = n.min(len);
+        row[..n].fill(-0.0);
+        row[n..].fill(f32::MIN);
     }
 }
 
@@ -90,7 +91,7 @@ mod tests {
     fn the_host_writes_the_masks_values() {
         let lengths = [3usize, 1, 4];
         let mask = Tensor::from_slice(&[1i64, 1, 1, 0, 1, 0, 0, 0, 1, 1, 1, 1]).view([3, 4]);
-        let mut values: Vec<f32> = Vec::new();
+        let mut values = vec![0f32; 12];
         host_additive(&lengths, 4, &mut values);
         let host = Tensor::from_slice(&values).view([3, 1, 1, 4]);
         let bits = |t: &Tensor| {

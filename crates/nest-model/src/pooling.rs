@@ -33,6 +33,12 @@ impl Pooling {
         self.pool_weighted(hidden, mask, weights.as_ref())
     }
 
+    /// Whether this mode is a mean over the tokens (`Mean`, `MeanSqrtLen`): one batched product
+    /// with per-token weights ([`Self::weights`]).
+    pub fn is_mean(&self) -> bool {
+        matches!(self, Pooling::Mean | Pooling::MeanSqrtLen)
+    }
+
     /// The per-token weights of the means (`Mean`: 1 / length on the real tokens, `MeanSqrtLen`:
     /// 1 / sqrt(length)), so that pooling is one batched product: computed once per mask and
     /// shared by every layer pooled with it ([`Self::pool_weighted`]). `None` for the other
@@ -41,7 +47,7 @@ impl Pooling {
     /// # Shapes
     /// - `mask`: `[batch, seq]` (any numeric kind); returns `[batch, 1, seq]` of `kind`
     pub fn weights(&self, mask: &Tensor, kind: Kind) -> Option<Tensor> {
-        if !matches!(self, Pooling::Mean | Pooling::MeanSqrtLen) {
+        if !self.is_mean() {
             return None;
         }
         let m = mask.to_kind(kind).unsqueeze(1);
@@ -52,20 +58,23 @@ impl Pooling {
         })
     }
 
-    /// [`Self::weights`] made on the host (float32) from each row's token count: rows of
-    /// `lengths` real tokens (left-aligned) padded to `len`, a row's first `skip` tokens left
-    /// out (a prompt's, as the pass's pooling mask does). The same values bit for bit: a row's
-    /// count is exact in float32, and division and square root round alike on the host and in
-    /// libtorch's kernels (IEEE). `None` for the modes without weights.
-    ///
-    /// # Shapes
-    /// - returns `lengths.len() * len` values, row by row (`[batch, 1, len]`)
-    pub fn host_weights(&self, lengths: &[usize], len: usize, skip: usize) -> Option<Vec<f32>> {
-        if !matches!(self, Pooling::Mean | Pooling::MeanSqrtLen) {
-            return None;
+    /// [`Self::weights`] made on the host (float32) from each row's token count, written into
+    /// `out` (zeros, `lengths.len() * len` values: rows of `lengths` real tokens, left-aligned,
+    /// padded to `len`), a row's first `skip` tokens left out (a prompt's, as the pass's
+    /// pooling mask does). The same values bit for bit: a row's count is exact in float32, and
+    /// division and square root round alike on the host and in libtorch's kernels (IEEE).
+    /// Returns false (writing nothing) for the modes without weights.
+    pub fn host_weights(
+        &self,
+        lengths: &[usize],
+        len: usize,
+        skip: usize,
+        out: &mut [f32],
+    ) -> bool {
+        if !self.is_mean() {
+            return false;
         }
-        let mut out = Vec::with_capacity(lengths.len() * len);
-        for &n in lengths {
+        for (&n, row) in lengths.iter().zip(out.chunks_exact_mut(len.max(1))) {
             let (from, to) = (skip.min(len), n.min(len));
             // the mask's sum, clamped as `weights` clamps it
             let count = (to.saturating_sub(from) as f32).max(1e-9);
@@ -73,9 +82,11 @@ impl Pooling {
                 Pooling::Mean => 1.0 / count,
                 _ => 1.0 / count.sqrt(),
             };
-            out.extend((0..len).map(|p| if (from..to).contains(&p) { w } else { 0.0 }));
+            if from < to {
+                row[from..to].fill(w);
+            }
         }
-        Some(out)
+        true
     }
 
     /// [`Self::pool`] with the means' weights from [`Self::weights`] (for `mask`, in `hidden`'s

@@ -18,7 +18,9 @@ const FLUSH_BYTES: usize = 64 << 20;
 /// - returns `[2, seqs.len(), len]` int64 on the CPU, `len` the longest of `seqs` and `min_len`
 pub(crate) fn pack_input(seqs: &[&[i64]], min_len: usize, pad: i64) -> Tensor {
     let len = padded_len(seqs, min_len);
-    Tensor::from_slice(&ids_and_mask(seqs, len, pad)).view([2, seqs.len() as i64, len as i64])
+    let mut both = vec![0i64; 2 * seqs.len() * len];
+    ids_and_mask(seqs, len, pad, &mut both);
+    Tensor::from_slice(&both).view([2, seqs.len() as i64, len as i64])
 }
 
 /// The length `seqs` are padded to: the longest of them and `min_len`, at least 1.
@@ -27,18 +29,19 @@ fn padded_len(seqs: &[&[i64]], min_len: usize) -> usize {
     longest.max(min_len).max(1)
 }
 
-/// The ids (`pad` after each sequence) then the mask (1 on tokens, 0 on padding), row by row.
-fn ids_and_mask(seqs: &[&[i64]], len: usize, pad: i64) -> Vec<i64> {
-    let mut both = Vec::with_capacity(2 * seqs.len() * len);
-    for s in seqs {
-        both.extend_from_slice(s);
-        both.extend(std::iter::repeat_n(pad, len - s.len()));
+/// Writes the ids (`pad` after each sequence) then the mask (1 on tokens, 0 on padding), row
+/// by row, into `out` (`2 * seqs.len() * len` zeros).
+fn ids_and_mask(seqs: &[&[i64]], len: usize, pad: i64, out: &mut [i64]) {
+    let (ids, mask) = out.split_at_mut(seqs.len() * len);
+    for ((s, ids), mask) in seqs
+        .iter()
+        .zip(ids.chunks_exact_mut(len))
+        .zip(mask.chunks_exact_mut(len))
+    {
+        ids[..s.len()].copy_from_slice(s);
+        ids[s.len()..].fill(pad);
+        mask[..s.len()].fill(1);
     }
-    for s in seqs {
-        both.extend(std::iter::repeat_n(1i64, s.len()));
-        both.extend(std::iter::repeat_n(0i64, len - s.len()));
-    }
-    both
 }
 
 /// The ids and the mask (views) of a [`pack_input`] tensor, wherever it lies.
@@ -98,25 +101,30 @@ pub(super) fn pack_batch(
 ) -> (Tensor, Layout) {
     let len = padded_len(seqs, min_len);
     let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
-    let ids = ids_and_mask(seqs, len, pad);
-    let mut floats = extras
-        .weights
-        .and_then(|p| p.host_weights(&lengths, len, extras.skip))
-        .unwrap_or_default();
-    let weights = !floats.is_empty();
-    if extras.additive {
-        crate::padding_mask::host_additive(&lengths, len, &mut floats);
+    let n = seqs.len() * len;
+    let weights = extras.weights.is_some_and(|p| p.is_mean());
+    let floats = n * (usize::from(weights) + usize::from(extras.additive));
+    // int64 words: the float32 parts after the ids and mask stay aligned, and the bytes are
+    // written once in place
+    let mut words = vec![0i64; 2 * n + floats.div_ceil(2)];
+    let (both, rest) = words.split_at_mut(2 * n);
+    ids_and_mask(seqs, len, pad, both);
+    let rest: &mut [f32] = bytemuck::cast_slice_mut(rest);
+    let (w, additive) = rest.split_at_mut(if weights { n } else { 0 });
+    if let Some(p) = extras.weights {
+        p.host_weights(&lengths, len, extras.skip, w);
     }
-    let mut bytes: Vec<u8> = Vec::with_capacity(8 * ids.len() + 4 * floats.len());
-    bytes.extend_from_slice(bytemuck::cast_slice(&ids));
-    bytes.extend_from_slice(bytemuck::cast_slice(&floats));
+    if extras.additive {
+        crate::padding_mask::host_additive(&lengths, len, &mut additive[..n]);
+    }
+    let bytes: &[u8] = bytemuck::cast_slice(&words);
     let layout = Layout {
         rows: seqs.len(),
         len,
         weights,
         additive: extras.additive,
     };
-    (Tensor::from_slice(&bytes), layout)
+    (Tensor::from_slice(&bytes[..8 * 2 * n + 4 * floats]), layout)
 }
 
 /// The parts of a [`pack_batch`] buffer (wherever it lies), as views.

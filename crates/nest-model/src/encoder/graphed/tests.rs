@@ -268,7 +268,6 @@ fn a_recorded_pass_runs_few_operators_outside_its_layers() {
 #[test]
 fn host_made_tensors_give_the_passes_vectors_bit_for_bit() {
     use super::super::transfer::Extras;
-    use crate::pooling::Pooling;
     for arch in [
         Architecture::Bert,
         Architecture::Mpnet,
@@ -298,7 +297,7 @@ fn host_made_tensors_give_the_passes_vectors_bit_for_bit() {
                     additive: false,
                 };
                 let (plain, plain_layout) = pack_batch(&seqs, 0, pad, none);
-                let mean = matches!(enc.pooling, Pooling::Mean | Pooling::MeanSqrtLen);
+                let mean = enc.pooling.is_mean();
                 assert_eq!(layout.weights, mean, "{arch:?}");
                 assert!(!plain_layout.weights && !plain_layout.additive);
                 let _g = tch::no_grad_guard();
