@@ -135,11 +135,13 @@ fn slim_keeps_the_first_layers_and_a_default_dim() {
 }
 
 /// `nest bench encode` heads its table with the machine it measured on, in the file
-/// `--markdown` appends to as on stdout.
+/// `--markdown` appends to as on stdout, prints each layer's host phases, and with `--profile`
+/// writes a profiler trace per layer.
 #[test]
 fn bench_encode_names_its_machine() {
     let (d, m) = setup();
     let md = p(d.path(), "bench.md");
+    let traces = d.path().join("traces");
     let args = [
         "bench",
         "encode",
@@ -151,6 +153,7 @@ fn bench_encode_names_its_machine() {
     let all = [
         &args[..],
         &["--layers", "1,2", "--repeats", "1", "--markdown", &md],
+        &["--profile", traces.to_str().unwrap()],
     ]
     .concat();
     let o = nest(&all);
@@ -173,6 +176,17 @@ fn bench_encode_names_its_machine() {
             .collect();
         assert_eq!(ms.len(), 2, "{line}");
         assert!(0.0 < ms[0] && ms[0] <= ms[1], "{line}");
+        let phases = format!("layer {layer}: the host's phases:");
+        assert!(err
+            .lines()
+            .any(|l| l.contains(&phases) && l.contains(" batches queued in ")));
+        let trace = traces.join(format!("nest-float32--float32--layer{layer}.json"));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&trace).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{}: {e}; {err}", trace.display()));
+        assert!(json["traceEvents"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty()));
     }
     let torch = nest_model::machine::torch_version();
     for text in [stdout, std::fs::read_to_string(&md).unwrap()] {
