@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use nest_core::{parse_layers, ElasticSpec};
-use nest_model::encoder::phases::{measure, Phases};
 use nest_model::EncodeOptions;
 
+use super::bench_host::{print_tokenising, profile_pass, Pass};
 use crate::args_bench::{BenchEncodeArgs, WordsCache};
 
 /// One timed run: Nest in one dtype, or a peer.
@@ -110,48 +110,20 @@ fn time_nest(
             dim: model.output_dim(),
         };
         let e = model.embed(texts, spec, opts, &mut |_| {})?; // warm-up, and the scores
-                                                              // (the pass's seconds, when the host had queued its last batch)
-        let mut best = (f64::INFINITY, 0.0, Phases::default());
+        let mut best = Pass::default();
         for _ in 0..a.repeats {
             if let (true, Some(words)) = (cold, model.tokenizer.word_cache()) {
                 words.clear();
             }
-            let t = Instant::now();
-            let mut queued = 0.0;
-            let (done, phases) = measure(|| {
-                model.embed(texts, spec, opts, &mut |_| {
-                    queued = t.elapsed().as_secs_f64()
-                })
-            });
-            done?;
-            let took = t.elapsed().as_secs_f64();
-            if took < best.0 {
-                best = (took, queued, phases);
+            let pass = Pass::time(|progress| model.embed(texts, spec, opts, progress))?;
+            if pass.took < best.took {
+                best = pass;
             }
         }
-        let rate = texts.len() as f64 / best.0;
+        let rate = texts.len() as f64 / best.took;
         let rho = 100.0 * nest_eval::metrics::rank::spearman(&pair_cosines(&e), gold);
         eprintln!("  {run} layer {layer}: {rate:.1} sentences/s, STS Spearman {rho:.2}");
-        // on a GPU the split between the host's work and the device's: where the host is the
-        // longer part, fewer layers cannot shorten the pass
-        eprintln!(
-            "  {run} layer {layer}: the host had queued every batch at {:.1} ms of the pass's \
-             {:.1} ms (after that: waiting for the device, then the vectors' finish)",
-            best.1 * 1e3,
-            best.0 * 1e3
-        );
-        let p = best.2;
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        eprintln!(
-            "  {run} layer {layer}: the host's phases: {:.1} ms waiting for tokens, {} batches \
-             queued in {:.1} ms ({:.0} us each), {:.1} ms finishing (waiting for the device, \
-             reordering, normalising, the copy down)",
-            ms(p.tokens),
-            p.batch_count,
-            ms(p.batches),
-            ms(p.batches) * 1e3 / p.batch_count.max(1) as f64,
-            ms(p.finish)
-        );
+        best.print(&format!("{run} layer {layer}"));
         if let Some(dir) = &a.profile {
             // a trace is a diagnostic: its failure (no CUPTI, say) leaves the figures standing
             let pass = || model.embed(texts, spec, opts, &mut |_| {});
@@ -163,69 +135,6 @@ fn time_nest(
         row.spearman.insert(layer, rho);
     }
     Ok(row)
-}
-
-/// One more pass of `layer` under libtorch's profiler, its trace written to
-/// `dir/<run>-layer<layer>.json` (the word cache as the timed passes left it).
-fn profile_pass(
-    model: &nest_model::ElasticEncoder,
-    run: &str,
-    dir: &Path,
-    layer: usize,
-    pass: &dyn Fn() -> nest_model::Result<nest_core::output::Matrix>,
-) -> Result<()> {
-    let name: String = run
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    let path = dir.join(format!("{name}-layer{layer}.json"));
-    let cuda = model.device().is_cuda();
-    nest_model::profile::trace(&path, cuda, pass)??;
-    eprintln!(
-        "  {run} layer {layer}: profiler trace in {}",
-        path.display()
-    );
-    Ok(())
-}
-
-/// Prints the time tokenising `texts` takes (best of `repeats`): through the tokenizers
-/// library alone, and where the model's tokenizer keeps words' ids, with none kept (cold) and
-/// with these texts' words kept (warm).
-fn print_tokenising(
-    model: &nest_model::ElasticEncoder,
-    run: &str,
-    texts: &[&str],
-    repeats: usize,
-) -> Result<()> {
-    let tok = &model.tokenizer;
-    let best = |f: &dyn Fn() -> Result<()>| -> Result<f64> {
-        let mut best = f64::INFINITY;
-        for _ in 0..repeats {
-            let t = Instant::now();
-            f()?;
-            best = best.min(t.elapsed().as_secs_f64());
-        }
-        Ok(best * 1e3)
-    };
-    let direct = best(&|| Ok(tok.encode_direct(texts).map(drop)?))?;
-    let mut line = format!("tokenizers library {direct:.1} ms");
-    if let Some(words) = tok.word_cache() {
-        let cold = best(&|| {
-            words.clear();
-            Ok(tok.encode(texts).map(drop)?)
-        })?;
-        let warm = best(&|| Ok(tok.encode(texts).map(drop)?))?;
-        let _ = write!(
-            line,
-            ", words cached cold {cold:.1} ms, warm {warm:.1} ms ({} words)",
-            words.len()
-        );
-    }
-    eprintln!(
-        "  {run}: tokenising the {} sentences alone: {line} (best of {repeats})",
-        texts.len()
-    );
-    Ok(())
 }
 
 /// Cosines of rows (0,1), (2,3), ... of unit-norm embeddings.

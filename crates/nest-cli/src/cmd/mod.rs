@@ -1,5 +1,6 @@
 mod advise;
 mod bench;
+mod bench_host;
 mod bench_search;
 mod bench_serve;
 mod bench_train;
