@@ -8,10 +8,10 @@ use tch::{Kind, Tensor};
 
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
+pub(crate) use crate::host_made::additive_mask;
 use crate::io::{ClsAttention, EncoderOutput, Exits};
 use crate::linear::Linear;
 use crate::packing::Packing;
-pub(crate) use crate::padding_mask::additive_mask;
 
 /// One transformer layer: self-attention, residual + LayerNorm, feed-forward, residual +
 /// LayerNorm (Vaswani et al. 2017, post-norm as in BERT).

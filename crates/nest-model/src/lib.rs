@@ -22,6 +22,7 @@ pub mod error;
 pub mod export;
 pub mod gemma3;
 pub mod graph;
+mod host_made;
 pub mod hub;
 pub mod io;
 pub mod layer;
@@ -35,7 +36,6 @@ pub mod mpnet;
 pub mod ops;
 pub mod optim;
 mod packing;
-mod padding_mask;
 pub mod point;
 pub mod pooling;
 #[allow(unsafe_code)]

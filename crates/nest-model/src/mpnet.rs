@@ -134,9 +134,8 @@ impl Mpnet {
     ) -> EncoderOutput {
         let (_, s) = input.ids.size2().expect("ids are [batch, seq]");
         let dev = input.ids.device();
-        // position ids: cumulative count of non-pad tokens, offset by pad_id; pads keep pad_id
-        let not_pad = input.ids.ne(self.pad_id).to_kind(Kind::Int64);
-        let pos = not_pad.cumsum(1, Kind::Int64) * &not_pad + self.pad_id;
+        // position ids as RoBERTa counts them: pad_id + 1, ... over the non-pad tokens
+        let pos = crate::xlm_roberta::position_ids(&input.ids, self.pad_id);
         let x = (self.word.forward(&input.ids) + self.position.forward(&pos))
             .apply(&self.emb_norm)
             .dropout(self.settings.dropout, train);

@@ -70,6 +70,9 @@ impl XlmRoberta {
 /// # Shapes
 /// - `ids`: `[batch, seq]` int64; returns `[batch, seq]` int64
 pub fn position_ids(ids: &Tensor, pad_id: i64) -> Tensor {
+    if let Some(made) = crate::host_made::host_positions_for(ids, pad_id) {
+        return made; // an encode batch's host made them (`host_made.rs`)
+    }
     let real = ids.ne(pad_id).to_kind(Kind::Int64);
     real.cumsum(1, Kind::Int64) * &real + pad_id
 }

@@ -256,15 +256,17 @@ impl ElasticEncoder {
         crate::packing::with_host_lengths(&lengths, layout.len, put, pass)
     }
 
-    /// What the host makes for this model's batches ([`Extras`]): the means' weights, and the
-    /// additive padding mask of the backbones that add one ([`crate::padding_mask`]).
+    /// What the host makes for this model's batches ([`Extras`]): the means' weights, the
+    /// additive padding mask of the backbones that add one and the position ids of those that
+    /// count them as RoBERTa does ([`crate::host_made`]).
     pub(super) fn extras(&self, skip: usize) -> Extras {
         use crate::config::Architecture as A;
-        let additive = matches!(self.architecture(), A::Bert | A::Mpnet | A::XlmRoberta);
+        let arch = self.architecture();
         Extras {
             weights: Some(self.pooling),
             skip,
-            additive,
+            additive: matches!(arch, A::Bert | A::Mpnet | A::XlmRoberta),
+            positions: matches!(arch, A::Mpnet | A::XlmRoberta),
         }
     }
 
@@ -278,9 +280,19 @@ impl ElasticEncoder {
     pub(super) fn pool_layers(&self, batch: &Unpacked, job: &BatchJob) -> Vec<Tensor> {
         let input = &batch.input;
         let run = || self.forward_exits(input, job.layers);
-        let states = match &batch.additive {
-            Some(a) => crate::padding_mask::with_host_made(&input.mask, a, run),
-            None => run(),
+        let states = match (&batch.additive, &batch.positions) {
+            (None, None) => run(),
+            (additive, positions) => {
+                let made = crate::host_made::Made {
+                    ids: input.ids.shallow_clone(),
+                    mask: input.mask.shallow_clone(),
+                    additive: additive.as_ref().map(Tensor::shallow_clone),
+                    positions: positions
+                        .as_ref()
+                        .map(|p| (p.shallow_clone(), self.config.pad_id())),
+                };
+                crate::host_made::with_host_made(made, run)
+            }
         };
         if let Some(w) = &batch.weights {
             return self.embed_pooled_weighted(&states, &input.mask, Some(w));

@@ -63,8 +63,10 @@ pub(super) struct Extras {
     /// tokens left out.
     pub(super) weights: Option<Pooling>,
     pub(super) skip: usize,
-    /// The additive padding mask ([`crate::padding_mask`]), for the backbones that add one.
+    /// The additive padding mask ([`crate::host_made`]), for the backbones that add one.
     pub(super) additive: bool,
+    /// RoBERTa's position ids (the pad id is the batch's), for the backbones that count them.
+    pub(super) positions: bool,
 }
 
 /// Where [`pack_batch`]'s parts lie in its bytes.
@@ -74,22 +76,25 @@ pub(super) struct Layout {
     pub(super) len: usize,
     pub(super) weights: bool,
     pub(super) additive: bool,
+    pub(super) positions: bool,
 }
 
 /// A batch as the device reads it, views of one [`pack_batch`] buffer.
 ///
 /// # Shapes
-/// - `input`: ids and mask `[rows, len]` int64; `weights`: `[rows, 1, len]` float32;
-///   `additive`: `[rows, 1, 1, len]` float32
+/// - `input`: ids and mask `[rows, len]` int64; `positions`: `[rows, len]` int64;
+///   `weights`: `[rows, 1, len]` float32; `additive`: `[rows, 1, 1, len]` float32
 pub(super) struct Unpacked {
     pub(super) input: EncoderInput,
+    pub(super) positions: Option<Tensor>,
     pub(super) weights: Option<Tensor>,
     pub(super) additive: Option<Tensor>,
 }
 
 /// `seqs` padded (at least `min_len` tokens, `pad` for the padding) with `extras`, in one host
-/// buffer that goes to a GPU in one copy: the ids and mask (int64), then the means' weights
-/// and the additive mask (float32), each `[rows, len]`, where made ([`Extras`]).
+/// buffer that goes to a GPU in one copy: the ids and mask (int64), the position ids (int64),
+/// then the means' weights and the additive mask (float32), each `[rows, len]`, where made
+/// ([`Extras`]).
 ///
 /// # Shapes
 /// - returns `[bytes]` uint8 on the CPU and its [`Layout`]
@@ -106,16 +111,21 @@ pub(super) fn pack_batch(
     let floats = n * (usize::from(weights) + usize::from(extras.additive));
     // int64 words: the float32 parts after the ids and mask stay aligned, and the bytes are
     // written once in place
-    let mut words = vec![0i64; 2 * n + floats.div_ceil(2)];
-    let (both, rest) = words.split_at_mut(2 * n);
+    let ints = n * (2 + usize::from(extras.positions));
+    let mut words = vec![0i64; ints + floats.div_ceil(2)];
+    let (ints_part, rest) = words.split_at_mut(ints);
+    let (both, positions) = ints_part.split_at_mut(2 * n);
     ids_and_mask(seqs, len, pad, both);
+    if extras.positions {
+        crate::host_made::host_positions(seqs, len, pad, positions);
+    }
     let rest: &mut [f32] = bytemuck::cast_slice_mut(rest);
     let (w, additive) = rest.split_at_mut(if weights { n } else { 0 });
     if let Some(p) = extras.weights {
         p.host_weights(&lengths, len, extras.skip, w);
     }
     if extras.additive {
-        crate::padding_mask::host_additive(&lengths, len, &mut additive[..n]);
+        crate::host_made::host_additive(&lengths, len, &mut additive[..n]);
     }
     let bytes: &[u8] = bytemuck::cast_slice(&words);
     let layout = Layout {
@@ -123,8 +133,9 @@ pub(super) fn pack_batch(
         len,
         weights,
         additive: extras.additive,
+        positions: extras.positions,
     };
-    (Tensor::from_slice(&bytes[..8 * 2 * n + 4 * floats]), layout)
+    (Tensor::from_slice(&bytes[..8 * ints + 4 * floats]), layout)
 }
 
 /// The parts of a [`pack_batch`] buffer (wherever it lies), as views.
@@ -138,6 +149,7 @@ pub(super) fn unpack_batch(bytes: &Tensor, layout: &Layout) -> Unpacked {
         t
     };
     let both = part(16, Kind::Int64, &[2, rows, len]);
+    let positions = layout.positions.then(|| part(8, Kind::Int64, &[rows, len]));
     let weights = layout
         .weights
         .then(|| part(4, Kind::Float, &[rows, 1, len]));
@@ -146,6 +158,7 @@ pub(super) fn unpack_batch(bytes: &Tensor, layout: &Layout) -> Unpacked {
         .then(|| part(4, Kind::Float, &[rows, 1, 1, len]));
     Unpacked {
         input: unpack_input(&both),
+        positions,
         weights,
         additive,
     }
