@@ -198,15 +198,47 @@ pub(crate) fn window(n: i64, half: i64, dev: Device) -> Tensor {
         .unsqueeze(0)
 }
 
+/// A sliding window's pairs `|i - j| <= reach`, cached by length ([`LengthCache`]: its four
+/// operators run once per length and device, not in every pass).
+#[derive(Debug)]
+pub(crate) struct Window {
+    reach: i64,
+    made: LengthCache<Device>,
+}
+
+impl Window {
+    pub(crate) fn new(reach: i64) -> Window {
+        Window {
+            reach,
+            made: LengthCache::default(),
+        }
+    }
+
+    /// [`window`] of `n` positions on `dev`: the corner of the cached one (a view).
+    ///
+    /// # Shapes
+    /// - returns bool `[1, 1, n, n]`
+    pub(crate) fn at(&self, n: i64, dev: Device) -> Tensor {
+        let t = self
+            .made
+            .at_least(dev, n, |len| vec![window(len, self.reach, dev)]);
+        t[0].narrow(2, 0, n).narrow(3, 0, n)
+    }
+}
+
 /// The allowed (query, key) pairs of full-attention and of sliding-window layers: every real key
-/// (bidirectional) or every real key up to the query (causal), and of those the keys at most
-/// `reach` positions away.
+/// (bidirectional) or every real key up to the query (causal), and of those the keys within
+/// `near`'s reach.
 ///
 /// # Shapes
 /// - `mask`: `[batch, seq]`; returns two bool `[batch, 1, seq, seq]`
-pub(crate) fn full_and_sliding(mask: &Tensor, bidirectional: bool, reach: i64) -> (Tensor, Tensor) {
+pub(crate) fn full_and_sliding(
+    mask: &Tensor,
+    bidirectional: bool,
+    near: &Window,
+) -> (Tensor, Tensor) {
     let n = mask.size()[1];
-    let near = window(n, reach, mask.device());
+    let near = near.at(n, mask.device());
     let full = match bidirectional {
         true => keys(mask).expand([-1, 1, n, n], false),
         false => causal(mask),

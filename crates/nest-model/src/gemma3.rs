@@ -21,7 +21,7 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use crate::blocks::{
-    additive, convert_linears, full_and_sliding, pre_norm_exits, rotate, RmsNorm, Rope,
+    additive, convert_linears, full_and_sliding, pre_norm_exits, rotate, RmsNorm, Rope, Window,
 };
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
@@ -285,7 +285,8 @@ pub struct Gemma3 {
     scale: f64,
     /// Rotary inverse frequencies of full and sliding layers.
     rope: (Rope, Rope),
-    window: i64,
+    /// The sliding layers' window: `|i - j| < w` is `|i - j| <= w - 1`.
+    window: Window,
     bidirectional: bool,
     dropout: f64,
     compute: Kind,
@@ -320,7 +321,7 @@ impl Gemma3 {
                 Rope::new(g.theta(true), dh as i64, dev),
                 Rope::new(g.theta(false), dh as i64, dev),
             ),
-            window: g.window(),
+            window: Window::new(g.window() - 1),
             bidirectional: g.use_bidirectional_attention,
             dropout: g.attention_dropout,
             compute: Kind::Float,
@@ -361,8 +362,7 @@ impl Gemma3 {
     ) -> EncoderOutput {
         let (_, n) = input.ids.size2().expect("ids are [batch, seq]");
         let dev = input.ids.device();
-        // |i - j| < w  <=>  |i - j| <= w - 1
-        let (full, sliding) = full_and_sliding(&input.mask, self.bidirectional, self.window - 1);
+        let (full, sliding) = full_and_sliding(&input.mask, self.bidirectional, &self.window);
         let s = Shared {
             heads: self.heads,
             scale: self.scale,

@@ -15,7 +15,9 @@ use serde::Deserialize;
 use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
-use crate::blocks::{additive, convert_linears, full_and_sliding, pre_norm_exits, rotate, Rope};
+use crate::blocks::{
+    additive, convert_linears, full_and_sliding, pre_norm_exits, rotate, Rope, Window,
+};
 use crate::config::ModelConfig;
 use crate::dtype::Dtype;
 use crate::io::{ClsAttention, EncoderInput, EncoderOutput, Exits};
@@ -248,8 +250,8 @@ pub struct ModernBert {
     heads: i64,
     /// Rotary inverse frequencies of global and local layers: `[head_dim / 2]` each.
     rope: (Rope, Rope),
-    /// Half the local window: a token sees keys at distance `<= window`.
-    window: i64,
+    /// The local window: a token sees keys at distance `<= local_attention / 2`.
+    window: Window,
     dropout: (f64, f64, f64),
     compute: Kind,
 }
@@ -283,7 +285,7 @@ impl ModernBert {
                 Rope::new(m.theta(true), dh, dev),
                 Rope::new(m.theta(false), dh, dev),
             ),
-            window: (m.local_attention / 2) as i64,
+            window: Window::new((m.local_attention / 2) as i64),
             dropout: (m.embedding_dropout, m.attention_dropout, m.mlp_dropout),
             compute: Kind::Float,
         }
@@ -323,7 +325,7 @@ impl ModernBert {
     ) -> EncoderOutput {
         let (_, n) = input.ids.size2().expect("ids are [batch, seq]");
         let dev = input.ids.device();
-        let (global, local) = full_and_sliding(&input.mask, true, self.window);
+        let (global, local) = full_and_sliding(&input.mask, true, &self.window);
         let s = Shared {
             heads: self.heads,
             compute: self.compute,
