@@ -10,7 +10,7 @@
 
 use nest_core::output::Matrix;
 use nest_core::ElasticSpec;
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use super::phases::{timed, Phase};
 use super::transfer::{pack_batch, unpack_batch, upload, Collected, Extras, Unpacked};
@@ -252,7 +252,7 @@ impl ElasticEncoder {
         let batch = unpack_batch(&upload(&host, dev), &layout);
         let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let put = |index: Tensor| upload(&index, dev);
-        let pass = || self.pool_layers(&batch, job);
+        let pass = || self.pool_layers(&batch, job, None);
         crate::packing::with_host_lengths(&lengths, layout.len, put, pass)
     }
 
@@ -271,31 +271,36 @@ impl ElasticEncoder {
     }
 
     /// The forward pass of `batch` to the job's deepest layer, pooled (prompt tokens left out)
-    /// at each requested layer, in float32 where `batch` lies: what the eager and the recorded
-    /// passes share. What the host made for the batch stands in for what the pass would make
-    /// from its mask (the same values).
+    /// at each requested layer, in float32 where `batch` lies, written into `into` when given
+    /// (a recorded pass's static output, `[layers, rows, output_dim]`): what the eager and the
+    /// recorded passes share. What the host made for the batch stands in for what the pass
+    /// would make from its ids and mask (the same values).
     ///
     /// # Shapes
     /// - `batch.input`: `[rows, seq]`; returns `job.layers.len()` tensors `[rows, output_dim]`
-    pub(super) fn pool_layers(&self, batch: &Unpacked, job: &BatchJob) -> Vec<Tensor> {
+    pub(super) fn pool_layers(
+        &self,
+        batch: &Unpacked,
+        job: &BatchJob,
+        into: Option<&Tensor>,
+    ) -> Vec<Tensor> {
         let input = &batch.input;
         let run = || self.forward_exits(input, job.layers);
         let states = match (&batch.additive, &batch.positions) {
             (None, None) => run(),
             (additive, positions) => {
+                let pad = self.config.pad_id();
                 let made = crate::host_made::Made {
                     ids: input.ids.shallow_clone(),
                     mask: input.mask.shallow_clone(),
                     additive: additive.as_ref().map(Tensor::shallow_clone),
-                    positions: positions
-                        .as_ref()
-                        .map(|p| (p.shallow_clone(), self.config.pad_id())),
+                    positions: positions.as_ref().map(|p| (p.shallow_clone(), pad)),
                 };
                 crate::host_made::with_host_made(made, run)
             }
         };
         if let Some(w) = &batch.weights {
-            return self.embed_pooled_weighted(&states, &input.mask, Some(w));
+            return self.embed_pooled_weighted(&states, &input.mask, Some(w), into);
         }
         let pool_mask = match job.skip {
             0 => input.mask.shallow_clone(),
@@ -305,7 +310,8 @@ impl ElasticEncoder {
                 m
             }
         };
-        self.embed_pooled_all(&states, &pool_mask)
+        let weights = self.pooling.weights(&pool_mask, Kind::Float);
+        self.embed_pooled_weighted(&states, &pool_mask, weights.as_ref(), into)
     }
 
     /// Embeds `texts` at one operating point: `spec.layer` layers, the first `spec.dim`

@@ -207,10 +207,8 @@ impl ElasticEncoder {
     /// libtorch error: an operation the capture refuses) is this pass's error.
     fn graphed_body(&self, s: &Static, job: &BatchJob) -> Result<()> {
         let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let pooled = crate::without_packing(|| self.pool_layers(&s.batch, job));
-            for (k, p) in pooled.iter().enumerate() {
-                s.out.get(k as i64).copy_(p);
-            }
+            // pooled straight into the static output (a mean's product writes it: no copy)
+            crate::without_packing(|| self.pool_layers(&s.batch, job, Some(&s.out)));
         }));
         run.map_err(|p| {
             let msg = p

@@ -362,24 +362,41 @@ impl ElasticEncoder {
     /// - returns one `[batch, output_dim]` float32 tensor per state
     pub fn embed_pooled_all(&self, states: &[Tensor], mask: &Tensor) -> Vec<Tensor> {
         let weights = self.pooling.weights(mask, Kind::Float);
-        self.embed_pooled_weighted(states, mask, weights.as_ref())
+        self.embed_pooled_weighted(states, mask, weights.as_ref(), None)
     }
 
     /// [`Self::embed_pooled_all`] with the means' float32 weights given (`[batch, 1, seq]`,
     /// [`Pooling::weights`](crate::pooling::Pooling::weights) or made on the host), which the
-    /// other modes ignore.
+    /// other modes ignore; written into `into` when given (`[states, batch, output_dim]`, a
+    /// recorded pass's static output: a mean without a Dense head is written there by its
+    /// product, no copy), whose rows are then returned.
     pub(crate) fn embed_pooled_weighted(
         &self,
         states: &[Tensor],
         mask: &Tensor,
         weights: Option<&Tensor>,
+        into: Option<&Tensor>,
     ) -> Vec<Tensor> {
+        let direct = self.head.is_empty() && self.pooling.is_mean();
         states
             .iter()
-            .map(|h| {
+            .enumerate()
+            .map(|(k, h)| {
                 let h = h.to_kind(Kind::Float);
+                let dest = into.map(|o| o.get(k as i64));
+                if let (Some(d), Some(w), true) = (&dest, weights, direct) {
+                    let _ = w.bmm_out(&d.unsqueeze(1), &h);
+                    return d.shallow_clone();
+                }
                 let pooled = self.pooling.pool_weighted(&h, mask, weights);
-                self.apply_head(pooled).to_kind(Kind::Float)
+                let p = self.apply_head(pooled).to_kind(Kind::Float);
+                match dest {
+                    Some(mut d) => {
+                        d.copy_(&p);
+                        d
+                    }
+                    None => p,
+                }
             })
             .collect()
     }
