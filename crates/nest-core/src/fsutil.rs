@@ -1,7 +1,7 @@
 //! File helpers: atomic writes (temp file in the same folder, then rename) and hashes.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
@@ -18,16 +18,7 @@ pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    let tmp = temp_beside(path)?;
     let result = (|| {
         let file = std::fs::File::create(&tmp)?;
         let mut w = std::io::BufWriter::new(file);
@@ -41,6 +32,22 @@ pub fn write_atomic_with(
         return Err(Error::io(path, e));
     }
     Ok(())
+}
+
+/// The temporary path an atomic write of `path` fills before renaming it into place: beside
+/// it (one filesystem), hidden, named for this process; its folder made if missing. For
+/// writers that take a path (libtorch's profiler) as much as for [`write_atomic_with`].
+pub fn temp_beside(path: &Path) -> Result<PathBuf> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(dir.join(format!(".{name}.tmp{}", std::process::id())))
 }
 
 /// Hex sha256 of bytes.

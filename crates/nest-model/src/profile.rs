@@ -22,13 +22,7 @@ fn error(what: impl Into<String>) -> Error {
 /// `path` (JSON; its folder made if missing), atomically: the profiler writes beside it, then
 /// the file is renamed into place. The profiler stops even when `work` panics.
 pub fn trace<R>(path: &Path, cuda: bool, work: impl FnOnce() -> R) -> Result<R> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| nest_core::Error::io(dir, e))?;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    let tmp = nest_core::fsutil::temp_beside(path)?;
     let at = CString::new(tmp.to_string_lossy().as_bytes())
         .map_err(|_| error(format!("{}: a path with a NUL byte", path.display())))?;
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());

@@ -283,24 +283,29 @@ impl Collected {
         for (pos, &i) in order.iter().enumerate() {
             inv[i] = pos as i64;
         }
-        let inverse = Tensor::from_slice(&inv);
-        let parts = self
+        let parts: Vec<Vec<Tensor>> = self
             .host
             .into_iter()
             .zip(self.pending)
             .map(|(h, p)| match h.is_empty() {
                 true => p,
                 false => h,
-            });
+            })
+            .collect();
+        // every layer's parts lie on one device: the order goes there once
+        let dev = parts
+            .iter()
+            .flatten()
+            .next()
+            .map_or(Device::Cpu, Tensor::device);
+        let inverse = upload(&Tensor::from_slice(&inv), dev);
         parts
+            .into_iter()
             .map(|mut parts| match parts.len() {
                 1 => parts.pop().expect("one part"),
                 _ => Tensor::cat(&parts, 0),
             })
-            .map(|t| {
-                let at = upload(&inverse, t.device());
-                t.index_select(0, &at)
-            })
+            .map(|t| t.index_select(0, &inverse))
             .collect()
     }
 }
