@@ -186,7 +186,7 @@ def encode_table(path, mean_tokens=None):
     fastest peer and against the deepest layer."""
     out, head = [], None
     for line in open(path):
-        if "tokenising the" in line:  # the host's share, per dtype: library, words cold / warm
+        if "tokenising the" in line:  # the host's share: library, words cold (all, ahead, first) / warm
             out.append("tokenising: " + line.split("alone:", 1)[-1].strip())
             continue
         if "had queued every batch at" in line:  # the host's part of a timed pass, per layer

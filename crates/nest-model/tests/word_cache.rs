@@ -111,6 +111,47 @@ fn cached_ids_are_the_librarys_on_every_dataset_text() {
     }
 }
 
+/// As on a GPU machine's host (16 threads; in a child process, whose thread pool is its own):
+/// the new words of each call go to the library in small groups, one for each thread, and
+/// the texts are scanned for them in shares (`WordCache::tokenize_new`), in blocks of 256
+/// texts as an encode tokenises ahead and in 2,000.
+#[test]
+fn cached_ids_are_the_librarys_on_sixteen_threads() {
+    let Some(dir) = common::model_dir(MODELS[0]) else {
+        return;
+    };
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sixteen_threads_child", "--nocapture"])
+        .env("RAYON_NUM_THREADS", "16")
+        .env("NEST_SIXTEEN_CHILD", dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn sixteen_threads_child() {
+    let Some(dir) = std::env::var_os("NEST_SIXTEEN_CHILD") else {
+        return;
+    };
+    let Some(texts) = dataset_texts() else { return };
+    let tok = load(Path::new(&dir), 512);
+    for block in texts[..20_000].chunks(256) {
+        let refs: Vec<&str> = block.iter().map(String::as_str).collect();
+        assert_eq!(
+            tok.encode(&refs).unwrap(),
+            tok.encode_direct(&refs).unwrap()
+        );
+    }
+    tok.word_cache().unwrap().clear();
+    assert_same(&tok, &texts[20_000..60_000], "16 threads, batches of 2,000");
+}
+
 /// Characters where a cache of space-separated words could go wrong: spaces and other
 /// whitespace (some of which the normaliser deletes as control characters), combining marks
 /// after a space, punctuation, CJK (which the normaliser surrounds by spaces), accents, the

@@ -99,7 +99,7 @@ fn time_nest(
         spearman: BTreeMap::new(),
     };
     // the host's share that no layer count shortens (early exit's ceiling on a fast device)
-    print_tokenising(model, run, texts, a.repeats)?;
+    print_tokenising(model, run, texts, a.model.batch_size, a.repeats)?;
     let cold = a.words == WordsCache::Cold;
     for &layer in layers {
         if let Some(ad) = &adaptor {

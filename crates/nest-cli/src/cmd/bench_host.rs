@@ -94,12 +94,14 @@ pub(super) fn profile_pass(
 }
 
 /// Prints the time tokenising `texts` takes (best of `repeats`): through the tokenizers
-/// library alone, and where the model's tokenizer keeps words' ids, with none kept (cold) and
-/// with these texts' words kept (warm).
+/// library alone, and where the model's tokenizer keeps words' ids, with none kept (cold), in
+/// the blocks an encode at `batch` texts a batch tokenises ahead on a GPU (cold; the first
+/// block is what the device waits for) and with these texts' words kept (warm).
 pub(super) fn print_tokenising(
     model: &nest_model::ElasticEncoder,
     run: &str,
     texts: &[&str],
+    batch: usize,
     repeats: usize,
 ) -> Result<()> {
     let tok = &model.tokenizer;
@@ -119,10 +121,23 @@ pub(super) fn print_tokenising(
             words.clear();
             Ok(tok.encode(texts).map(drop)?)
         })?;
+        let blocks = nest_model::encoder::ahead_blocks(texts, batch);
+        let first = best(&|| {
+            words.clear();
+            Ok(tok.encode(&blocks[0]).map(drop)?)
+        })?;
+        let in_blocks = best(&|| {
+            words.clear();
+            blocks.iter().try_for_each(|b| Ok(tok.encode(b).map(drop)?))
+        })?;
         let warm = best(&|| Ok(tok.encode(texts).map(drop)?))?;
         let _ = write!(
             line,
-            ", words cached cold {cold:.1} ms, warm {warm:.1} ms ({} words)",
+            ", words cached cold {cold:.1} ms (in the {} blocks an encode tokenises ahead: \
+             {in_blocks:.1} ms, the first of {} texts {first:.1} ms), warm {warm:.1} ms \
+             ({} words)",
+            blocks.len(),
+            blocks[0].len(),
             words.len()
         );
     }

@@ -34,6 +34,21 @@ pub(super) fn blocks(n: usize, batch: usize) -> Vec<Range<usize>> {
     out
 }
 
+/// Positions of `texts`, longest first by bytes: the order blocks are cut from.
+fn by_bytes(texts: &[&str]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| Reverse(texts[i].len()));
+    order
+}
+
+/// The blocks of `texts` that an encode at `batch` texts a batch tokenises ahead, in its
+/// order: for timing the tokenizer as such an encode calls it (`nest bench encode`).
+pub fn ahead_blocks<'t>(texts: &[&'t str], batch: usize) -> Vec<Vec<&'t str>> {
+    let order = by_bytes(texts);
+    let block = |r: Range<usize>| order[r].iter().map(|&i| texts[i]).collect();
+    blocks(texts.len(), batch).into_iter().map(block).collect()
+}
+
 impl ElasticEncoder {
     /// Whether [`EncodeOptions::tokenize_ahead`] applies.
     pub(super) fn tokenize_ahead(&self, opts: EncodeOptions) -> bool {
@@ -60,9 +75,7 @@ impl ElasticEncoder {
         progress: &mut dyn FnMut(usize),
     ) -> Result<Vec<usize>> {
         let tokenizer = &self.tokenizer;
-        let mut by_bytes: Vec<usize> = (0..texts.len()).collect();
-        by_bytes.sort_by_key(|&i| Reverse(texts[i].len()));
-        let by_bytes = &by_bytes;
+        let by_bytes = &by_bytes(texts);
         let blocks = blocks(texts.len(), opts.batch_size);
         let mut order = Vec::with_capacity(texts.len());
         std::thread::scope(|scope| {

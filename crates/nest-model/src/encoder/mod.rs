@@ -19,6 +19,7 @@ mod build;
 pub(crate) use build::net as build_net;
 use build::Net;
 mod ahead;
+pub use ahead::ahead_blocks;
 mod convert;
 mod embed;
 mod graphed;

@@ -20,7 +20,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::RwLock;
 
 use serde_json::Value;
-use tokenizers::utils::parallelism::MaybeParallelRefIterator;
+use tokenizers::utils::parallelism::{
+    current_num_threads, get_parallelism, MaybeParallelRefIterator, MaybeParallelSlice,
+};
 use tokenizers::{ModelWrapper, Tokenizer};
 
 use crate::{Error, Result};
@@ -31,6 +33,8 @@ pub const MAX_WORDS: usize = 1 << 18;
 pub const MAX_WORD_BYTES: usize = 48;
 
 type Words = HashMap<Box<str>, Box<[u32]>, ahash::RandomState>;
+/// A chunk and its ids.
+type Word = (Box<str>, Box<[u32]>);
 
 /// Token ids of whitespace-separated chunks, for tokenizers where a space always ends a word.
 #[derive(Debug)]
@@ -161,39 +165,67 @@ impl WordCache {
         self.map.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
-    /// The chunks of `texts` not kept yet, tokenised by the library: joined by spaces into a
-    /// few long texts (one parallel batch; a text's fixed cost paid once per group, not once
-    /// per word), each token given back to the chunk its offsets fall in.
-    fn tokenize_new<'t>(&self, texts: &[&'t str]) -> Result<Words> {
-        let mut new: Vec<&'t str> = Vec::new();
-        {
-            let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-            let mut seen = HashSet::<&str, ahash::RandomState>::default();
-            for chunk in texts.iter().flat_map(|t| chunks(t)) {
-                if !map.contains_key(chunk) && seen.insert(chunk) {
-                    new.push(chunk);
-                }
-            }
-        }
-        let groups: Vec<&[&str]> = new.chunks(GROUP_WORDS).collect();
-        let joined: Vec<String> = groups.iter().map(|g| g.join(" ")).collect();
+    /// The chunks of `texts` not kept yet, tokenised by the library: joined by spaces into
+    /// long texts (one parallel batch; a text's fixed cost paid once per group, not once per
+    /// word, and enough groups for every thread: [`group_words`]), each token given back to
+    /// the chunk its offsets fall in (group by group, in parallel).
+    fn tokenize_new(&self, texts: &[&str]) -> Result<Words> {
+        let new = self.unseen(texts);
+        let size = group_words(new.len(), threads());
+        let groups: Vec<&[&str]> = new.chunks(size).collect();
+        let many = groups.len() > 1;
+        let joined: Vec<String> = groups
+            .maybe_par_iter_cond(many)
+            .map(|g| g.join(" "))
+            .collect();
         let enc = self
             .words
             .encode_batch(joined.iter().map(String::as_str).collect::<Vec<_>>(), false)
             .map_err(|e| Error::Tokenizer(e.to_string()))?;
-        let mut fresh = Words::default();
-        for (group, e) in groups.into_iter().zip(enc) {
-            match split_by_offsets(group, &e) {
-                Some(ids) => fresh.extend(group.iter().map(|c| Box::from(*c)).zip(ids)),
+        let pairs: Vec<(&[&str], tokenizers::Encoding)> = groups.into_iter().zip(enc).collect();
+        let parts: Vec<Vec<Word>> = pairs
+            .maybe_par_iter_cond(many)
+            .map(|(group, e)| match split_by_offsets(group, e) {
+                Some(ids) => Ok(group.iter().map(|c| Box::from(*c)).zip(ids).collect()),
                 // a token outside one word: tokenise this group's words one by one
-                None => {
-                    for &c in group {
-                        fresh.insert(c.into(), self.tokenize_one(c)?.into());
-                    }
-                }
-            }
-        }
+                None => group
+                    .iter()
+                    .map(|&c| Ok((c.into(), self.tokenize_one(c)?.into())))
+                    .collect(),
+            })
+            .collect::<Result<_>>()?;
+        let mut fresh = Words::with_capacity_and_hasher(new.len(), Default::default());
+        fresh.extend(parts.into_iter().flatten());
         Ok(fresh)
+    }
+
+    /// The distinct chunks of `texts` not kept yet, in their first appearance's order: each
+    /// thread's share of the texts scanned on its own (against the kept words and its own
+    /// finds), then the shares' finds merged.
+    fn unseen<'t>(&self, texts: &[&'t str]) -> Vec<&'t str> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let kept: &Words = &map;
+        let share = texts.len().div_ceil(threads()).max(SCAN_TEXTS);
+        let mut finds: Vec<Vec<&'t str>> = texts
+            .maybe_par_chunks_cond(texts.len() > share, share)
+            .map(|part| {
+                let mut seen = HashSet::<&str, ahash::RandomState>::default();
+                part.iter()
+                    .flat_map(|t| chunks(t))
+                    .filter(|c| !kept.contains_key(*c) && seen.insert(c))
+                    .collect()
+            })
+            .collect();
+        drop(map);
+        if finds.len() == 1 {
+            return finds.pop().unwrap_or_default();
+        }
+        let mut seen = HashSet::<&str, ahash::RandomState>::default();
+        finds
+            .into_iter()
+            .flatten()
+            .filter(|c| seen.insert(c))
+            .collect()
     }
 
     fn tokenize_one(&self, chunk: &str) -> Result<Vec<u32>> {
@@ -225,8 +257,35 @@ impl WordCache {
 /// are; `TOKENIZERS_PARALLELISM=false` turns both off).
 const PARALLEL_TEXTS: usize = 256;
 
-/// Words per joined text in [`WordCache::tokenize_new`].
+/// The threads the tokenizers library's parallel batches run on (one where its parallelism is
+/// off: `TOKENIZERS_PARALLELISM=false`).
+fn threads() -> usize {
+    match get_parallelism() {
+        true => current_num_threads().max(1),
+        false => 1,
+    }
+}
+
+/// Fewest texts a thread scans for new words in [`WordCache::unseen`] (a smaller share costs
+/// more in merging than it saves).
+const SCAN_TEXTS: usize = 512;
+
+/// Most words per joined text in [`WordCache::tokenize_new`].
 const GROUP_WORDS: usize = 256;
+/// Fewest words per joined text (below, a text's fixed cost would weigh).
+const MIN_GROUP_WORDS: usize = 32;
+/// Joined texts per thread (uneven groups even out across several).
+const GROUPS_PER_THREAD: usize = 2;
+
+/// Words per joined text for `new` words on `threads` threads: [`GROUPS_PER_THREAD`] groups a
+/// thread where that leaves at least [`MIN_GROUP_WORDS`] words a group, and never more than
+/// [`GROUP_WORDS`]. The first block an encode tokenises ahead (STS-B's 256 longest texts)
+/// brings 2,276 new words: in groups of 256, 9 groups, so that on a 16-thread machine 7
+/// threads idled and the wait was one whole group's.
+fn group_words(new: usize, threads: usize) -> usize {
+    new.div_ceil(threads.max(1) * GROUPS_PER_THREAD)
+        .clamp(MIN_GROUP_WORDS, GROUP_WORDS)
+}
 
 /// The ids of each of `group`'s words, from the encoding of the words joined by single spaces
 /// (byte offsets): each token goes to the word its offsets lie in; `None` where a token's lie
@@ -351,6 +410,25 @@ mod tests {
             Vec::new(),
             Default::default(),
         )
+    }
+
+    /// Enough groups for every thread, within their bounds, covering every word.
+    #[test]
+    fn new_words_are_grouped_for_every_thread() {
+        assert_eq!(group_words(2276, 16), 72);
+        assert_eq!(group_words(2276, 2), GROUP_WORDS);
+        assert_eq!(group_words(100, 16), MIN_GROUP_WORDS);
+        assert_eq!(group_words(0, 16), MIN_GROUP_WORDS);
+        assert_eq!(group_words(6393, 0), GROUP_WORDS);
+        for (new, threads) in [(2276, 16), (700, 16), (6393, 2), (31, 64)] {
+            let size = group_words(new, threads);
+            let groups = new.div_ceil(size);
+            assert!((MIN_GROUP_WORDS..=GROUP_WORDS).contains(&size));
+            assert!(
+                groups >= threads.min(new / MIN_GROUP_WORDS),
+                "{new} {threads}"
+            );
+        }
     }
 
     #[test]
