@@ -9,7 +9,9 @@
 //! in any replay order. And a server's workers sharing one GPU (`nest serve --workers 2`: each
 //! its own encoder and stream) must record and replay at once without touching each other's
 //! graphs.
-//! And a pool must read the card's memory for its recordings' budget.
+//! And a pool must read the card's memory for its recordings' budget. And an encode's inputs,
+//! which go up through pinned blocks freed as soon as their copies are queued, must land intact
+//! while the device is still busy with earlier work.
 
 use std::cell::RefCell;
 
@@ -314,4 +316,60 @@ fn a_pool_on_the_card_budgets_its_recordings() {
     c.run(&mut body).expect("replay");
     let sum = c.state.to_device(Device::Cpu).double_value(&[0]);
     assert_eq!(sum, (16 << 20) as f64);
+}
+
+/// An encode's batches go up through pinned memory without waiting (`encoder/transfer.rs`,
+/// `upload` and `upload_into`), and each pinned block is freed as soon as its copy is queued:
+/// libtorch's pinned allocator must not hand it to the next batch before that copy has run.
+/// With the device kept busy first (a chain of large products queued before the encode), the
+/// host queues every batch's copy before any of them runs, so a block reused early would give
+/// one batch another's ids: the vectors, eager and recorded, tokenised ahead and not, equal
+/// the CPU's.
+#[test]
+fn pinned_uploads_land_intact_while_the_device_is_busy() {
+    let Some(dev) = gpu() else { return };
+    let texts: Vec<String> = (0..300)
+        .map(|i| {
+            (0..1 + (i * 13) % 37)
+                .map(|k| format!("w{}", (i * 31 + k * 7) % 997))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let dir = tempfile::tempdir().unwrap();
+    write_tiny_model(dir.path(), &TinySpec::new(Architecture::Bert)).unwrap();
+    let cpu = ElasticEncoder::load(dir.path(), Device::Cpu, None).unwrap();
+    let enc = ElasticEncoder::load(dir.path(), dev, None).unwrap();
+    let opts = |graphs, ahead| nest_model::EncodeOptions {
+        batch_size: 4,
+        graphs,
+        tokenize_ahead: Some(ahead),
+        ..nest_model::EncodeOptions::default()
+    };
+    let want = cpu
+        .embed_layers(&texts, &[1, 2], opts(GraphMode::Off, false), &mut |_| {})
+        .unwrap();
+    let a = Tensor::randn([4096, 4096], (Kind::Float, dev));
+    for (graphs, ahead) in [
+        (GraphMode::Off, false),
+        (GraphMode::Off, true),
+        (GraphMode::On, true),
+        (GraphMode::On, true), // replays of the shapes recorded by the one before
+    ] {
+        // about 27 TFLOP queued: the device is busy long after the host has queued the encode
+        let mut busy = a.shallow_clone();
+        for _ in 0..200 {
+            busy = busy.matmul(&a).clamp(-1.0, 1.0);
+        }
+        let got = enc
+            .embed_layers(&texts, &[1, 2], opts(graphs, ahead), &mut |_| {})
+            .unwrap();
+        drop(busy);
+        for (g, w) in got.iter().zip(&want) {
+            let d = max_diff(g, w);
+            eprintln!("pinned uploads, {graphs:?}, ahead {ahead}: max |GPU - CPU| {d:e}");
+            assert!(d < 1e-4, "{graphs:?}, ahead {ahead}: {d}");
+        }
+    }
 }
