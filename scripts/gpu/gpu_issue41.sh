@@ -18,14 +18,14 @@
 #                ST float32 and bf16; peak GPU memory of Nest and the peer; then Nest alone
 #                with the tokenizer's words warm (--words warm) and without its word cache
 #                (NEST_WORD_CACHE=0), without CUDA graphs, and without tokenising ahead
-#                (NEST_TOKENIZE_AHEAD=0) [~130 s]
+#                (NEST_TOKENIZE_AHEAD=0); nest-model's GPU tests if 4 or 11 has not run them [~140 s]
 #   3  S3_S=150  production shapes with random weights (made at the start, in the background,
 #                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
 #                torch-float32, batch 32 (256 while time is left); tokens per sentence
 #                (S3_MODELS=gemma: EmbeddingGemma's alone) [~120 s; ~60 s for Gemma alone]
 #   4  S4_S=155  nest-model's GPU tests (two threads recording at once among them; also run by
-#                11, whichever runs first), scripts/bench/peer_st_server.py --device cuda, then
+#                2 and 11, whichever runs first), scripts/bench/peer_st_server.py --device cuda, then
 #                nest serve: auto at layers 6 and 3; auto at 6 with --workers 2 (two model copies, each worker on a
 #                stream of its own: one's host work overlaps the other's passes); auto at 6 as
 #                before 2026-11-27 (NEST_LENGTH_RUNS=1: a batch split into length runs;
@@ -353,6 +353,8 @@ s2() {
     NEST_TOKENIZE_AHEAD=0 run "encode_noahead_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
       --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --markdown "$SD/encode_noahead.md"
   done
+  # an encode's pinned uploads while the device is busy, among nest-model's GPU tests
+  model_gpu_tests
 }
 
 # ------------------------------------------------------------------ 3. production shapes
@@ -596,14 +598,15 @@ s10() {
 }
 
 # nest-model's GPU tests (crates/nest-model/tests/gpu.rs), once per call, by the first of
-# sections 4 and 11 to run: two recorded passes draw one seed's dropout, shared pools give what
-# private pools give, two threads (a server's two workers) record and replay at once
+# sections 2, 4 and 11 to run: two recorded passes draw one seed's dropout, shared pools give what
+# private pools give, two threads (a server's two workers) record and replay at once, an
+# encode's pinned uploads land intact while the device is busy
 model_gpu_tests() {
   [ -f "$G/nest-model-gpu.xz" ] && [ ! -f "$OUT/model_gpu_tests.txt" ] || return 0
   "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
     "$G/nest-model-gpu.xz" /tmp/nest-model-gpu && chmod +x /tmp/nest-model-gpu
   run model_gpu_tests 60 /tmp/nest-model-gpu --test-threads 1 --nocapture
-  grep -E "^test |difference|replays|skipped|^machine:|^recording budget" "$SD/model_gpu_tests.log" | tee "$OUT/model_gpu_tests.txt"
+  grep -E "^test |difference|replays|pinned uploads|skipped|^machine:|^recording budget" "$SD/model_gpu_tests.log" | tee "$OUT/model_gpu_tests.txt"
 }
 
 # ------------------------------------------------------------------ 11. graph memory pools
