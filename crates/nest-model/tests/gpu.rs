@@ -98,9 +98,15 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
     (a - b).abs().max().to_kind(Kind::Double).double_value(&[])
 }
 
-fn tiny(dev: Device) -> (tempfile::TempDir, ElasticEncoder) {
+/// A folder with a tiny random BERT (`nest_model::tiny`).
+fn tiny_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     write_tiny_model(dir.path(), &TinySpec::new(Architecture::Bert)).unwrap();
+    dir
+}
+
+fn tiny(dev: Device) -> (tempfile::TempDir, ElasticEncoder) {
+    let dir = tiny_dir();
     let mut enc = ElasticEncoder::load(dir.path(), dev, None).unwrap();
     enc.set_dropout(0.1);
     (dir, enc)
@@ -199,8 +205,7 @@ fn two_threads_record_and_replay_at_once() {
         })
         .collect();
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let dir = tempfile::tempdir().unwrap();
-    write_tiny_model(dir.path(), &TinySpec::new(Architecture::Bert)).unwrap();
+    let dir = tiny_dir();
     let load = || ElasticEncoder::load(dir.path(), dev, None).unwrap();
     // one encode's vectors at layer 2 as plain floats (a tensor cannot be shared between threads)
     let encode = |enc: &ElasticEncoder, graphs| -> Vec<f32> {
@@ -337,8 +342,7 @@ fn pinned_uploads_land_intact_while_the_device_is_busy() {
         })
         .collect();
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let dir = tempfile::tempdir().unwrap();
-    write_tiny_model(dir.path(), &TinySpec::new(Architecture::Bert)).unwrap();
+    let dir = tiny_dir();
     let cpu = ElasticEncoder::load(dir.path(), Device::Cpu, None).unwrap();
     let enc = ElasticEncoder::load(dir.path(), dev, None).unwrap();
     let opts = |graphs, ahead| nest_model::EncodeOptions {

@@ -120,10 +120,22 @@ fn cached_ids_are_the_librarys_on_sixteen_threads() {
     let Some(dir) = common::model_dir(MODELS[0]) else {
         return;
     };
+    let dir = dir.into_os_string();
+    in_child(
+        "sixteen_threads_child",
+        &[
+            ("RAYON_NUM_THREADS", "16".as_ref()),
+            ("NEST_SIXTEEN_CHILD", &dir),
+        ],
+    );
+}
+
+/// Runs this binary's test `name` alone in a child process with `env` set (a process-wide
+/// setting that no other test may see), and asserts that it passed.
+fn in_child(name: &str, env: &[(&str, &std::ffi::OsStr)]) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "sixteen_threads_child", "--nocapture"])
-        .env("RAYON_NUM_THREADS", "16")
-        .env("NEST_SIXTEEN_CHILD", dir)
+        .args(["--exact", name, "--nocapture"])
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert!(
@@ -333,16 +345,13 @@ fn nest_word_cache_0_turns_it_off() {
         return;
     };
     // in a child process (this test binary, one test), so that no other test's load sees it
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "word_cache_off_child", "--nocapture"])
-        .env("NEST_WORD_CACHE", "0")
-        .env("NEST_WORD_CACHE_CHILD", dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+    let dir = dir.into_os_string();
+    in_child(
+        "word_cache_off_child",
+        &[
+            ("NEST_WORD_CACHE", "0".as_ref()),
+            ("NEST_WORD_CACHE_CHILD", &dir),
+        ],
     );
 }
 
