@@ -32,8 +32,8 @@ fn assert_same(tok: &TextTokenizer, texts: &[String], what: &str) {
 }
 
 /// Every text cell of every TSV and the SciFact corpus and queries under the shared datasets
-/// (about 110,000 distinct texts: news, captions, tweets with emoji and hashtags, abstracts of up to
-/// ~1,000 tokens), or `None` (printed) where the datasets are absent outside CI.
+/// (about 110,000 distinct texts: news, captions, tweets with emoji and hashtags, abstracts of
+/// up to ~1,000 tokens), or `None` (printed) where the datasets are absent outside CI.
 fn dataset_texts() -> Option<Vec<String>> {
     let data = std::env::var_os("NEST_DATA")
         .map(PathBuf::from)
