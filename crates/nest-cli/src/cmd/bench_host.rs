@@ -142,8 +142,9 @@ pub(super) fn print_tokenising(
         );
     }
     eprintln!(
-        "  {run}: tokenising the {} sentences alone: {line} (best of {repeats})",
-        texts.len()
+        "  {run}: tokenising the {} sentences alone: {line} (best of {repeats}, {} threads)",
+        texts.len(),
+        nest_model::tokenize::words::threads()
     );
     Ok(())
 }

@@ -257,8 +257,8 @@ impl WordCache {
 const PARALLEL_TEXTS: usize = 256;
 
 /// The threads the tokenizers library's parallel batches run on (one where its parallelism is
-/// off: `TOKENIZERS_PARALLELISM=false`).
-fn threads() -> usize {
+/// off: `TOKENIZERS_PARALLELISM=false`; `RAYON_NUM_THREADS` sets the count).
+pub fn threads() -> usize {
     match get_parallelism() {
         true => current_num_threads().max(1),
         false => 1,
