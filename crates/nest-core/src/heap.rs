@@ -1,5 +1,6 @@
 //! The C allocator's settings, the one place Nest sets them. libtorch takes every CPU tensor
-//! from glibc's `malloc`, so these decide whether tensor memory is reused or paid again.
+//! from glibc's `malloc`, so these decide whether tensor memory is reused or paid again. (The
+//! `nest` binary's Rust allocations go through mimalloc instead: `crates/nest-cli/src/main.rs`.)
 //!
 //! - Batch jobs (training, encoding, evaluation: [`keep_freed_memory`]). By default glibc serves
 //!   blocks from 128 KiB up (rising to 32 MiB as blocks are freed) with their own `mmap`,
@@ -80,7 +81,9 @@ fn set(_mib: usize) -> Option<String> {
 /// the free top, and free pages inside the heap through `madvise`), so that a long-running
 /// server's resident memory follows what it holds rather than its highest mark. Returns whether
 /// anything was released (always `false` off glibc). Costs a walk of the free lists: the server
-/// calls it at most once a second per worker, between batches (`--trim-interval-ms`).
+/// calls it at most once a second per worker, between batches (`--trim-interval-ms`). In the
+/// `nest` binary this is libtorch's memory (tensors, activations): Rust's own allocations go
+/// through mimalloc there, which gives its freed pages back by itself.
 pub fn release_freed() -> bool {
     trim()
 }
