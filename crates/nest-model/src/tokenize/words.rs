@@ -26,6 +26,9 @@ use tokenizers::Tokenizer;
 
 use crate::{Error, Result};
 
+mod qualify;
+use qualify::{specials, splits_on_spaces};
+
 /// Most chunks kept (about 120 bytes each with the table: at most ~30 MiB).
 pub const MAX_WORDS: usize = 1 << 18;
 /// Longest chunk kept, in bytes (longer ones are rare: addresses, numbers, code).
@@ -314,9 +317,6 @@ fn chunks(text: &str) -> impl Iterator<Item = &str> {
     text.split([' ', '\t', '\n', '\r'])
         .filter(|c| !c.is_empty())
 }
-
-mod qualify;
-use qualify::{specials, splits_on_spaces};
 
 #[cfg(test)]
 mod tests {
