@@ -14,11 +14,13 @@
 #   1  S1_S=130  training step, MiniLM bf16, batch 32 and 256, `--cuda-graph on|off`, next to
 #                PyTorch autocast + the sentence-transformers trainer (scripts/bench/bench_train.py,
 #                once per batch size) [~90 s]
-#   2  S2_S=170  early exit: bench encode --layers 3,6, batch 32 and 256, auto,bf16 against
+#   2  S2_S=190  early exit: bench encode --layers 3,6, batch 32 and 256, auto,bf16 against
 #                ST float32 and bf16; peak GPU memory of Nest and the peer; then Nest alone
 #                with the tokenizer's words warm (--words warm) and without its word cache
 #                (NEST_WORD_CACHE=0), without CUDA graphs, and without tokenising ahead
-#                (NEST_TOKENIZE_AHEAD=0); nest-model's GPU tests if 4 or 11 has not run them [~140 s]
+#                (NEST_TOKENIZE_AHEAD=0); every STS-B split (17,256 sentences: an encode's fixed
+#                cost and its cost a sentence apart); nest-model's GPU tests if 4 or 11 has not
+#                run them [~160 s]
 #   3  S3_S=150  production shapes with random weights (made at the start, in the background,
 #                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
@@ -87,6 +89,7 @@ if [ "$DRY" = 1 ]; then
   head -41 ../shared/datasets/stsb/test.tsv > "$D/stsb_test.tsv"
   head -41 ../shared/datasets/sick-r/test.tsv > "$D/sickr_test.tsv"
   head -97 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_triplets_dev.tsv"
+  ALL=$D/stsb_all.tsv && head -161 ../shared/datasets/stsb/train.tsv > "$ALL"
   cut -f1,2 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_pairs_dev.tsv"
   B1="4"; TRAIN_DTYPE=float32; TRAIN_STEPS=1; EPOCH_PAIRS=8; ENC_B="8 16"; REPEATS=${REPEATS:-1}
   GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; WARM_S=${WARM_S:-1}; NUM_STEPS=6; NUM_AT=3; MP_B=4
@@ -99,7 +102,7 @@ else
   D=$G/data
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
-  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-170} S3_S=${S3_S:-150} S4_S=${S4_S:-155}
+  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-190} S3_S=${S3_S:-150} S4_S=${S4_S:-155}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
   S12_S=${S12_S:-110}
   GC_B=256; GC_M=32
@@ -147,6 +150,8 @@ EOF
   R0=${BUILT:-${NEST_BUILT_ROOT:-/work/main/target/gpu-bundle/src}}
   log "peers' scripts through $R0/scripts: bench_st $([ -e "$R0/crates/nest-cli/../../scripts/bench/bench_st.py" ] && echo found || echo NOT FOUND), bench_train $([ -e "$R0/crates/nest-bench/../../scripts/bench/bench_train.py" ] && echo found || echo NOT FOUND)"
   [ -f "$D/sickr_test.tsv" ] || { [ -f "$D/sickr_test.tsv.xz" ] && "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$D/sickr_test.tsv.xz" "$WORK/sickr_test.tsv"; }
+  ALL=$WORK/stsb_all.tsv
+  [ -f "$D/stsb_all.tsv.xz" ] && "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$D/stsb_all.tsv.xz" "$ALL"
   [ -f "$D/snli_pairs_dev.tsv" ] || cut -f1,2 "$D/snli_triplets_dev.tsv" > "$WORK/snli_pairs_dev.tsv"
   # section 6's recipe reads .gpu/data/snli_pairs_dev.tsv
   [ -f "$D/snli_pairs_dev.tsv" ] || cp "$WORK/snli_pairs_dev.tsv" "$D/snli_pairs_dev.tsv"
@@ -342,6 +347,16 @@ s2() {
     NEST_WORD_CACHE=0 run "encode_nowords_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
       --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --markdown "$SD/encode_nowords.md"
   done
+  # every STS-B split (17,256 sentences, 6.3x test's), Nest only: with test's passes above, an
+  # encode's fixed cost (the first block's wait, the finish) and its cost a sentence come
+  # apart, and layer 3 / 6 of the cost a sentence is early exit's ratio over a corpus (the
+  # report's "fixed and per sentence" lines)
+  if [ -f "$ALL" ]; then
+    for b in $ENC_B; do
+      run "encode_corpus_b$b" 50 "$N" bench encode --model "$M" --data "$ALL" --batch-size "$b" --layers 3,6 \
+        --dtype auto --repeats 3 --markdown "$SD/encode_corpus.md"
+    done
+  fi
   # the same without CUDA graphs (the no-sync eager path), Nest only
   for b in $ENC_B; do
     NEST_CUDA_GRAPHS=0 run "encode_nographs_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \

@@ -218,6 +218,58 @@ def encode_table(path, mean_tokens=None):
     return out
 
 
+def encode_rates(path):
+    """From a `nest bench encode` log: the sentence count, and {(run, layer): sentences/s}."""
+    count, rates, head = None, {}, None
+    for line in open(path):
+        m = re.search(r"tokenising the (\d+) sentences", line)
+        if m and count is None:
+            count = int(m.group(1))
+        if not line.startswith("|"):
+            continue
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cols and cols[0] == "layer":
+            head = cols
+        elif head and cols and cols[0].isdigit():
+            r = dict(zip(head, cols))
+            try:
+                rates[(r.get("run", "?"), int(r["layer"]))] = float(r["sent/s"].replace(",", ""))
+            except (KeyError, ValueError):
+                pass
+    return count, rates
+
+
+def fixed_and_marginal(small, large):
+    """Two encodes of one model at one batch size, of n1 and n2 sentences, each a pass's time
+    t = F + n m: an encode's fixed cost F (what no number of texts spreads: the first block's
+    wait, the finish) and its cost a sentence m; layer 3 / 6 of m is early exit's ratio over
+    a corpus. Lines to print (none without both logs' counts and rates)."""
+    if not (os.path.exists(small) and os.path.exists(large)):
+        return []
+    (n1, r1), (n2, r2) = encode_rates(small), encode_rates(large)
+    if not n1 or not n2 or n2 <= n1:
+        return []
+    out = []
+    for run in sorted({k[0] for k in r1} & {k[0] for k in r2}):
+        if not run.startswith("nest"):
+            continue
+        per = {}
+        for layer in sorted({k[1] for k in r1 if k[0] == run} & {k[1] for k in r2 if k[0] == run}):
+            t1, t2 = n1 / r1[(run, layer)], n2 / r2[(run, layer)]
+            m = (t2 - t1) / (n2 - n1)
+            per[layer] = (t1 - n1 * m, m)
+            out.append(f"{run} L{layer}: {n1} sentences {t1 * 1e3:.1f} ms, {n2} {t2 * 1e3:.1f} ms -> "
+                       f"fixed {per[layer][0] * 1e3:.2f} ms + {m * 1e6:.2f} us a sentence "
+                       f"({1 / m if m > 0 else float('inf'):,.0f} sentences/s over a corpus)")
+        if len(per) >= 2:
+            lo, hi = min(per), max(per)
+            if per[lo][1] > 0:
+                out.append(f"{run}: layer {lo} / {hi} a sentence {per[hi][1] / per[lo][1]:.2f}x "
+                           f"(whole encodes: {r1[(run, lo)] / r1[(run, hi)]:.2f}x at {n1}, "
+                           f"{r2[(run, lo)] / r2[(run, hi)]:.2f}x at {n2})")
+    return out
+
+
 def summary(o):
     print("\n================ issue 41 summary (" + o + ") ================")
     st = os.path.join(o, "status.tsv")
@@ -236,6 +288,13 @@ def summary(o):
             tf = os.path.join(o, sec, "tokens_" + os.path.basename(f)[7:-4].rsplit("_b", 1)[0] + ".json")
             rows = encode_table(f, json.load(open(tf))["mean_tokens"] if os.path.exists(tf) else None)
             print(f"{os.path.basename(f)[7:-4]}:" + ("" if rows else " no table (see the log)"))
+            for r in rows:
+                print("  " + r)
+        for f in sorted(glob.glob(os.path.join(o, sec, "encode_corpus_b*.log"))):
+            # test's 2,758 sentences against every split's 17,256: fixed cost and cost a sentence
+            small = os.path.join(o, sec, "encode_b" + f.rsplit("_b", 1)[1])
+            rows = fixed_and_marginal(small, f)
+            print(f"fixed and per sentence, batch {f.rsplit('_b', 1)[1][:-4]}:" + ("" if rows else " -"))
             for r in rows:
                 print("  " + r)
         for f in sorted(glob.glob(os.path.join(o, sec, "trace_summary_*.log"))):
