@@ -115,10 +115,16 @@ cp ../shared/datasets/snli/triplets_dev.tsv .gpu/data/snli_triplets_dev.tsv
 # per-step losses of recipes/gpu-numerics-mrl.toml (the pairs it trains on are cut there from the
 # triplets)
 xz -9 -c ../shared/datasets/sick-r/test.tsv > .gpu/data/sickr_test.tsv.xz
-# every STS-B split in one file (17,256 sentences; section 2 encodes it besides test's 2,758, so
-# that an encode's fixed cost and its cost a sentence come apart)
-(head -1 ../shared/datasets/stsb/test.tsv
- for s in train dev test; do tail -n +2 ../shared/datasets/stsb/$s.tsv; done) | xz -9 > .gpu/data/stsb_all.tsv.xz
+# every STS-B split in one file, its pairs shuffled (seed 0; 17,256 sentences): section 2 encodes
+# it and its first 2,758 sentences, a sample of the same texts, so that an encode's fixed cost and
+# its cost a sentence come apart
+python3 - << 'EOF' | xz -9 > .gpu/data/stsb_all.tsv.xz
+import random
+splits = [open(f"../shared/datasets/stsb/{s}.tsv").read().splitlines() for s in ("train", "dev", "test")]
+pairs = [line for lines in splits for line in lines[1:]]
+random.Random(0).shuffle(pairs)
+print("\n".join([splits[2][0]] + pairs))
+EOF
 cp tests/fixtures/gpu_cpu_losses_200.json .gpu/data/
 "$V/bin/pip" download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 -d .gpu/whl datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19

@@ -90,6 +90,7 @@ if [ "$DRY" = 1 ]; then
   head -41 ../shared/datasets/sick-r/test.tsv > "$D/sickr_test.tsv"
   head -97 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_triplets_dev.tsv"
   ALL=$D/stsb_all.tsv && head -161 ../shared/datasets/stsb/train.tsv > "$ALL"
+  head -41 "$ALL" > "$D/stsb_sample.tsv"
   cut -f1,2 ../shared/datasets/snli/triplets_dev.tsv > "$D/snli_pairs_dev.tsv"
   B1="4"; TRAIN_DTYPE=float32; TRAIN_STEPS=1; EPOCH_PAIRS=8; ENC_B="8 16"; REPEATS=${REPEATS:-1}
   GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; WARM_S=${WARM_S:-1}; NUM_STEPS=6; NUM_AT=3; MP_B=4
@@ -151,7 +152,8 @@ EOF
   log "peers' scripts through $R0/scripts: bench_st $([ -e "$R0/crates/nest-cli/../../scripts/bench/bench_st.py" ] && echo found || echo NOT FOUND), bench_train $([ -e "$R0/crates/nest-bench/../../scripts/bench/bench_train.py" ] && echo found || echo NOT FOUND)"
   [ -f "$D/sickr_test.tsv" ] || { [ -f "$D/sickr_test.tsv.xz" ] && "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$D/sickr_test.tsv.xz" "$WORK/sickr_test.tsv"; }
   ALL=$WORK/stsb_all.tsv
-  [ -f "$D/stsb_all.tsv.xz" ] && "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$D/stsb_all.tsv.xz" "$ALL"
+  [ -f "$D/stsb_all.tsv.xz" ] && "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$D/stsb_all.tsv.xz" "$ALL" \
+    && head -1380 "$ALL" > "$WORK/stsb_sample.tsv"
   [ -f "$D/snli_pairs_dev.tsv" ] || cut -f1,2 "$D/snli_triplets_dev.tsv" > "$WORK/snli_pairs_dev.tsv"
   # section 6's recipe reads .gpu/data/snli_pairs_dev.tsv
   [ -f "$D/snli_pairs_dev.tsv" ] || cp "$WORK/snli_pairs_dev.tsv" "$D/snli_pairs_dev.tsv"
@@ -347,12 +349,14 @@ s2() {
     NEST_WORD_CACHE=0 run "encode_nowords_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
       --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --markdown "$SD/encode_nowords.md"
   done
-  # every STS-B split (17,256 sentences, 6.3x test's), Nest only: with test's passes above, an
-  # encode's fixed cost (the first block's wait, the finish) and its cost a sentence come
-  # apart, and layer 3 / 6 of the cost a sentence is early exit's ratio over a corpus (the
-  # report's "fixed and per sentence" lines)
+  # every STS-B split, pairs shuffled (17,256 sentences), and its first 2,758 (a sample of the
+  # same texts, as many as test's), Nest only: an encode's fixed cost (the first block's wait,
+  # the finish) and its cost a sentence come apart, and layer 3 / 6 of the cost a sentence is
+  # early exit's ratio over a corpus (the report's "fixed and per sentence" lines)
   if [ -f "$ALL" ]; then
     for b in $ENC_B; do
+      run "encode_sample_b$b" 40 "$N" bench encode --model "$M" --data "${ALL%/*}/stsb_sample.tsv" \
+        --batch-size "$b" --layers 3,6 --dtype auto --repeats 3 --markdown "$SD/encode_corpus.md"
       run "encode_corpus_b$b" 50 "$N" bench encode --model "$M" --data "$ALL" --batch-size "$b" --layers 3,6 \
         --dtype auto --repeats 3 --markdown "$SD/encode_corpus.md"
     done

@@ -291,8 +291,8 @@ def summary(o):
             for r in rows:
                 print("  " + r)
         for f in sorted(glob.glob(os.path.join(o, sec, "encode_corpus_b*.log"))):
-            # test's 2,758 sentences against every split's 17,256: fixed cost and cost a sentence
-            small = os.path.join(o, sec, "encode_b" + f.rsplit("_b", 1)[1])
+            # a sample of 2,758 sentences against all 17,256: fixed cost and cost a sentence
+            small = os.path.join(o, sec, "encode_sample_b" + f.rsplit("_b", 1)[1])
             rows = fixed_and_marginal(small, f)
             print(f"fixed and per sentence, batch {f.rsplit('_b', 1)[1][:-4]}:" + ("" if rows else " -"))
             for r in rows:
