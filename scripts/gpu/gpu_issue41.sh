@@ -18,9 +18,9 @@
 #                ST float32 and bf16; peak GPU memory of Nest and the peer; then Nest alone
 #                with the tokenizer's words warm (--words warm) and without its word cache
 #                (NEST_WORD_CACHE=0), without CUDA graphs, and without tokenising ahead
-#                (NEST_TOKENIZE_AHEAD=0); every STS-B split (17,256 sentences: an encode's fixed
-#                cost and its cost a sentence apart); nest-model's GPU tests if 4 or 11 has not
-#                run them [~160 s]
+#                (NEST_TOKENIZE_AHEAD=0); every STS-B split (17,256 sentences) and a sample of it
+#                (an encode's cost a sentence apart from its fixed part); nest-model's GPU tests
+#                if 4 or 11 has not run them [~170 s]
 #   3  S3_S=150  production shapes with random weights (made at the start, in the background,
 #                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
@@ -350,9 +350,10 @@ s2() {
       --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --markdown "$SD/encode_nowords.md"
   done
   # every STS-B split, pairs shuffled (17,256 sentences), and its first 2,758 (a sample of the
-  # same texts, as many as test's), Nest only: an encode's fixed cost (the first block's wait,
-  # the finish) and its cost a sentence come apart, and layer 3 / 6 of the cost a sentence is
-  # early exit's ratio over a corpus (the report's "fixed and per sentence" lines)
+  # same texts, as many as test's), Nest only: an encode's cost a sentence comes apart from
+  # what a small encode pays besides (the first block's wait, the finish, its batches' wider
+  # length spans), and layer 3 / 6 of the cost a sentence is early exit's ratio over a corpus
+  # (the report's "per sentence and fixed" lines)
   if [ -f "$ALL" ]; then
     for b in $ENC_B; do
       run "encode_sample_b$b" 40 "$N" bench encode --model "$M" --data "${ALL%/*}/stsb_sample.tsv" \

@@ -240,10 +240,12 @@ def encode_rates(path):
 
 
 def fixed_and_marginal(small, large):
-    """Two encodes of one model at one batch size, of n1 and n2 sentences, each a pass's time
-    t = F + n m: an encode's fixed cost F (what no number of texts spreads: the first block's
-    wait, the finish) and its cost a sentence m; layer 3 / 6 of m is early exit's ratio over
-    a corpus. Lines to print (none without both logs' counts and rates)."""
+    """Two encodes of one model at one batch size, of n1 and n2 sentences of one shuffled set,
+    each a pass's time t = F + n m: its cost a sentence m, what each further sentence of a
+    corpus costs, and F, what the small encode pays beyond n1 m: the fixed part (the first
+    block's wait, the finish) and the extra padding of its batches, whose length spans are
+    wider when fewer texts are sorted into them. Layer 3 / 6 of m is early exit's ratio over a
+    corpus. Lines to print (none without both logs' counts and rates)."""
     if not (os.path.exists(small) and os.path.exists(large)):
         return []
     (n1, r1), (n2, r2) = encode_rates(small), encode_rates(large)
@@ -259,7 +261,7 @@ def fixed_and_marginal(small, large):
             m = (t2 - t1) / (n2 - n1)
             per[layer] = (t1 - n1 * m, m)
             out.append(f"{run} L{layer}: {n1} sentences {t1 * 1e3:.1f} ms, {n2} {t2 * 1e3:.1f} ms -> "
-                       f"fixed {per[layer][0] * 1e3:.2f} ms + {m * 1e6:.2f} us a sentence "
+                       f"{m * 1e6:.2f} us a sentence + {per[layer][0] * 1e3:.2f} ms (fixed, padding) "
                        f"({1 / m if m > 0 else float('inf'):,.0f} sentences/s over a corpus)")
         if len(per) >= 2:
             lo, hi = min(per), max(per)
@@ -291,10 +293,10 @@ def summary(o):
             for r in rows:
                 print("  " + r)
         for f in sorted(glob.glob(os.path.join(o, sec, "encode_corpus_b*.log"))):
-            # a sample of 2,758 sentences against all 17,256: fixed cost and cost a sentence
+            # a sample of 2,758 sentences against all 17,256: cost a sentence, and the rest
             small = os.path.join(o, sec, "encode_sample_b" + f.rsplit("_b", 1)[1])
             rows = fixed_and_marginal(small, f)
-            print(f"fixed and per sentence, batch {f.rsplit('_b', 1)[1][:-4]}:" + ("" if rows else " -"))
+            print(f"per sentence and fixed, batch {f.rsplit('_b', 1)[1][:-4]}:" + ("" if rows else " -"))
             for r in rows:
                 print("  " + r)
         for f in sorted(glob.glob(os.path.join(o, sec, "trace_summary_*.log"))):
