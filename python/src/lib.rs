@@ -230,42 +230,10 @@ impl NativeEncoder {
 
     /// What `nest info --json` prints, as a JSON string.
     fn info_json(&self) -> PyResult<String> {
-        let m = &self.enc.0;
-        let c = &m.config;
-        let non_empty = |v: &Vec<usize>| (!v.is_empty()).then(|| v.clone());
-        let params: i64 =
-            m.vs.trainable_variables()
-                .iter()
-                .map(|t| t.numel() as i64)
-                .sum();
-        let info = serde_json::json!({
-            "path": m.files.dir.display().to_string(),
-            "architecture": c.model_type,
-            "layers": m.num_layers(),
-            "hidden_size": m.hidden_size(),
-            "output_dim": m.output_dim(),
-            "attention_heads": c.num_attention_heads,
-            "intermediate_size": c.intermediate_size,
-            "vocab_size": c.vocab_size,
-            "parameters": params,
-            "pooling": m.pooling,
-            "normalize": m.normalize,
-            "max_seq_length": m.tokenizer.max_length(),
-            "elastic": {
-                "exit_layers": format!("1..={}", m.num_layers()),
-                "dims": format!("1..={}", m.output_dim()),
-                "trained_dims": non_empty(&m.meta.matryoshka_dims),
-                "trained_layers": non_empty(&m.meta.trained_layers),
-                "objective": m.meta.objective,
-                "default_dim": m.meta.default_dim,
-                "offered_layers": self.offer.layers(),
-                "offered_dims": self.offer.dims(),
-            },
-            "dtype": {"dtype": self.dtype, "reason": self.dtype_reason},
-            "prompts": m.prompts.named(),
-            "default_prompt_name": m.prompts.default_name(),
-            "include_prompt": m.include_prompt,
-        });
+        let mut info = self.enc.0.describe();
+        info["elastic"]["offered_layers"] = serde_json::json!(self.offer.layers());
+        info["elastic"]["offered_dims"] = serde_json::json!(self.offer.dims());
+        info["dtype"] = serde_json::json!({"dtype": self.dtype, "reason": self.dtype_reason});
         serde_json::to_string(&info).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 

@@ -5,51 +5,12 @@ use crate::args::InfoArgs;
 
 pub fn run(a: InfoArgs) -> Result<()> {
     let m = super::load_model_path(&a.model, None)?;
-    let c = &m.config;
-    let params: i64 =
-        m.vs.trainable_variables()
-            .iter()
-            .map(|t| t.numel() as i64)
-            .sum();
-    let trained_dims = if m.meta.matryoshka_dims.is_empty() {
-        None
-    } else {
-        Some(m.meta.matryoshka_dims.clone())
-    };
-    let trained_layers = if m.meta.trained_layers.is_empty() {
-        None
-    } else {
-        Some(m.meta.trained_layers.clone())
-    };
+    let params = m.parameters();
     let auto = nest_model::dtype::resolve(nest_model::DtypeChoice::Auto, m.device());
     let machine = nest_model::machine::Machine::this(m.device());
-    let info = json!({
-        "path": m.files.dir.display().to_string(),
-        "architecture": c.model_type,
-        "layers": m.num_layers(),
-        "hidden_size": m.hidden_size(),
-        "output_dim": m.output_dim(),
-        "attention_heads": c.num_attention_heads,
-        "intermediate_size": c.intermediate_size,
-        "vocab_size": c.vocab_size,
-        "parameters": params,
-        "pooling": m.pooling,
-        "normalize": m.normalize,
-        "max_seq_length": m.tokenizer.max_length(),
-        "elastic": {
-            "exit_layers": format!("1..={}", m.num_layers()),
-            "dims": format!("1..={}", m.output_dim()),
-            "trained_dims": trained_dims,
-            "trained_layers": trained_layers,
-            "objective": m.meta.objective,
-            "default_dim": m.meta.default_dim,
-        },
-        "dtype_auto": auto,
-        "machine": machine,
-        "prompts": m.prompts.named(),
-        "default_prompt_name": m.prompts.default_name(),
-        "include_prompt": m.include_prompt,
-    });
+    let mut info = m.describe();
+    info["dtype_auto"] = json!(auto);
+    info["machine"] = json!(machine);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
         return Ok(());

@@ -21,6 +21,7 @@ use build::Net;
 mod ahead;
 pub use ahead::ahead_blocks;
 mod convert;
+mod describe;
 mod embed;
 mod graphed;
 pub mod phases;
