@@ -105,3 +105,41 @@ fn the_scripts_index_lists_every_script_where_it_is() {
         }
     }
 }
+
+/// Every `NEST_*` variable the code reads by hand (`env::var("NEST_...")`; a flag's `env =`
+/// fallback is shown by `--help`) is named in the README or a page of docs/, so a knob a
+/// newcomer meets in a log or a benchmark can be looked up.
+#[test]
+fn every_environment_knob_is_documented() {
+    let mut files = Vec::new();
+    sources(&root().join("crates"), &mut files);
+    sources(&root().join("python/src"), &mut files);
+    let mut read = std::collections::BTreeSet::new();
+    for f in files.iter().filter(|f| f.contains("/src/")) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for call in ["env::var(\"", "env::var_os(\""] {
+            for part in text.split(call).skip(1) {
+                let name: String = part
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if name.starts_with("NEST_") && part[name.len()..].starts_with('"') {
+                    read.insert(name);
+                }
+            }
+        }
+    }
+    assert!(read.contains("NEST_CUDA_GRAPHS"), "the scan found {read:?}");
+    let mut docs = std::fs::read_to_string(root().join("README.md")).unwrap();
+    for e in std::fs::read_dir(root().join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            docs += &std::fs::read_to_string(&p).unwrap();
+        }
+    }
+    let missing: Vec<_> = read.iter().filter(|v| !docs.contains(v.as_str())).collect();
+    assert!(
+        missing.is_empty(),
+        "read by the code, named in no doc: {missing:?}"
+    );
+}
