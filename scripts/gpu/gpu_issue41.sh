@@ -40,8 +40,9 @@
 #   6  S6_S=70   numerics: 200 steps of recipes/gpu-numerics-mrl.toml against the CPU's losses
 #                (tests/fixtures/gpu_cpu_losses_200.json); kill -9 after checkpoint 100, resume,
 #                against the uninterrupted run [~40 s]
-#   7  S7_S=50   torchrun with one rank (and two ranks on the one GPU) of nest train; whether
-#                NCCL ran (NCCL_DEBUG=INFO) [~30 s]
+#   7  S7_S=60   torchrun with one rank (and two ranks on the one GPU) of nest train; whether
+#                NCCL ran (NCCL_DEBUG=INFO); nest-dist's one-rank NCCL test as is, then while it
+#                crashes at its end, with the group leaked, then without the heartbeat monitor [~40 s]
 #   8  S8_S=70   MPNet-base shape (12 x 768) training step, bf16, --cuda-graph on|off, + peer
 #                [~50 s; runs only if the others left time]
 #  10  S10_S=200 GradCache: batch 256 in chunks of 32, bf16, --cuda-graph on|off (the chunk passes
@@ -106,7 +107,7 @@ else
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
   S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-220} S3_S=${S3_S:-150} S4_S=${S4_S:-155}
-  S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-50} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
+  S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-60} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
   S12_S=${S12_S:-110}
   GC_B=256; GC_M=32
   RUN_SCALE=1
@@ -571,15 +572,17 @@ s7() {
   if [ -f "$G/nest-dist-group.xz" ]; then
     "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
       "$G/nest-dist-group.xz" /tmp/nest-dist-group && chmod +x /tmp/nest-dist-group
-    # as is, then (if that crashed) without ProcessGroupNCCL's heartbeat monitor and flight
+    # as is, then (while each crashes) with the group never shut down nor freed (a crash left
+    # is the process's exit's own), and without ProcessGroupNCCL's heartbeat monitor and flight
     # recorder, the threads and buffers that outlive a group: which one the crash needs
     local v env_v
-    for v in plain no_monitor; do
+    for v in plain leak no_monitor; do
       env_v=()
+      [ "$v" = leak ] && env_v=(NEST_TEST_NCCL_END=leak)
       [ "$v" = no_monitor ] && env_v=(TORCH_NCCL_ENABLE_MONITORING=0 TORCH_NCCL_TRACE_BUFFER_SIZE=0)
       NCCL_DEBUG=INFO run "nccl_unit_$v" 60 env "${env_v[@]}" /tmp/nest-dist-group --exact nccl_one_rank_on_the_gpu --nocapture
       rc=$?
-      echo "nest-dist nccl_one_rank_on_the_gpu ($v${env_v[*]:+: ${env_v[*]}}): rc=$rc $(grep -m1 -o 'NCCL one-rank.*passed' "$SD/nccl_unit_$v.log"); $(grep -m1 -o 'NCCL group shut down and freed' "$SD/nccl_unit_$v.log" || echo 'the group was NOT freed (crash in shutdown or free)'); $(grep -m1 -o 'test result:.*' "$SD/nccl_unit_$v.log" || echo 'no test result line (crash before the harness reported)')" >> "$f"
+      echo "nest-dist nccl_one_rank_on_the_gpu ($v${env_v[*]:+: ${env_v[*]}}): rc=$rc $(grep -m1 -o 'NCCL one-rank.*passed' "$SD/nccl_unit_$v.log"); $(grep -m1 -oE "NCCL group (shut down and freed|left to the process's exit)" "$SD/nccl_unit_$v.log" || echo 'the group was NOT freed (crash in shutdown or free)'); $(grep -m1 -o 'test result:.*' "$SD/nccl_unit_$v.log" || echo 'no test result line (crash before the harness reported)')" >> "$f"
       [ "$rc" = 0 ] && break
     done
   fi
