@@ -14,15 +14,15 @@
 #   1  S1_S=130  training step, MiniLM bf16, batch 32 and 256, `--cuda-graph on|off`, next to
 #                PyTorch autocast + the sentence-transformers trainer (scripts/bench/bench_train.py,
 #                once per batch size) [~90 s]
-#   2  S2_S=220  early exit: bench encode --layers 3,6, batch 32 and 256, auto,bf16 against
+#   2  S2_S=250  early exit: bench encode --layers 3,6, batch 32 and 256, auto,bf16 against
 #                ST float32 and bf16; peak GPU memory of Nest and the peer; then Nest alone
 #                with the tokenizer's words warm (--words warm; and a profiler trace) and
 #                without its word cache (NEST_WORD_CACHE=0); every STS-B split (17,256
 #                sentences) and a sample of it (an encode's cost a sentence apart from its
 #                fixed part); the tokeniser on two threads fewer than the host has
-#                (RAYON_NUM_THREADS); without tokenising ahead (NEST_TOKENIZE_AHEAD=0);
-#                nest-model's GPU tests if 4 or 11 has not run them; last, without CUDA
-#                graphs [~200 s]
+#                (RAYON_NUM_THREADS); shapes padded to 8 and 4 tokens (NEST_GRAPH_BUCKET);
+#                nest-model's GPU tests if 4 or 11 has not run them; last, without
+#                tokenising ahead (NEST_TOKENIZE_AHEAD=0) and without CUDA graphs [~230 s]
 #   3  S3_S=150  production shapes with random weights (made at the start, in the background,
 #                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
 #                encode at full and half depth, bf16 and float32 against ST torch-bf16 and
@@ -106,7 +106,7 @@ else
   D=$G/data
   B1="32 256"; TRAIN_DTYPE=bf16; TRAIN_STEPS=20; EPOCH_PAIRS=1024; ENC_B="32 256"; REPEATS=${REPEATS:-5}
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
-  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-220} S3_S=${S3_S:-150} S4_S=${S4_S:-155}
+  S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-250} S3_S=${S3_S:-150} S4_S=${S4_S:-155}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-60} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
   S12_S=${S12_S:-110}
   GC_B=256; GC_M=32
@@ -375,14 +375,25 @@ s2() {
     RAYON_NUM_THREADS=$fewer run "encode_rayon${fewer}_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
       --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --markdown "$SD/encode_rayon.md"
   done
+  # recorded shapes padded to multiples of 8 and 4 tokens instead of 16 (NEST_GRAPH_BUCKET),
+  # words warm, Nest only: a recorded pass computes its padding, 30-37% of STS-B's tokens at 16
+  # and 10-22% at 4, for more shapes recorded (the bench prints real and padded tokens)
+  local k
+  for k in 8 4; do
+    for b in $ENC_B; do
+      NEST_GRAPH_BUCKET=$k run "encode_bucket${k}_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
+        --batch-size "$b" --layers 3,6 --dtype auto --repeats 3 --words warm --markdown "$SD/encode_bucket.md"
+    done
+  done
+  # an encode's pinned uploads while the device is busy, among nest-model's GPU tests
+  model_gpu_tests
   # tokenising up front instead of a block ahead on a worker thread (the GPU default since
-  # EncodeOptions::tokenize_ahead), Nest only: what the overlap is worth
+  # EncodeOptions::tokenize_ahead), Nest only: what the overlap is worth (1.54x and 1.24x in
+  # call 1 of 2026-11-28)
   for b in $ENC_B; do
     NEST_TOKENIZE_AHEAD=0 run "encode_noahead_b$b" 40 "$N" bench encode --model "$M" --data "$D/stsb_test.tsv" \
       --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" --markdown "$SD/encode_noahead.md"
   done
-  # an encode's pinned uploads while the device is busy, among nest-model's GPU tests
-  model_gpu_tests
   # without CUDA graphs (the no-sync eager path), Nest only; last, as measured in call 1 of
   # 2026-11-28 (1.42x and 1.46x)
   for b in $ENC_B; do

@@ -193,7 +193,10 @@ def encode_table(path, mean_tokens=None):
             out.append("host: " + re.sub(r"\s+", " ", line.strip())[:140])
             continue
         if "the host's phases:" in line:  # waits for tokens, batches queued, the finish
-            out.append("phases: " + re.sub(r"\s+", " ", line.strip())[:170])
+            out.append("phases: " + re.sub(r"\s+", " ", line.strip())[:260])
+            continue
+        if "the batches' tokens:" in line:  # real and padded tokens of the best pass
+            out.append("tokens: " + re.sub(r"\s+", " ", line.strip())[:160])
             continue
         if "peak GPU memory (" in line:  # each side's caching allocator (nest bench encode, bench_st.py)
             out.append("memory " + line.strip()[:150])
@@ -218,13 +221,17 @@ def encode_table(path, mean_tokens=None):
     return out
 
 
-def encode_rates(path):
-    """From a `nest bench encode` log: the sentence count, and {(run, layer): sentences/s}."""
+def encode_rates(path, padded=None):
+    """From a `nest bench encode` log: the sentence count, and {(run, layer): sentences/s};
+    with a dict `padded`, also {(run, layer): padded tokens of the best pass} into it."""
     count, rates, head = None, {}, None
     for line in open(path):
         m = re.search(r"tokenising the (\d+) sentences", line)
         if m and count is None:
             count = int(m.group(1))
+        m = re.match(r"\s+(.*) layer (\d+): the batches' tokens: (\d+) real in (\d+) padded", line)
+        if m and padded is not None:
+            padded[(m.group(1), int(m.group(2)))] = int(m.group(4))
         if not line.startswith("|"):
             continue
         cols = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -248,7 +255,8 @@ def fixed_and_marginal(small, large):
     corpus. Lines to print (none without both logs' counts and rates)."""
     if not (os.path.exists(small) and os.path.exists(large)):
         return []
-    (n1, r1), (n2, r2) = encode_rates(small), encode_rates(large)
+    p1, p2 = {}, {}
+    (n1, r1), (n2, r2) = encode_rates(small, p1), encode_rates(large, p2)
     if not n1 or not n2 or n2 <= n1:
         return []
     out = []
@@ -263,6 +271,12 @@ def fixed_and_marginal(small, large):
             out.append(f"{run} L{layer}: {n1} sentences {t1 * 1e3:.1f} ms, {n2} {t2 * 1e3:.1f} ms -> "
                        f"{m * 1e6:.2f} us a sentence + {per[layer][0] * 1e3:.2f} ms (fixed, padding) "
                        f"({1 / m if m > 0 else float('inf'):,.0f} sentences/s over a corpus)")
+            # by padded tokens instead (a recorded pass computes its padding): t = F + c P
+            q1, q2 = p1.get((run, layer)), p2.get((run, layer))
+            if q1 and q2 and q2 > q1:
+                c = (t2 - t1) / (q2 - q1)
+                out.append(f"{run} L{layer}: padded tokens {q1} and {q2} -> {c * 1e9:.1f} ns a padded "
+                           f"token + {(t1 - c * q1) * 1e3:.2f} ms fixed")
         if len(per) >= 2:
             lo, hi = min(per), max(per)
             if per[lo][1] > 0:

@@ -67,6 +67,15 @@ impl Pass {
             ms(p.batches) * 1e3 / p.batch_count.max(1) as f64,
             ms(p.finish)
         );
+        // the tokens, when every batch was shaped on this thread (one stream: a GPU's encode)
+        if p.counted_batches == p.batch_count && p.padded_tokens > 0 {
+            eprintln!(
+                "  {what}: the batches' tokens: {} real in {} padded ({:.1}% padding)",
+                p.real_tokens,
+                p.padded_tokens,
+                100.0 * (1.0 - p.real_tokens as f64 / p.padded_tokens as f64)
+            );
+        }
     }
 }
 

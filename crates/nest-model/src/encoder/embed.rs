@@ -251,6 +251,7 @@ impl ElasticEncoder {
         let (host, layout) = pack_batch(seqs, 0, self.config.pad_id(), self.extras(job.skip));
         let batch = unpack_batch(&upload(&host, dev), &layout);
         let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        super::phases::count_tokens(lengths.iter().sum(), layout.rows * layout.len);
         let put = |index: Tensor| upload(&index, dev);
         let pass = || self.pool_layers(&batch, job, None);
         crate::packing::with_host_lengths(&lengths, layout.len, put, pass)

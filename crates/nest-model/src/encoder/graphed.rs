@@ -5,7 +5,7 @@
 //! 6; BENCHMARKS.md, "On a GPU: one NVIDIA H200"). A replay is one launch. What it needs, and
 //! this module arranges:
 //! - fixed shapes: a batch is padded to its bucket, `rows` rows (a last, partial batch gets
-//!   padding rows of one pad token) and its longest text rounded up to a multiple of [`BUCKET`]
+//!   padding rows of one pad token) and its longest text rounded up to a multiple of [`bucket`]
 //!   tokens; one graph per (rows, tokens, deepest layer, pooled layers, prompt tokens skipped),
 //!   at most [`MAX_GRAPHS`], and while the device's memory leaves room ([`Pool::has_room`];
 //!   further shapes run eagerly);
@@ -31,8 +31,35 @@ use crate::dtype::Dtype;
 use crate::graph::{Captured, Pool};
 use crate::{Error, Result};
 
-/// Token counts are padded up to a multiple of this (fewer graphs, a little more padding).
+/// Token counts are padded up to a multiple of this by default (fewer graphs, more padding:
+/// 30-37% of the tokens of STS-B's short sentences, against 10-22% at 4).
 pub const BUCKET: usize = 16;
+
+/// The token bucket of recorded encode passes: `NEST_GRAPH_BUCKET` (1 to 64, for
+/// measurements: a finer bucket pads less and records more shapes) or [`BUCKET`]; any other
+/// value warns once and keeps the default.
+pub fn bucket() -> usize {
+    static B: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *B.get_or_init(|| {
+        bucket_from(std::env::var("NEST_GRAPH_BUCKET").ok().as_deref()).unwrap_or_else(|e| {
+            eprintln!("warning: {e}; padding to multiples of {BUCKET} tokens");
+            BUCKET
+        })
+    })
+}
+
+/// [`bucket`]'s reading of the variable's value.
+fn bucket_from(v: Option<&str>) -> std::result::Result<usize, String> {
+    match v.map(str::trim) {
+        None | Some("") => Ok(BUCKET),
+        Some(v) => match v.parse::<usize>() {
+            Ok(b @ 1..=64) => Ok(b),
+            _ => Err(format!(
+                "NEST_GRAPH_BUCKET={v:?}: expected a whole number of tokens, 1 to 64"
+            )),
+        },
+    }
+}
 /// At most this many shapes get a graph per encoder (each holds its own activation memory).
 pub const MAX_GRAPHS: usize = 64;
 /// Passes run on the side stream before recording (lazy initialisation inside a capture fails);
@@ -164,8 +191,12 @@ impl ElasticEncoder {
             return None;
         }
         let mut body = |s: &Static| self.graphed_body(s, job);
+        let padded = shape.rows * shape.tokens;
         match self.graphed_pass(&mut cache, shape, &host, &mut body) {
-            Ok(out) => Some((0..job.layers.len() as i64).map(|k| out.get(k)).collect()),
+            Ok(out) => {
+                super::phases::count_tokens(seqs.iter().map(|s| s.len()).sum(), padded);
+                Some((0..job.layers.len() as i64).map(|k| out.get(k)).collect())
+            }
             Err(e) => {
                 cache.failed = true;
                 eprintln!("warning: encoding through CUDA graphs failed ({e}); encoding eagerly");
@@ -221,13 +252,14 @@ impl ElasticEncoder {
     }
 
     /// The shape `seqs` is padded to: `rows` rows (at least the batch's), the longest text
-    /// rounded up to [`BUCKET`] tokens (not beyond the tokenizer's longest, unless it is longer).
+    /// rounded up to [`bucket`] tokens (not beyond the tokenizer's longest, unless it is longer).
     fn bucket(&self, seqs: &[&[i64]], job: &BatchJob, rows: usize) -> Shape {
         let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
         let cap = self.tokenizer.max_length().max(longest);
+        let step = bucket();
         Shape {
             rows: rows.max(seqs.len()),
-            tokens: (longest.div_ceil(BUCKET) * BUCKET).min(cap),
+            tokens: (longest.div_ceil(step) * step).min(cap),
             deepest: job.deepest,
             layers: job.layers.to_vec(),
             skip: job.skip,

@@ -19,6 +19,27 @@ pub struct Phases {
     /// From the last batch queued to the vectors on the host: on a GPU the wait for the
     /// device, the reordering, normalising and the copy down.
     pub finish: Duration,
+    /// The texts' tokens in the batches this thread shaped ([`count_tokens`]).
+    pub real_tokens: usize,
+    /// Those batches' rows times their padded length: what a padded pass computes (a recorded
+    /// one's shape; an eager one on the CPU may skip the padding, `packing.rs`).
+    pub padded_tokens: usize,
+    /// Batches whose tokens were counted (fewer than [`Self::batch_count`] when batches ran on
+    /// other threads: the CPU's streams).
+    pub counted_batches: usize,
+}
+
+/// Adds one batch's tokens to the measure on this thread, if one is on: `real` tokens padded
+/// to `padded` (rows x length).
+pub(crate) fn count_tokens(real: usize, padded: usize) {
+    NOW.with(|n| {
+        if let Some(mut p) = n.get() {
+            p.real_tokens += real;
+            p.padded_tokens += padded;
+            p.counted_batches += 1;
+            n.set(Some(p));
+        }
+    });
 }
 
 /// The phases [`timed`] adds to.
@@ -85,12 +106,17 @@ mod tests {
             timed(Phase::Batches(1), || {
                 std::thread::sleep(Duration::from_millis(2))
             });
-            timed(Phase::Batches(1), || ());
+            timed(Phase::Batches(1), || count_tokens(5, 8));
+            count_tokens(3, 8);
             timed(Phase::Finish, || {
                 std::thread::sleep(Duration::from_millis(1))
             });
         });
         assert_eq!(p.batch_count, 2);
+        assert_eq!(
+            (p.real_tokens, p.padded_tokens, p.counted_batches),
+            (8, 16, 2)
+        );
         assert!(p.batches >= Duration::from_millis(2) && p.finish >= Duration::from_millis(1));
         assert_eq!(p.tokens, Duration::ZERO);
         assert!(

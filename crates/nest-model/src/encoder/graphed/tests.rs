@@ -158,7 +158,7 @@ fn a_spent_memory_budget_records_no_new_shape() {
     assert!(!enc.encode_graphs_failed());
 }
 
-/// Buckets: rows at least the batch's, tokens rounded up to 16 but not past the
+/// Buckets: rows at least the batch's, tokens rounded up to [`bucket`] (16 by default) but not past the
 /// tokenizer's longest (64 here) unless a text is longer.
 #[test]
 fn buckets_round_tokens_up() {
@@ -169,22 +169,27 @@ fn buckets_round_tokens_up() {
         skip: 1,
     };
     let (a, b, c) = (vec![1i64; 17], vec![1i64; 3], vec![1i64; 70]);
+    let up = |n: usize| n.div_ceil(bucket()) * bucket();
     let s = enc.bucket(&[&a, &b], &job, 4);
-    assert_eq!((s.rows, s.tokens, s.deepest, s.skip), (4, 32, 2, 1));
-    assert_eq!(enc.bucket(&[&b], &job, 1).tokens, 16);
+    assert_eq!((s.rows, s.tokens, s.deepest, s.skip), (4, up(17), 2, 1));
+    assert_eq!(enc.bucket(&[&b], &job, 1).tokens, up(3));
     assert_eq!(enc.bucket(&[&c, &b], &job, 1).tokens, 70);
     assert_eq!(enc.bucket(&[&c, &b], &job, 1).rows, 2);
     let (bytes, layout, n) = enc.bucket_input(&[&a, &b], &s);
     let batch = unpack_batch(&bytes, &layout);
     let input = &batch.input;
-    assert_eq!((input.ids.size(), n), (vec![4, 32], 2));
+    assert_eq!((input.ids.size(), n), (vec![4, up(17) as i64], 2));
     // the means' weights leave the prompt's token out (skip 1): 1/16 on tokens 1..17 of row 0
     let w = batch.weights.expect("a mean-pooled model's weights");
-    assert_eq!(w.size(), [4, 1, 32]);
+    assert_eq!(w.size(), [4, 1, up(17) as i64]);
     let row = Vec::<f32>::try_from(w.get(0).view([-1])).unwrap();
-    assert!(row[0] == 0.0 && row[1..17].iter().all(|&x| x == 1.0 / 16.0) && row[17] == 0.0);
+    assert!(
+        row[0] == 0.0
+            && row[1..17].iter().all(|&x| x == 1.0 / 16.0)
+            && row.get(17).is_none_or(|&x| x == 0.0)
+    );
     let additive = batch.additive.expect("BERT adds a padding mask");
-    assert_eq!(additive.size(), [4, 1, 1, 32]);
+    assert_eq!(additive.size(), [4, 1, 1, up(17) as i64]);
     assert_eq!(
         Vec::<i64>::try_from(input.ids.get(1).narrow(0, 3, 2)).unwrap(),
         [0, 0]
@@ -321,5 +326,52 @@ fn host_made_tensors_give_the_passes_vectors_bit_for_bit() {
                 }
             }
         }
+    }
+}
+
+/// An encode counts its batches' tokens for `nest bench encode`: the texts' own, and rows x
+/// length as each pass is shaped (eager: the batch's longest; recorded: the first batch's rows
+/// and the length rounded up to [`bucket`]), reckoned here from the tokenised lengths.
+#[test]
+fn an_encode_counts_real_and_padded_tokens() {
+    let (_d, enc) = tiny(Architecture::Bert);
+    let ids = enc.tokenizer.encode(&TEXTS).unwrap();
+    let mut lens: Vec<usize> = ids.iter().map(Vec::len).collect();
+    lens.sort_unstable_by(|a, b| b.cmp(a));
+    let batch = 3;
+    let eager: usize = lens.chunks(batch).map(|c| c.len() * c[0]).sum();
+    let recorded: usize = lens
+        .chunks(batch)
+        .map(|c| batch * c[0].div_ceil(bucket()) * bucket())
+        .sum();
+    for (graphs, padded) in [(GraphMode::Off, eager), (GraphMode::On, recorded)] {
+        let one = EncodeOptions {
+            streams: 1,
+            ..opts(batch, graphs)
+        };
+        let (out, p) =
+            super::super::phases::measure(|| enc.embed_layers(&TEXTS, &[2], one, &mut |_| {}));
+        out.unwrap();
+        assert_eq!(p.real_tokens, lens.iter().sum::<usize>(), "{graphs:?}");
+        assert_eq!(p.padded_tokens, padded, "{graphs:?}");
+        assert_eq!((p.counted_batches, p.batch_count), (3, 3), "{graphs:?}");
+    }
+    assert!(recorded > eager, "the test's lengths span buckets");
+}
+
+/// `NEST_GRAPH_BUCKET`: unset or empty is the default, 1 to 64 is taken, anything else is an
+/// error naming the variable and what it takes.
+#[test]
+fn the_bucket_variable_is_read_or_refused() {
+    assert_eq!(bucket_from(None), Ok(BUCKET));
+    assert_eq!(bucket_from(Some(" ")), Ok(BUCKET));
+    assert_eq!(bucket_from(Some("4")), Ok(4));
+    assert_eq!(bucket_from(Some("64")), Ok(64));
+    for bad in ["0", "65", "-8", "eight", "4.5"] {
+        let e = bucket_from(Some(bad)).unwrap_err();
+        assert!(
+            e.contains("NEST_GRAPH_BUCKET") && e.contains("1 to 64"),
+            "{e}"
+        );
     }
 }
