@@ -60,6 +60,7 @@ fn bucket_from(v: Option<&str>) -> std::result::Result<usize, String> {
         },
     }
 }
+
 /// At most this many shapes get a graph per encoder (each holds its own activation memory).
 pub const MAX_GRAPHS: usize = 64;
 /// Passes run on the side stream before recording (lazy initialisation inside a capture fails);
