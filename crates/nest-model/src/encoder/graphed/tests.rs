@@ -158,8 +158,8 @@ fn a_spent_memory_budget_records_no_new_shape() {
     assert!(!enc.encode_graphs_failed());
 }
 
-/// Buckets: rows at least the batch's, tokens rounded up to [`bucket`] (16 by default) but not past the
-/// tokenizer's longest (64 here) unless a text is longer.
+/// Buckets: rows at least the batch's, tokens rounded up to [`bucket`] (16 by default) but
+/// not past the tokenizer's longest (64 here) unless a text is longer.
 #[test]
 fn buckets_round_tokens_up() {
     let (_d, enc) = tiny(Architecture::Bert);
