@@ -54,9 +54,10 @@
 #                eager GradCache), losses compared step by step (a shared pool that clobbered a
 #                live tensor would show here), peak GPU memory per process; bench encode
 #                MiniLM batch 32 and 256 under both pools [~60 s]
-#  12  S12_S=110 2DMSE (one shallow layer drawn a step) and MRL + MIC, MiniLM bf16 batch 32:
-#                `bench train --objectives mrl,2dmse,mic --cuda-graph on|off` (a recording per
-#                shape and drawn layer), next to PyTorch's 2DMSE and MRL steps
+#  12  S12_S=110 2DMSE (one shallow layer drawn a step), MRL + MIC, MIPIC (eq. 18) and IBKD
+#                (MRL + distillation towards a cached teacher, MiniLM itself, + HSIC), MiniLM
+#                bf16 batch 32: `bench train --objectives mrl,2dmse,mic,mipic,ibkd --cuda-graph
+#                on|off` (a recording per shape and drawn layer), next to PyTorch's 2DMSE and MRL steps
 #                (bench_train.py --objective 2dmse) [~90 s]
 # Results go to $OUT/sN/ as they come (logs, markdown, JSON; peak GPU memory per process in
 # mem_*.json from scripts/gpu/gpu_mem_poll.py); $OUT/status.tsv says what ran; the summary of
@@ -702,7 +703,7 @@ EOF2
   done
 }
 
-# ------------------------------------------------------------------ 12. 2DMSE, recorded per drawn layer
+# ------------------------------------------------------------------ 12. 2DMSE, MIC and IBKD recorded
 s12() {
   local g extra py=(--python "$PY") steps rows_n b=${B1%% *}
   rows_n=$(rows "$D/snli_triplets_dev.tsv")
@@ -713,8 +714,8 @@ s12() {
     extra=()
     if [ $HAS_GRAPH = 1 ]; then extra=(--cuda-graph $g); elif [ $g = on ]; then continue; fi
     mem_start "train2d_g$g"
-    run "train2d_g$g" 100 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" --objectives mrl,2dmse,mic \
-      --dtype "$TRAIN_DTYPE" --batch-size "$b" --steps "$steps" --epoch-pairs "$EPOCH_PAIRS" "${py[@]}" "${extra[@]}" \
+    run "train2d_g$g" 100 "$N" bench train --model "$M" --data "$D/snli_triplets_dev.tsv" \
+      --objectives mrl,2dmse,mic,mipic,ibkd --teacher "$M" --dtype "$TRAIN_DTYPE" --batch-size "$b" --steps "$steps" --epoch-pairs "$EPOCH_PAIRS" "${py[@]}" "${extra[@]}" \
       --markdown "$SD/train2d_g$g.md"
     mem_stop
     py=()
@@ -735,7 +736,7 @@ declare -A TITLE=(
   [8]="MPNet-shape training step"
   [10]="GradCache at batch 256: chunk passes recorded, MiniLM and MPNet shape"
   [11]="graph memory pools: private against shared"
-  [12]="2DMSE and MIC steps recorded, MiniLM, next to PyTorch's 2DMSE"
+  [12]="2DMSE, MIC, MIPIC and IBKD steps recorded, MiniLM, next to PyTorch's 2DMSE"
 )
 for id in $SECTIONS; do
   if [ -z "${TITLE[$id]:-}" ]; then

@@ -47,8 +47,8 @@ pub struct TrainBench {
     pub python: Option<PathBuf>,
     /// Extra arguments of that script (the CLI's `--device` of the peers).
     pub peer_args: Vec<String>,
-    /// Record the MRL step as a CUDA graph per input shape and replay it (under GradCache:
-    /// the chunk passes).
+    /// Record each objective's step as a CUDA graph per input shape and replay it, where the
+    /// objective can be (under GradCache: the chunk passes).
     pub cuda_graph: GraphMode,
     /// GradCache chunk size (0: off) on both sides.
     pub mini_batch_size: usize,

@@ -45,9 +45,9 @@ pub struct BenchTrainArgs {
     /// Append the figures as Markdown to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
-    /// Record the MRL step as a CUDA graph per input shape and replay it (auto: on a GPU, as
-    /// `nest train` does by default; on: also on the CPU, through the fake that runs the step
-    /// eagerly; off).
+    /// Record each objective's step as a CUDA graph per input shape and replay it, where the
+    /// objective can be (all but ESE) (auto: on a GPU, as `nest train` does by default; on:
+    /// also on the CPU, through the fake that runs the step eagerly; off).
     #[arg(long, default_value = "auto")]
     pub cuda_graph: nest_train::trainer::GraphMode,
     /// GradCache chunks of this many pairs (0: off), on both sides: Nest's recipe key

@@ -115,7 +115,7 @@ fn hsic_saturation_diagnostic_matches_numpy() {
                 bandwidth,
                 ..HsicConfig::default()
             };
-            let got = mean_off_diagonal(&side_gram(&f[side], &config));
+            let got = mean_off_diagonal(&side_gram(&f[side], &config)).double_value(&[]);
             let w = want[&format!("{side}_rbf_{name}")];
             assert!(
                 (got - w).abs() <= 1e-9 * w.abs().max(1.0),

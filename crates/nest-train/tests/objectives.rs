@@ -120,7 +120,7 @@ fn fixed_output(f: &HashMap<String, Tensor>) -> BatchOutput {
         scores: Some(f["ese_gold"].shallow_clone()),
         layers: 4,
         normalize: true,
-        texts: Vec::new(),
+        targets: None,
     }
 }
 

@@ -183,7 +183,7 @@ impl Structure {
             scores: None,
             layers: 3,
             normalize: true,
-            texts: Vec::new(),
+            targets: None,
         }
     }
 
@@ -350,7 +350,9 @@ fn sia_top_k_counts_the_candidate_tokens() {
         cka(0.5),
         cka(0.65)
     );
-    assert_eq!(cka(0.5), cka(0.4));
+    // the same tokens: equal but for float reordering (each gamma gathers as many top tokens
+    // as the longest row could select, masking the rest)
+    assert!((cka(0.5) - cka(0.4)).abs() < 1e-12);
     assert!((cka(0.5) - cka(0.65)).abs() > 1e-6);
 }
 
@@ -636,7 +638,7 @@ fn hsic_agrees_per_kernel_except_two_conventions() {
         );
         for (side, k) in [("kx", &kx), ("ks", &ks)] {
             let want = scalar(&t.p[&format!("hsic_{key}_{side}_offdiag_mean")]);
-            let got = mean_off_diagonal(k);
+            let got = mean_off_diagonal(k).double_value(&[]);
             let r = line(
                 &format!("IBKD {key} {side} mean off-diagonal"),
                 got,

@@ -138,7 +138,7 @@ fn output(f: &HashMap<String, Tensor>) -> BatchOutput {
         scores: None,
         layers: 3,
         normalize: true,
-        texts: Vec::new(),
+        targets: None,
     }
 }
 

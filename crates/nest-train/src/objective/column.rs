@@ -62,8 +62,9 @@ pub struct BatchOutput {
     pub layers: usize,
     /// Whether the model's pipeline ends with `Normalize` (what its users receive).
     pub normalize: bool,
-    /// The first column's texts (e.g. for looking up a teacher's vectors).
-    pub texts: Vec<String>,
+    /// Each row's [`Objective::targets`](super::Objective::targets) on the device (a teacher's
+    /// vectors of the first column's texts), when the objective reads some: `[B, width]`.
+    pub targets: Option<Tensor>,
 }
 
 impl BatchOutput {

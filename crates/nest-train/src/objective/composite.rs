@@ -2,6 +2,7 @@
 //! its own random stream.
 
 use nest_model::ClsAttention;
+use tch::Tensor;
 
 use super::{BatchOutput, Objective, StepContext, Term};
 
@@ -117,7 +118,13 @@ impl Objective for Composite {
         self.parts.iter().find_map(|p| p.objective.reads_tokens())
     }
 
-    fn diagnostics(&self, out: &BatchOutput) -> Vec<(String, f64)> {
+    /// The first part's targets that has some: a run has one teacher (`BuildContext`), whose
+    /// rows every part that reads targets reads.
+    fn targets(&self, texts: &[String]) -> Option<Tensor> {
+        self.parts.iter().find_map(|p| p.objective.targets(texts))
+    }
+
+    fn diagnostics(&self, out: &BatchOutput) -> Vec<(String, Tensor)> {
         let many = self.parts.len() > 1;
         self.parts
             .iter()

@@ -147,15 +147,29 @@ impl Objective for Distill {
         )
     }
 
-    fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {
-        let s = out.columns[0].pooled(out.layers);
+    /// The teacher's vectors of the batch's texts (looked up on the host, outside a recorded
+    /// step).
+    fn targets(&self, texts: &[String]) -> Option<Tensor> {
         // a text outside the table is a bug in the caller (nest distill embeds every training
         // text first), not bad input
         let t = self
             .teacher
-            .lookup(&out.texts)
-            .unwrap_or_else(|t| panic!("the teacher table lacks the training text {t:?}"))
-            .to_device(s.device())
+            .lookup(texts)
+            .unwrap_or_else(|t| panic!("the teacher table lacks the training text {t:?}"));
+        Some(t)
+    }
+
+    /// Nothing drawn, nothing read back: the teacher's rows come in as the step's targets.
+    fn recorded_draws(&self, _ctx: &StepContext, _num_layers: usize) -> Option<Vec<usize>> {
+        Some(Vec::new())
+    }
+
+    fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {
+        let s = out.columns[0].pooled(out.layers);
+        let t = out
+            .targets
+            .as_ref()
+            .expect("the step hands a distill component its teacher's vectors")
             .to_kind(s.kind());
         self.dims
             .iter()

@@ -114,25 +114,25 @@ pub fn gram(z: &Tensor, kernel: Kernel, gamma: f64) -> Tensor {
 }
 
 /// The median of the squared distances between distinct rows (numpy's median: the mean of
-/// the two middle values for an even count), without gradient.
+/// the two middle values for an even count), without gradient, where the rows are: a float64
+/// scalar, NaN for fewer than two rows. Nothing is read back, so a recorded step computes it.
 ///
 /// # Shapes
-/// - `z`: `[n, d]`, `n >= 2`
-fn median_sq_dist(z: &Tensor) -> f64 {
-    let n = z.size()[0];
-    let d = tch::no_grad(|| sq_dists(z).to_kind(Kind::Double));
-    let mut v: Vec<f64> = Vec::with_capacity((n * (n - 1) / 2) as usize);
-    let all: Vec<f64> = Vec::try_from(d.reshape([-1])).unwrap_or_default();
-    for i in 0..n as usize {
-        for j in i + 1..n as usize {
-            v.push(all[i * n as usize + j]);
-        }
+/// - `z`: `[n, d]`; returns `[]`
+fn median_sq_dist(z: &Tensor) -> Tensor {
+    let (n, dev) = (z.size()[0], z.device());
+    let pairs = n * (n - 1) / 2;
+    if pairs == 0 {
+        return Tensor::full([] as [i64; 0], f64::NAN, (Kind::Double, dev));
     }
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        k if k % 2 == 1 => v[k / 2],
-        k => (v[k / 2 - 1] + v[k / 2]) / 2.0,
+    let d = tch::no_grad(|| sq_dists(z).to_kind(Kind::Double));
+    // the strict upper triangle, row by row, as flat indices
+    let upper = Tensor::triu_indices(n, n, 1, (Kind::Int64, dev));
+    let flat = upper.get(0) * n + upper.get(1);
+    let (sorted, _) = d.reshape([-1]).index_select(0, &flat).sort(0, false);
+    match pairs % 2 {
+        1 => sorted.get(pairs / 2),
+        _ => sorted.narrow(0, pairs / 2 - 1, 2).mean(Kind::Double),
     }
 }
 
@@ -147,18 +147,23 @@ pub fn side_gram(z: &Tensor, config: &HsicConfig) -> Tensor {
     } else {
         z.shallow_clone()
     };
-    let gamma = match config.bandwidth {
-        Bandwidth::Fixed => config.gamma,
+    match config.bandwidth {
+        Bandwidth::Fixed => gram(&z, config.kernel, config.gamma),
         Bandwidth::Median => {
+            // on the device: a scalar tensor in place of gamma, the fallback by `where`
             let m = median_sq_dist(&z);
+            let usable = m.gt(0.0).logical_and(&m.isfinite());
+            let gamma = match config.kernel {
+                Kernel::Rbf => (m.reciprocal() * 0.5).where_scalarother(&usable, config.gamma),
+                Kernel::Imq | Kernel::Linear => m.where_scalarother(&usable, config.gamma),
+            };
             match config.kernel {
-                _ if !(m > 0.0 && m.is_finite()) => config.gamma,
-                Kernel::Rbf => 1.0 / (2.0 * m),
-                Kernel::Imq | Kernel::Linear => m,
+                Kernel::Rbf => (sq_dists(&z) * -gamma).exp(),
+                Kernel::Imq => (sq_dists(&z) + gamma).rsqrt(),
+                Kernel::Linear => gram(&z, Kernel::Linear, config.gamma),
             }
         }
-    };
-    gram(&z, config.kernel, gamma)
+    }
 }
 
 /// The empirical HSIC of eq. 6, `tr(K_X H K_S H) / n^2` with `H = I - 11^T / n`, computed as
@@ -179,13 +184,12 @@ pub fn hsic(kx: &Tensor, ks: &Tensor) -> Tensor {
 /// HSIC sits at a constant and passes no gradient; near 1 means every pair looks alike.
 ///
 /// # Shapes
-/// - `k`: `[n, n]`, `n >= 2`
-pub fn mean_off_diagonal(k: &Tensor) -> f64 {
+/// - `k`: `[n, n]`, `n >= 2`; returns a float64 scalar `[]`, where `k` is
+pub fn mean_off_diagonal(k: &Tensor) -> Tensor {
     let n = k.size()[0];
     let k = k.to_kind(Kind::Double);
-    let total = k.sum(Kind::Double).double_value(&[]);
-    let diag = k.diagonal(0, 0, 1).sum(Kind::Double).double_value(&[]);
-    (total - diag) / (n * (n - 1)).max(1) as f64
+    let off = k.sum(Kind::Double) - k.diagonal(0, 0, 1).sum(Kind::Double);
+    off / (n * (n - 1)).max(1) as f64
 }
 
 /// `beta * HSIC(X, S)` on the first column of a batch.
@@ -228,7 +232,12 @@ impl Objective for Hsic {
     }
 
     /// The mean off-diagonal kernel value of each side (`kx_offdiag`, `ks_offdiag`).
-    fn diagnostics(&self, out: &BatchOutput) -> Vec<(String, f64)> {
+    /// Nothing drawn, nothing read back (the median heuristic too runs on the device).
+    fn recorded_draws(&self, _ctx: &StepContext, _num_layers: usize) -> Option<Vec<usize>> {
+        Some(Vec::new())
+    }
+
+    fn diagnostics(&self, out: &BatchOutput) -> Vec<(String, Tensor)> {
         let col = &out.columns[0];
         let x = col.pooled_raw(self.config.input_layer);
         let s = col.pooled(out.layers);

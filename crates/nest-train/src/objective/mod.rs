@@ -94,9 +94,19 @@ pub trait Objective {
             .then(|| "it reads attention probabilities".to_string())
     }
     /// Values logged beside the terms (as `diag/<name>` in `metrics.jsonl`) but not part of
-    /// the loss: what tells a user that a term is inert (e.g. a saturated kernel).
-    fn diagnostics(&self, _out: &BatchOutput) -> Vec<(String, f64)> {
+    /// the loss: what tells a user that a term is inert (e.g. a saturated kernel). Scalars
+    /// left where they were computed (a recorded step writes them into its outputs; an eager
+    /// one reads them back).
+    fn diagnostics(&self, _out: &BatchOutput) -> Vec<(String, Tensor)> {
         Vec::new()
+    }
+    /// What this objective reads for each row besides the encoded columns, found on the host
+    /// from the first column's texts in row order (a teacher's vectors of them: `[B, width]`,
+    /// on the CPU), or `None`. The step hands them over on the device as
+    /// [`BatchOutput::targets`]; a recorded step copies them into its static input before each
+    /// replay, so the lookup stays outside the recording.
+    fn targets(&self, _texts: &[String]) -> Option<Tensor> {
+        None
     }
     /// What fixes this micro-batch's terms, where something does: `Some(draws)` (the layers
     /// and dims drawn from the [`StepContext`]; empty when nothing is drawn) when

@@ -175,21 +175,20 @@ impl Objective for QuantReport {
         Vec::new()
     }
 
-    fn diagnostics(&self, out: &BatchOutput) -> Vec<(String, f64)> {
+    fn diagnostics(&self, out: &BatchOutput) -> Vec<(String, Tensor)> {
         let last = out.pooled(out.layers);
         let scores = out.scores.as_ref();
         let mut d = Vec::new();
         for &dim in &self.dims {
             let cut: Vec<Tensor> = last.iter().map(|t| t.narrow(1, 0, dim as i64)).collect();
-            let float = self.task.apply(&cut, scores).double_value(&[]);
-            d.push((format!("float32@{dim}"), float));
+            d.push((format!("float32@{dim}"), self.task.apply(&cut, scores)));
             for p in self.quantization.precisions() {
                 let scale = match (p, self.quantization.binary_scale) {
                     (QuantPrecision::Binary, Some(s)) => s,
                     _ => self.task.scale,
                 };
                 let v = self.task.apply_at_scale(&columns(&cut, p), scores, scale);
-                d.push((format!("{}@{dim}", p.name()), v.double_value(&[])));
+                d.push((format!("{}@{dim}", p.name()), v));
             }
             if self.quantization.binary {
                 d.push((format!("bits@{dim}"), bit_entropy(&cut[0])));
@@ -203,20 +202,15 @@ impl Objective for QuantReport {
 /// most): how much the binary code can still tell rows apart. A collapse shows as a fall.
 ///
 /// # Shapes
-/// - `x`: `[B, d]`
-pub(crate) fn bit_entropy(x: &Tensor) -> f64 {
-    let p = Vec::<f64>::try_from(
-        x.gt(0.0)
-            .to_kind(tch::Kind::Double)
-            .mean_dim(0, false, None),
-    )
-    .unwrap_or_default();
-    p.iter()
-        .map(|&p| {
-            let h = |q: f64| if q > 0.0 { -q * q.log2() } else { 0.0 };
-            h(p) + h(1.0 - p)
-        })
-        .sum()
+/// - `x`: `[B, d]`; returns a float64 scalar `[]`, where `x` is
+pub(crate) fn bit_entropy(x: &Tensor) -> Tensor {
+    let p = x
+        .gt(0.0)
+        .to_kind(tch::Kind::Double)
+        .mean_dim(0, false, None);
+    // -q ln q (0 at q = 0) for both values of each bit, in bits
+    let nats = p.special_entr() + (-&p + 1.0).special_entr();
+    nats.sum(tch::Kind::Double) / std::f64::consts::LN_2
 }
 
 #[cfg(test)]

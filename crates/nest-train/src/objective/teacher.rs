@@ -15,7 +15,7 @@ pub struct TeacherTable {
 
 impl TeacherTable {
     /// The table of `texts` (row `i` of `vectors` is `texts[i]`).
-    pub(crate) fn new(texts: &[String], vectors: Tensor) -> Self {
+    pub fn new(texts: &[String], vectors: Tensor) -> Self {
         let rows = texts
             .iter()
             .enumerate()

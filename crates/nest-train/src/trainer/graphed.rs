@@ -6,13 +6,16 @@
 //! - fixed shapes: each column of a batch is padded to a multiple of [`BUCKET`] tokens, and one
 //!   graph is kept per (rows, padded lengths, the objective's draws), at most [`MAX_GRAPHS`]
 //!   and while the device's memory leaves room ([`Pool::has_room`]; other shapes run eagerly);
-//! - static tensors: the token ids and masks are copied into the graph's own tensors before a
-//!   replay, and the loss and gradient norm are read from its outputs after;
+//! - static tensors: the token ids and masks, the gold scores and the objective's targets (a
+//!   teacher's vectors of the batch, looked up on the host: [`Objective::targets`]) are copied
+//!   into the graph's own tensors before a replay, and the loss, terms, diagnostics and
+//!   gradient norm are read from its outputs after;
 //! - nothing read back inside the step: the layers run unpacked, the objective must say what
-//!   fixes its terms ([`Objective::recorded_draws`]: nothing for MRL and MIC; for 2DMSE the
-//!   shallow layers and prefix dims it samples, so that its steps are recorded once per shape
-//!   and draws; ESE, MIPIC and distillation stay eager), the clipping and the update read the
-//!   rate and step from the device ([`AdamW::clip_and_step_on_device`]).
+//!   fixes its terms ([`Objective::recorded_draws`]: nothing for MRL, MIC, MIPIC, distillation
+//!   and HSIC; for 2DMSE the shallow layers and prefix dims it samples, so that its steps are
+//!   recorded once per shape and draws; ESE, whose SVD checks its result on the host, stays
+//!   eager), the clipping and the update read the rate and step from the device
+//!   ([`AdamW::clip_and_step_on_device`]).
 //!
 //! Dropout stays random: the generator is re-seeded before each replay as before each eager
 //! step, and libtorch's CUDA generator feeds a graph its current seed and offset at replay. The
@@ -52,11 +55,13 @@ struct Static {
     inputs: Vec<(EncoderInput, Tensor)>,
     /// Gold scores `[rows]`, when the source has them.
     scores: Option<Tensor>,
+    /// The objective's targets `[rows, width]` ([`Objective::targets`]), when it reads some.
+    targets: Option<Tensor>,
     /// The summed loss and the gradient norm before clipping (float64 scalars).
     loss: Tensor,
     norm: Tensor,
-    /// The objective's terms (float64, the first `names.len()` of [`MAX_TERMS`]), named at the
-    /// first pass.
+    /// The objective's terms and then its diagnostics (float64, the first `names.len()` of
+    /// [`MAX_TERMS`]), named at the first pass.
     terms: Tensor,
     names: std::cell::RefCell<Vec<String>>,
 }
@@ -166,17 +171,21 @@ impl GraphedStep {
         update.set_lrs(spec.lrs);
         let _ = update.step.shallow_clone().fill_(opt.step as f64);
         tch::manual_seed(spec.ctx.seed.wrapping_add(spec.ctx.micro_batch) as i64);
-        let scores = scores(src, b);
+        let host = Host {
+            inputs: host,
+            scores: scores(src, b),
+            targets: super::step::targets(spec.objective, src, &b.examples),
+        };
         let mut body = |s: &Static| run_body(enc, opt, update, spec, s);
         let state = match self.graphs.get_mut(&key) {
             Some(c) => {
-                fill(&c.state, &host, scores.as_ref());
+                fill(&c.state, &host);
                 c.run(&mut body)?;
                 &c.state
             }
             None => {
-                let state = static_like(&host, scores.as_ref(), enc.device());
-                fill(&state, &host, scores.as_ref());
+                let state = static_like(&host, enc.device());
+                fill(&state, &host);
                 // the warm-up pass is this step; the recording serves the next ones
                 let pool = self.pool.get_or_insert_with(|| Pool::new(enc.device()));
                 match Captured::record(pool, state, WARMUP, &mut body) {
@@ -234,16 +243,22 @@ fn run_body(
 ) -> nest_model::Result<()> {
     let out = nest_model::without_packing(|| batch_output(enc, s, spec));
     let terms = spec.objective.terms(&out, &spec.ctx);
-    let named = terms.len().min(MAX_TERMS);
-    if s.names.borrow().is_empty() {
-        *s.names.borrow_mut() = terms[..named].iter().map(|t| t.name.clone()).collect();
-    }
-    let values: Vec<Tensor> = terms[..named]
+    let diagnostics = tch::no_grad(|| spec.objective.diagnostics(&out));
+    let logged: Vec<(String, &Tensor)> = terms
         .iter()
-        .map(|t| t.value.detach().to_kind(Kind::Double).reshape([1]))
+        .map(|t| (t.name.clone(), &t.value))
+        .chain(diagnostics.iter().map(|(n, v)| (format!("diag/{n}"), v)))
+        .take(MAX_TERMS)
+        .collect();
+    if s.names.borrow().is_empty() {
+        *s.names.borrow_mut() = logged.iter().map(|(n, _)| n.clone()).collect();
+    }
+    let values: Vec<Tensor> = logged
+        .iter()
+        .map(|(_, v)| v.detach().to_kind(Kind::Double).reshape([1]))
         .collect();
     s.terms
-        .narrow(0, 0, named as i64)
+        .narrow(0, 0, values.len() as i64)
         .copy_(&Tensor::cat(&values, 0));
     let total = terms
         .iter()
@@ -287,7 +302,7 @@ fn batch_output(enc: &ElasticEncoder, s: &Static, spec: &StepSpec) -> BatchOutpu
         scores: s.scores.as_ref().map(Tensor::shallow_clone),
         layers: enc.num_layers(),
         normalize: enc.normalize,
-        texts: Vec::new(),
+        targets: s.targets.as_ref().map(Tensor::shallow_clone),
     }
 }
 
@@ -347,11 +362,21 @@ pub(super) fn copy_inputs(dst: &[(EncoderInput, Tensor)], host: &[(EncoderInput,
     }
 }
 
-/// Device tensors of the host inputs' shapes, and the two outputs.
-fn static_like(host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>, dev: Device) -> Static {
+/// One batch's inputs on the host: each column's ids, masks and pooling masks, the gold scores
+/// and the objective's targets.
+struct Host {
+    inputs: Vec<(EncoderInput, Tensor)>,
+    scores: Option<Tensor>,
+    targets: Option<Tensor>,
+}
+
+/// Device tensors of the host inputs' shapes, and the outputs.
+fn static_like(host: &Host, dev: Device) -> Static {
+    let like = |t: &Option<Tensor>| t.as_ref().map(|t| t.zeros_like().to_device(dev));
     Static {
-        inputs: inputs_like(host, dev),
-        scores: scores.map(|s| s.zeros_like().to_device(dev)),
+        inputs: inputs_like(&host.inputs, dev),
+        scores: like(&host.scores),
+        targets: like(&host.targets),
         loss: Tensor::zeros([], (Kind::Double, dev)),
         norm: Tensor::zeros([], (Kind::Double, dev)),
         terms: Tensor::zeros([MAX_TERMS as i64], (Kind::Double, dev)),
@@ -360,9 +385,11 @@ fn static_like(host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>, dev: De
 }
 
 /// Copies a batch into a graph's static inputs.
-fn fill(s: &Static, host: &[(EncoderInput, Tensor)], scores: Option<&Tensor>) {
-    copy_inputs(&s.inputs, host);
-    if let (Some(d), Some(h)) = (&s.scores, scores) {
-        d.shallow_clone().copy_(h);
+fn fill(s: &Static, host: &Host) {
+    copy_inputs(&s.inputs, &host.inputs);
+    for (d, h) in [(&s.scores, &host.scores), (&s.targets, &host.targets)] {
+        if let (Some(d), Some(h)) = (d, h) {
+            d.shallow_clone().copy_(h);
+        }
     }
 }

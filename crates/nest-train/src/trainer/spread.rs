@@ -23,7 +23,7 @@ use nest_model::{ElasticEncoder, Head};
 use tch::Tensor;
 
 use super::graphed_chunks::ChunkGraphs;
-use super::step::{assemble, encode_column, micro_step, score, MicroResult};
+use super::step::{assemble, encode_column, micro_step, score, targets, MicroResult};
 use crate::data::{Batch, Source};
 use crate::objective::{Column, Objective, PooledLayer, StepContext};
 use crate::recipe::LossKind;
@@ -314,7 +314,8 @@ pub(crate) fn spread_micro_step(
         columns.push(pooled_column(enc, &raw, out.as_ref()));
     }
     // the rows are `examples` (length-sorted under GradCache), not the batch's order
-    let out = assemble(enc, src, &examples, columns);
+    let mut out = assemble(enc, src, &examples, columns);
+    out.targets = targets(objective, src, &examples).map(|t| t.to_device(enc.device()));
     // objectives' own random draws (e.g. a randomised SVD) must agree on every rank
     tch::manual_seed(ctx.seed.wrapping_add(ctx.micro_batch) as i64);
     let (res, finite) = score(objective, &out, ctx, grad_accum);

@@ -78,8 +78,8 @@ pub fn batch_output(
 }
 
 /// What the objective sees, from encoded `columns` whose rows are `examples` in that order:
-/// the gold scores and first-column texts follow the same order (GradCache encodes a batch
-/// sorted by length, and a score or a teacher's text must stay with its row).
+/// the gold scores follow the same order (GradCache encodes a batch sorted by length, and a
+/// score must stay with its row); the objective's targets are the caller's ([`targets`]).
 pub(crate) fn assemble(
     enc: &ElasticEncoder,
     src: &Source,
@@ -95,8 +95,20 @@ pub(crate) fn assemble(
         scores,
         layers: enc.num_layers(),
         normalize: enc.normalize,
-        texts: examples.iter().map(|&i| src.texts[i][0].clone()).collect(),
+        targets: None,
     }
+}
+
+/// `objective`'s targets of the rows `examples`, in their order (a teacher's vectors of their
+/// first texts), on the host: a recorded step copies them into its static input, an eager one
+/// puts them on the device ([`BatchOutput::targets`]).
+pub(crate) fn targets(
+    objective: &dyn Objective,
+    src: &Source,
+    examples: &[usize],
+) -> Option<Tensor> {
+    let texts: Vec<String> = examples.iter().map(|&i| src.texts[i][0].clone()).collect();
+    objective.targets(&texts)
 }
 
 /// What one micro-batch gave.
@@ -122,7 +134,8 @@ pub fn micro_step(
     grad_accum: usize,
 ) -> MicroResult {
     tch::manual_seed(ctx.seed.wrapping_add(ctx.micro_batch) as i64);
-    let out = batch_output(enc, src, b, loss, true, objective.attention());
+    let mut out = batch_output(enc, src, b, loss, true, objective.attention());
+    out.targets = targets(objective, src, &b.examples).map(|t| t.to_device(enc.device()));
     let (res, _) = score(objective, &out, ctx, grad_accum);
     res
 }
@@ -150,7 +163,7 @@ pub(crate) fn score(
     terms.extend(
         diagnostics
             .into_iter()
-            .map(|(n, v)| (format!("diag/{n}"), v)),
+            .map(|(n, v)| (format!("diag/{n}"), v.double_value(&[]))),
     );
     let finite = value.is_finite();
     if finite {

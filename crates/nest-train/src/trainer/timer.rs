@@ -24,11 +24,13 @@ pub struct StepTimer {
     enc: ElasticEncoder,
     objectives: Vec<Box<dyn Objective>>,
     recipes: Vec<Recipe>,
-    // holds the objectives' parameters (the optimizer has their tensors)
-    _params: VarStore,
+    /// The objectives' parameters (the optimizer has their tensors).
+    params: VarStore,
     opt: AdamW,
     lr: f64,
     graphs: GraphedStep,
+    /// The last step's terms and diagnostics (`diag/...`), as a run logs them.
+    last: Vec<(String, f64)>,
 }
 
 impl StepTimer {
@@ -62,14 +64,20 @@ impl StepTimer {
             enc,
             objectives,
             recipes,
-            _params: params,
+            params,
             lr,
             graphs: GraphedStep::new(GraphMode::Off),
+            last: Vec::new(),
         })
     }
 
     pub fn encoder(&self) -> &ElasticEncoder {
         &self.enc
+    }
+
+    /// The objectives' own trained tensors (e.g. distillation's maps `W`), by name.
+    pub fn objective_variables(&self) -> std::collections::HashMap<String, tch::Tensor> {
+        self.params.variables()
     }
 
     /// Records steps as CUDA graphs per shape (see [`GraphedStep`]); `Off` by default.
@@ -84,13 +92,20 @@ impl StepTimer {
         self.graphs.set_budget(dev, budget, reserved);
     }
 
+    /// The last step's named terms and diagnostics (`diag/<name>`), as `metrics.jsonl` has
+    /// them.
+    pub fn last_terms(&self) -> &[(String, f64)] {
+        &self.last
+    }
+
     /// How many shapes have a recorded step, and why recording stopped if it did.
     pub fn graph_report(&self) -> (usize, Option<&str>) {
         (self.graphs.recorded(), self.graphs.failure())
     }
 
     /// One optimizer step of objective `o` on `pairs` (anchor, positive), tokenisation
-    /// included, in GradCache chunks when the recipe has a `mini_batch_size`; returns the anchors' and the positives' lengths in tokens.
+    /// included, in GradCache chunks when the recipe has a `mini_batch_size`; returns the
+    /// anchors' and the positives' lengths in tokens.
     pub fn step(
         &mut self,
         o: usize,
@@ -136,11 +151,11 @@ impl StepTimer {
         };
         match whole {
             Some((_, norm)) if !norm.is_finite() => return Err(non_finite(norm)),
-            Some(_) => {}
+            Some((res, _)) => self.last = res.terms,
             None => {
                 let chunks = Some(&mut self.graphs.chunks);
                 let train = spec.train;
-                spread_micro_step(
+                self.last = spread_micro_step(
                     &self.enc,
                     spec.objective,
                     &src,
@@ -151,7 +166,8 @@ impl StepTimer {
                     &spread,
                     train,
                     chunks,
-                )?;
+                )?
+                .terms;
                 apply_update(&mut self.opt, r.max_grad_norm, &[self.lr], non_finite)?;
             }
         }

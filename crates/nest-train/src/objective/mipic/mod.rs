@@ -6,8 +6,9 @@
 //! (SIA), eq. 14-17 (PIC) and eq. 18 (the sum).
 //!
 //! The component returns the SIA and PIC terms; eq. 18's
-//! `alpha * L_MRL + (1 - alpha) * (L_SIA + L_PIC)` is a recipe with an `mrl` component of weight `alpha` next to this one with
-//! weight `1 - alpha` (`recipes/mipic.toml`, alpha = 0.4 as Table 7). Every term comes from the
+//! `alpha * L_MRL + (1 - alpha) * (L_SIA + L_PIC)` is a recipe with an `mrl` component of
+//! weight `alpha` next to this one with weight `1 - alpha` (`recipes/mipic.toml`, alpha = 0.4
+//! as Table 7). Every term comes from the
 //! one forward pass the trainer already ran (the first column: with SimCSE, the first dropout
 //! view). The projectors `P_i` and `phi_i` live in the objective's parameter store, which the
 //! trainer optimises and checkpoints and the exported model never holds.
@@ -215,6 +216,11 @@ impl Objective for Mipic {
              sia = false, or train MIPIC without mini_batch_size in one process)"
                 .to_string()
         })
+    }
+
+    /// Nothing drawn, nothing read back (each row's top-k count is reckoned on the device).
+    fn recorded_draws(&self, _ctx: &StepContext, _num_layers: usize) -> Option<Vec<usize>> {
+        Some(Vec::new())
     }
 
     fn terms(&self, out: &BatchOutput, _ctx: &StepContext) -> Vec<Term> {

@@ -97,9 +97,12 @@ fn masked_linear_cka(x: &Tensor, y: &Tensor, sel: &Tensor) -> Tensor {
 
 /// Top-k hidden-state alignment (eq. 7-12) at every prefix dim: the teacher's top `k_i`
 /// tokens by `s^(D)` (one ranking, so the sets are nested, Appendix A.5), `1 - CKA(h[:, :d_i],
-/// H)` on them, mean over the sequences with at least two selected tokens. The full-dimensional side is detached: it is the teacher, and the
-/// prefix should move towards its structure, not the reverse. Only the `max k_i` top tokens are
-/// gathered; each dim masks its own count.
+/// H)` on them, mean over the sequences with at least two selected tokens. The
+/// full-dimensional side is detached: it is the teacher, and the prefix should move towards
+/// its structure, not the reverse. Each row's `k_i` ([`top_k`] of its candidate count) is
+/// reckoned on the device and masks the top tokens gathered, as many as the longest possible
+/// row would select, so that nothing is read back (a recorded step computes it) and the
+/// values are those of gathering each row's own `k_i`.
 ///
 /// # Shapes
 /// - `h`: `[B, m, D]`; `cand`, `s_teacher`: from [`teacher_scores`]
@@ -112,36 +115,33 @@ pub fn topk_cka(
     gammas: &[f64],
     min_k: usize,
 ) -> Vec<Tensor> {
-    let (b, _, dd) = h.size3().expect("[B, m, D]");
-    let counts: Vec<i64> =
-        Vec::try_from(cand.sum_dim_intlist(1, false, Kind::Int64)).expect("counts");
-    let ks: Vec<Vec<i64>> = gammas
+    let (b, m, dd) = h.size3().expect("[B, m, D]");
+    let counts = cand.sum_dim_intlist(1, false, Kind::Double);
+    // top_k of each row's count, in float64 as top_k reckons it: [B] each
+    let ks: Vec<Tensor> = gammas
         .iter()
         .map(|&g| {
-            counts
-                .iter()
-                .map(|&m| top_k(g, m as usize, min_k) as i64)
-                .collect()
+            (&counts * g)
+                .ceil()
+                .clamp_min(min_k as f64)
+                .minimum(&counts)
         })
         .collect();
-    let kmax = ks.iter().flatten().copied().max().unwrap_or(0).max(1);
+    let most = gammas.iter().map(|&g| top_k(g, m as usize, min_k)).max();
+    let kmax = most.unwrap_or(0).max(1) as i64;
     let order = s_teacher
         .masked_fill(&cand.logical_not(), MASKED)
         .argsort(-1, true)
         .narrow(1, 0, kmax);
     let rows = h.gather(1, &order.unsqueeze(-1).expand([b, kmax, dd], false), false);
     let teacher = rows.detach();
-    let rank = Tensor::arange(kmax, (Kind::Int64, h.device())).unsqueeze(0);
+    let rank = Tensor::arange(kmax, (Kind::Double, h.device())).unsqueeze(0);
     dims.iter()
         .zip(&ks)
         .map(|(&d, k)| {
             // CKA needs two rows to centre: sequences with fewer selected tokens sit out
-            let valid: Vec<f64> = k.iter().map(|&k| f64::from(u8::from(k >= 2))).collect();
-            let valid = Tensor::from_slice(&valid)
-                .to_device(h.device())
-                .to_kind(h.kind());
-            let k = Tensor::from_slice(k).to_device(h.device()).unsqueeze(1);
-            let sel = rank.lt_tensor(&k).to_kind(h.kind());
+            let valid = k.ge(2.0).to_kind(h.kind());
+            let sel = rank.lt_tensor(&k.unsqueeze(1)).to_kind(h.kind());
             let cka = masked_linear_cka(&rows.narrow(2, 0, d as i64), &teacher, &sel);
             let loss: Tensor = (1.0 - cka) * &valid;
             loss.sum(None::<Kind>) / valid.sum(None::<Kind>).clamp_min(1.0)
