@@ -196,7 +196,8 @@ fn svd_lowrank(a: &Tensor, q: i64, niter: usize) -> (Tensor, Tensor) {
     let qb = approximate_basis(&a, q, niter);
     let b = qb.transpose(0, 1).matmul(&a); // [q, cols]
                                            // torch.svd (reduced) = torch.linalg.svd with V instead of V^H; the `driver` argument of
-                                           // linalg_svd is CUDA-only and tch cannot pass "none"
+                                           // linalg_svd is CUDA-only and tch cannot pass "none". On a GPU it checks its result on the
+                                           // host, which is why ESE's steps are not recorded as CUDA graphs
     let (u, s, v) = b.svd(true, true);
     if wide {
         (v, s)
