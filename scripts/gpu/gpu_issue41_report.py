@@ -332,7 +332,8 @@ def summary(o):
         tag = os.path.basename(f)[3:-3]
         for line in md_rows(f, ["median (vs plain", "one epoch", "peak GPU"]):
             print(f"{tag}: {squash(line)}")
-    print("\n-- 12. 2DMSE and MIC steps, MiniLM (bench train --objectives mrl,2dmse,mic; g=cuda graph)")
+    print("\n-- 12. 2DMSE, MIC, MIPIC and IBKD steps, MiniLM (bench train; goff: every objective "
+          "eager, gon: mrl,2dmse,mic recorded, gon_new: mrl,mipic,ibkd recorded)")
     for f in sorted(glob.glob(os.path.join(o, "s12", "train2d_*.md"))):
         tag = os.path.basename(f)[8:-3]
         for line in md_rows(f, ["median (vs plain", "x MRL", "peak GPU"]):
