@@ -1,11 +1,15 @@
 //! A whole training step (forward, objective, backward, clipping, AdamW) recorded once as a
 //! CUDA graph per input shape and replayed ([`nest_model::graph`]): on a GPU a small model's
-//! step is bound by kernel launches, and a replay is one launch.
+//! step is bound by kernel launches, and a replay is one launch. A step that accumulates
+//! micro-batches (`grad_accum`) records each micro-batch's forward and backward instead
+//! ([`GraphedStep::micro`]: its gradients added to the parameters'), and the caller updates
+//! eagerly after the last.
 //!
 //! What a replay needs, and this module arranges:
 //! - fixed shapes: each column of a batch is padded to a multiple of [`BUCKET`] tokens, and one
-//!   graph is kept per (rows, padded lengths, the objective's draws), at most [`MAX_GRAPHS`]
-//!   and while the device's memory leaves room ([`Pool::has_room`]; other shapes run eagerly);
+//!   graph is kept per (rows, padded lengths, whole step or micro-batch, the objective's
+//!   draws), at most [`MAX_GRAPHS`] and while the device's memory leaves room
+//!   ([`Pool::has_room`]; other shapes run eagerly);
 //! - static tensors: the token ids and masks, the gold scores and the objective's targets (a
 //!   teacher's vectors of the batch, looked up on the host: [`Objective::targets`]) are copied
 //!   into the graph's own tensors before a replay, and the loss, terms, diagnostics and
@@ -27,10 +31,13 @@ use std::collections::HashMap;
 pub use nest_model::graph::GraphMode;
 use nest_model::graph::{Budget, Captured, Pool, Reserved};
 use nest_model::optim::DeviceUpdate;
-use nest_model::{ElasticEncoder, EncoderInput};
+use nest_model::ElasticEncoder;
 use tch::{Device, Kind, Tensor};
 
 use super::graphed_chunks::ChunkGraphs;
+use super::graphed_inputs::{
+    self, fill, host_inputs, scores, static_like, Host, Static, MAX_TERMS,
+};
 use super::spread::column_sources;
 use super::step::MicroResult;
 use crate::data::{Batch, Source};
@@ -48,27 +55,6 @@ pub const MAX_GRAPHS: usize = 32;
 /// batches of that shape.
 const WARMUP: usize = 1;
 
-/// One shape's static tensors.
-struct Static {
-    /// Per column: token ids and attention mask `[rows, padded]`, pooling mask (a prompt's
-    /// tokens zeroed).
-    inputs: Vec<(EncoderInput, Tensor)>,
-    /// Gold scores `[rows]`, when the source has them.
-    scores: Option<Tensor>,
-    /// The objective's targets `[rows, width]` ([`Objective::targets`]), when it reads some.
-    targets: Option<Tensor>,
-    /// The summed loss and the gradient norm before clipping (float64 scalars).
-    loss: Tensor,
-    norm: Tensor,
-    /// The objective's terms and then its diagnostics (float64, the first `names.len()` of
-    /// [`MAX_TERMS`]), named at the first pass.
-    terms: Tensor,
-    names: std::cell::RefCell<Vec<String>>,
-}
-
-/// Terms a recorded step reports at most (beyond: summed into the loss, not logged one by one).
-const MAX_TERMS: usize = 64;
-
 /// What one recorded or eager step needs to know besides the batch.
 pub struct StepSpec<'a> {
     pub objective: &'a dyn Objective,
@@ -83,60 +69,70 @@ pub struct StepSpec<'a> {
 /// The graphs of one run and the device copy of the optimizer's numbers.
 pub struct GraphedStep {
     mode: GraphMode,
-    graphs: HashMap<Vec<i64>, Captured<Static>>,
+    /// Whole steps and accumulated micro-batches, recorded.
+    recordings: Recordings,
     update: Option<DeviceUpdate>,
-    /// Why recording stopped (a failed capture): later steps run eagerly.
-    pub failed: Option<String>,
     /// GradCache's chunk passes, recorded when the step itself cannot be (a GradCache run).
     pub chunks: ChunkGraphs,
-    /// Where the step graphs keep their memory, made at the first recording.
-    pool: Option<Pool>,
 }
 
 impl GraphedStep {
     pub fn new(mode: GraphMode) -> GraphedStep {
         GraphedStep {
             mode,
-            graphs: HashMap::new(),
+            recordings: Recordings::default(),
             update: None,
-            failed: None,
             chunks: ChunkGraphs::new(mode),
-            pool: None,
         }
     }
 
     /// What a step of `spec` on `enc` would be recorded under besides its shape (the
     /// objective's draws), or `None` when it runs eagerly (before shape and memory checks).
     fn draws(&self, enc: &ElasticEncoder, spec: &StepSpec) -> Option<Vec<usize>> {
-        if !self.mode.resolve(enc.device()) || self.failed.is_some() {
+        if !self.mode.resolve(enc.device()) || self.recordings.failed.is_some() {
             return None;
         }
         spec.objective.recorded_draws(&spec.ctx, enc.num_layers())
     }
 
-    /// How many graphs were recorded: one per whole-step shape, two per GradCache chunk
-    /// shape.
+    /// How many graphs were recorded: one per whole-step (or accumulated micro-batch) shape,
+    /// two per GradCache chunk shape.
     pub fn recorded(&self) -> usize {
-        self.graphs.len() + self.chunks.recorded()
+        self.recordings.graphs.len() + self.chunks.recorded()
+    }
+
+    /// A line for the run's end when anything was recorded: how many graphs, and why
+    /// recording stopped if it did.
+    pub fn report(&self) -> Option<String> {
+        let n = self.recorded();
+        let why = self.failure().map(|f| format!("; recording stopped: {f}"));
+        (n > 0 || why.is_some()).then(|| {
+            format!(
+                "cuda graphs: {n} recorded (steps replayed as one launch each){}",
+                why.unwrap_or_default()
+            )
+        })
     }
 
     /// Why recording stopped, if it did (the whole step's or a chunk's).
     pub fn failure(&self) -> Option<&str> {
-        self.failed.as_deref().or(self.chunks.failed.as_deref())
+        let steps = self.recordings.failed.as_deref();
+        steps.or(self.chunks.failed.as_deref())
     }
 
     /// Pools of this budget for the steps and the GradCache chunks recorded from now on, the
     /// process's bytes read by `reserved` (tests give the CPU what a GPU has).
     pub fn set_budget(&mut self, dev: Device, budget: Budget, reserved: Reserved) {
         let pool = || Pool::with_sharing(dev, false).with_budget(budget, reserved);
-        self.pool = Some(pool());
+        self.recordings.pool = Some(pool());
         self.chunks.pool = Some(pool());
     }
 
     /// Whether a new shape may be recorded: under [`MAX_GRAPHS`] and within the pool's memory
     /// budget ([`Pool::has_room`]); the pool is made here.
     fn has_room(&mut self, dev: Device) -> bool {
-        self.graphs.len() < MAX_GRAPHS && self.pool.get_or_insert_with(|| Pool::new(dev)).has_room()
+        let r = &mut self.recordings;
+        r.graphs.len() < MAX_GRAPHS && r.pool.get_or_insert_with(|| Pool::new(dev)).has_room()
     }
 
     /// One optimizer step on batch `b` through its shape's graph: `Some((loss, grad norm))`, or
@@ -151,84 +147,134 @@ impl GraphedStep {
         b: &Batch,
         spec: &StepSpec,
     ) -> Result<Option<(MicroResult, f64)>> {
-        let Some(draws) = self.draws(enc, spec) else {
+        let Some((key, host)) = self.prepare(enc, src, b, spec, -1) else {
             return Ok(None);
         };
-        let host = host_inputs(enc, src, b, &column_sources(src, spec.loss));
-        // (rows, each column's padded length, the objective's draws)
-        let key: Vec<i64> = std::iter::once(b.examples.len() as i64)
-            .chain(host.iter().map(|(i, _)| i.ids.size()[1]))
-            .chain(std::iter::once(-1))
-            .chain(draws.into_iter().map(|d| d as i64))
-            .collect();
-        if !self.graphs.contains_key(&key) && !self.has_room(enc.device()) {
-            return Ok(None);
-        }
         let update = self
             .update
             .get_or_insert_with(|| DeviceUpdate::new(opt, enc.device()));
         // the rates, and the step count (eager steps between recorded ones advance the host's)
         update.set_lrs(spec.lrs);
         let _ = update.step.shallow_clone().fill_(opt.step as f64);
-        tch::manual_seed(spec.ctx.seed.wrapping_add(spec.ctx.micro_batch) as i64);
-        let host = Host {
-            inputs: host,
-            scores: scores(src, b),
-            targets: super::step::targets(spec.objective, src, &b.examples),
-        };
         let mut body = |s: &Static| run_body(enc, opt, update, spec, s);
-        let state = match self.graphs.get_mut(&key) {
-            Some(c) => {
-                fill(&c.state, &host);
-                c.run(&mut body)?;
-                &c.state
-            }
-            None => {
-                let state = static_like(&host, enc.device());
-                fill(&state, &host);
-                // the warm-up pass is this step; the recording serves the next ones
-                let pool = self.pool.get_or_insert_with(|| Pool::new(enc.device()));
-                match Captured::record(pool, state, WARMUP, &mut body) {
-                    Ok(c) => &self.graphs.entry(key).or_insert(c).state,
-                    // a capture that failed part-way can leave libtorch's CUDA generator in
-                    // its capture state (an H100, 2026-11-26: the next eager dropout was
-                    // refused), so the run stops here rather than going on eagerly; the last
-                    // checkpoint stands
-                    Err(f) => {
-                        self.failed = Some(f.error.to_string());
-                        return Err(nest_model::Error::Core(nest_core::Error::value(
-                            "cuda_graph",
-                            format!(
-                                "recording the training step as a CUDA graph failed ({}); set \
-                                 cuda_graph = \"off\" (or --cuda-graph off) and resume",
-                                f.error
-                            ),
-                        ))
-                        .into());
-                    }
-                }
-            }
-        };
+        let state = self.recordings.run(key, &host, enc.device(), &mut body)?;
         Ok(Some(outputs(opt, state)))
+    }
+
+    /// One micro-batch of an accumulated step through its shape's graph: the forward pass, the
+    /// objective's terms and the backward of their sum over `grad_accum`, the gradients added
+    /// to the parameters' (`Some(loss and terms)`); the update stays the caller's, eager, after
+    /// the last micro-batch. `None` when it cannot be recorded (the caller runs it eagerly).
+    pub fn micro(
+        &mut self,
+        enc: &ElasticEncoder,
+        src: &Source,
+        b: &Batch,
+        spec: &StepSpec,
+        grad_accum: usize,
+    ) -> Result<Option<MicroResult>> {
+        let Some((key, host)) = self.prepare(enc, src, b, spec, -2 - grad_accum as i64) else {
+            return Ok(None);
+        };
+        let mut body = |s: &Static| micro_body(enc, spec, grad_accum, s);
+        let state = self.recordings.run(key, &host, enc.device(), &mut body)?;
+        Ok(Some(graphed_inputs::read(state)))
+    }
+
+    /// The key of batch `b`'s recording and its inputs on the host, with libtorch's generator
+    /// seeded for it; `None` when it runs eagerly (nothing fixes the objective's terms, or a new
+    /// shape finds no room). `kind` tells a whole step (-1) from an accumulated micro-batch.
+    fn prepare(
+        &mut self,
+        enc: &ElasticEncoder,
+        src: &Source,
+        b: &Batch,
+        spec: &StepSpec,
+        kind: i64,
+    ) -> Option<(Vec<i64>, Host)> {
+        let draws = self.draws(enc, spec)?;
+        let inputs = host_inputs(enc, src, b, &column_sources(src, spec.loss));
+        // (rows, each column's padded length, the kind, the objective's draws)
+        let key: Vec<i64> = std::iter::once(b.examples.len() as i64)
+            .chain(inputs.iter().map(|(i, _)| i.ids.size()[1]))
+            .chain(std::iter::once(kind))
+            .chain(draws.into_iter().map(|d| d as i64))
+            .collect();
+        if !self.recordings.graphs.contains_key(&key) && !self.has_room(enc.device()) {
+            return None;
+        }
+        tch::manual_seed(spec.ctx.seed.wrapping_add(spec.ctx.micro_batch) as i64);
+        Some((
+            key,
+            Host {
+                inputs,
+                scores: scores(src, b),
+                targets: super::step::targets(spec.objective, src, &b.examples),
+            },
+        ))
     }
 }
 
-/// The step's loss, terms and norm, read back (one synchronisation); the host step count
-/// follows a finite norm.
+/// The recordings of a run's steps (whole steps and accumulated micro-batches), by key, in one
+/// pool.
+#[derive(Default)]
+struct Recordings {
+    graphs: HashMap<Vec<i64>, Captured<Static>>,
+    /// Where they keep their memory, made at the first recording.
+    pool: Option<Pool>,
+    /// Why recording stopped (a failed capture): later steps run eagerly.
+    failed: Option<String>,
+}
+
+impl Recordings {
+    /// `key`'s recording run on `host`'s inputs, or recorded (this pass is its warm-up; the
+    /// recording serves the next ones): the static tensors its outputs are in. A failed
+    /// recording stops the run.
+    fn run(
+        &mut self,
+        key: Vec<i64>,
+        host: &Host,
+        dev: Device,
+        body: &mut dyn FnMut(&Static) -> nest_model::Result<()>,
+    ) -> Result<&Static> {
+        if self.graphs.contains_key(&key) {
+            let c = self.graphs.get_mut(&key).expect("checked");
+            fill(&c.state, host);
+            c.run(body)?;
+            return Ok(&self.graphs[&key].state);
+        }
+        let state = static_like(host, dev);
+        fill(&state, host);
+        let pool = self.pool.get_or_insert_with(|| Pool::new(dev));
+        match Captured::record(pool, state, WARMUP, body) {
+            Ok(c) => Ok(&self.graphs.entry(key).or_insert(c).state),
+            // a capture that failed part-way can leave libtorch's CUDA generator in its capture
+            // state (an H100, 2026-11-26: the next eager dropout was refused), so the run stops
+            // here rather than going on eagerly; the last checkpoint stands
+            Err(f) => {
+                self.failed = Some(f.error.to_string());
+                Err(nest_model::Error::Core(nest_core::Error::value(
+                    "cuda_graph",
+                    format!(
+                        "recording the training step as a CUDA graph failed ({}); set \
+                         cuda_graph = \"off\" (or --cuda-graph off) and resume",
+                        f.error
+                    ),
+                ))
+                .into())
+            }
+        }
+    }
+}
+
+/// The step's loss, terms and norm, read back; the host step count follows a finite norm.
 fn outputs(opt: &mut AdamW, s: &Static) -> (MicroResult, f64) {
-    let names = s.names.borrow();
-    let values = Vec::<f64>::try_from(
-        s.terms
-            .narrow(0, 0, names.len() as i64)
-            .to_device(Device::Cpu),
-    )
-    .unwrap_or_default();
-    let (loss, norm) = (s.loss.double_value(&[]), s.norm.double_value(&[]));
+    let res = graphed_inputs::read(s);
+    let norm = s.norm.double_value(&[]);
     if norm.is_finite() {
         opt.step += 1;
     }
-    let terms = names.iter().cloned().zip(values).collect();
-    (MicroResult { loss, terms }, norm)
+    (res, norm)
 }
 
 /// The recorded work: forward every column, the objective's summed terms, backward, clip and
@@ -241,6 +287,39 @@ fn run_body(
     spec: &StepSpec,
     s: &Static,
 ) -> nest_model::Result<()> {
+    let total = forward_and_backward(enc, spec, 1, s)?;
+    s.loss.shallow_clone().copy_(&total);
+    let norm = opt
+        .clip_and_step_on_device(spec.max_grad_norm, update)
+        .map_err(nest_model::Error::Torch)?;
+    s.norm.shallow_clone().copy_(&norm);
+    opt.zero_grad();
+    Ok(())
+}
+
+/// An accumulated micro-batch's recorded work: forward every column, the objective's summed
+/// terms, the backward of the sum over `grad_accum` (its gradients added to the parameters');
+/// the loss into the static outputs.
+fn micro_body(
+    enc: &ElasticEncoder,
+    spec: &StepSpec,
+    grad_accum: usize,
+    s: &Static,
+) -> nest_model::Result<()> {
+    let total = forward_and_backward(enc, spec, grad_accum, s)?;
+    s.loss.shallow_clone().copy_(&total);
+    Ok(())
+}
+
+/// Forward every column, the objective's terms and diagnostics into the static outputs (named
+/// at the first pass), and the backward of their sum over `grad_accum`: the sum (float64,
+/// detached).
+fn forward_and_backward(
+    enc: &ElasticEncoder,
+    spec: &StepSpec,
+    grad_accum: usize,
+    s: &Static,
+) -> nest_model::Result<Tensor> {
     let out = nest_model::without_packing(|| batch_output(enc, s, spec));
     let terms = spec.objective.terms(&out, &spec.ctx);
     let diagnostics = tch::no_grad(|| spec.objective.diagnostics(&out));
@@ -267,16 +346,12 @@ fn run_body(
         .expect("an objective returns terms");
     // an error fails the recording with its reason (an autograd formula that reads a value
     // back to the host cannot be recorded: the trace's, which MIC used until 2026-11-28)
-    total.f_backward().map_err(nest_model::Error::Torch)?;
-    s.loss
-        .shallow_clone()
-        .copy_(&total.detach().to_kind(Kind::Double));
-    let norm = opt
-        .clip_and_step_on_device(spec.max_grad_norm, update)
-        .map_err(nest_model::Error::Torch)?;
-    s.norm.shallow_clone().copy_(&norm);
-    opt.zero_grad();
-    Ok(())
+    let scaled = match grad_accum {
+        1 => total.shallow_clone(),
+        k => &total / k as f64,
+    };
+    scaled.f_backward().map_err(nest_model::Error::Torch)?;
+    Ok(total.detach().to_kind(Kind::Double))
 }
 
 /// The objective's view of the static inputs.
@@ -303,93 +378,5 @@ fn batch_output(enc: &ElasticEncoder, s: &Static, spec: &StepSpec) -> BatchOutpu
         layers: enc.num_layers(),
         normalize: enc.normalize,
         targets: s.targets.as_ref().map(Tensor::shallow_clone),
-    }
-}
-
-/// Each encoded column's padded ids and masks on the host (`cols`: the source column each
-/// reads), lengths rounded up to [`BUCKET`].
-pub(super) fn host_inputs(
-    enc: &ElasticEncoder,
-    src: &Source,
-    b: &Batch,
-    cols: &[usize],
-) -> Vec<(EncoderInput, Tensor)> {
-    cols.iter()
-        .map(|&col| {
-            let seqs: Vec<&[i64]> = b
-                .examples
-                .iter()
-                .map(|&i| src.ids[i][col].as_slice())
-                .collect();
-            let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(1);
-            let padded = longest.div_ceil(BUCKET) * BUCKET;
-            let input = enc.make_input_on(&seqs, padded, Device::Cpu);
-            let pool_mask = super::step::pool_mask(src, col, &input.mask);
-            (input, pool_mask)
-        })
-        .collect()
-}
-
-fn scores(src: &Source, b: &Batch) -> Option<Tensor> {
-    (!src.scores.is_empty()).then(|| {
-        let s: Vec<f32> = b.examples.iter().map(|&i| src.scores[i] as f32).collect();
-        Tensor::from_slice(&s)
-    })
-}
-
-/// Zeroed device tensors of the host inputs' shapes (a recording's static inputs).
-pub(super) fn inputs_like(
-    host: &[(EncoderInput, Tensor)],
-    dev: Device,
-) -> Vec<(EncoderInput, Tensor)> {
-    host.iter()
-        .map(|(i, m)| {
-            let input = EncoderInput {
-                ids: i.ids.zeros_like().to_device(dev),
-                mask: i.mask.zeros_like().to_device(dev),
-            };
-            (input, m.zeros_like().to_device(dev))
-        })
-        .collect()
-}
-
-/// Copies host inputs into a recording's static inputs.
-pub(super) fn copy_inputs(dst: &[(EncoderInput, Tensor)], host: &[(EncoderInput, Tensor)]) {
-    for ((d, d_mask), (h, h_mask)) in dst.iter().zip(host) {
-        d.ids.shallow_clone().copy_(&h.ids);
-        d.mask.shallow_clone().copy_(&h.mask);
-        d_mask.shallow_clone().copy_(h_mask);
-    }
-}
-
-/// One batch's inputs on the host: each column's ids, masks and pooling masks, the gold scores
-/// and the objective's targets.
-struct Host {
-    inputs: Vec<(EncoderInput, Tensor)>,
-    scores: Option<Tensor>,
-    targets: Option<Tensor>,
-}
-
-/// Device tensors of the host inputs' shapes, and the outputs.
-fn static_like(host: &Host, dev: Device) -> Static {
-    let like = |t: &Option<Tensor>| t.as_ref().map(|t| t.zeros_like().to_device(dev));
-    Static {
-        inputs: inputs_like(&host.inputs, dev),
-        scores: like(&host.scores),
-        targets: like(&host.targets),
-        loss: Tensor::zeros([], (Kind::Double, dev)),
-        norm: Tensor::zeros([], (Kind::Double, dev)),
-        terms: Tensor::zeros([MAX_TERMS as i64], (Kind::Double, dev)),
-        names: std::cell::RefCell::new(Vec::new()),
-    }
-}
-
-/// Copies a batch into a graph's static inputs.
-fn fill(s: &Static, host: &Host) {
-    copy_inputs(&s.inputs, &host.inputs);
-    for (d, h) in [(&s.scores, &host.scores), (&s.targets, &host.targets)] {
-        if let (Some(d), Some(h)) = (d, h) {
-            d.shallow_clone().copy_(h);
-        }
     }
 }

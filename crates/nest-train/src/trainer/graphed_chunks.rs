@@ -25,7 +25,8 @@ use nest_model::graph::{Captured, GraphMode, Pool};
 use nest_model::EncoderInput;
 use tch::{Device, Tensor};
 
-use super::graphed::{copy_inputs, host_inputs, inputs_like, MAX_GRAPHS};
+use super::graphed::MAX_GRAPHS;
+use super::graphed_inputs::{copy_inputs, host_inputs, inputs_like};
 use super::spread::{pooled_stack, Encoding, Pooled};
 use crate::data::Batch;
 use crate::objective::Column;

@@ -10,6 +10,7 @@ mod board;
 mod eval;
 mod graphed;
 mod graphed_chunks;
+mod graphed_inputs;
 mod mining;
 mod model;
 mod plan;

@@ -111,6 +111,9 @@ impl Run<'_> {
     ) -> Result<Summary> {
         let train_seconds = self.train_start.elapsed().as_secs_f64();
         let final_dir = self.o.run_dir.join("final");
+        if let (true, Some(line)) = (self.main, self.graphed.report()) {
+            events(Event::Message(line));
+        }
         if let (false, Some(g)) = (self.main, self.group) {
             // rank 0 writes the final checkpoint and the model; wait until they are on disk
             // (what comes next, e.g. `nest distill`'s second stage, reads them). The final

@@ -1,11 +1,12 @@
-//! One optimizer step of a [`Run`]: the micro-batch's forward and backward (eager, or the
-//! whole step through a recorded CUDA graph), then the update over the accumulated gradients
-//! and its line in the run log.
+//! One optimizer step of a [`Run`]: the micro-batch's forward and backward (eager, the whole
+//! step through a recorded CUDA graph, or an accumulated micro-batch through one), then the
+//! update over the accumulated gradients and its line in the run log.
 
 use serde_json::json;
 
 use super::Run;
-use crate::objective::StepContext;
+use crate::objective::{Objective, StepContext};
+use crate::recipe::Recipe;
 use crate::schedule::group_lrs;
 use crate::trainer::graphed::StepSpec;
 use crate::trainer::plan::{Accum, Progress};
@@ -26,21 +27,10 @@ impl Run<'_> {
         if r.grad_accum != 1 || self.group.is_some() || self.spread.chunk.is_some() {
             return Ok(None);
         }
-        let e = at.epoch as usize;
-        let b = &self.plan.epochs[e][at.next_batch];
         let lrs = group_lrs(r, at.step, self.plan.total);
-        let spec = StepSpec {
-            objective: self.objective.as_ref(),
-            loss: r.loss,
-            ctx: StepContext {
-                step: at.step,
-                micro_batch: self.plan.offsets[e] + at.next_batch as u64,
-                seed: r.seed,
-            },
-            max_grad_norm: r.max_grad_norm,
-            lrs: &lrs,
-            train: r.dropout != Some(0.0),
-        };
+        let micro_batch = self.plan.offsets[at.epoch as usize] + at.next_batch as u64;
+        let spec = step_spec(self.objective.as_ref(), r, at.step, micro_batch, &lrs);
+        let b = &self.plan.epochs[at.epoch as usize][at.next_batch];
         let src = &self.sources[b.source];
         let Some((res, norm)) = self.graphed.step(&self.enc, &mut self.opt, src, b, &spec)? else {
             return Ok(None);
@@ -58,28 +48,37 @@ impl Run<'_> {
         Ok(Some((res, norm)))
     }
 
-    /// The micro-batch at `at`, forward and backward (GradCache's chunks through recorded
-    /// graphs when the recipe's `cuda_graph` applies); a non-finite loss stops the run.
+    /// The micro-batch at `at`, forward and backward: through its shape's recorded graph when
+    /// the step accumulates (`grad_accum` > 1, one process, no GradCache) and the recipe's
+    /// `cuda_graph` applies, else eagerly (GradCache's chunks through recorded graphs when it
+    /// applies); a non-finite loss stops the run.
     pub(super) fn micro_step(&mut self, at: &Progress) -> Result<MicroResult> {
-        let e = at.epoch as usize;
+        let (r, e) = (self.r, at.epoch as usize);
         let b = &self.plan.epochs[e][at.next_batch];
-        let ctx = StepContext {
-            step: at.step,
-            micro_batch: self.plan.offsets[e] + at.next_batch as u64,
-            seed: self.r.seed,
+        let micro_batch = self.plan.offsets[e] + at.next_batch as u64;
+        let spec = step_spec(self.objective.as_ref(), r, at.step, micro_batch, &[]);
+        let src = &self.sources[b.source];
+        let accumulates = r.grad_accum > 1 && self.group.is_none() && self.spread.chunk.is_none();
+        let recorded = match accumulates {
+            true => self.graphed.micro(&self.enc, src, b, &spec, r.grad_accum)?,
+            false => None,
         };
-        let res = spread_micro_step(
-            &self.enc,
-            self.objective.as_ref(),
-            &self.sources[b.source],
-            b,
-            self.r.loss,
-            &ctx,
-            self.r.grad_accum,
-            &self.spread,
-            self.r.dropout != Some(0.0),
-            Some(&mut self.graphed.chunks),
-        )?;
+        let ctx = spec.ctx;
+        let res = match recorded {
+            Some(res) => res,
+            None => spread_micro_step(
+                &self.enc,
+                self.objective.as_ref(),
+                src,
+                b,
+                r.loss,
+                &ctx,
+                r.grad_accum,
+                &self.spread,
+                spec.train,
+                Some(&mut self.graphed.chunks),
+            )?,
+        };
         if !res.loss.is_finite() {
             return Err(Error::NonFinite {
                 what: "loss",
@@ -140,5 +139,28 @@ impl Run<'_> {
             lr,
         });
         Ok(())
+    }
+}
+
+/// What the step `step` runs on its micro-batch `micro_batch` (the run's count), at the rates
+/// `lrs`.
+fn step_spec<'s>(
+    objective: &'s dyn Objective,
+    r: &Recipe,
+    step: u64,
+    micro_batch: u64,
+    lrs: &'s [f64],
+) -> StepSpec<'s> {
+    StepSpec {
+        objective,
+        loss: r.loss,
+        ctx: StepContext {
+            step,
+            micro_batch,
+            seed: r.seed,
+        },
+        max_grad_norm: r.max_grad_norm,
+        lrs,
+        train: r.dropout != Some(0.0),
     }
 }
