@@ -108,7 +108,7 @@ impl GraphedStep {
         let why = self.failure().map(|f| format!("; recording stopped: {f}"));
         (n > 0 || why.is_some()).then(|| {
             format!(
-                "cuda graphs: {n} recorded (steps replayed as one launch each){}",
+                "cuda graphs: {n} recorded, each replayed as one launch{}",
                 why.unwrap_or_default()
             )
         })
