@@ -54,12 +54,13 @@
 #                eager GradCache), losses compared step by step (a shared pool that clobbered a
 #                live tensor would show here), peak GPU memory per process; bench encode
 #                MiniLM batch 32 and 256 under both pools [~60 s]
-#  12  S12_S=150 2DMSE (one shallow layer drawn a step), MRL + MIC, MIPIC (eq. 18) and IBKD
+#  12  S12_S=180 2DMSE (one shallow layer drawn a step), MRL + MIC, MIPIC (eq. 18) and IBKD
 #                (MRL + distillation towards a cached teacher, MiniLM itself, + HSIC), MiniLM
 #                bf16 batch 32: `bench train --cuda-graph off` with all of them next to
 #                PyTorch's 2DMSE and MRL steps (bench_train.py --objective 2dmse), then
 #                `--cuda-graph on` for mrl,2dmse,mic and, apart, for mrl,mipic,ibkd (recorded
-#                since 2026-11-28; a recording that fails stops only its run) [~120 s]
+#                since 2026-11-28; a recording that fails stops only its run); then `nest
+#                train` with --grad-accum 2 (micro-batches recorded) against eager [~150 s]
 # Results go to $OUT/sN/ as they come (logs, markdown, JSON; peak GPU memory per process in
 # mem_*.json from scripts/gpu/gpu_mem_poll.py); $OUT/status.tsv says what ran; the summary of
 # scripts/gpu/gpu_issue41_report.py is printed LAST (only the output's tail comes back).
@@ -110,7 +111,7 @@ else
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
   S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-250} S3_S=${S3_S:-150} S4_S=${S4_S:-155}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-60} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
-  S12_S=${S12_S:-150}
+  S12_S=${S12_S:-180}
   GC_B=256; GC_M=32
   RUN_SCALE=1
 fi
@@ -729,6 +730,31 @@ s12() {
   # 2026-11-28 (a recording that fails stops its run: it must not cost the others' figures)
   bench12 train2d_gon mrl,2dmse,mic --cuda-graph on
   bench12 train2d_gon_new mrl,mipic,ibkd --cuda-graph on
+  # accumulated steps (grad_accum 2), recorded per micro-batch since 2026-11-28, against eager:
+  # the same losses and gradient norms, step by step, and the time a step
+  local g flags=(--max-steps 60 --save-every 0)
+  [ "$DRY" = 1 ] && flags=(--max-steps "$NUM_STEPS" --save-every 0 --model "$M" --data "$D/snli_pairs_dev.tsv:pairs")
+  for g in off on; do
+    run "accum_g$g" 60 "$N" train --recipe "$RECIPE" --run-dir "$WORK/accum-$g" --cuda-graph $g \
+      --batch-size 16 --grad-accum 2 "${flags[@]}"
+    cp "$WORK/accum-$g/metrics.jsonl" "$SD/metrics_accum_g$g.jsonl" 2> /dev/null
+  done
+  grep -h "cuda graphs" "$SD/accum_gon.log" > "$SD/accum.txt" 2> /dev/null
+  "$PY" - "$SD" << 'EOF2' | tee -a "$SD/accum.txt"
+import json, os, sys
+sd = sys.argv[1]
+def read(n):
+    p = os.path.join(sd, f"metrics_accum_{n}.jsonl")
+    return [json.loads(l) for l in open(p) if '"lr"' in l] if os.path.exists(p) else None
+a, b = read("goff"), read("gon")
+if not a or not b:
+    print("accum: missing")
+else:
+    rel = lambda k: max(abs(x[k] - y[k]) / max(abs(x[k]), 1e-12) for x, y in zip(a, b))
+    t = lambda r: (r[-1]["seconds"] - r[0]["seconds"]) / max(len(r) - 1, 1) * 1000
+    print(f"accum eager vs recorded: {len(a)} steps, max rel diff loss {rel('loss'):.2e}, "
+          f"grad norm {rel('grad_norm'):.2e}; ms/step {t(a):.1f} / {t(b):.1f}")
+EOF2
 }
 
 # the sections in the order SECTIONS gives (its default: the order of the first H100 call)

@@ -338,6 +338,9 @@ def summary(o):
         tag = os.path.basename(f)[8:-3]
         for line in md_rows(f, ["median (vs plain", "x MRL", "peak GPU"]):
             print(f"{tag}: {squash(line)}")
+    f = os.path.join(o, "s12", "accum.txt")
+    if os.path.exists(f):
+        print(open(f).read().strip())
     print("\n-- 11. graph memory pools (private vs NEST_GRAPH_POOL=shared)")
     f = os.path.join(o, "model_gpu_tests.txt")
     if os.path.exists(f):
