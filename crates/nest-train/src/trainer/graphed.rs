@@ -114,6 +114,31 @@ impl GraphedStep {
         })
     }
 
+    /// A line for a run's start where steps would be recorded but this run's will not be: its
+    /// objective's terms are not a fixed set of operations (ESE's SVD checks its result on
+    /// the host), or its processes gather a batch's vectors without GradCache.
+    pub fn eager_notice(
+        &self,
+        enc: &ElasticEncoder,
+        objective: &dyn Objective,
+        ctx: &StepContext,
+        data_parallel: bool,
+        gradcache: bool,
+    ) -> Option<String> {
+        if !self.mode.resolve(enc.device()) || gradcache {
+            return None;
+        }
+        let why = match objective.recorded_draws(ctx, enc.num_layers()) {
+            None => "its objective reads values back to the host",
+            Some(_) if data_parallel => "data-parallel steps gather vectors across processes",
+            Some(_) => return None,
+        };
+        Some(format!(
+            "cuda graphs: this run's steps run eagerly ({why}); GradCache (mini_batch_size) \
+             records its chunk passes instead"
+        ))
+    }
+
     /// Why recording stopped, if it did (the whole step's or a chunk's).
     pub fn failure(&self) -> Option<&str> {
         let steps = self.recordings.failed.as_deref();

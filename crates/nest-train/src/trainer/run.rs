@@ -88,6 +88,16 @@ impl<'a> Run<'a> {
             "objective {}",
             objective.describe()
         )));
+        let graphed = GraphedStep::new(r.cuda_graph);
+        let ctx = crate::objective::StepContext {
+            step: 0,
+            micro_batch: 0,
+            seed: r.seed,
+        };
+        let (parallel, cached) = (group.is_some(), spread.chunk.is_some());
+        if let Some(line) = graphed.eager_notice(&enc, objective.as_ref(), &ctx, parallel, cached) {
+            events(Event::Message(line));
+        }
         let tokenize = |t: &[&str]| Ok(enc.tokenizer.encode(t)?);
         let sources = load_sources(&r.data, &tokenize, enc.include_prompt)?;
         let mining = Mining::prepare(r, &enc, events)?;
@@ -125,7 +135,7 @@ impl<'a> Run<'a> {
             start,
             train_start,
             traffic_start: group.map(Group::traffic).unwrap_or_default(),
-            graphed: GraphedStep::new(r.cuda_graph),
+            graphed,
         })
     }
 
