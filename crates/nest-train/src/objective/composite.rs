@@ -120,7 +120,7 @@ impl Objective for Composite {
 
     /// The first part's targets that has some: a run has one teacher (`BuildContext`), whose
     /// rows every part that reads targets reads.
-    fn targets(&self, texts: &[String]) -> Option<Tensor> {
+    fn targets(&self, texts: &[&str]) -> Option<Tensor> {
         self.parts.iter().find_map(|p| p.objective.targets(texts))
     }
 

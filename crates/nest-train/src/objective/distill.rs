@@ -149,7 +149,7 @@ impl Objective for Distill {
 
     /// The teacher's vectors of the batch's texts (looked up on the host, outside a recorded
     /// step).
-    fn targets(&self, texts: &[String]) -> Option<Tensor> {
+    fn targets(&self, texts: &[&str]) -> Option<Tensor> {
         // a text outside the table is a bug in the caller (nest distill embeds every training
         // text first), not bad input
         let t = self

@@ -105,7 +105,7 @@ pub trait Objective {
     /// on the CPU), or `None`. The step hands them over on the device as
     /// [`BatchOutput::targets`]; a recorded step copies them into its static input before each
     /// replay, so the lookup stays outside the recording.
-    fn targets(&self, _texts: &[String]) -> Option<Tensor> {
+    fn targets(&self, _texts: &[&str]) -> Option<Tensor> {
         None
     }
     /// What fixes this micro-batch's terms, where something does: `Some(draws)` (the layers

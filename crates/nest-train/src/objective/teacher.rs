@@ -32,10 +32,10 @@ impl TeacherTable {
     ///
     /// # Shapes
     /// - returns `[texts.len(), teacher dim]`
-    pub(crate) fn lookup(&self, texts: &[String]) -> std::result::Result<Tensor, String> {
+    pub(crate) fn lookup(&self, texts: &[&str]) -> std::result::Result<Tensor, String> {
         let idx: Vec<i64> = texts
             .iter()
-            .map(|t| self.rows.get(t).copied().ok_or_else(|| t.clone()))
+            .map(|&t| self.rows.get(t).copied().ok_or_else(|| t.to_string()))
             .collect::<std::result::Result<_, _>>()?;
         Ok(self.vectors.index_select(0, &Tensor::from_slice(&idx)))
     }

@@ -9,6 +9,7 @@
 mod board;
 mod eval;
 mod graphed;
+mod graphed_body;
 mod graphed_chunks;
 mod graphed_inputs;
 mod mining;

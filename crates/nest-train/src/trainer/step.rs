@@ -107,7 +107,7 @@ pub(crate) fn targets(
     src: &Source,
     examples: &[usize],
 ) -> Option<Tensor> {
-    let texts: Vec<String> = examples.iter().map(|&i| src.texts[i][0].clone()).collect();
+    let texts: Vec<&str> = examples.iter().map(|&i| src.texts[i][0].as_str()).collect();
     objective.targets(&texts)
 }
 
