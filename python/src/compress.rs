@@ -127,26 +127,25 @@ pub fn compress_native(
         overwrite,
         command: "nest.compress (Python)".into(),
     };
-    let done = py
-        .detach(|| {
-            job::run(&job, &mut |e| {
-                if !progress {
-                    return;
-                }
-                match e {
-                    Event::Message(m) => eprintln!("{m}"),
-                    Event::Epoch(e) => eprintln!(
-                        "stage {} {:?} epoch {}: train {:.4} val {:.4}",
-                        e.phase,
-                        e.dims,
-                        e.epoch + 1,
-                        e.train_loss,
-                        e.val_loss
-                    ),
-                    Event::Encoding { .. } => {}
-                }
-            })
+    let done = crate::detach(py, || {
+        job::run(&job, &mut |e| {
+            if !progress {
+                return;
+            }
+            match e {
+                Event::Message(m) => eprintln!("{m}"),
+                Event::Epoch(e) => eprintln!(
+                    "stage {} {:?} epoch {}: train {:.4} val {:.4}",
+                    e.phase,
+                    e.dims,
+                    e.epoch + 1,
+                    e.train_loss,
+                    e.val_loss
+                ),
+                Event::Encoding { .. } => {}
+            }
         })
-        .map_err(compress_err)?;
+    })?
+    .map_err(compress_err)?;
     Ok((done.out, done.adaptor.meta.info.to_string()))
 }

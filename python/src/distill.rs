@@ -48,18 +48,17 @@ pub fn distill_native(
     let (d, s1, s2) = DistillRecipe::load(&recipe, &overrides).map_err(train_err)?;
     let opts = run_options(&run_dir, resume, overwrite);
     let mut interrupted = false;
-    let out = py
-        .detach(|| {
-            distill::run(
-                &d,
-                (&s1, &s2),
-                &run_dir,
-                stages,
-                &opts,
-                &mut on_event(progress, &mut interrupted),
-            )
-        })
-        .map_err(train_err)?;
+    let out = crate::detach(py, || {
+        distill::run(
+            &d,
+            (&s1, &s2),
+            &run_dir,
+            stages,
+            &opts,
+            &mut on_event(progress, &mut interrupted),
+        )
+    })?
+    .map_err(train_err)?;
     if interrupted {
         return Err(PyKeyboardInterrupt::new_err(format!(
             "distillation stopped with a checkpoint in {}; nest.distill(..., run_dir={:?}, \

@@ -61,7 +61,7 @@ pub fn evaluate_native(
             "nothing to evaluate: pass tasks (e.g. \"sts,retrieval\") or sts files",
         ));
     }
-    py.detach(move || -> nest_eval::Result<String> {
+    crate::detach(py, move || -> nest_eval::Result<String> {
         let tasks = sources
             .iter()
             .map(Task::load)
@@ -92,6 +92,6 @@ pub fn evaluate_native(
             report.write(o)?;
         }
         serde_json::to_string(&report).map_err(|e| nest_eval::Error::Report(e.to_string()))
-    })
+    })?
     .map_err(eval_err)
 }

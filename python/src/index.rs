@@ -57,7 +57,7 @@ impl NativeIndex {
     #[new]
     #[pyo3(signature = (path, model = None))]
     fn new(py: Python<'_>, path: PathBuf, model: Option<String>) -> PyResult<Self> {
-        let col = py.detach(|| Collection::open(&path)).map_err(index_err)?;
+        let col = crate::detach(py, || Collection::open(&path))?.map_err(index_err)?;
         let source = col.index().manifest().source.clone();
         let name = model
             .or_else(|| {
@@ -75,7 +75,7 @@ impl NativeIndex {
             .get("max_length")
             .and_then(|m| m.as_u64())
             .map(|m| m as usize);
-        let enc = py.detach(|| load(&name, max_len))?;
+        let enc = crate::detach(py, || load(&name, max_len))??;
         let layer = source
             .get("layer")
             .and_then(|l| l.as_u64())
@@ -125,12 +125,12 @@ impl NativeIndex {
             }
             None => None,
         };
-        let hits = py.detach(|| -> PyResult<_> {
+        let hits = crate::detach(py, || -> PyResult<_> {
             let q = embed(self.model.get(), self.layer, &queries, 32).map_err(crate::py_err)?;
             self.col
                 .search(&q, &funnel, k, filter.as_ref())
                 .map_err(index_err)
-        })?;
+        })??;
         let out: Vec<Vec<serde_json::Value>> = hits
             .into_iter()
             .map(|h| {
@@ -186,7 +186,7 @@ pub fn index_build_native(
         })
         .collect::<PyResult<Vec<serde_json::Value>>>()?;
     let precisions = Precision::parse_list(&precision).map_err(index_err)?;
-    let enc = py.detach(|| load(&model, None))?;
+    let enc = crate::detach(py, || load(&model, None))??;
     let layer = layer.unwrap_or(enc.num_layers());
     nest_core::spec::check_layers("layer", &[layer], enc.num_layers()).map_err(crate::core_err)?;
     let d = enc.output_dim();
@@ -206,7 +206,7 @@ pub fn index_build_native(
         "max_length": enc.tokenizer.max_length(),
     });
     let shared = Shared(enc, None);
-    py.detach(|| -> PyResult<usize> {
+    crate::detach(py, || -> PyResult<usize> {
         let mut b =
             IndexBuilder::create(&out, d, &levels, true, source, overwrite).map_err(index_err)?;
         let vectors =
@@ -216,5 +216,5 @@ pub fn index_build_native(
         }
         let m = b.finish().map_err(index_err)?;
         Ok(m.count)
-    })
+    })?
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use nest_model::prompt::PromptChoice;
 use nest_model::{Adaptor, DtypeChoice, ElasticEncoder, EncodeOptions, Keys, Offer, Policy};
-use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use tch::{Kind, Tensor};
@@ -48,6 +48,24 @@ fn py_err(e: nest_model::Error) -> PyErr {
 
 fn core_err(e: nest_core::Error) -> PyErr {
     py_err(nest_model::Error::Core(e))
+}
+
+/// `work` with Python's lock released, as `py.detach`; a panic inside it (libtorch's error
+/// through tch) is a Python exception instead: `MemoryError` for an allocation that failed
+/// (with what lowers it), `RuntimeError` for any other.
+pub(crate) fn detach<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    F: Send + FnOnce() -> T,
+    T: Send,
+{
+    let ran = py.detach(|| nest_core::caught::catch(std::panic::AssertUnwindSafe(work)));
+    ran.map_err(|c| match c.out_of_memory() {
+        true => PyMemoryError::new_err(format!(
+            "out of memory: {}; a smaller batch_size (or max_length) lowers what one pass holds",
+            c.summary()
+        )),
+        false => PyRuntimeError::new_err(c.describe()),
+    })
 }
 
 /// The loaded encoder, shared by every Python thread that calls it.
@@ -103,15 +121,14 @@ impl NativeEncoder {
             return Err(PyValueError::new_err("max_length: must be at least 1"));
         }
         let model = model.to_string();
-        let (enc, resolved) = py
-            .detach(move || -> nest_model::Result<_> {
-                let dir = nest_model::hub::resolve(&model)?;
-                let mut enc = ElasticEncoder::load(&dir, nest_model::default_device(), max_length)?;
-                let r = nest_model::dtype::resolve(choice, enc.device());
-                enc.convert_for_inference(r.dtype)?;
-                Ok((enc, r))
-            })
-            .map_err(py_err)?;
+        let (enc, resolved) = detach(py, move || -> nest_model::Result<_> {
+            let dir = nest_model::hub::resolve(&model)?;
+            let mut enc = ElasticEncoder::load(&dir, nest_model::default_device(), max_length)?;
+            let r = nest_model::dtype::resolve(choice, enc.device());
+            enc.convert_for_inference(r.dtype)?;
+            Ok((enc, r))
+        })?
+        .map_err(py_err)?;
         // an adaptor trained by `nest compress` / `nest.compress`: its dims are what is offered
         let adaptor = match adaptor {
             Some(dir) => Some(Adaptor::load(&dir).map_err(py_err)?),
@@ -192,33 +209,31 @@ impl NativeEncoder {
             return Ok((PyByteArray::new(py, &[]), 0, dim));
         }
         let enc = &self.enc;
-        let e = py
-            .detach(|| -> nest_model::Result<Tensor> {
-                let m = &enc.0;
-                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                let opts = EncodeOptions {
-                    batch_size,
-                    streams,
-                    ..EncodeOptions::default()
-                };
-                let pooled =
-                    m.embed_prompted(&refs, &[layer], opts, prompt.as_deref(), &mut |_| {})?;
-                // an adaptor's head normalises as it was trained, whatever `normalize` says
-                let e = match normalize || enc.1.is_some() {
-                    true => nest_model::point::finish(&pooled[0], dim, enc.1.as_ref())?,
-                    false => {
-                        let p = match m.normalize {
-                            true => nest_model::pooling::l2_normalize(&pooled[0]),
-                            false => pooled[0].shallow_clone(),
-                        };
-                        p.narrow(1, 0, dim as i64)
-                    }
-                };
-                Ok(e.to_device(tch::Device::Cpu)
-                    .to_kind(Kind::Float)
-                    .contiguous())
-            })
-            .map_err(py_err)?;
+        let e = detach(py, || -> nest_model::Result<Tensor> {
+            let m = &enc.0;
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let opts = EncodeOptions {
+                batch_size,
+                streams,
+                ..EncodeOptions::default()
+            };
+            let pooled = m.embed_prompted(&refs, &[layer], opts, prompt.as_deref(), &mut |_| {})?;
+            // an adaptor's head normalises as it was trained, whatever `normalize` says
+            let e = match normalize || enc.1.is_some() {
+                true => nest_model::point::finish(&pooled[0], dim, enc.1.as_ref())?,
+                false => {
+                    let p = match m.normalize {
+                        true => nest_model::pooling::l2_normalize(&pooled[0]),
+                        false => pooled[0].shallow_clone(),
+                    };
+                    p.narrow(1, 0, dim as i64)
+                }
+            };
+            Ok(e.to_device(tch::Device::Cpu)
+                .to_kind(Kind::Float)
+                .contiguous())
+        })?
+        .map_err(py_err)?;
         let rows = texts.len();
         let n = rows * dim;
         let out = PyByteArray::new_with(py, n * 4, |buf| {

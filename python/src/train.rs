@@ -100,9 +100,10 @@ pub fn train_native(
     let r = Recipe::load(recipe.as_deref(), &overrides).map_err(train_err)?;
     let opts = run_options(&run_dir, resume, overwrite);
     let mut interrupted = false;
-    let summary = py
-        .detach(|| train(&r, &opts, &mut on_event(progress, &mut interrupted)))
-        .map_err(train_err)?;
+    let summary = crate::detach(py, || {
+        train(&r, &opts, &mut on_event(progress, &mut interrupted))
+    })?
+    .map_err(train_err)?;
     let stopped = summary.final_dir.as_os_str().is_empty();
     if interrupted {
         return Err(PyKeyboardInterrupt::new_err(format!(

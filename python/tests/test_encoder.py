@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -285,6 +286,47 @@ def test_malformed_file_is_runtime_error(tmp_path):
     with pytest.raises(RuntimeError) as e:
         nest.Encoder(str(d))
     assert "config.json" in str(e.value)
+
+
+def test_out_of_memory_is_memory_error(tmp_path):
+    """A pass libtorch cannot allocate raises MemoryError saying what lowers it, with no panic
+    report (issue 41). Real: a one-layer model with 16 heads of one dimension and 131,072
+    positions, under explicit attention, asks for a [1, 16, L, L] score matrix of 1.1 TB,
+    refused under a 256 GiB address-space limit whatever the machine's overcommit setting."""
+    transformers = need_module("transformers", "pip install transformers")
+    import torch
+
+    long = 131072
+    d = tmp_path / "long"
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
+                                  num_attention_heads=16, intermediate_size=16,
+                                  max_position_embeddings=long)
+    transformers.BertModel(cfg, add_pooling_layer=False).save_pretrained(d)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "modules.json",
+                 "special_tokens_map.json"):
+        shutil.copy(MODEL / name, d / name)
+    (d / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": long}))
+    (d / "1_Pooling").mkdir()
+    pool = json.loads((MODEL / "1_Pooling" / "config.json").read_text())
+    (d / "1_Pooling" / "config.json").write_text(json.dumps({**pool, "word_embedding_dimension": 16}))
+    code = (
+        "import resource, sys, nest\n"
+        "m = nest.Encoder(sys.argv[1], dtype='float32')\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 38, 1 << 38))\n"
+        "try:\n"
+        "    m.encode(['cat ' * int(sys.argv[2])])\n"
+        "except MemoryError as e:\n"
+        "    print('MemoryError:', e)\n"
+    )
+    env = {**os.environ, "NEST_ATTENTION": "explicit"}
+    env.pop("RUST_BACKTRACE", None)
+    run = subprocess.run([sys.executable, "-c", code, str(d), str(long)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("MemoryError: out of memory: DefaultCPUAllocator: can't allocate"), run.stdout + run.stderr
+    assert "smaller batch_size" in run.stdout
+    assert "panicked" not in run.stderr and "frame #" not in run.stderr, run.stderr
 
 
 # -- precision= -------------------------------------------------------------------------------

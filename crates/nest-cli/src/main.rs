@@ -32,7 +32,9 @@ fn main() {
     if !matches!(cli.command, args::Command::Serve(_)) {
         nest_core::heap::keep_freed_memory();
     }
-    if let Err(e) = cmd::run(cli) {
+    // a panic (libtorch's error through tch: out of memory, say) ends as an error, unprinted
+    let ran = nest_core::caught::catch(std::panic::AssertUnwindSafe(|| cmd::run(cli)));
+    if let Err(e) = ran.unwrap_or_else(|c| Err(panic_error(&c))) {
         let mut said = e.to_string();
         eprintln!("error: {said}");
         for cause in e.chain().skip(1) {
@@ -44,5 +46,18 @@ fn main() {
             }
         }
         std::process::exit(1);
+    }
+}
+
+/// The error a caught panic ends the command with: for an allocation that failed, what lowers
+/// the memory of the commands that take batches.
+fn panic_error(c: &nest_core::caught::Caught) -> anyhow::Error {
+    match c.out_of_memory() {
+        true => anyhow::anyhow!(
+            "out of memory: {}; a smaller --batch-size (or --max-length, where the command takes \
+             it) lowers what one pass holds",
+            c.summary()
+        ),
+        false => anyhow::anyhow!("{}", c.describe()),
     }
 }

@@ -1,6 +1,7 @@
 //! Nest core: the pieces every other crate shares and that need no tensors.
 //!
 //! - [`Error`]: the one error type of this crate.
+//! - [`caught`]: panics (libtorch's errors through `tch`) as errors, reported once.
 //! - [`spec`]: parsing and validation of the elastic grid (`--layers 1-6`, `--dims 16,32`).
 //! - [`data`]: readers for the dataset layouts in `shared/datasets/README.md` (TSV, no quoting).
 //! - [`output`]: embedding writers (`.npy`, `.safetensors`, `.jsonl`).
@@ -8,6 +9,7 @@
 //! - [`lock`]: one writer per run folder (an OS advisory lock that dies with its holder).
 //! - [`vector`]: L2 normalisation of `f32` rows (the tensor twin is `nest_model::pooling`).
 
+pub mod caught;
 pub mod data;
 pub mod error;
 pub mod fsutil;

@@ -266,6 +266,43 @@ fn bad_model_directories_give_clear_errors() {
     assert!(load_err(p).contains("tokenizer"));
 }
 
+/// A tokenizer of another model's, whose ids run past the embedding table, is refused when a
+/// text gives such an id, naming the token and both files (libtorch's embedding lookup panicked
+/// with "index out of range in self" before).
+#[test]
+fn a_tokenizer_with_ids_past_the_embedding_rows_is_refused_by_name() {
+    let (d, enc) = tiny(Architecture::Bert);
+    let rows = enc.config.vocab_size;
+    let path = d.path().join("tokenizer.json");
+    let mut t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    t["model"]["vocab"]["zebra"] = serde_json::json!(rows + 100);
+    std::fs::write(&path, t.to_string()).unwrap();
+    let enc = ElasticEncoder::load(d.path(), Device::Cpu, None).unwrap();
+    assert_eq!(enc.tokenizer.encode(&["the cat sat"]).unwrap().len(), 1);
+    let e = enc
+        .embed(
+            &["the cat sat", "a zebra sat"],
+            ElasticSpec { layer: 2, dim: 8 },
+            EncodeOptions::batch(2),
+            &mut noop,
+        )
+        .unwrap_err()
+        .to_string();
+    let want = format!(
+        "has id {}, past the model's {rows} embedding rows",
+        rows + 100
+    );
+    assert!(
+        e.contains("text 1") && e.contains("\"zebra\"") && e.contains(&want),
+        "{e}"
+    );
+    assert!(
+        e.contains("tokenizer.json does not belong to the weights of") && e.contains("config.json"),
+        "{e}"
+    );
+}
+
 #[test]
 fn invalid_points_are_refused() {
     let (_d, enc) = tiny(Architecture::Bert);

@@ -242,17 +242,11 @@ impl Engine {
     /// One forward pass; answers each input (an error for all when the pass fails; the worker
     /// lives on).
     fn run_part(&self, enc: &ElasticEncoder, adaptor: Option<&Adaptor>, part: Vec<Item>) {
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // a libtorch error (out of memory...) answers these inputs with its message, unprinted
+        let run = nest_core::caught::catch(std::panic::AssertUnwindSafe(|| {
             embed_batch(enc, adaptor, &part)
         }));
-        let result = match run {
-            Ok(r) => r,
-            Err(p) => Err(p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "the forward pass failed".into())),
-        };
+        let result = run.unwrap_or_else(|c| Err(c.describe()));
         match result {
             Ok(vectors) => {
                 for (it, v) in part.into_iter().zip(vectors) {

@@ -30,6 +30,19 @@ pub enum Error {
         value: f64,
         last_checkpoint: String,
     },
+    /// A step failed inside libtorch (out of memory on the GPU or the host, a kernel's error):
+    /// the run stopped there, nothing of that step written, the last checkpoint intact.
+    #[error("step {step} failed: {cause}{advice}. The last checkpoint is {last_checkpoint}")]
+    StepFailed {
+        step: u64,
+        cause: String,
+        advice: String,
+        last_checkpoint: String,
+    },
+    /// libtorch failed outside a step (resuming, evaluating, writing the final model): the
+    /// run stopped, its checkpoints intact.
+    #[error("training stopped: {0}")]
+    Stopped(String),
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
     /// A data-parallel launch, rendezvous or collective failed.

@@ -238,18 +238,11 @@ impl ElasticEncoder {
     /// layer, and every requested layer's pooled vectors into the static output. A panic (a
     /// libtorch error: an operation the capture refuses) is this pass's error.
     fn graphed_body(&self, s: &Static, job: &BatchJob) -> Result<()> {
-        let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let run = nest_core::caught::catch(AssertUnwindSafe(|| {
             // pooled straight into the static output (a mean's product writes it: no copy)
             crate::without_packing(|| self.pool_layers(&s.batch, job, Some(&s.out)));
         }));
-        run.map_err(|p| {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|m| m.to_string()))
-                .unwrap_or_else(|| "the forward pass panicked".into());
-            Error::Core(nest_core::Error::value("cuda graph", msg))
-        })
+        run.map_err(|c| Error::Core(nest_core::Error::value("cuda graph", c.describe())))
     }
 
     /// The shape `seqs` is padded to: `rows` rows (at least the batch's), the longest text

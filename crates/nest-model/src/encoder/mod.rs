@@ -156,7 +156,16 @@ impl ElasticEncoder {
             .transpose()?
             .unwrap_or_default();
         let max_len = build::max_seq_len(&files, &config, max_seq_length)?;
-        let tokenizer = TextTokenizer::load(&files.tokenizer, max_len)?;
+        let mut tokenizer = TextTokenizer::load(&files.tokenizer, max_len)?;
+        tokenizer.limit_ids(
+            config.vocab_size,
+            format!(
+                "{} does not belong to the weights of {} (vocab_size {})",
+                files.tokenizer.display(),
+                files.config.display(),
+                config.vocab_size
+            ),
+        );
         crate::weights::check_fits(
             &files.config,
             build::implied_values(&config),

@@ -23,6 +23,9 @@ pub struct TextTokenizer {
     max_length: usize,
     /// Shared by clones (a server's handlers, a training run's loaders).
     words: Option<Arc<words::WordCache>>,
+    /// The model's embedding rows, and the files they and this tokenizer came from: an id at
+    /// or past them is refused ([`TextTokenizer::limit_ids`]).
+    rows: Option<Arc<(usize, String)>>,
 }
 
 impl TextTokenizer {
@@ -30,15 +33,11 @@ impl TextTokenizer {
     pub fn load(path: &Path, max_length: usize) -> Result<Self> {
         // tokenizers 0.22 panics (an unwrap in its decoder deserialiser) on some malformed
         // files instead of returning an error; found by the model_folder fuzz target
-        let read = std::panic::catch_unwind(|| Tokenizer::from_file(path)).map_err(|p| {
-            let why = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "the tokenizers library panicked".into());
+        let read = nest_core::caught::catch(|| Tokenizer::from_file(path)).map_err(|c| {
             Error::Tokenizer(format!(
-                "{}: not a valid tokenizer file ({why})",
-                path.display()
+                "{}: not a valid tokenizer file ({})",
+                path.display(),
+                c.message
             ))
         })?;
         let mut inner = read.map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
@@ -59,6 +58,7 @@ impl TextTokenizer {
             inner,
             max_length,
             words,
+            rows: None,
         })
     }
 
@@ -66,12 +66,42 @@ impl TextTokenizer {
         self.max_length
     }
 
+    /// Refuses ids at or past `rows` (the model's embedding table) from now on: a tokenizer of
+    /// another model's would otherwise fail inside the forward pass ("index out of range").
+    /// `files` names the tokenizer and config for the error.
+    pub fn limit_ids(&mut self, rows: usize, files: String) {
+        self.rows = Some(Arc::new((rows, files)));
+    }
+
     /// Token ids of each text, with the model's special tokens, truncated, not padded.
     pub fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<i64>>> {
-        match &self.words {
-            Some(words) => words.encode(texts),
-            None => self.encode_direct(texts),
-        }
+        let ids = match &self.words {
+            Some(words) => words.encode(texts)?,
+            None => self.encode_direct(texts)?,
+        };
+        self.check_rows(texts, &ids)?;
+        Ok(ids)
+    }
+
+    /// The first id past the model's embedding rows, as an error naming its text and token.
+    fn check_rows(&self, texts: &[&str], ids: &[Vec<i64>]) -> Result<()> {
+        let Some(limit) = self.rows.as_deref() else {
+            return Ok(());
+        };
+        let (rows, files) = (limit.0 as i64, &limit.1);
+        let past = ids
+            .iter()
+            .enumerate()
+            .find_map(|(k, t)| t.iter().find(|&&id| id >= rows).map(|&id| (k, id)));
+        let Some((k, id)) = past else {
+            return Ok(());
+        };
+        let token = self.inner.id_to_token(id as u32).unwrap_or_default();
+        let text: String = texts[k].chars().take(60).collect();
+        Err(Error::Tokenizer(format!(
+            "text {k} of the batch ({text:?}): its token {token:?} has id {id}, past the model's \
+             {rows} embedding rows: {files}"
+        )))
     }
 
     /// [`Self::encode`] through the tokenizers library alone, every text in full.

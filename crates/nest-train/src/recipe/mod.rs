@@ -191,8 +191,9 @@ pub struct Recipe {
     pub(crate) dropout: Option<f64>,
     /// Record each training step as a CUDA graph per input shape and replay it
     /// ([`crate::trainer::GraphedStep`]): `auto` (the default) on a GPU, `on` also through the
-    /// CPU fake (for tests), `off`. Applies when the objective's terms are fixed (MRL), with no
-    /// accumulation, GradCache or data parallelism.
+    /// CPU fake (for tests), `off`. Every objective but ESE (whose SVD checks its result on the
+    /// host); with `grad_accum`, each micro-batch; under GradCache, the chunk passes; not a
+    /// data-parallel step without GradCache.
     #[serde(default, skip_serializing_if = "crate::trainer::GraphMode::is_default")]
     pub(crate) cuda_graph: crate::trainer::GraphMode,
 }

@@ -33,7 +33,7 @@ use std::time::Instant;
 use nest_dist::Group;
 
 use crate::recipe::Recipe;
-use crate::Result;
+use crate::{Error, Result};
 pub use graphed::{GraphMode, GraphedStep, StepSpec};
 pub use mining::round_file;
 use nest_core::lock::FolderLock;
@@ -97,7 +97,11 @@ pub fn train_with(
         }
     };
     let resume_from = start_run_dir(r, o, group, claim.as_ref())?;
-    let result = train_claimed(run, o, group, resume_from.as_deref(), events);
+    // a panic (libtorch's error through tch) outside a step still settles the run folder
+    let result = nest_core::caught::catch(std::panic::AssertUnwindSafe(|| {
+        train_claimed(run, o, group, resume_from.as_deref(), events)
+    }))
+    .unwrap_or_else(|c| Err(Error::Stopped(c.describe())));
     if let Some(c) = &claim {
         let ending = match &result {
             Ok(s) if s.final_dir.as_os_str().is_empty() => Ending::Stopped,

@@ -2,6 +2,7 @@
 //! [`super::train_with`]). The step loop's pieces are in `run/update.rs`; what a run writes
 //! (periodic evaluation and checkpoints, the final model) is in `run/finish.rs`.
 
+mod failure;
 mod finish;
 mod update;
 
@@ -198,17 +199,19 @@ impl<'a> Run<'a> {
             self.round_before(at, events)?;
             let n = self.plan.epochs[at.epoch as usize].len();
             while at.next_batch < n {
-                let applied = self.graphed_step(at)?;
+                let here = (at.epoch, at.next_batch, at.step);
+                let applied = self.guarded(here, |run| run.graphed_step(at))?;
                 let res = match &applied {
                     Some((res, _)) => res.clone(),
-                    None => self.micro_step(at)?,
+                    None => self.guarded(here, |run| run.micro_step(at))?,
                 };
                 acc.add(res, self.r.grad_accum);
                 at.next_batch += 1;
                 if acc.n < self.r.grad_accum && at.next_batch < n {
                     continue;
                 }
-                self.update(at, &mut acc, applied.map(|a| a.1), log, events)?;
+                let applied = applied.map(|a| a.1);
+                self.guarded(here, |run| run.update(at, &mut acc, applied, log, events))?;
                 // the position a checkpoint of this step resumes from
                 let after = match at.next_batch >= n {
                     true => (at.epoch + 1, 0),
