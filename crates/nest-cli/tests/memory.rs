@@ -1,9 +1,9 @@
 //! Out of memory ends a command as an error that says what lowers the memory, not as a panic
 //! (issue 41: on a GPU, a batch the card cannot hold is a user's first mistake). The failures
-//! are real libtorch allocation failures: a tiny model with 16 heads of one dimension and
-//! 131,072 positions, under explicit attention, asks for a `[1, 16, L, L]` score matrix of
-//! 1.1 TB for one text of that length, refused under a 256 GiB address-space limit (`ulimit
-//! -v`) whatever the machine's overcommit setting.
+//! are real libtorch allocation failures: a tiny model with 16 heads of one dimension, under
+//! explicit attention, asks for a `[rows, 16, L, L]` score matrix (1.1 TB for one text of
+//! 131,072 tokens), refused under an address-space limit (`ulimit -v`) whatever the machine's
+//! overcommit setting.
 
 use std::path::Path;
 use std::process::Output;
@@ -13,16 +13,20 @@ use nest_model::Architecture;
 
 const LONG: usize = 131_072;
 
-fn nest_limited(cwd: &Path, args: &[&str]) -> Output {
+/// `nest ARGS` under an address-space limit of `kib` KiB (one thread each for libtorch, the
+/// tokenizer and glibc's arenas, so that the process's own size hardly depends on the machine).
+fn nest_limited(cwd: &Path, kib: u64, args: &[&str]) -> Output {
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
     std::process::Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "ulimit -v 268435456 && exec '{}' --threads 1 {}",
+            "ulimit -v {kib} && exec '{}' --threads 1 {}",
             env!("CARGO_BIN_EXE_nest"),
             quoted.join(" ")
         ))
         .env("NEST_DTYPE", "float32")
+        .env("RAYON_NUM_THREADS", "1")
+        .env("MALLOC_ARENA_MAX", "1")
         .env("NEST_ATTENTION", "explicit")
         .env_remove("RUST_BACKTRACE")
         .current_dir(cwd)
@@ -32,7 +36,7 @@ fn nest_limited(cwd: &Path, args: &[&str]) -> Output {
 
 /// Runs a command that must fail with exit code 1 and no panic report; returns its stderr.
 fn fails(cwd: &Path, args: &[&str]) -> String {
-    let o = nest_limited(cwd, args);
+    let o = nest_limited(cwd, 256 << 20, args);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(1), "nest {args:?}: {err}");
     for never in ["panicked", "frame #", "stack backtrace"] {
@@ -44,17 +48,22 @@ fn fails(cwd: &Path, args: &[&str]) -> String {
     err
 }
 
-/// A tiny model of `LONG` positions and texts of `LONG` words.
-fn fixture() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// A tiny model of `positions` positions (16 heads of one dimension) in `tiny/`.
+fn tiny_model(d: &Path, positions: usize) {
     let spec = TinySpec {
         hidden: 16,
         heads: 16,
-        max_seq_length: LONG,
+        max_seq_length: positions,
         ..TinySpec::new(Architecture::Bert)
     };
     write_tiny_model(&d.join("tiny"), &spec).unwrap();
+}
+
+/// The tiny model of `LONG` positions and texts of `LONG` words.
+fn fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny_model(d, LONG);
     let text = |w: &str| vec![w; LONG].join(" ");
     std::fs::write(d.join("long.txt"), text("cat") + "\n").unwrap();
     let rows = format!(
@@ -111,4 +120,53 @@ fn out_of_memory_is_an_error_naming_what_lowers_it() {
         "{err}"
     );
     assert!(d.join("run/recipe.toml").exists() && !d.join("run/final").exists());
+}
+
+/// A batch that does not fit is encoded in halves, warned once: the vectors of a batch size
+/// that fits, bit for bit. 64 texts of 1,024 tokens at batch 64 ask for 4 GiB of scores (and as
+/// much again for their softmax); under a 2 GiB limit the halves of 32 and 16 are refused too,
+/// and those of 8 (about 1 GiB with the process's own 0.5) run.
+#[test]
+fn a_batch_that_does_not_fit_is_encoded_in_halves() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny_model(d, 1024);
+    let words = ["the", "cat", "dog", "sat", "on", "mat", "man", "a"];
+    let texts: String = (0..64)
+        .map(|i| {
+            let t: Vec<&str> = (0..1100).map(|k| words[(i * 3 + k * 5) % 8]).collect();
+            t.join(" ") + "\n"
+        })
+        .collect();
+    std::fs::write(d.join("texts.txt"), texts).unwrap();
+    let encode = |kib: u64, batch: &str, out: &str| {
+        let args = [
+            "encode",
+            "--model",
+            "tiny",
+            "--input",
+            "texts.txt",
+            "--output",
+            out,
+        ];
+        let o = nest_limited(d, kib, &[&args[..], &["--batch-size", batch]].concat());
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        err
+    };
+    let err = encode(2 << 20, "64", "halves.npy");
+    assert_eq!(
+        err.matches("warning: a batch of 64 texts did not fit in memory")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("encoding it in halves") && !err.contains("panicked"),
+        "{err}"
+    );
+    let err = encode(256 << 20, "8", "eights.npy");
+    assert!(!err.contains("did not fit"), "{err}");
+    let read = |f: &str| std::fs::read(d.join(f)).unwrap();
+    assert_eq!(read("halves.npy"), read("eights.npy"));
 }

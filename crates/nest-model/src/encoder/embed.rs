@@ -231,11 +231,11 @@ impl ElasticEncoder {
     }
 
     /// One batch through its recorded pass when `graphs` gives the bucket's rows (and the shape
-    /// can be recorded), else eagerly.
+    /// can be recorded), else eagerly ([`Self::embed_in_halves`]).
     fn embed_one(&self, seqs: &[&[i64]], job: &BatchJob, graphs: Option<usize>) -> Vec<Tensor> {
         graphs
             .and_then(|rows| self.embed_graphed(seqs, job, rows))
-            .unwrap_or_else(|| self.embed_batch(seqs, job))
+            .unwrap_or_else(|| self.embed_in_halves(seqs, job))
     }
 
     /// One batch's pooled vectors at each requested layer, in float32, left on the device: the

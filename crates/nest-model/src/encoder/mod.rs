@@ -24,6 +24,7 @@ mod convert;
 mod describe;
 mod embed;
 mod graphed;
+mod halves;
 pub mod phases;
 mod pool;
 mod streams;
