@@ -61,6 +61,11 @@
 #                `--cuda-graph on` for mrl,2dmse,mic and, apart, for mrl,mipic,ibkd (recorded
 #                since 2026-11-28; a recording that fails stops only its run); then `nest
 #                train` with --grad-accum 2 (micro-batches recorded) against eager [~150 s]
+#  13  S13_S=150 out of memory (since 2026-11-29): `nest train` of a batch the card cannot hold
+#                (2,048 pairs of 400-word texts, max_length 512, float32, explicit attention)
+#                must end with `step 1 failed: CUDA out of memory ...` and what lowers it, not
+#                a panic; `nest encode` of 8,192 such texts at --batch-size 8192 must encode
+#                the batch in halves (one warning), its vectors against --batch-size 512 [~60 s]
 # Results go to $OUT/sN/ as they come (logs, markdown, JSON; peak GPU memory per process in
 # mem_*.json from scripts/gpu/gpu_mem_poll.py); $OUT/status.tsv says what ran; the summary of
 # scripts/gpu/gpu_issue41_report.py is printed LAST (only the output's tail comes back).
@@ -101,7 +106,9 @@ if [ "$DRY" = 1 ]; then
   B1="4"; TRAIN_DTYPE=float32; TRAIN_STEPS=1; EPOCH_PAIRS=8; ENC_B="8 16"; REPEATS=${REPEATS:-1}
   GEN_ARGS=(--layers 2); SERVE_S=${SERVE_S:-3}; WARM_S=${WARM_S:-1}; NUM_STEPS=6; NUM_AT=3; MP_B=4
   GC_B=8; GC_M=4
-  for s in 0 1 2 3 4 5 6 7 8 9 10 11 12; do eval "S${s}_S=\${S${s}_S:-400}"; done
+  # the CPU stands in for a small card: 3 GB of address space
+  OOM_ROWS=64; OOM_ENC=256; OOM_LIM=(prlimit --as=3000000000)
+  for s in 0 1 2 3 4 5 6 7 8 9 10 11 12 13; do eval "S${s}_S=\${S${s}_S:-400}"; done
   RUN_SCALE=4  # 2 shared cores: each command's own limit x 4
 else
   TOTAL_S=${TOTAL_S:-470}
@@ -111,8 +118,9 @@ else
   GEN_ARGS=(--full-depth); SERVE_S=${SERVE_S:-15}; WARM_S=${WARM_S:-5}; NUM_STEPS=200; NUM_AT=100; MP_B=32
   S9_S=${S9_S:-30} S0_S=${S0_S:-150} S1_S=${S1_S:-130} S2_S=${S2_S:-250} S3_S=${S3_S:-150} S4_S=${S4_S:-155}
   S5_S=${S5_S:-70} S6_S=${S6_S:-110} S7_S=${S7_S:-60} S8_S=${S8_S:-70} S10_S=${S10_S:-200} S11_S=${S11_S:-120}
-  S12_S=${S12_S:-180}
+  S12_S=${S12_S:-180} S13_S=${S13_S:-150}
   GC_B=256; GC_M=32
+  OOM_ROWS=2048; OOM_ENC=8192; OOM_LIM=()
   RUN_SCALE=1
 fi
 
@@ -757,6 +765,36 @@ else:
 EOF2
 }
 
+# ------------------------------------------------------------------ 13. out of memory
+s13() {
+  unset RUST_BACKTRACE  # the panic report is what must not appear
+  local small=$((OOM_ENC / 16))
+  "$PY" - "$WORK/oom" "$OOM_ROWS" "$OOM_ENC" << 'EOF2'
+import os, random, sys
+d, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(d, exist_ok=True)
+r = random.Random(0)
+w = "the a man woman dog cat plays runs on in street park music guitar red blue".split()
+t = lambda: " ".join(r.choice(w) for _ in range(400))
+open(f"{d}/pairs.tsv", "w").write("anchor\tpositive\n" + "".join(f"{t()}\t{t()}\n" for _ in range(n)))
+open(f"{d}/texts.txt", "w").write("".join(t() + "\n" for _ in range(m)))
+EOF2
+  NEST_ATTENTION=explicit run train_oom 60 "${OOM_LIM[@]}" "$N" train --model "$M" \
+    --data "$WORK/oom/pairs.tsv:pairs" --loss mnrl --batch-size "$OOM_ROWS" --max-length 512 \
+    --dtype float32 --save-every 0 --max-steps 2 --run-dir "$WORK/oom/run"
+  grep -h "^error\|panicked" "$SD/train_oom.log" | cut -c1-700 > "$SD/oom.txt"
+  NEST_ATTENTION=explicit run encode_halves 90 "${OOM_LIM[@]}" "$N" encode --model "$M" \
+    --input "$WORK/oom/texts.txt" --output "$WORK/oom/halves.npy" --batch-size "$OOM_ENC" \
+    --max-length 512 --dtype float32
+  NEST_ATTENTION=explicit run encode_small 90 "$N" encode --model "$M" --input "$WORK/oom/texts.txt" \
+    --output "$WORK/oom/small.npy" --batch-size "$small" --max-length 512 --dtype float32
+  grep -h "warning\|^error\|panicked\|^wrote" "$SD/encode_halves.log" "$SD/encode_small.log" \
+    | cut -c1-400 >> "$SD/oom.txt"
+  "$PY" -c "import numpy as np, sys; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); print(f'halves vs batch {sys.argv[3]}: {a.shape}, max |diff| {np.abs(a - b).max():.2e}')" \
+    "$WORK/oom/halves.npy" "$WORK/oom/small.npy" "$small" >> "$SD/oom.txt" 2>&1
+  cat "$SD/oom.txt"
+}
+
 # the sections in the order SECTIONS gives (its default: the order of the first H100 call)
 declare -A TITLE=(
   [9]="host tokenisation time (what early exit cannot shorten)"
@@ -772,6 +810,7 @@ declare -A TITLE=(
   [10]="GradCache at batch 256: chunk passes recorded, MiniLM and MPNet shape"
   [11]="graph memory pools: private against shared"
   [12]="2DMSE, MIC, MIPIC and IBKD steps recorded, MiniLM, next to PyTorch's 2DMSE"
+  [13]="out of memory: a training step's error, an encode batch in halves"
 )
 for id in $SECTIONS; do
   if [ -z "${TITLE[$id]:-}" ]; then

@@ -341,6 +341,10 @@ def summary(o):
     f = os.path.join(o, "s12", "accum.txt")
     if os.path.exists(f):
         print(open(f).read().strip())
+    f = os.path.join(o, "s13", "oom.txt")
+    if os.path.exists(f):
+        print("\n-- 13. out of memory (nest train's error; nest encode's batch in halves)")
+        print("\n".join(squash(l, 420) for l in open(f).read().strip().splitlines()))
     print("\n-- 11. graph memory pools (private vs NEST_GRAPH_POOL=shared)")
     f = os.path.join(o, "model_gpu_tests.txt")
     if os.path.exists(f):
