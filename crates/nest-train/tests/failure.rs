@@ -36,6 +36,10 @@ impl Objective for Hog {
     fn trained_layers(&self, _: usize) -> Vec<usize> {
         vec![]
     }
+    // the same operations every step but the one it fails at: recordable
+    fn recorded_draws(&self, _ctx: &StepContext, _: usize) -> Option<Vec<usize>> {
+        Some(Vec::new())
+    }
 }
 
 type Built = nest_train::Result<Box<dyn Objective>>;
@@ -57,6 +61,10 @@ fn with_hog(at: u64, bug: bool) -> impl Fn(&Recipe, &ElasticEncoder, &tch::nn::P
 }
 
 fn setup() -> (tempfile::TempDir, Recipe) {
+    setup_with(&[])
+}
+
+fn setup_with(extra: &[&str]) -> (tempfile::TempDir, Recipe) {
     let d = tempfile::tempdir().unwrap();
     let model = d.path().join("tiny");
     write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
@@ -90,6 +98,7 @@ fn setup() -> (tempfile::TempDir, Recipe) {
         "0",
     ]
     .iter()
+    .chain(extra)
     .map(|s| s.to_string())
     .collect();
     let pairs = flags.chunks(2).map(|c| (&c[0][2..], c[1].as_str()));
@@ -195,4 +204,35 @@ fn a_failed_step_puts_back_the_run_it_was_to_replace() {
     let back = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
     assert_eq!(back, metrics);
     assert!(run.join("final").is_dir());
+}
+
+/// A step recorded as a CUDA graph (the CPU fake records nothing but runs the same path) that
+/// runs out of memory while it is recorded: the recording fails with its reason, the capture is
+/// ended (the panic does not unwind through it), and the levers name `cuda_graph = "off"`.
+#[test]
+fn a_recorded_step_out_of_memory_names_the_recording_and_cuda_graph() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (d, r) = setup_with(&["--cuda-graph", "on"]);
+    let run = d.path().join("run");
+    let e = train_with(&r, &opts(&run), &with_hog(1, false), &mut |_| {}).unwrap_err();
+    let Error::StepFailed {
+        step,
+        cause,
+        advice,
+        ..
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert_eq!(*step, 1);
+    assert!(
+        cause.starts_with("cuda_graph: recording the training step as a CUDA graph failed")
+            && cause.contains("can't allocate memory"),
+        "{cause}"
+    );
+    assert!(advice.contains("set `cuda_graph = \"off\"`"), "{advice}");
+    // the same process trains on, recorded, as a run that never failed
+    let again = d.path().join("again");
+    let s = train_with(&r, &opts(&again), &with_hog(0, false), &mut |_| {}).unwrap();
+    assert!(s.steps > 3);
 }

@@ -177,6 +177,18 @@ pub struct Captured<S> {
     graph: Box<dyn StepGraph>,
 }
 
+/// `body(state)`, a panic in it (libtorch's error through tch: out of memory, an operation
+/// a capture refuses) returned as its error, so that a capture is always ended and the side
+/// stream left: a caller that goes on (Python, a server) finds its stream usable.
+fn unpanicked<S>(body: &mut dyn FnMut(&S) -> Result<()>, state: &S) -> Result<()> {
+    nest_core::caught::catch(std::panic::AssertUnwindSafe(|| body(state))).unwrap_or_else(|c| {
+        Err(Error::Core(nest_core::Error::value(
+            "cuda graph",
+            c.describe(),
+        )))
+    })
+}
+
 /// A recording that failed, with its state back.
 pub struct Failed<S> {
     pub state: S,
@@ -234,13 +246,13 @@ impl<S> Captured<S> {
         if let Err(e) = graph.enter() {
             return Err(fail(state, e, false));
         }
-        if let Err(e) = (0..warmup).try_for_each(|_| body(&state)) {
+        if let Err(e) = (0..warmup).try_for_each(|_| unpanicked(body, &state)) {
             let _ = graph.leave();
             return Err(fail(state, e, false));
         }
         let recorded = graph.begin().and_then(|()| {
             let ran = match graph.records() {
-                true => body(&state),
+                true => unpanicked(body, &state),
                 false => Ok(()),
             };
             // a failed body still ends the capture, so that the stream is usable again
