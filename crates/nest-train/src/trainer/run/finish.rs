@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use nest_dist::Group;
+use nest_model::graph::peak_memory;
 use nest_model::NestMeta;
 
 use super::Run;
@@ -113,6 +114,14 @@ impl Run<'_> {
         let final_dir = self.o.run_dir.join("final");
         if let (true, Some(line)) = (self.main, self.graphed.report()) {
             events(Event::Message(line));
+        }
+        // what a GPU run held at most, to size the next run's batch against the card
+        if let (true, Some((held, reserved))) = (self.main, peak_memory(self.enc.device())) {
+            events(Event::Message(format!(
+                "peak GPU memory: {} MiB allocated, {} MiB reserved (libtorch's caching allocator)",
+                held >> 20,
+                reserved >> 20
+            )));
         }
         if let (false, Some(g)) = (self.main, self.group) {
             // rank 0 writes the final checkpoint and the model; wait until they are on disk
