@@ -65,6 +65,8 @@ impl Run<'_> {
         let r = self.r;
         let mut levers = vec![format!("lower `batch_size` ({})", r.batch_size)];
         match r.mini_batch_size {
+            // GradCache needs chunks smaller than the batch
+            0 if r.batch_size < 2 => {}
             0 => levers.push(format!(
                 "keep it and set `mini_batch_size` (e.g. {}; GradCache: the same batch's loss and \
                  gradients, computed that many rows at a time)",
