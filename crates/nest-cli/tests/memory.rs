@@ -14,8 +14,14 @@ use nest_model::Architecture;
 const LONG: usize = 131_072;
 
 /// `nest ARGS` under an address-space limit of `kib` KiB (one thread each for libtorch, the
-/// tokenizer and glibc's arenas, so that the process's own size hardly depends on the machine).
+/// tokenizer and glibc's arenas, and mimalloc's first reservation small, so that the process's
+/// own size hardly depends on the machine: without the last, mimalloc reserves 1 GiB when the
+/// limit leaves room for it, and libtorch's model load failed under 1.5-1.7 GiB).
 fn nest_limited(cwd: &Path, kib: u64, args: &[&str]) -> Output {
+    nest_limited_env(cwd, kib, &[], args)
+}
+
+fn nest_limited_env(cwd: &Path, kib: u64, env: &[(&str, &str)], args: &[&str]) -> Output {
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
     std::process::Command::new("bash")
         .arg("-c")
@@ -27,6 +33,8 @@ fn nest_limited(cwd: &Path, kib: u64, args: &[&str]) -> Output {
         .env("NEST_DTYPE", "float32")
         .env("RAYON_NUM_THREADS", "1")
         .env("MALLOC_ARENA_MAX", "1")
+        .env("MIMALLOC_ARENA_RESERVE", "64M")
+        .envs(env.iter().copied())
         .env("NEST_ATTENTION", "explicit")
         .env_remove("RUST_BACKTRACE")
         .current_dir(cwd)
@@ -169,4 +177,58 @@ fn a_batch_that_does_not_fit_is_encoded_in_halves() {
     assert!(!err.contains("did not fit"), "{err}");
     let read = |f: &str| std::fs::read(d.join(f)).unwrap();
     assert_eq!(read("halves.npy"), read("eights.npy"));
+}
+
+/// A recording that runs out of memory turns off only shapes as large as its own: 8 texts of
+/// 1,024 tokens then 56 of 8, at batch 8, recorded (`NEST_CUDA_GRAPHS=1`: the CPU fake runs a
+/// recording's warm-up pass as a GPU does) under 1.3 GiB: the long batch's recording is refused
+/// (512 MiB of scores and as much for their softmax), that batch is encoded eagerly in halves,
+/// and the short batches are still recorded, their vectors those of an unlimited run's
+/// recorded passes, bit for bit.
+#[test]
+fn a_recording_out_of_memory_keeps_smaller_shapes_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny_model(d, 1024);
+    let words = ["the", "cat", "dog", "sat", "on", "mat", "man", "a"];
+    let texts: String = (0..64)
+        .map(|i| {
+            let n = if i < 8 { 1100 } else { 6 };
+            let t: Vec<&str> = (0..n).map(|k| words[(i * 3 + k * 5) % 8]).collect();
+            t.join(" ") + "\n"
+        })
+        .collect();
+    std::fs::write(d.join("texts.txt"), texts).unwrap();
+    let encode = |kib: u64, out: &str| {
+        let args = [
+            "encode",
+            "--model",
+            "tiny",
+            "--input",
+            "texts.txt",
+            "--batch-size",
+            "8",
+        ];
+        let graphs = [("NEST_CUDA_GRAPHS", "1")];
+        let o = nest_limited_env(d, kib, &graphs, &[&args[..], &["--output", out]].concat());
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        err
+    };
+    let err = encode(1300 << 10, "limited.npy");
+    let said = "warning: recording an encode pass of 8 x 1024 tokens ran out of memory";
+    assert_eq!(err.matches(said).count(), 1, "{err}");
+    assert!(err.contains("encoding it in halves"), "{err}");
+    assert!(
+        !err.contains("encoding through CUDA graphs failed"),
+        "{err}"
+    );
+    let err = encode(256 << 20, "whole.npy");
+    assert!(!err.contains("warning"), "{err}");
+    // the short texts' rows, the files' last 56 x 16 float32 values
+    let tail = |f: &str| {
+        let b = std::fs::read(d.join(f)).unwrap();
+        b[b.len() - 56 * 16 * 4..].to_vec()
+    };
+    assert_eq!(tail("limited.npy"), tail("whole.npy"));
 }

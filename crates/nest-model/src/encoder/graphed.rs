@@ -16,7 +16,8 @@
 //!
 //! Padding changes the vectors by float reordering only (the tests below, on the CPU fake: 1e-5).
 //! A failed recording or replay (a refused operation, a CUDA error, a panic) warns once; that
-//! batch and all later ones then run eagerly, so no encode is lost.
+//! batch and all later ones then run eagerly, so no encode is lost. A recording that ran out of
+//! memory turns off only shapes as large as its own (warned once): smaller ones stay recorded.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -145,6 +146,10 @@ struct Cache {
     made_for: Option<(Dtype, usize)>,
     /// Set by the first failure: later batches run eagerly.
     failed: bool,
+    /// The smallest padded size (rows x tokens) whose recording ran out of memory: shapes as
+    /// large run eagerly, smaller ones are still recorded (one long batch, say a server's
+    /// largest request, must not turn recording off for the rest of the process).
+    too_big: Option<usize>,
     /// Where the slots keep their memory (a new one whenever the slots are dropped).
     pool: Option<Pool>,
 }
@@ -188,15 +193,28 @@ impl ElasticEncoder {
             cache.made_for = made_for;
         }
         let fresh = !cache.slots.contains_key(&shape);
-        if cache.failed || (fresh && !has_room(&mut cache, self.device())) {
+        let padded = shape.rows * shape.tokens;
+        let too_big = cache.too_big.is_some_and(|t| padded >= t);
+        if cache.failed || (fresh && (too_big || !has_room(&mut cache, self.device()))) {
             return None;
         }
         let mut body = |s: &Static| self.graphed_body(s, job);
-        let padded = shape.rows * shape.tokens;
+        let (rows, tokens) = (shape.rows, shape.tokens);
         match self.graphed_pass(&mut cache, shape, &host, &mut body) {
             Ok(out) => {
                 super::phases::count_tokens(seqs.iter().map(|s| s.len()).sum(), padded);
                 Some((0..job.layers.len() as i64).map(|k| out.get(k)).collect())
+            }
+            Err(e) if fresh && nest_core::caught::out_of_memory(&e.to_string()) => {
+                cache.too_big = Some(cache.too_big.map_or(padded, |t| t.min(padded)));
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    eprintln!(
+                        "warning: recording an encode pass of {rows} x {tokens} tokens ran out of \
+                         memory; passes as large run eagerly, smaller ones stay recorded"
+                    )
+                });
+                None
             }
             Err(e) => {
                 cache.failed = true;
