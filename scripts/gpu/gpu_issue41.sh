@@ -62,7 +62,7 @@
 #                since 2026-11-28; a recording that fails stops only its run); then `nest
 #                train` with --grad-accum 2 (micro-batches recorded) against eager [~150 s]
 #  13  S13_S=150 out of memory (since 2026-11-29): `nest train` of a batch the card cannot hold
-#                (2,048 pairs of 400-word texts, max_length 512, float32, explicit attention)
+#                (2,048 pairs of 500-word texts, max_length 512, float32, explicit attention)
 #                must end with `step 1 failed: CUDA out of memory ...` and what lowers it, not
 #                a panic; `nest encode` of 8,192 such texts at --batch-size 8192 must encode
 #                the batch in halves (one warning), its vectors against --batch-size 512 [~60 s]
@@ -775,7 +775,7 @@ d, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 os.makedirs(d, exist_ok=True)
 r = random.Random(0)
 w = "the a man woman dog cat plays runs on in street park music guitar red blue".split()
-t = lambda: " ".join(r.choice(w) for _ in range(400))
+t = lambda: " ".join(r.choice(w) for _ in range(500))
 open(f"{d}/pairs.tsv", "w").write("anchor\tpositive\n" + "".join(f"{t()}\t{t()}\n" for _ in range(n)))
 open(f"{d}/texts.txt", "w").write("".join(t() + "\n" for _ in range(m)))
 EOF2
