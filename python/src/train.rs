@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use nest_train::trainer::{stop, train, Event, TrainOptions};
 use nest_train::Recipe;
-use pyo3::exceptions::{PyFileNotFoundError, PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PyValueError,
+};
 use pyo3::prelude::*;
 
 /// A nest-train error as the Python exception of its kind: a missing file
@@ -21,6 +23,10 @@ pub(crate) fn train_err(e: nest_train::Error) -> PyErr {
         // a run folder that is missing (a resume) or holds something else
         E::Run { ref path, .. } if !path.exists() => PyFileNotFoundError::new_err(e.to_string()),
         E::Run { .. } => PyValueError::new_err(e.to_string()),
+        // a step the memory could not hold: Python's exception for a failed allocation
+        E::StepFailed { ref cause, .. } if nest_core::caught::out_of_memory(cause) => {
+            PyMemoryError::new_err(e.to_string())
+        }
         other => PyRuntimeError::new_err(other.to_string()),
     }
 }

@@ -290,7 +290,7 @@ def test_malformed_file_is_runtime_error(tmp_path):
 
 def test_out_of_memory_is_memory_error(tmp_path):
     """A pass libtorch cannot allocate raises MemoryError saying what lowers it, with no panic
-    report (issue 41). Real: a one-layer model with 16 heads of one dimension and 131,072
+    report (issue 41): `encode`, and `train` (a step's error, `nest_train::Error::StepFailed`). Real: a one-layer model with 16 heads of one dimension and 131,072
     positions, under explicit attention, asks for a [1, 16, L, L] score matrix of 1.1 TB,
     refused under a 256 GiB address-space limit whatever the machine's overcommit setting."""
     transformers = need_module("transformers", "pip install transformers")
@@ -310,6 +310,9 @@ def test_out_of_memory_is_memory_error(tmp_path):
     (d / "1_Pooling").mkdir()
     pool = json.loads((MODEL / "1_Pooling" / "config.json").read_text())
     (d / "1_Pooling" / "config.json").write_text(json.dumps({**pool, "word_embedding_dimension": 16}))
+    text = lambda w: " ".join([w] * long)  # noqa: E731
+    data = tmp_path / "pairs.tsv"
+    data.write_text(f"anchor\tpositive\n{text('cat')}\t{text('dog')}\n{text('mat')}\t{text('man')}\n")
     code = (
         "import resource, sys, nest\n"
         "m = nest.Encoder(sys.argv[1], dtype='float32')\n"
@@ -318,14 +321,23 @@ def test_out_of_memory_is_memory_error(tmp_path):
         "    m.encode(['cat ' * int(sys.argv[2])])\n"
         "except MemoryError as e:\n"
         "    print('MemoryError:', e)\n"
+        "o = {'model': sys.argv[1], 'data': sys.argv[3] + ':pairs', 'loss': 'mnrl', 'batch_size': 2,\n"
+        "     'dtype': 'float32', 'save_every': 0}\n"
+        "try:\n"
+        "    nest.train(overrides=o, run_dir=sys.argv[4], progress=False)\n"
+        "except MemoryError as e:\n"
+        "    print('train MemoryError:', e)\n"
     )
     env = {**os.environ, "NEST_ATTENTION": "explicit"}
     env.pop("RUST_BACKTRACE", None)
-    run = subprocess.run([sys.executable, "-c", code, str(d), str(long)], env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-c", code, str(d), str(long), str(data), str(tmp_path / "run")],
+                         env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("MemoryError: out of memory: DefaultCPUAllocator: can't allocate"), run.stdout + run.stderr
-    assert "smaller batch_size" in run.stdout
+    said = run.stdout.splitlines()
+    assert said[0].startswith("MemoryError: out of memory: DefaultCPUAllocator: can't allocate"), run.stdout + run.stderr
+    assert "smaller batch_size" in said[0]
+    assert said[1].startswith("train MemoryError: step 1 failed: DefaultCPUAllocator: can't allocate"), run.stdout + run.stderr
+    assert "lower `batch_size` (2)" in said[1]
     assert "panicked" not in run.stderr and "frame #" not in run.stderr, run.stderr
 
 
