@@ -246,7 +246,15 @@ impl Engine {
         let run = nest_core::caught::catch(std::panic::AssertUnwindSafe(|| {
             embed_batch(enc, adaptor, &part)
         }));
-        let result = run.unwrap_or_else(|c| Err(c.describe()));
+        let result = run.unwrap_or_else(|c| {
+            // the clients get the message; the operator's log gets it once a failed batch
+            eprintln!(
+                "warning: a batch of {} inputs failed: {}",
+                part.len(),
+                c.describe()
+            );
+            Err(c.describe())
+        });
         match result {
             Ok(vectors) => {
                 for (it, v) in part.into_iter().zip(vectors) {
