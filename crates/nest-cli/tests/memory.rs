@@ -85,6 +85,38 @@ fn fixture() -> tempfile::TempDir {
     dir
 }
 
+/// `texts.txt` in `d`: 64 texts, the first `long` of 1,100 words (1,024 tokens once truncated),
+/// the rest of 6.
+fn texts(d: &Path, long: usize) {
+    let words = ["the", "cat", "dog", "sat", "on", "mat", "man", "a"];
+    let texts: String = (0..64)
+        .map(|i| {
+            let n = if i < long { 1100 } else { 6 };
+            let t: Vec<&str> = (0..n).map(|k| words[(i * 3 + k * 5) % 8]).collect();
+            t.join(" ") + "\n"
+        })
+        .collect();
+    std::fs::write(d.join("texts.txt"), texts).unwrap();
+}
+
+/// `nest encode` of `texts.txt` through `tiny` at `batch` into `out` under `kib` KiB, which must
+/// succeed; returns its stderr.
+fn encodes(d: &Path, kib: u64, env: &[(&str, &str)], batch: &str, out: &str) -> String {
+    let args = [
+        "encode",
+        "--model",
+        "tiny",
+        "--input",
+        "texts.txt",
+        "--output",
+        out,
+    ];
+    let o = nest_limited_env(d, kib, env, &[&args[..], &["--batch-size", batch]].concat());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    err
+}
+
 #[test]
 fn out_of_memory_is_an_error_naming_what_lowers_it() {
     let dir = fixture();
@@ -139,29 +171,8 @@ fn a_batch_that_does_not_fit_is_encoded_in_halves() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     tiny_model(d, 1024);
-    let words = ["the", "cat", "dog", "sat", "on", "mat", "man", "a"];
-    let texts: String = (0..64)
-        .map(|i| {
-            let t: Vec<&str> = (0..1100).map(|k| words[(i * 3 + k * 5) % 8]).collect();
-            t.join(" ") + "\n"
-        })
-        .collect();
-    std::fs::write(d.join("texts.txt"), texts).unwrap();
-    let encode = |kib: u64, batch: &str, out: &str| {
-        let args = [
-            "encode",
-            "--model",
-            "tiny",
-            "--input",
-            "texts.txt",
-            "--output",
-            out,
-        ];
-        let o = nest_limited(d, kib, &[&args[..], &["--batch-size", batch]].concat());
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(o.status.success(), "{err}");
-        err
-    };
+    texts(d, 64);
+    let encode = |kib: u64, batch: &str, out: &str| encodes(d, kib, &[], batch, out);
     let err = encode(2 << 20, "64", "halves.npy");
     assert_eq!(
         err.matches("warning: a batch of 64 texts did not fit in memory")
@@ -190,31 +201,9 @@ fn a_recording_out_of_memory_keeps_smaller_shapes_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     tiny_model(d, 1024);
-    let words = ["the", "cat", "dog", "sat", "on", "mat", "man", "a"];
-    let texts: String = (0..64)
-        .map(|i| {
-            let n = if i < 8 { 1100 } else { 6 };
-            let t: Vec<&str> = (0..n).map(|k| words[(i * 3 + k * 5) % 8]).collect();
-            t.join(" ") + "\n"
-        })
-        .collect();
-    std::fs::write(d.join("texts.txt"), texts).unwrap();
-    let encode = |kib: u64, out: &str| {
-        let args = [
-            "encode",
-            "--model",
-            "tiny",
-            "--input",
-            "texts.txt",
-            "--batch-size",
-            "8",
-        ];
-        let graphs = [("NEST_CUDA_GRAPHS", "1")];
-        let o = nest_limited_env(d, kib, &graphs, &[&args[..], &["--output", out]].concat());
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(o.status.success(), "{err}");
-        err
-    };
+    texts(d, 8);
+    let graphs = [("NEST_CUDA_GRAPHS", "1")];
+    let encode = |kib: u64, out: &str| encodes(d, kib, &graphs, "8", out);
     let err = encode(1300 << 10, "limited.npy");
     let said = "warning: recording an encode pass of 8 x 1024 tokens ran out of memory";
     assert_eq!(err.matches(said).count(), 1, "{err}");
