@@ -66,8 +66,7 @@ fn setup() -> (tempfile::TempDir, Recipe) {
 
 fn setup_with(extra: &[&str]) -> (tempfile::TempDir, Recipe) {
     let d = tempfile::tempdir().unwrap();
-    let model = d.path().join("tiny");
-    write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
+    write_tiny_model(&d.path().join("tiny"), &TinySpec::new(Architecture::Bert)).unwrap();
     let words = ["the", "a", "cat", "dog", "sat", "on", "mat", "man"];
     let rows: String = (0..64)
         .map(|i| {
@@ -75,13 +74,22 @@ fn setup_with(extra: &[&str]) -> (tempfile::TempDir, Recipe) {
             format!("{} {} {}\t{} {} {}\n", w(0), w(1), w(2), w(0), w(2), w(3))
         })
         .collect();
-    let data = d.path().join("pairs.tsv");
-    std::fs::write(&data, format!("anchor\tpositive\n{rows}")).unwrap();
+    std::fs::write(
+        d.path().join("pairs.tsv"),
+        format!("anchor\tpositive\n{rows}"),
+    )
+    .unwrap();
+    let r = recipe(d.path(), extra);
+    (d, r)
+}
+
+/// The recipe of the tiny model and pairs in `d`, with `extra` flags.
+fn recipe(d: &Path, extra: &[&str]) -> Recipe {
     let flags: Vec<String> = [
         "--model",
-        &model.display().to_string(),
+        &d.join("tiny").display().to_string(),
         "--data",
-        &format!("{}:pairs", data.display()),
+        &format!("{}:pairs", d.join("pairs.tsv").display()),
         "--loss",
         "mnrl",
         "--matryoshka-dims",
@@ -102,8 +110,7 @@ fn setup_with(extra: &[&str]) -> (tempfile::TempDir, Recipe) {
     .map(|s| s.to_string())
     .collect();
     let pairs = flags.chunks(2).map(|c| (&c[0][2..], c[1].as_str()));
-    let r = Recipe::load(None, &Overrides::from_text(pairs)).unwrap();
-    (d, r)
+    Recipe::load(None, &Overrides::from_text(pairs)).unwrap()
 }
 
 fn opts(run: &Path) -> TrainOptions {
@@ -231,8 +238,59 @@ fn a_recorded_step_out_of_memory_names_the_recording_and_cuda_graph() {
         "{cause}"
     );
     assert!(advice.contains("set `cuda_graph = \"off\"`"), "{advice}");
+    assert!(
+        advice.ends_with("a new cuda_graph resumes this one (`--resume`)"),
+        "{advice}"
+    );
     // the same process trains on, recorded, as a run that never failed
     let again = d.path().join("again");
     let s = train_with(&r, &opts(&again), &with_hog(0, false), &mut |_| {}).unwrap();
     assert!(s.steps > 3);
+}
+
+/// `cuda_graph` is resumable (what a recording's failure tells the user to change): a recorded
+/// run stopped after step 2 resumes with `--cuda-graph off`, says what that costs, and logs
+/// the losses of the uninterrupted recorded run up to float reordering.
+#[test]
+fn a_recorded_run_resumes_eagerly() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (d, on) = setup_with(&["--cuda-graph", "on", "--dropout", "0"]);
+    let off = recipe(d.path(), &["--cuda-graph", "off", "--dropout", "0"]);
+    let plain = |_: &Recipe, enc: &ElasticEncoder, p: &tch::nn::Path| -> Built {
+        Ok(Box::new(on.build_objective(
+            enc.hidden_size(),
+            enc.num_layers(),
+            p,
+            None,
+        )?))
+    };
+    let whole = d.path().join("whole");
+    train_with(&on, &opts(&whole), &plain, &mut |_| {}).unwrap();
+    let run = d.path().join("run");
+    let mut o = opts(&run);
+    o.stop_after_steps = Some(2);
+    train_with(&on, &o, &plain, &mut |_| {}).unwrap();
+    let mut o = opts(&run);
+    o.resume = true;
+    let mut said = Vec::new();
+    let s = train_with(&off, &o, &plain, &mut |e| {
+        if let nest_train::trainer::Event::Message(m) = e {
+            said.push(m)
+        }
+    })
+    .unwrap();
+    assert_eq!(s.resumed_from, Some(2));
+    let note = "cuda_graph on -> off: the steps from the checkpoint on are eager";
+    assert!(said.iter().any(|m| m.starts_with(note)), "{said:?}");
+    let losses = |run: &Path| -> Vec<f64> {
+        let log = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["loss"].as_f64())
+            .collect()
+    };
+    let (a, b) = (losses(&whole), losses(&run));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "{a:?}\n{b:?}");
+    }
 }

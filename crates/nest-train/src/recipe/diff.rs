@@ -4,13 +4,17 @@
 use super::Recipe;
 
 /// Keys whose change does not alter the run's trajectory so far: a resume may change them.
-pub(crate) const RESUMABLE_KEYS: [&str; 6] = [
+/// `cuda_graph` too: recorded and eager steps run the same operations on the same draws, so a
+/// resume that changes it (a recording that failed, out of memory) goes on from the same
+/// checkpoint, equal up to float reordering rather than bit for bit (said at the resume).
+pub(crate) const RESUMABLE_KEYS: [&str; 7] = [
     "epochs",
     "max_steps",
     "eval_every",
     "save_every",
     "keep_last",
     "eval_layers",
+    "cuda_graph",
 ];
 
 impl Recipe {

@@ -96,6 +96,9 @@ pub fn train_with(
             return Err(e);
         }
     };
+    if let Some(note) = run_dir::resume_note(r, o) {
+        events(Event::Message(note));
+    }
     let resume_from = start_run_dir(r, o, group, claim.as_ref())?;
     // a panic (libtorch's error through tch) outside a step still settles the run folder
     let result = nest_core::caught::catch(std::panic::AssertUnwindSafe(|| {

@@ -158,10 +158,11 @@ impl<'a> Run<'a> {
     pub(crate) fn resume(&mut self, ck: &Path, events: &mut dyn FnMut(Event)) -> Result<Progress> {
         let (state, opt_state) = checkpoint::load(ck)?;
         let world = self.group.map_or(1, Group::world);
+        let legacy = run_dir::legacy_identity_hash(self.r);
         run_dir::check_checkpoint(
             ck,
             &state,
-            &self.recipe_sha,
+            (&self.recipe_sha, &legacy),
             &self.r.model,
             world,
             self.o,

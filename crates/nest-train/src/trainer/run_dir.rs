@@ -12,10 +12,20 @@ use crate::{Error, Result};
 
 /// sha256 of the recipe's identity: its TOML without the keys a resume may change.
 pub(crate) fn identity_hash(r: &Recipe) -> String {
+    identity_hash_keeping(r, &[])
+}
+
+/// The identity hash of runs started before `cuda_graph` became resumable (2026-11-29), which
+/// hashed it when it was set: a checkpoint of theirs still resumes with the same value.
+pub(crate) fn legacy_identity_hash(r: &Recipe) -> String {
+    identity_hash_keeping(r, &["cuda_graph"])
+}
+
+fn identity_hash_keeping(r: &Recipe, keep: &[&str]) -> String {
     let mut v = toml::Value::try_from(r).unwrap_or(toml::Value::Boolean(false));
     if let Some(t) = v.as_table_mut() {
-        for k in RESUMABLE_KEYS {
-            t.remove(k);
+        for k in RESUMABLE_KEYS.iter().filter(|k| !keep.contains(k)) {
+            t.remove(*k);
         }
         // keys added later hash as before when they keep their default, so that runs started
         // before they existed still resume
@@ -115,6 +125,30 @@ pub(crate) fn check_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Claim> {
     }
     // nothing saved yet: start over in the same folder
     Ok(Claim::Resume(checkpoint::list(dir).pop().map(|(_, ck)| ck)))
+}
+
+/// What a resume that changes `cuda_graph` (resumable: [`RESUMABLE_KEYS`]) costs: the steps
+/// from its checkpoint on are recorded where they were eager or the other way round, the same
+/// operations on the same draws, equal up to float reordering rather than bit for bit.
+pub(crate) fn resume_note(r: &Recipe, o: &TrainOptions) -> Option<String> {
+    let saved = o.run_dir.join("recipe.toml");
+    let old = o
+        .resume
+        .then(|| Recipe::load(Some(&saved), &Default::default()).ok())??;
+    let (was, now) = (old.cuda_graph, r.cuda_graph);
+    (was.resolve(o.device) != now.resolve(o.device)).then(|| {
+        let name = |m: crate::trainer::GraphMode| format!("{m:?}").to_lowercase();
+        format!(
+            "cuda_graph {} -> {}: the steps from the checkpoint on are {}; the run goes on equal \
+             up to float reordering, not bit for bit",
+            name(was),
+            name(now),
+            match now.resolve(o.device) {
+                true => "recorded",
+                false => "eager",
+            }
+        )
+    })
 }
 
 /// For `--resume`: the recipe with its paths spelled as the run recorded them (absolute
@@ -312,13 +346,13 @@ pub(crate) fn trim_log(path: &Path, step: u64) -> Result<()> {
 pub(crate) fn check_checkpoint(
     ck: &Path,
     state: &State,
-    recipe_sha: &str,
+    recipe_sha: (&str, &str),
     model: &str,
     world: usize,
     o: &TrainOptions,
     events: &mut dyn FnMut(Event),
 ) -> Result<()> {
-    if state.recipe_sha256 != recipe_sha {
+    if state.recipe_sha256 != recipe_sha.0 && state.recipe_sha256 != recipe_sha.1 {
         return Err(run_err(
             ck,
             "checkpoint was written by another recipe (its identity hash differs)",

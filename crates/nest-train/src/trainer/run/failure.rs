@@ -78,7 +78,8 @@ impl Run<'_> {
             "lower `max_length` (the batch's longest text: {} tokens)",
             s.tokens
         ));
-        if self.graphed.recorded() > 0 || self.graphed.failure().is_some() {
+        let recorded = self.graphed.recorded() > 0 || self.graphed.failure().is_some();
+        if recorded {
             levers.push(
                 "set `cuda_graph = \"off\"` (each recorded step shape holds memory of its own)"
                     .into(),
@@ -87,11 +88,15 @@ impl Run<'_> {
         format!(
             " (out of memory: a batch of {} rows of {} texts each, at most {} tokens a text); to \
              fit: {}. A new batch_size, mini_batch_size or max_length is a new run (`--overwrite`, \
-             or another `--run-dir`)",
+             or another `--run-dir`){}",
             s.rows,
             s.texts,
             s.tokens,
-            levers.join(", or ")
+            levers.join(", or "),
+            match recorded {
+                true => "; a new cuda_graph resumes this one (`--resume`)",
+                false => "",
+            }
         )
     }
 }
