@@ -64,12 +64,9 @@ pub(crate) fn run_options(
     overwrite: bool,
 ) -> TrainOptions {
     TrainOptions {
-        run_dir: run_dir.to_path_buf(),
         resume,
         overwrite,
-        device: nest_model::default_device(),
-        stop_after_steps: None,
-        allow_world_change: false,
+        ..TrainOptions::new(run_dir, nest_model::default_device())
     }
 }
 

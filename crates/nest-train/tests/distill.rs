@@ -291,12 +291,9 @@ fn two_stages_resume_exactly_across_the_boundary() {
     .unwrap();
     let (r, o1, o2) = DistillRecipe::load(&recipe, &Overrides::new()).unwrap();
     let opts = |stop: Option<u64>, resume: bool| TrainOptions {
-        run_dir: PathBuf::new(),
         resume,
-        overwrite: false,
-        device: tch::Device::Cpu,
         stop_after_steps: stop,
-        allow_world_change: false,
+        ..TrainOptions::new(PathBuf::new(), tch::Device::Cpu)
     };
     let mut log = Vec::new();
     let full = d.path().join("full");
@@ -462,14 +459,7 @@ fn the_identity_map_makes_w_the_students_exported_head() {
         .unwrap();
         DistillRecipe::load(&path, &Overrides::new()).unwrap()
     };
-    let opts = TrainOptions {
-        run_dir: PathBuf::new(),
-        resume: false,
-        overwrite: false,
-        device: tch::Device::Cpu,
-        stop_after_steps: None,
-        allow_world_change: false,
-    };
+    let opts = TrainOptions::new(PathBuf::new(), tch::Device::Cpu);
     let (r, o1, o2) = recipe("");
     let run = d.path().join("no-head");
     let err = distill::run(&r, (&o1, &o2), &run, Stages::Both, &opts, &mut |_| {})

@@ -114,14 +114,7 @@ fn recipe(d: &Path, extra: &[&str]) -> Recipe {
 }
 
 fn opts(run: &Path) -> TrainOptions {
-    TrainOptions {
-        run_dir: run.to_path_buf(),
-        resume: false,
-        overwrite: false,
-        device: tch::Device::Cpu,
-        stop_after_steps: None,
-        allow_world_change: false,
-    }
+    TrainOptions::new(run, tch::Device::Cpu)
 }
 
 fn checkpoints(run: &Path) -> Vec<PathBuf> {

@@ -406,12 +406,9 @@ mod run {
         flags.extend(extra.iter().map(|s| s.to_string()));
         let r = Recipe::load(None, &crate::overrides(&flags)).unwrap();
         let o = TrainOptions {
-            run_dir: dir.to_path_buf(),
             resume,
-            overwrite: false,
-            device: tch::Device::Cpu,
             stop_after_steps: stop,
-            allow_world_change: false,
+            ..TrainOptions::new(dir, tch::Device::Cpu)
         };
         let mut said = Vec::new();
         train(&r, &o, &mut |e| {

@@ -93,14 +93,7 @@ fn mine_table(pairs: &Path, every: usize) -> String {
 }
 
 fn opts(run: &Path) -> TrainOptions {
-    TrainOptions {
-        run_dir: run.to_path_buf(),
-        resume: false,
-        overwrite: false,
-        device: tch::Device::Cpu,
-        stop_after_steps: None,
-        allow_world_change: false,
-    }
+    TrainOptions::new(run, tch::Device::Cpu)
 }
 
 /// Trains, returning the messages.

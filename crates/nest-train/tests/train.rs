@@ -84,14 +84,7 @@ fn recipe_flags(model: &Path, data: &Path, extra: &[&str]) -> Vec<String> {
 }
 
 fn opts(run: &Path) -> TrainOptions {
-    TrainOptions {
-        run_dir: run.to_path_buf(),
-        resume: false,
-        overwrite: false,
-        device: tch::Device::Cpu,
-        stop_after_steps: None,
-        allow_world_change: false,
-    }
+    TrainOptions::new(run, tch::Device::Cpu)
 }
 
 fn losses(run: &Path) -> Vec<(u64, f64)> {

@@ -36,12 +36,8 @@ pub(super) fn epoch_benchmark(
     ];
     let recipe = Recipe::load(None, &s.overrides(a, &epoch_file, &extra))?;
     let opts = TrainOptions {
-        run_dir: dir.join("run"),
-        resume: false,
         overwrite: true,
-        device: nest_model::default_device(),
-        stop_after_steps: None,
-        allow_world_change: false,
+        ..TrainOptions::new(dir.join("run"), nest_model::default_device())
     };
     let summary = train(&recipe, &opts, &mut |_| {})?;
     say(format!(

@@ -57,12 +57,9 @@ pub fn run(a: DistillArgs) -> Result<()> {
         PathBuf::from("runs").join(stem.unwrap_or_else(|| "distill".into()))
     });
     let opts = TrainOptions {
-        run_dir: run_dir.clone(),
         resume: a.resume,
         overwrite: a.overwrite,
-        device: nest_model::default_device(),
-        stop_after_steps: None,
-        allow_world_change: false,
+        ..TrainOptions::new(&run_dir, nest_model::default_device())
     };
     let pb = bar();
     let out = distill::run(&recipe, (&s1, &s2), &run_dir, stages, &opts, &mut |e| {

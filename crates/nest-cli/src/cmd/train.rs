@@ -68,12 +68,10 @@ pub fn run(a: TrainArgs) -> Result<()> {
         }
     };
     let opts = TrainOptions {
-        run_dir: run_dir.clone(),
         resume: a.resume.is_some() || (auto && run_dir.join("recipe.toml").is_file()),
         overwrite: a.overwrite,
-        device: nest_model::default_device(),
-        stop_after_steps: None,
         allow_world_change: a.allow_world_change,
+        ..TrainOptions::new(&run_dir, nest_model::default_device())
     };
     if a.recipe.is_none() && a.resume.is_none() && overrides.is_empty() {
         anyhow::bail!(

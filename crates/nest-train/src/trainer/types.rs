@@ -25,6 +25,22 @@ pub struct TrainOptions {
     pub allow_world_change: bool,
 }
 
+impl TrainOptions {
+    /// A new run in `run_dir` on `device`: refused if a run is there already (no `resume`, no
+    /// `overwrite`), trained to its end, by the number of processes its checkpoints name. The
+    /// other choices are its public fields (`TrainOptions { resume: true, ..TrainOptions::new(..) }`).
+    pub fn new(run_dir: impl Into<PathBuf>, device: Device) -> Self {
+        TrainOptions {
+            run_dir: run_dir.into(),
+            resume: false,
+            overwrite: false,
+            device,
+            stop_after_steps: None,
+            allow_world_change: false,
+        }
+    }
+}
+
 /// What a finished run reports.
 #[derive(Debug, Clone)]
 pub struct Summary {
