@@ -98,6 +98,40 @@ fn losses(run: &Path) -> Vec<(u64, f64)> {
         .collect()
 }
 
+/// Trains with `run` into `dir/full` uninterrupted and into `dir/cut` stopped after 4 steps
+/// and resumed from its step-3 checkpoint; asserts that the two logged the same losses at the
+/// same steps, bit for bit. Returns `(full, cut)`.
+fn full_and_resumed(
+    dir: &Path,
+    run: impl Fn(&TrainOptions) -> nest_train::trainer::Summary,
+) -> (PathBuf, PathBuf) {
+    let (full, cut) = (dir.join("full"), dir.join("cut"));
+    run(&opts(&full));
+    run(&TrainOptions {
+        stop_after_steps: Some(4),
+        ..opts(&cut)
+    });
+    let s = run(&TrainOptions {
+        resume: true,
+        ..opts(&cut)
+    });
+    assert_eq!(s.resumed_from, Some(3));
+    let (a, b) = (losses(&full), losses(&cut));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.0, y.0);
+        assert_eq!(
+            x.1.to_bits(),
+            y.1.to_bits(),
+            "step {}: {} vs {}",
+            x.0,
+            x.1,
+            y.1
+        );
+    }
+    (full, cut)
+}
+
 #[test]
 fn loss_goes_down_and_the_model_is_saved() {
     let _serial = serial();
@@ -138,30 +172,8 @@ fn resume_replays_the_run_bit_for_bit() {
     let _serial = serial();
     let (d, model, data) = setup();
     let r = recipe(&model, &data, &["--grad-accum", "2", "--eval-every", "0"]);
-    let full = d.path().join("full");
-    train(&r, &opts(&full), &mut |_| {}).unwrap();
     // interrupted after 4 steps (the last checkpoint is step 3), then resumed
-    let cut = d.path().join("cut");
-    let mut o = opts(&cut);
-    o.stop_after_steps = Some(4);
-    train(&r, &o, &mut |_| {}).unwrap();
-    let mut o = opts(&cut);
-    o.resume = true;
-    let s = train(&r, &o, &mut |_| {}).unwrap();
-    assert_eq!(s.resumed_from, Some(3));
-    let (a, b) = (losses(&full), losses(&cut));
-    assert_eq!(a.len(), b.len());
-    for (x, y) in a.iter().zip(&b) {
-        assert_eq!(x.0, y.0);
-        assert_eq!(
-            x.1.to_bits(),
-            y.1.to_bits(),
-            "step {}: {} vs {}",
-            x.0,
-            x.1,
-            y.1
-        );
-    }
+    let (full, cut) = full_and_resumed(d.path(), |o| train(&r, o, &mut |_| {}).unwrap());
     let wa = std::fs::read(full.join("final/model.safetensors")).unwrap();
     let wb = std::fs::read(cut.join("final/model.safetensors")).unwrap();
     assert!(wa == wb, "final weights differ");
@@ -370,28 +382,9 @@ fn resume_is_exact_with_sampling_and_objective_parameters() {
             r#"[{kind = "2dmse", layers_per_step = 1, dims_per_step = 1}, {kind = "ese", compression_size = 8, weight = 0.5}]"#,
         ],
     );
-    let full = d.path().join("full");
-    nest_train::trainer::train_with(&r, &opts(&full), &with_projector, &mut |_| {}).unwrap();
-    let cut = d.path().join("cut");
-    let mut o = opts(&cut);
-    o.stop_after_steps = Some(4);
-    nest_train::trainer::train_with(&r, &o, &with_projector, &mut |_| {}).unwrap();
-    let mut o = opts(&cut);
-    o.resume = true;
-    let s = nest_train::trainer::train_with(&r, &o, &with_projector, &mut |_| {}).unwrap();
-    assert_eq!(s.resumed_from, Some(3));
-    let (a, b) = (losses(&full), losses(&cut));
-    assert_eq!(a.len(), b.len());
-    for (x, y) in a.iter().zip(&b) {
-        assert_eq!(
-            x.1.to_bits(),
-            y.1.to_bits(),
-            "step {}: {} vs {}",
-            x.0,
-            x.1,
-            y.1
-        );
-    }
+    let (full, cut) = full_and_resumed(d.path(), |o| {
+        nest_train::trainer::train_with(&r, o, &with_projector, &mut |_| {}).unwrap()
+    });
     // every named term is logged, sampled dims included
     let log = std::fs::read_to_string(full.join("metrics.jsonl")).unwrap();
     assert!(log.contains("2dmse/kl@full") && log.contains("ese/last/compress"));
@@ -435,27 +428,7 @@ fn mipic_and_mic_resume_exactly_and_their_projectors_stay_out_of_the_model() {
             r#"[{kind = "mrl", weight = 0.4}, {kind = "mipic", weight = 0.6, min_k = 2}, {kind = "mic", weight = 0.6, layers = [1, 2]}]"#,
         ],
     );
-    let full = d.path().join("full");
-    nest_train::trainer::train(&r, &opts(&full), &mut |_| {}).unwrap();
-    let cut = d.path().join("cut");
-    let mut o = opts(&cut);
-    o.stop_after_steps = Some(4);
-    nest_train::trainer::train(&r, &o, &mut |_| {}).unwrap();
-    let mut o = opts(&cut);
-    o.resume = true;
-    nest_train::trainer::train(&r, &o, &mut |_| {}).unwrap();
-    let (a, b) = (losses(&full), losses(&cut));
-    assert_eq!(a.len(), b.len());
-    for (x, y) in a.iter().zip(&b) {
-        assert_eq!(
-            x.1.to_bits(),
-            y.1.to_bits(),
-            "step {}: {} vs {}",
-            x.0,
-            x.1,
-            y.1
-        );
-    }
+    let (full, cut) = full_and_resumed(d.path(), |o| train(&r, o, &mut |_| {}).unwrap());
     let log = std::fs::read_to_string(full.join("metrics.jsonl")).unwrap();
     for t in [
         "mipic/sia/attention",
@@ -548,27 +521,8 @@ fn bf16_mixed_precision_resumes_exactly_and_keeps_float32_weights() {
     let rbf = recipe(&model, &data, &[&flags[..], &["--dtype", "bf16"]].concat());
     let f32_run = d.path().join("f32");
     train(&r32, &opts(&f32_run), &mut |_| {}).unwrap();
-    let full = d.path().join("full");
-    train(&rbf, &opts(&full), &mut |_| {}).unwrap();
-    let cut = d.path().join("cut");
-    let mut o = opts(&cut);
-    o.stop_after_steps = Some(4);
-    train(&rbf, &o, &mut |_| {}).unwrap();
-    let mut o = opts(&cut);
-    o.resume = true;
-    assert_eq!(train(&rbf, &o, &mut |_| {}).unwrap().resumed_from, Some(3));
-    let (a, b, c) = (losses(&full), losses(&cut), losses(&f32_run));
-    assert_eq!(a.len(), b.len());
-    for (x, y) in a.iter().zip(&b) {
-        assert_eq!(
-            x.1.to_bits(),
-            y.1.to_bits(),
-            "step {}: {} vs {}",
-            x.0,
-            x.1,
-            y.1
-        );
-    }
+    let (full, cut) = full_and_resumed(d.path(), |o| train(&rbf, o, &mut |_| {}).unwrap());
+    let (a, c) = (losses(&full), losses(&f32_run));
     // bf16 really ran: the first loss differs from float32's, within bf16's rounding
     let (l16, l32) = (a[0].1, c[0].1);
     assert!(
