@@ -292,9 +292,11 @@ fn distillation_and_mipic_steps_are_recorded_with_their_diagnostics() {
     }
 }
 
-/// ESE (a PCA of each batch) draws nothing but is not a fixed set of operations: it stays eager.
+/// ESE draws nothing, but its PCA term (an SVD of each batch, which checks its result on the
+/// host) keeps its steps eager; ESE without it (`pca = false`) is recorded, one graph for the
+/// shape, and trains as the eager steps do.
 #[test]
-fn objectives_without_fixed_draws_stay_eager() {
+fn ese_is_recorded_only_without_its_pca() {
     let d = tempfile::tempdir().unwrap();
     let model = d.path().join("tiny");
     write_tiny_model(&model, &TinySpec::new(Architecture::Bert)).unwrap();
@@ -304,6 +306,22 @@ fn objectives_without_fixed_draws_stay_eager() {
         t.step(0, b, i as u64).unwrap();
     }
     assert_eq!(t.graph_report(), (0, None));
+    let plain = r#"[{kind = "ese", compression_size = 8, pca = false}]"#;
+    let (mut eager, mut graphed) = (
+        timer(&model, plain, GraphMode::Off),
+        timer(&model, plain, GraphMode::On),
+    );
+    for (i, b) in pairs(32, 4).chunks(8).enumerate() {
+        eager.step(0, b, i as u64).unwrap();
+        graphed.step(0, b, i as u64).unwrap();
+        assert_same_weights(
+            &eager,
+            &graphed,
+            1e-5,
+            &format!("ese without pca, step {i}"),
+        );
+    }
+    assert_eq!(graphed.graph_report(), (1, None));
 }
 
 /// What the process holds on the "device" for `a_spent_memory_budget_leaves_new_shapes_eager`.

@@ -162,6 +162,12 @@ impl Objective for Ese {
         terms
     }
 
+    /// Nothing is drawn, but the PCA term's SVD checks its result on the host
+    /// ([`losses::pca_compress`]): only ESE without it (`pca = false`) is recorded.
+    fn recorded_draws(&self, _ctx: &StepContext, _num_layers: usize) -> Option<Vec<usize>> {
+        (!self.config.pca).then(Vec::new)
+    }
+
     fn trained_dims(&self) -> Vec<usize> {
         vec![self.config.compression_size, self.hidden]
     }

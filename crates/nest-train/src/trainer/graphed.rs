@@ -17,8 +17,8 @@
 //! - nothing read back inside the step: the layers run unpacked, the objective must say what
 //!   fixes its terms ([`Objective::recorded_draws`]: nothing for MRL, MIC, MIPIC, distillation
 //!   and HSIC; for 2DMSE the shallow layers and prefix dims it samples, so that its steps are
-//!   recorded once per shape and draws; ESE, whose SVD checks its result on the host, stays
-//!   eager), the clipping and the update read the rate and step from the device
+//!   recorded once per shape and draws; ESE with its PCA term, whose SVD checks its result on
+//!   the host, stays eager), the clipping and the update read the rate and step from the device
 //!   ([`AdamW::clip_and_step_on_device`]).
 //!
 //! Dropout stays random: the generator is re-seeded before each replay as before each eager
