@@ -95,6 +95,22 @@ fn assert_same_weights(a: &StepTimer, b: &StepTimer, tol: f64, what: &str) {
     }
 }
 
+/// Steps `eager` and `graphed` side by side through `batches` (the i-th as step i of epoch 0),
+/// asserting after each step that their weights agree to `tol`.
+fn side_by_side(
+    eager: &mut StepTimer,
+    graphed: &mut StepTimer,
+    batches: &[&[(String, String)]],
+    tol: f64,
+    what: &str,
+) {
+    for (i, b) in batches.iter().enumerate() {
+        eager.step(0, b, i as u64).unwrap();
+        graphed.step(0, b, i as u64).unwrap();
+        assert_same_weights(eager, graphed, tol, &format!("{what}, step {i}"));
+    }
+}
+
 #[test]
 fn a_recorded_step_trains_as_the_eager_step() {
     let d = tempfile::tempdir().unwrap();
@@ -114,11 +130,7 @@ fn a_recorded_step_trains_as_the_eager_step() {
         .chain(long.chunks(8))
         .chain(std::iter::once(&short[..5]))
         .collect();
-    for (i, b) in batches.iter().enumerate() {
-        eager.step(0, b, i as u64).unwrap();
-        graphed.step(0, b, i as u64).unwrap();
-        assert_same_weights(&eager, &graphed, 1e-5, &format!("step {i}"));
-    }
+    side_by_side(&mut eager, &mut graphed, &batches, 1e-5, "mrl");
     let (shapes, failed) = graphed.graph_report();
     assert_eq!(failed, None);
     assert!((2..=4).contains(&shapes), "{shapes} shapes recorded");
@@ -198,11 +210,9 @@ fn two_d_and_mic_steps_are_recorded_per_shape_and_draw() {
             timer(&model, objective, GraphMode::On),
         );
         // 8 batches of 8 pairs of 4-8 words: one length bucket per column
-        for (i, b) in pairs(64, 4).chunks(8).enumerate() {
-            eager.step(0, b, i as u64).unwrap();
-            graphed.step(0, b, i as u64).unwrap();
-            assert_same_weights(&eager, &graphed, 1e-5, &format!("{objective}, step {i}"));
-        }
+        let data = pairs(64, 4);
+        let batches: Vec<_> = data.chunks(8).collect();
+        side_by_side(&mut eager, &mut graphed, &batches, 1e-5, objective);
         let (graphs, failed) = graphed.graph_report();
         assert_eq!(failed, None);
         // 2DMSE: one per layer drawn, more than the one shape, at most the three shallow layers
@@ -311,16 +321,9 @@ fn ese_is_recorded_only_without_its_pca() {
         timer(&model, plain, GraphMode::Off),
         timer(&model, plain, GraphMode::On),
     );
-    for (i, b) in pairs(32, 4).chunks(8).enumerate() {
-        eager.step(0, b, i as u64).unwrap();
-        graphed.step(0, b, i as u64).unwrap();
-        assert_same_weights(
-            &eager,
-            &graphed,
-            1e-5,
-            &format!("ese without pca, step {i}"),
-        );
-    }
+    let data = pairs(32, 4);
+    let batches: Vec<_> = data.chunks(8).collect();
+    side_by_side(&mut eager, &mut graphed, &batches, 1e-5, "ese without pca");
     assert_eq!(graphed.graph_report(), (1, None));
 }
 
