@@ -24,10 +24,10 @@ fn svd_lowrank(a: &Tensor, q: i64, niter: usize) -> (Tensor, Tensor) {
         a.shallow_clone()
     };
     let qb = approximate_basis(&a, q, niter);
-    let b = qb.transpose(0, 1).matmul(&a); // [q, cols]
-                                           // torch.svd (reduced) = torch.linalg.svd with V instead of V^H; the `driver` argument of
-                                           // linalg_svd is CUDA-only and tch cannot pass "none". It checks its result on the host
-                                           // (module docs)
+    // b: [q, cols]. torch.svd (reduced) = torch.linalg.svd with V instead of V^H; the
+    // `driver` argument of linalg_svd is CUDA-only and tch cannot pass "none". It checks its
+    // result on the host (module docs)
+    let b = qb.transpose(0, 1).matmul(&a);
     let (u, s, v) = b.svd(true, true);
     if wide {
         (v, s)

@@ -26,9 +26,10 @@ pub struct TrainOptions {
 }
 
 impl TrainOptions {
-    /// A new run in `run_dir` on `device`: refused if a run is there already (no `resume`, no
-    /// `overwrite`), trained to its end, by the number of processes its checkpoints name. The
-    /// other choices are its public fields (`TrainOptions { resume: true, ..TrainOptions::new(..) }`).
+    /// A fresh run in `run_dir` on `device`: refused where a run already is (neither `resume`
+    /// nor `overwrite`), trained to its end (no `stop_after_steps`), never resumed under another
+    /// number of processes (no `allow_world_change`). The rest are public fields:
+    /// `TrainOptions { resume: true, ..TrainOptions::new(dir, device) }`.
     pub fn new(run_dir: impl Into<PathBuf>, device: Device) -> Self {
         TrainOptions {
             run_dir: run_dir.into(),
