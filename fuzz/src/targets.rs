@@ -346,7 +346,7 @@ const MODEL_FILES: &[&str] = &[
 
 /// An HTTP request body of `POST /v1/embeddings`: parsed, or a 4xx error.
 pub fn http_body(data: &[u8]) {
-    if let Err(e) = nest_serve::request::parse(data) {
+    if let Err(e) = nest_serve::request::parse(data, Default::default()) {
         assert!(e.status().is_client_error(), "{e}: status {}", e.status());
     }
 }

@@ -144,6 +144,12 @@ pub struct ServeArgs {
     /// Serve any (dims, layers) point, not only those the model was trained for.
     #[arg(long)]
     pub allow_any_point: bool,
+    /// Ignore request fields an endpoint does not read (as text-embeddings-inference and vLLM
+    /// do), for clients written for servers that read more. Default: refuse them with a 400
+    /// naming the field and the nearest one Nest reads, as OpenAI's API does (a misspelt
+    /// `"layer": 3` would otherwise serve the full depth without a word).
+    #[arg(long)]
+    pub ignore_unknown_fields: bool,
     /// Most inputs in one request (413 above).
     #[arg(long, default_value_t = 32)]
     pub max_client_batch_size: usize,

@@ -303,6 +303,11 @@ fn the_api_answers_like_openai_and_refuses_bad_requests_with_its_error_shape() {
             "at most 32",
         ),
         (br#"{"input":"a","layers":3}"#.to_vec(), 400, "2 layers"),
+        (
+            br#"{"input":"a","layer":1}"#.to_vec(),
+            400,
+            "'layer' (did you mean 'layers'?)",
+        ),
         (br#"{"input":"a","model":"gpt"}"#.to_vec(), 400, "gpt"),
         (br#"{"input":[[1,2,999999]]}"#.to_vec(), 400, "vocabulary"),
         (
@@ -1244,6 +1249,21 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
         assert_eq!(st, 400, "{body}: {r}");
         assert_eq!(r["error"]["param"], param, "{r}");
     }
+    // a field the route does not read: 400 with the one meant
+    let (st, r) = search(json!({"query": "x", "top_k": 3}));
+    let m = r["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        st == 400 && m.contains("'top_k' (did you mean 'k'?)"),
+        "{r}"
+    );
+    // a document's payload under another name is refused, not dropped (nothing is added)
+    let meta = json!({"documents": [{"id": "m1", "text": "t", "metadata": {"lang": "fr"}}]});
+    let (st, b) = http(a, "POST", "/v1/documents", meta.to_string().as_bytes());
+    let m = String::from_utf8_lossy(&b);
+    assert!(
+        st == 400 && m.contains("'metadata' (did you mean 'payload'?)"),
+        "{m}"
+    );
     // adds: acknowledged once durable; a retry is not a duplicate; found after a restart
     let add = json!({"documents": [
         {"id": "new1", "text": "a purple giraffe sings opera", "payload": {"lang": "fr"}},
@@ -1353,7 +1373,16 @@ fn several_models_in_one_process_each_answer_their_own_requests() {
         assert_eq!(st, 200, "{r}");
         (vectors(&r), r["model"].as_str().unwrap().to_string())
     };
-    let alone_b = start(&bert, &[]);
+    // a server that ignores fields it does not read answers one OpenAI would refuse
+    let alone_b = start(&bert, &["--ignore-unknown-fields"]);
+    let extra = json!({"input": "x", "truncate": true});
+    assert_eq!(post(&alone_b.addr, &extra).0, 200);
+    let (st, r) = post(&both.addr, &extra);
+    let m = r["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        st == 400 && m.contains("argument supplied: 'truncate'"),
+        "{r}"
+    );
     let alone_m = start(&mpnet, &[]);
     let close = |x: &[Vec<f32>], y: &[Vec<f32>]| {
         x.len() == y.len()

@@ -25,7 +25,7 @@ pub(crate) async fn embeddings(s: AppState, req: Request) -> Response {
 }
 
 async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
-    let req = request::parse(body)?;
+    let req = request::parse(body, s.limits.unknown_fields)?;
     let engine = s.engine(req.model.as_deref())?;
     let info = engine.info()?;
     check_count(s, req.inputs.len(), "input")?;

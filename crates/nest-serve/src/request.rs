@@ -8,6 +8,10 @@ use serde_json::Value;
 
 use crate::{Error, Result};
 
+mod fields;
+pub use fields::UnknownFields;
+pub(crate) use fields::{check as check_fields, names as field_names};
+
 /// What to embed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Inputs {
@@ -158,7 +162,8 @@ pub struct Field {
     pub doc: &'static str,
 }
 
-/// Every field [`parse`] reads; others are ignored, as OpenAI's server ignores unknown ones.
+/// Every field [`parse`] reads; a body with another is refused, as OpenAI's API refuses it, unless
+/// the server ignores them ([`UnknownFields`]).
 pub const FIELDS: [Field; 11] = [
     Field {
         name: "input",
@@ -206,8 +211,8 @@ pub const FIELDS: [Field; 11] = [
     },
 ];
 
-/// Parses a request body.
-pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
+/// Parses a request body; fields outside [`FIELDS`] get what `unknown` says.
+pub fn parse(body: &[u8], unknown: UnknownFields) -> Result<EmbeddingRequest> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| Error::bad(None, format!("the body is not valid JSON: {e}")))?;
     let Value::Object(obj) = v else {
@@ -216,6 +221,7 @@ pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
             format!("the body must be a JSON object, got {}", kind(&v)),
         ));
     };
+    check_fields(&obj, &field_names(&FIELDS), "POST /v1/embeddings", unknown)?;
     let get = |k: &str| obj.get(k).unwrap_or(&Value::Null);
     let inputs = parse_input(get("input"))?;
     let model = string(get("model"), "model")?;
@@ -243,6 +249,11 @@ pub fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The server's default: a field the endpoint does not read is refused.
+    fn parse(body: &[u8]) -> Result<EmbeddingRequest> {
+        super::parse(body, UnknownFields::Reject)
+    }
 
     #[test]
     fn every_input_form() {
@@ -301,7 +312,7 @@ mod tests {
 
     #[test]
     fn every_documented_field_is_read() {
-        let body = br#"{"input":["a"],"model":"m","dimensions":8,"layers":1,"encoding_format":"base64","user":"u","prompt_name":"query","prompt":"q: ","other":1}"#;
+        let body = br#"{"input":["a"],"model":"m","dimensions":8,"layers":1,"encoding_format":"base64","user":"u","prompt_name":"query","prompt":"q: "}"#;
         let r = parse(body).unwrap();
         assert_eq!((r.dimensions, r.layers), (Some(8), Some(1)));
         assert_eq!(r.prompt_name.as_deref(), Some("query"));
@@ -314,6 +325,30 @@ mod tests {
             let e = parse(body.as_bytes()).unwrap_err().to_string();
             assert!(e.contains(f.name), "{}: {e}", f.name);
         }
+    }
+
+    #[test]
+    fn a_field_no_endpoint_reads_is_refused_unless_ignored() {
+        let body = br#"{"input":"a","layer":3}"#;
+        let e = parse(body).unwrap_err();
+        assert!(matches!(e, Error::BadRequest { .. }));
+        let m = e.to_string();
+        assert!(
+            m.starts_with(
+                "unrecognized request argument supplied: 'layer' (did you mean 'layers'?)"
+            ),
+            "{m}"
+        );
+        assert!(
+            m.contains("POST /v1/embeddings reads input, model, dimensions, layers"),
+            "{m}"
+        );
+        let r = super::parse(body, UnknownFields::Ignore).unwrap();
+        assert_eq!((r.layers, r.inputs.len()), (None, 1));
+        // OpenAI's own fields and the wire forms of vLLM and Cohere are read, not refused
+        let wire = r#""encoding_format":"base64","embed_dtype":"float16","endianness":"big""#;
+        parse(format!(r#"{{"input":"a","user":"u",{wire}}}"#).as_bytes()).unwrap();
+        parse(br#"{"input":"a","embedding_types":["float","int8"]}"#).unwrap();
     }
 
     proptest! {

@@ -224,7 +224,7 @@ async fn embed_at_index(
 pub(crate) async fn search(s: AppState, req: Request) -> Response {
     answer(read_body(&s, req).await, |b| async move {
         let idx = searcher(&s)?;
-        let req = parse_search(&b)?;
+        let req = parse_search(&b, s.limits.unknown_fields)?;
         check_index_model(&s, req.model.as_deref())?;
         check_count(&s, req.queries.len(), "query")?;
         idx.check_point(req.layers, req.dimensions)?;
@@ -247,7 +247,7 @@ pub(crate) async fn search(s: AppState, req: Request) -> Response {
 pub(crate) async fn documents(s: AppState, req: Request) -> Response {
     answer(read_body(&s, req).await, |b| async move {
         let idx = searcher(&s)?;
-        let req = parse_documents(&b)?;
+        let req = parse_documents(&b, s.limits.unknown_fields)?;
         check_index_model(&s, req.model.as_deref())?;
         check_count(&s, req.documents.len(), "documents")?;
         let texts = req.documents.iter().map(|d| d.1.clone()).collect();

@@ -17,6 +17,8 @@ pub struct Limits {
     pub request_timeout: std::time::Duration,
     /// Origins allowed cross-origin (CORS); empty = no CORS headers, `*` = any origin.
     pub cors_origins: Vec<String>,
+    /// A body's fields its endpoint does not read: refused (OpenAI's answer) or ignored.
+    pub unknown_fields: crate::request::UnknownFields,
 }
 
 impl Default for Limits {
@@ -27,6 +29,7 @@ impl Default for Limits {
             max_body_bytes: 2 * 1024 * 1024,
             request_timeout: std::time::Duration::from_secs(60),
             cors_origins: Vec::new(),
+            unknown_fields: Default::default(),
         }
     }
 }

@@ -38,6 +38,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         max_body_bytes: a.max_body_bytes,
         request_timeout: std::time::Duration::from_secs(a.request_timeout),
         cors_origins: a.cors_allow_origin.clone(),
+        unknown_fields: match a.ignore_unknown_fields {
+            true => nest_serve::request::UnknownFields::Ignore,
+            false => nest_serve::request::UnknownFields::Reject,
+        },
     };
     let access = access(&a)?;
     anyhow::ensure!(

@@ -4,7 +4,7 @@
 use nest_index::{Filter, Funnel};
 use serde_json::Value;
 
-use crate::request::{self, Field};
+use crate::request::{self, Field, UnknownFields};
 use crate::{Error, Result};
 
 /// Every field `POST /v1/search` reads (the OpenAPI document's source).
@@ -80,8 +80,10 @@ fn strings(v: &Value, param: &'static str) -> Result<Vec<String>> {
 }
 
 /// Parses a search body.
-pub fn parse_search(body: &[u8]) -> Result<SearchRequest> {
+pub fn parse_search(body: &[u8], unknown: UnknownFields) -> Result<SearchRequest> {
     let o = object(body)?;
+    let names = request::field_names(&SEARCH_FIELDS);
+    request::check_fields(&o, &names, "POST /v1/search", unknown)?;
     let get = |k: &str| o.get(k).unwrap_or(&Value::Null);
     let funnel = match get("funnel") {
         Value::Null => None,
@@ -121,8 +123,10 @@ pub struct DocumentsRequest {
     pub prompt_name: Option<String>,
 }
 
-pub fn parse_documents(body: &[u8]) -> Result<DocumentsRequest> {
+pub fn parse_documents(body: &[u8], unknown: UnknownFields) -> Result<DocumentsRequest> {
     let o = object(body)?;
+    let names = request::field_names(&DOCUMENT_FIELDS);
+    request::check_fields(&o, &names, "POST /v1/documents", unknown)?;
     let bad = |m: String| Error::bad(Some("documents"), m);
     let docs = match o.get("documents") {
         Some(Value::Array(a)) if !a.is_empty() => a,
@@ -137,6 +141,11 @@ pub fn parse_documents(body: &[u8]) -> Result<DocumentsRequest> {
         .iter()
         .enumerate()
         .map(|(i, d)| {
+            let Value::Object(item) = d else {
+                return Err(bad(format!("documents[{i}] must be an object, got {d}")));
+            };
+            let what = format!("documents[{i}]");
+            request::check_fields(item, &["id", "text", "payload"], &what, unknown)?;
             let field = |k: &str| d.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
             let id = field("id")
                 .ok_or_else(|| bad(format!("documents[{i}].id must be a non-empty string")))?;
