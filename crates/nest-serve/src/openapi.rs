@@ -8,7 +8,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::encoding::{EmbedDtype, Encoding};
-use crate::request::{Field, FIELDS};
+use crate::request::{Field, UnknownFields, FIELDS};
 use crate::response::ErrorBody;
 use crate::routes::{Guard, ROUTES};
 
@@ -127,6 +127,21 @@ fn search_field_schema(f: &Field, max_inputs: usize) -> Value {
     }
 }
 
+/// `additionalProperties: false` on every object of `v` that names its properties (a request
+/// body and its documents), as the server refuses other fields ([`UnknownFields::Reject`]).
+fn close(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.contains_key("properties") {
+                o.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            o.values_mut().for_each(close);
+        }
+        Value::Array(a) => a.iter_mut().for_each(close),
+        _ => {}
+    }
+}
+
 fn reference(s: &Schema) -> Value {
     json!({"$ref": format!("#/components/schemas/{}", s.name)})
 }
@@ -191,20 +206,25 @@ fn operation(d: &Doc, keyed: bool) -> Value {
 }
 
 /// The document for a server that takes at most `max_inputs` inputs per request; `keyed`:
-/// whether it has API keys; `search`: whether it has an index (`/v1/search`, `/v1/documents`).
-pub fn document(max_inputs: usize, keyed: bool, search: bool) -> Value {
+/// whether it has API keys; `search`: whether it has an index (`/v1/search`, `/v1/documents`);
+/// `unknown`: whether its request bodies are closed to fields they do not name.
+pub fn document(max_inputs: usize, keyed: bool, search: bool, unknown: UnknownFields) -> Value {
     let mut paths = Map::new();
     let mut schemas = Map::new();
-    let mut add = |s: &Schema| {
+    let mut add = |s: &Schema, request: bool| {
         if !schemas.contains_key(s.name) {
-            schemas.insert(s.name.to_string(), (s.build)(max_inputs));
+            let mut v = (s.build)(max_inputs);
+            if request && unknown == UnknownFields::Reject {
+                close(&mut v);
+            }
+            schemas.insert(s.name.to_string(), v);
         }
     };
-    add(&ErrorBody::SCHEMA);
+    add(&ErrorBody::SCHEMA, false);
     for r in ROUTES.iter().filter(|r| !r.needs_index || search) {
         let Some(d) = &r.doc else { continue };
-        d.request.iter().for_each(&mut add);
-        add(&d.response);
+        d.request.iter().for_each(|s| add(s, true));
+        add(&d.response, false);
         let method = if r.post { "post" } else { "get" };
         let op = operation(d, keyed && r.guard != Guard::Open);
         paths.insert(r.path.to_string(), json!({ method: op }));
@@ -241,7 +261,7 @@ mod tests {
     #[test]
     fn the_document_has_every_documented_route_of_the_table_and_nothing_else() {
         for (keyed, search) in [(false, false), (true, false), (true, true)] {
-            let doc = document(4, keyed, search);
+            let doc = document(4, keyed, search, UnknownFields::Reject);
             let paths = doc["paths"].as_object().unwrap();
             for r in &ROUTES {
                 let there = r.doc.is_some() && (search || !r.needs_index);
@@ -271,7 +291,7 @@ mod tests {
 
     #[test]
     fn the_limits_reach_the_request_schemas() {
-        let doc = document(7, false, true);
+        let doc = document(7, false, true, UnknownFields::Reject);
         let s = &doc["components"]["schemas"];
         assert_eq!(
             s["EmbeddingRequest"]["properties"]["input"]["oneOf"][1]["maxItems"],
@@ -286,5 +306,26 @@ mod tests {
             7
         );
         assert_eq!(s["DocumentsRequest"]["required"], json!(["documents"]));
+    }
+
+    #[test]
+    fn request_bodies_are_closed_unless_the_server_ignores_unknown_fields() {
+        let closed = |u| {
+            let doc = document(7, false, true, u);
+            let s = &doc["components"]["schemas"];
+            [
+                &s["EmbeddingRequest"],
+                &s["SearchRequest"],
+                &s["DocumentsRequest"],
+                &s["DocumentsRequest"]["properties"]["documents"]["items"],
+            ]
+            .map(|o| o["additionalProperties"] == false)
+        };
+        assert_eq!(closed(UnknownFields::Reject), [true; 4]);
+        assert_eq!(closed(UnknownFields::Ignore), [false; 4]);
+        // a filter and a payload are open objects either way
+        let doc = document(7, false, true, UnknownFields::Reject);
+        let s = &doc["components"]["schemas"];
+        assert!(s["SearchRequest"]["properties"]["filter"]["additionalProperties"].is_null());
     }
 }

@@ -262,7 +262,12 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Respo
 }
 
 async fn openapi_json(s: AppState, _: Request) -> Response {
-    let doc = openapi::document(s.limits.max_inputs, !s.access.is_open(), s.search.is_some());
+    let doc = openapi::document(
+        s.limits.max_inputs,
+        !s.access.is_open(),
+        s.search.is_some(),
+        s.limits.unknown_fields,
+    );
     Json(doc).into_response()
 }
 
