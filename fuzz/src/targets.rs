@@ -50,6 +50,19 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// Removes this process's scratch folders: the corpus replay's end (a libFuzzer process keeps
+/// its own for its whole run, and several run at once).
+pub fn remove_scratch() {
+    let suffix = format!("-{}", std::process::id());
+    let dir = std::fs::read_dir(std::env::temp_dir());
+    for e in dir.into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("nest-fuzz-") && name.ends_with(&suffix) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn write(p: &Path, bytes: &[u8]) {
     if let Some(parent) = p.parent() {
         std::fs::create_dir_all(parent).expect("a folder");

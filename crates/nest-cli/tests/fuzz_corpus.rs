@@ -172,5 +172,6 @@ fn every_fuzz_target_survives_its_corpus() {
             started.elapsed().as_secs_f64()
         );
     }
+    targets::remove_scratch();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
