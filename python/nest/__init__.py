@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 # libtorch comes from the `torch` wheel: importing torch first loads its libraries
@@ -27,6 +28,10 @@ __all__ = ["Encoder", "Index", "TrainResult", "train", "distill", "compress", "e
 __version__ = "0.1.0"
 
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+
+# a misspelt NEST_* variable changes nothing: say so once, at import
+for _line in _nest.unknown_env_native(list(os.environ)):
+    warnings.warn(_line, RuntimeWarning, stacklevel=2)
 
 
 def machine() -> Dict[str, Any]:

@@ -303,12 +303,20 @@ fn machine_native() -> PyResult<String> {
     serde_json::to_string(&m).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// One line per `NEST_*` name of `names` (the environment's) that Nest does not read, with the
+/// one it most likely meant (`nest_core::env_vars`).
+#[pyfunction]
+fn unknown_env_native(names: Vec<String>) -> Vec<String> {
+    nest_core::env_vars::unknown(names)
+}
+
 #[pymodule]
 fn _nest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeEncoder>()?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(machine_native, m)?)?;
+    m.add_function(wrap_pyfunction!(unknown_env_native, m)?)?;
     m.add_function(wrap_pyfunction!(train::train_native, m)?)?;
     m.add_function(wrap_pyfunction!(distill::distill_native, m)?)?;
     m.add_function(wrap_pyfunction!(compress::compress_native, m)?)?;

@@ -459,3 +459,14 @@ def test_precision_shapes_and_types(enc):
         nest.quantize_embeddings(f, "float16")
     with pytest.raises(ValueError, match="dimensions"):
         nest.quantize_embeddings(np.zeros((2, 2, 2)), "int8")
+
+
+def test_a_misspelt_environment_variable_warns_at_import():
+    env = {**os.environ, "NEST_CUDA_GRAPH": "0", "NEST_WORD_CACHE": "1"}
+    run = subprocess.run([sys.executable, "-c", "import nest"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    said = [l for l in run.stderr.splitlines() if "RuntimeWarning" in l]
+    assert len(said) == 1, run.stderr
+    assert "NEST_CUDA_GRAPH is set, but Nest reads no such variable" in said[0], run.stderr
+    assert "did you mean NEST_CUDA_GRAPHS?" in said[0], run.stderr

@@ -27,6 +27,7 @@ use clap::Parser;
 
 fn main() {
     let cli = args::Cli::parse();
+    nest_core::env_vars::warn_unknown("nest");
     // the allocator keeps freed tensor memory for reuse, except in the server, whose memory
     // bound is its own setting (--mmap-threshold-mib)
     if !matches!(cli.command, args::Command::Serve(_)) {

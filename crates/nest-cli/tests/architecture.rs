@@ -143,3 +143,76 @@ fn every_environment_knob_is_documented() {
         "read by the code, named in no doc: {missing:?}"
     );
 }
+
+/// The names of every `NEST_*` variable in `text` (a token `NEST_` plus capitals, digits and
+/// underscores, not inside a longer word).
+fn nest_vars(text: &str, out: &mut std::collections::BTreeSet<String>) {
+    for (i, _) in text.match_indices("NEST_") {
+        let before = text[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let name: String = text[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        if name.len() > "NEST_".len() && !name.ends_with('_') {
+            out.insert(name);
+        }
+    }
+}
+
+/// `nest_core::env_vars::KNOWN`, the names a command's start checks the environment against
+/// (a misspelt one is warned about), is exactly the `NEST_*` names the repository's code,
+/// scripts and tests use: a new knob cannot be warned about as unknown, nor an old name kept.
+#[test]
+fn the_known_environment_variables_are_those_the_repository_uses() {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() && !matches!(name.as_str(), "target" | ".deps" | "models" | "runs") {
+                walk(&p, out);
+            } else if [".rs", ".py", ".sh", ".cpp", ".h", ".toml"]
+                .iter()
+                .any(|x| name.ends_with(x))
+                || name == "run"
+            {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for d in [
+        "crates",
+        "python/src",
+        "python/nest",
+        "python/tests",
+        "scripts",
+        "fuzz",
+        ".ci",
+    ] {
+        walk(&root().join(d), &mut files);
+    }
+    let mut used = std::collections::BTreeSet::new();
+    for f in files
+        .iter()
+        .filter(|f| !f.ends_with("nest-core/src/env_vars.rs"))
+    {
+        nest_vars(&std::fs::read_to_string(f).unwrap_or_default(), &mut used);
+    }
+    assert!(
+        used.contains("NEST_CUDA_GRAPHS") && used.contains("NEST_GPU_DRY"),
+        "{used:?}"
+    );
+    let known: std::collections::BTreeSet<String> = nest_core::env_vars::KNOWN
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let unlisted: Vec<_> = used.difference(&known).collect();
+    let unused: Vec<_> = known.difference(&used).collect();
+    assert!(
+        unlisted.is_empty() && unused.is_empty(),
+        "used but not in nest_core::env_vars::KNOWN: {unlisted:?}; listed but used nowhere: {unused:?}"
+    );
+}

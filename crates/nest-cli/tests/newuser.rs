@@ -649,3 +649,33 @@ fn defaults_and_wrong_paths_say_what_to_pass() {
     );
     assert!(e.contains("takes the index folder"), "{e}");
 }
+
+/// A misspelt `NEST_*` variable is said at the start (with the name meant), and the command
+/// still runs; the variables Nest reads are not mentioned.
+#[test]
+fn a_misspelt_environment_variable_is_named_with_the_one_meant() {
+    let f = fixture();
+    let d = f.path();
+    std::fs::write(d.join("ok.txt"), "hello\n").unwrap();
+    let tiny = d.join("tiny").display().to_string();
+    let args = [
+        "encode", "--model", &tiny, "--input", "ok.txt", "--output", "e.npy",
+    ];
+    let o = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32")
+        .env("NEST_WORD_CACHE", "1")
+        .env("NEST_CUDA_GRAPH", "0")
+        .current_dir(d)
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let w: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(w.len(), 1, "{err}");
+    assert!(
+        w[0].contains("NEST_CUDA_GRAPH is set, but Nest reads no such variable")
+            && w[0].contains("did you mean NEST_CUDA_GRAPHS?"),
+        "{err}"
+    );
+}

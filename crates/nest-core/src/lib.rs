@@ -2,6 +2,7 @@
 //!
 //! - [`Error`]: the one error type of this crate.
 //! - [`caught`]: panics (libtorch's errors through `tch`) as errors, reported once.
+//! - [`env_vars`]: the `NEST_*` variables' names; one set that Nest does not read is said.
 //! - [`spec`]: parsing and validation of the elastic grid (`--layers 1-6`, `--dims 16,32`).
 //! - [`data`]: readers for the dataset layouts in `shared/datasets/README.md` (TSV, no quoting).
 //! - [`output`]: embedding writers (`.npy`, `.safetensors`, `.jsonl`).
@@ -11,6 +12,7 @@
 
 pub mod caught;
 pub mod data;
+pub mod env_vars;
 pub mod error;
 pub mod fsutil;
 pub mod heap;
