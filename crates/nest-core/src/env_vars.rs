@@ -55,12 +55,11 @@ pub fn unknown<I: IntoIterator<Item = String>>(vars: I) -> Vec<String> {
         .into_iter()
         .filter(|v| v.starts_with("NEST_") && !KNOWN.contains(&v.as_str()))
         .map(|v| {
-            let meant = KNOWN
-                .iter()
-                .map(|k| (strsim::damerau_levenshtein(&v, k), *k))
-                .filter(|(d, k)| *d <= (k.len() - "NEST_".len()).div_ceil(3))
-                .min()
-                .map_or(String::new(), |(_, k)| format!(" (did you mean {k}?)"));
+            fn bare(k: &str) -> &str {
+                &k["NEST_".len()..]
+            }
+            let meant = crate::spelling::closest(bare(&v), KNOWN.iter().map(|k| bare(k)))
+                .map_or(String::new(), |k| format!(" (did you mean NEST_{k}?)"));
             format!("{v} is set, but Nest reads no such variable{meant}; it changes nothing")
         })
         .collect();

@@ -3,6 +3,7 @@
 //! - [`Error`]: the one error type of this crate.
 //! - [`caught`]: panics (libtorch's errors through `tch`) as errors, reported once.
 //! - [`env_vars`]: the `NEST_*` variables' names; one set that Nest does not read is said.
+//! - [`spelling`]: the one "did you mean" rule (the closest known name).
 //! - [`spec`]: parsing and validation of the elastic grid (`--layers 1-6`, `--dims 16,32`).
 //! - [`data`]: readers for the dataset layouts in `shared/datasets/README.md` (TSV, no quoting).
 //! - [`output`]: embedding writers (`.npy`, `.safetensors`, `.jsonl`).
@@ -19,6 +20,7 @@ pub mod heap;
 pub mod lock;
 pub mod output;
 pub mod spec;
+pub mod spelling;
 pub mod vector;
 
 pub use error::{Error, Result};

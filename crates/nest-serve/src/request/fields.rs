@@ -83,13 +83,10 @@ fn nearest<'a>(key: &str, fields: &[&'a str]) -> Option<&'a str> {
         .find(|(theirs, _)| plain(theirs) == k)
         .and_then(|(_, ours)| fields.iter().find(|f| *f == ours));
     let same = || fields.iter().find(|f| plain(f) == k);
+    let plains: Vec<String> = fields.iter().map(|f| plain(f)).collect();
     let close = || {
-        fields
-            .iter()
-            .map(|f| (strsim::damerau_levenshtein(&k, &plain(f)), f))
-            .filter(|(d, f)| *d <= (f.len() / 3).max(1))
-            .min()
-            .map(|(_, f)| f)
+        let c = nest_core::spelling::closest(&k, plains.iter().map(String::as_str))?;
+        fields.get(plains.iter().position(|p| p == c)?)
     };
     alias.or_else(same).or_else(close).copied()
 }

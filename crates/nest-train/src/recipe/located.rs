@@ -93,14 +93,7 @@ fn did_you_mean(message: &str) -> String {
     // an alias only where its target is a key here (or names a flag), so that a table with
     // other keys (a data source, an objective component) gets no wrong advice
     let alias = alias.filter(|a| a.starts_with("--") || expected.iter().any(|e| a.starts_with(e)));
-    let close = || {
-        expected
-            .iter()
-            .map(|e| (strsim::damerau_levenshtein(&key, e), *e))
-            .filter(|(d, e)| *d <= (e.len() / 3).max(1))
-            .min()
-            .map(|(_, e)| e)
-    };
+    let close = || nest_core::spelling::closest(&key, expected.iter().copied());
     match alias.or_else(close) {
         Some(k) if k.starts_with(|c: char| c.is_ascii_lowercase()) && !k.contains(' ') => {
             format!("; did you mean `{k}`?")
