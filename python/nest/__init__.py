@@ -212,6 +212,10 @@ class Encoder:
         _check_int("layer", layer)
         _check_int("dim", dim)
         _check_int("batch_size", batch_size)
+        note = self._native.untrained_note(layer, dim)
+        if note is not None:
+            # shown once per call site and point (Python's default warning filter)
+            warnings.warn(note, UserWarning, stacklevel=2)
         buf, rows, width = self._native.encode_raw(
             texts, layer, dim, batch_size, bool(normalize_embeddings), prompt_name, prompt, streams
         )

@@ -153,6 +153,17 @@ impl NativeEncoder {
         Ok((p.layer, p.dim))
     }
 
+    /// What of the point `layer` / `dim` resolve to the model was not trained for (None: both
+    /// were), for a warning (`Offer::untrained`).
+    #[pyo3(signature = (layer = None, dim = None))]
+    fn untrained_note(&self, layer: Option<usize>, dim: Option<usize>) -> PyResult<Option<String>> {
+        let p = self
+            .offer
+            .resolve(layer, dim, KEYS, Policy::AnyInRange)
+            .map_err(|e| core_err(e.into()))?;
+        Ok(self.offer.untrained(p, KEYS))
+    }
+
     /// The prompt text that `prompt_name` / `prompt` choose (None: the model's default, if any).
     #[pyo3(signature = (prompt_name = None, prompt = None))]
     fn resolve_prompt(

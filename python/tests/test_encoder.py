@@ -471,3 +471,15 @@ def test_a_misspelt_environment_variable_warns_at_import():
     assert len(said) == 1, run.stderr
     assert f"{typo} is set, but Nest reads no such variable" in said[0], run.stderr
     assert "did you mean NEST_CUDA_GRAPHS?" in said[0], run.stderr
+
+
+def test_an_untrained_point_warns_and_the_default_does_not(enc):
+    import warnings
+
+    with pytest.warns(UserWarning, match=r"layer 3 is not a trained exit \(trained: 6\)"):
+        enc.encode("A man is playing a guitar.", layer=3)
+    with pytest.warns(UserWarning, match=r"dim 64 is not a trained dim \(trained: 384\)"):
+        enc.encode(["A man is playing a guitar."], dim=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        enc.encode("A man is playing a guitar.")

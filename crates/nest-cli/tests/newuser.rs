@@ -463,6 +463,23 @@ fn encode_warns_on_a_tsv_and_invalid_utf8_names_its_line_once() {
     assert!(encode("j.txt").contains(".jsonl"));
     std::fs::write(d.join("ok.txt"), "hello\nworld\n").unwrap();
     assert!(!encode("ok.txt").contains("warning"));
+    // a point the model was not trained for is allowed, and said (the server refuses it)
+    let at = |layer: &str, dim: &str| {
+        let args = [
+            "encode", "--model", &tiny, "--input", "ok.txt", "--output", "p.npy",
+        ];
+        ok_in(d, &[&args[..], &["--layer", layer, "--dim", dim]].concat())
+    };
+    let e = at("1", "32");
+    let w: Vec<&str> = e.lines().filter(|l| l.starts_with("warning")).collect();
+    assert!(
+        w.len() == 1
+            && w[0].contains("--layer 1 is not a trained exit (trained: 2)")
+            && !w[0].contains("--dim 32"),
+        "{e}"
+    );
+    assert!(at("2", "8").contains("--dim 8 is not a trained dim (trained: 32)"));
+    assert!(!at("2", "32").contains("warning"));
     std::fs::write(d.join("bad.txt"), b"hello\nw\xe9rld\n").unwrap();
     for args in [
         vec![

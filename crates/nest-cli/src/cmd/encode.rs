@@ -33,10 +33,15 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         Some(g) => nest_core::data::read_sentences_share(&a.input, g.rank(), g.world())?,
         None => nest_core::data::read_sentences(&a.input)?,
     };
-    if let Some(w) = looks_like_tsv(&a.input, &texts) {
-        if group.as_ref().is_none_or(|g| g.rank() == 0) {
-            eprintln!("warning: {w}");
-        }
+    let warnings = [
+        looks_like_tsv(&a.input, &texts),
+        offer.untrained(spec, Keys::FLAGS),
+    ];
+    if group.as_ref().is_none_or(|g| g.rank() == 0) {
+        warnings
+            .iter()
+            .flatten()
+            .for_each(|w| eprintln!("warning: {w}"));
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pb = progress::bar(refs.len(), "encode");

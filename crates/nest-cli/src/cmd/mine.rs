@@ -84,6 +84,12 @@ fn setup(a: &MineArgs, g: Option<&nest_dist::Group>) -> Result<Setup> {
     let model = super::load_model(&a.model)?;
     let offer = nest_model::Offer::new(&model, None)?;
     let point = offer.resolve(a.layer, a.dim, Keys::FLAGS, Policy::AnyInRange)?;
+    if let Some(w) = offer
+        .untrained(point, Keys::FLAGS)
+        .filter(|_| g.is_none_or(|g| g.rank() == 0))
+    {
+        eprintln!("warning: {w}");
+    }
     let level = Level {
         precision,
         dim: point.dim,
