@@ -12,6 +12,7 @@ mod args_search;
 mod args_train;
 mod cmd;
 mod flags;
+mod interrupt;
 mod progress;
 
 /// Rust's allocations through mimalloc (libtorch's stay with the C allocator, which `nest

@@ -444,3 +444,102 @@ fn distill_killed_at_random_moments_resumes_to_the_same_student() {
         "only {kills} of 4 runs were killed before they ended"
     );
 }
+
+/// Sends `sig` (a `kill` name: INT, TERM) to a process.
+fn signal(pid: u32, sig: &str) {
+    let sent = Command::new("kill")
+        .args([format!("-{sig}"), pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{sig} {pid} failed");
+}
+
+/// Waits until a run has logged `n` steps (its metrics.jsonl, flushed per step).
+fn wait_for_steps(run: &Path, n: usize, child: &mut std::process::Child) {
+    let start = Instant::now();
+    loop {
+        let logged = std::fs::read_to_string(run.join("metrics.jsonl"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if logged >= n {
+            return;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before {n} steps were logged"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no steps logged"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn ctrl_c_or_sigterm_stops_training_with_a_checkpoint_and_resume_ends_as_uninterrupted() {
+    let (d, m) = setup();
+    let mut data = String::from("sentence1\tsentence2\tscore\n");
+    for i in 0..96 {
+        data.push_str(&format!("{}\t{}\t{}\n", words(i), words(i + 5), i % 6));
+    }
+    std::fs::write(d.path().join("train.tsv"), data).unwrap();
+    // only the end's checkpoint of its own: the one a signal leaves is the stop's
+    let recipe = format!(
+        "model = \"{m}\"\nloss = \"cosent\"\nmatryoshka_dims = [8, 32]\nbatch_size = 8\nepochs = 30\nlr = 5e-4\nsave_every = 1000\n[[data]]\npath = \"{}\"\nformat = \"scored\"\n",
+        s(&d.path().join("train.tsv"))
+    );
+    let r = d.path().join("r.toml");
+    std::fs::write(&r, recipe).unwrap();
+    let train = |dir: &Path, resume: bool| -> Vec<String> {
+        let how = if resume { "--resume" } else { "--run-dir" };
+        ["--threads", "1", "train", how, &s(dir), "--recipe", &s(&r)]
+            .map(String::from)
+            .to_vec()
+    };
+    let full = d.path().join("full");
+    ok(&train(&full, false)
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
+    let total = 30 * 96 / 8;
+    for (sig, status) in [("INT", 130), ("TERM", 143)] {
+        let run = d.path().join(format!("stopped-{sig}"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
+            .env("NEST_DTYPE", "float32")
+            .args(train(&run, false))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_steps(&run, 3, &mut child);
+        signal(child.id(), sig);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(status), "SIG{sig}: {err}");
+        // "stopped after step N, with a checkpoint in ..."
+        let step: u64 = err
+            .split("stopped after step ")
+            .nth(1)
+            .and_then(|t| t.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("SIG{sig}: no stop line in {err}"));
+        assert!((3..total).contains(&step), "SIG{sig}: stopped at {step}");
+        let ck = run.join(format!("checkpoints/step-{step:08}"));
+        assert!(ck.is_dir(), "SIG{sig}: no checkpoint {}", ck.display());
+        assert!(
+            !run.join("final").exists(),
+            "SIG{sig}: a final model after a stop"
+        );
+        assert!(err.contains("--resume"), "SIG{sig}: {err}");
+        ok(&train(&run, true)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>());
+        assert_eq!(
+            files(&run.join("final")),
+            files(&full.join("final")),
+            "SIG{sig}: the resumed model differs from the uninterrupted one"
+        );
+    }
+}

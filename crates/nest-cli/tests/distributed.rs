@@ -7,6 +7,8 @@
 //!   only, the control, land at more than 5e-2), for MRL and for 2DMSE;
 //! - a 2-process run whose rank 1 is killed with SIGKILL stops rank 0 with an error (no hang),
 //!   and `--resume auto` finishes it with the weights of the uninterrupted run;
+//! - SIGTERM to rank 1 alone stops both ranks after the same step with a checkpoint (exit
+//!   143), and `--resume auto` finishes it with the weights of the uninterrupted run;
 //! - a bad launch environment is an error naming the variable, before any model is loaded;
 //! - a multi-process `index build` onto an output in use stops every rank at once.
 
@@ -380,6 +382,74 @@ fn a_killed_rank_stops_the_job_and_resume_auto_finishes_it() {
     run_ok(2, &args);
     let d = relative_weight_diff(&s.path("tiny"), &whole, &run);
     eprintln!("resumed 2-process run: relative weight difference {d:.2e}");
+    assert!(
+        d <= 1e-6,
+        "resumed run differs from the uninterrupted one by {d}"
+    );
+}
+
+/// Waits for `child` (SIGKILL at the deadline): its exit code and stderr.
+fn exit_code(mut child: Child, deadline: Duration) -> (Option<i32>, String) {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() && start.elapsed() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().ok();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), err)
+}
+
+#[test]
+fn sigterm_to_one_rank_stops_every_rank_after_the_same_step_with_a_checkpoint() {
+    let s = Setup::new();
+    let keys = [
+        ("epochs", "100"),
+        ("max_steps", "300"),
+        ("save_every", "1000"),
+    ];
+    let recipe = s.recipe("long.toml", &keys, "");
+    let whole = s.path("whole");
+    run_ok(2, &train_args(&recipe, &whole, &[]));
+
+    let run = s.path("stopped");
+    let args = train_args(&recipe, &run, &["--resume", "auto"]);
+    let ranks = launch(2, &args);
+    let start = Instant::now();
+    while std::fs::read_to_string(run.join("metrics.jsonl")).map_or(0, |t| t.lines().count()) < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no steps logged"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // a scheduler's SIGTERM to rank 1 alone: rank 0 learns it at the step's agreement
+    let sent = Command::new("kill")
+        .args(["-TERM", &ranks[1].id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let ends: Vec<_> = ranks
+        .into_iter()
+        .map(|c| exit_code(c, Duration::from_secs(120)))
+        .collect();
+    for (rank, (code, err)) in ends.iter().enumerate() {
+        assert_eq!(*code, Some(143), "rank {rank}: {err}");
+    }
+    let step: u64 = ends[0]
+        .1
+        .split("stopped after step ")
+        .nth(1)
+        .and_then(|t| t.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("rank 0 says no stop step: {}", ends[0].1));
+    assert!((3..300).contains(&step), "stopped at {step}");
+    assert!(run.join(format!("checkpoints/step-{step:08}")).is_dir());
+
+    // what torchrun --max-restarts does: the same command again
+    run_ok(2, &args);
+    let d = relative_weight_diff(&s.path("tiny"), &whole, &run);
+    eprintln!("2-process run stopped by SIGTERM and resumed: relative weight difference {d:.2e}");
     assert!(
         d <= 1e-6,
         "resumed run differs from the uninterrupted one by {d}"

@@ -271,6 +271,12 @@ impl Group {
             .collect())
     }
 
+    /// Whether any rank says `yes` (one small all-gather): a decision every rank then takes
+    /// alike, such as stopping after this step.
+    pub fn any(&self, yes: bool) -> Result<bool, DistError> {
+        Ok(!self.failed_ranks(!yes)?.is_empty())
+    }
+
     /// Waits for every rank.
     #[allow(unsafe_code)]
     pub fn barrier(&self) -> Result<(), DistError> {

@@ -856,12 +856,20 @@ fn a_requested_stop_checkpoints_its_step_and_resumes_exactly() {
     let (full, cut) = (d.path().join("full"), d.path().join("cut"));
     let r = recipe(&model, &data, &["--save-every", "100"]);
     train(&r, &opts(&full), &mut |_| {}).unwrap();
+    // outside a run's steps nothing waits for a request (the CLI then ends at once)
+    assert!(!stop::request(), "no run is in its steps");
+    let mut answered = None;
     let s = train(&r, &opts(&cut), &mut |e| {
         if let Event::Step { step: 4, .. } = e {
-            stop::request();
+            answered = Some(stop::request());
         }
     })
     .unwrap();
+    assert_eq!(answered, Some(true), "a run in its steps takes the request");
+    assert!(
+        !stop::request(),
+        "the stopped run is no longer in its steps"
+    );
     assert!(
         s.final_dir.as_os_str().is_empty(),
         "a stopped run exports nothing"

@@ -35,6 +35,7 @@ fn split_own_flags(mut a: DistillArgs) -> Result<(DistillArgs, Overrides)> {
 
 pub fn run(a: DistillArgs) -> Result<()> {
     let (a, mut overrides) = split_own_flags(a)?;
+    crate::interrupt::stop_training_on_signals()?;
     let Some(recipe_path) = a.recipe.clone() else {
         bail!("nest distill needs --recipe FILE (see recipes/ibkd.toml)");
     };
@@ -66,6 +67,18 @@ pub fn run(a: DistillArgs) -> Result<()> {
         on_event(&pb, e)
     })?;
     pb.finish_and_clear();
+    let last = out.stages.last();
+    if last.is_some_and(|s| s.final_dir.as_os_str().is_empty()) {
+        // a signal stopped a stage (`crate::interrupt`), with that step's checkpoint on disk
+        let (dir, recipe) = (run_dir.display(), recipe_path.display());
+        if last.is_some_and(|s| s.main) {
+            eprintln!(
+                "stopped, with a checkpoint in {dir}; `nest distill --recipe {recipe} \
+                 --run-dir {dir} --resume` continues the run exactly"
+            );
+        }
+        std::process::exit(crate::interrupt::stopped_status());
+    }
     for s in &out.stages {
         eprintln!(
             "{} steps in {:.1} s (last loss {:.4}) -> {}",

@@ -38,6 +38,7 @@ fn split_own_flags(mut a: TrainArgs) -> Result<(TrainArgs, Overrides)> {
 
 pub fn run(a: TrainArgs) -> Result<()> {
     let (mut a, overrides) = split_own_flags(a)?;
+    crate::interrupt::stop_training_on_signals()?;
     anyhow::ensure!(
         !(a.overwrite && a.resume.is_some()),
         "--resume and --overwrite contradict each other: --resume continues a run, --overwrite \
@@ -112,6 +113,18 @@ fn run_one(recipe: &Recipe, opts: &TrainOptions) -> Result<()> {
     let pb = bar();
     let summary = train(recipe, opts, &mut |e| on_event(&pb, e))?;
     pb.finish_and_clear();
+    if summary.final_dir.as_os_str().is_empty() {
+        // a signal stopped it (`crate::interrupt`), with this step's checkpoint on disk
+        if summary.main {
+            let dir = opts.run_dir.display();
+            eprintln!(
+                "stopped after step {}, with a checkpoint in {dir}/checkpoints; \
+                 `nest train --resume {dir}` continues the run exactly",
+                summary.steps
+            );
+        }
+        std::process::exit(crate::interrupt::stopped_status());
+    }
     if !summary.main {
         return Ok(()); // rank 0 reports for the job
     }

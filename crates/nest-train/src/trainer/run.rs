@@ -187,7 +187,8 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Trains from `at` to the end of the plan; `false` when `stop_after_steps` ended it first.
+    /// Trains from `at` to the end of the plan; `false` when `stop_after_steps` or a stop request
+    /// ([`super::stop`]) ended it first.
     pub(crate) fn steps(
         &mut self,
         at: &mut Progress,
@@ -195,6 +196,7 @@ impl<'a> Run<'a> {
         events: &mut dyn FnMut(Event),
     ) -> Result<bool> {
         let first_step = at.step;
+        let _stepping = super::stop::Stepping::start();
         let mut acc = Accum::default();
         while (at.epoch as usize) < self.plan.epochs.len() && at.step < self.plan.total {
             self.round_before(at, events)?;
@@ -225,8 +227,8 @@ impl<'a> Run<'a> {
                 if stop.is_some_and(|s| at.step - first_step >= s) && at.step < self.plan.total {
                     return Ok(false);
                 }
-                if super::stop::requested() && at.step < self.plan.total {
-                    // an interrupt (Python's Ctrl-C): this step's checkpoint, then stop
+                if at.step < self.plan.total && super::stop::agreed(self.group)? {
+                    // an interrupt (Ctrl-C, SIGTERM): this step's checkpoint, then stop
                     self.checkpoint_now(at, after, events)?;
                     return Ok(false);
                 }

@@ -1,0 +1,69 @@
+//! Ctrl-C (SIGINT) and SIGTERM during `nest train` and `nest distill`: the first stops the run
+//! after its current step with a checkpoint (a scheduler's SIGTERM before it kills a job, a
+//! user's Ctrl-C), and the command then exits with 128 + the signal's number, saying how to
+//! continue. Outside the steps (loading, the final evaluation and export), and on a second
+//! signal, the signal does what it does by default: the process ends at once, which every
+//! command survives (`crates/nest-cli/tests/crash.rs`); the run continues from its last
+//! checkpoint. A data-parallel run stops every rank after the same step when any rank got the
+//! signal (`nest_train::trainer::stop`).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use nest_train::trainer::stop;
+use signal_hook::consts::{SIGINT, SIGTERM};
+
+/// The first signal received, 0 before any.
+static FIRST: AtomicI32 = AtomicI32::new(0);
+
+/// Turns this process's SIGINT and SIGTERM into training stop requests (see the module docs).
+pub fn stop_training_on_signals() -> anyhow::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let main = nest_dist::Launch::from_env()
+        .ok()
+        .flatten()
+        .is_none_or(|l| l.is_main());
+    std::thread::Builder::new()
+        .name("nest-signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if FIRST
+                    .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                    && stop::request()
+                {
+                    if main {
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "\n{} (signal {sig}): stopping after this step with a checkpoint; a \
+                             second {} stops at once (the run then continues from its last \
+                             checkpoint)",
+                            name(sig),
+                            name(sig)
+                        );
+                    }
+                    continue;
+                }
+                // the default action: the process ends, killed by the signal
+                let _ = signal_hook::low_level::emulate_default_handler(sig);
+            }
+        })?;
+    Ok(())
+}
+
+/// The exit status of a run a signal stopped: 128 + the signal's number (130 for Ctrl-C), as
+/// a shell reports a process the signal killed; SIGTERM's (143) when the signal came to
+/// another rank of a data-parallel run.
+pub fn stopped_status() -> i32 {
+    128 + match FIRST.load(Ordering::SeqCst) {
+        0 => SIGTERM,
+        sig => sig,
+    }
+}
+
+fn name(sig: i32) -> &'static str {
+    match sig {
+        SIGINT => "Ctrl-C",
+        _ => "SIGTERM",
+    }
+}
