@@ -563,6 +563,10 @@ fn unknown_keys_get_nests_name_and_stage_errors_their_line() {
         e.contains("--learning-rate") && e.contains("did you mean `lr`?"),
         "{e}"
     );
+    let e = fails_in(d, &["train", "--recipe", "ok.toml", "--steps", "5"]);
+    assert!(e.contains("did you mean `max_steps`?"), "{e}");
+    let e = fails_in(d, &["train", "--recipe", "ok.toml", "--warmup-steps", "5"]);
+    assert!(e.contains("did you mean warmup_ratio (a share"), "{e}");
     std::fs::write(
         d.join("hf.toml"),
         format!("model = \"{tiny}\"\nnum_train_epochs = 1\n"),
