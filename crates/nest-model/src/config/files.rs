@@ -67,7 +67,7 @@ impl ModelFiles {
             } else {
                 Err(Error::Missing {
                     path: p,
-                    message: "file not found in the model directory".into(),
+                    message: format!("file not found in the model directory{}", folder_hint(dir)),
                 })
             }
         };
@@ -87,6 +87,71 @@ impl ModelFiles {
     }
 }
 
+/// What a folder that is not a model directory holds, where that is recognisable: model
+/// directories one or two levels down (a training run's `final/`, a distillation's
+/// `stage2/final/`, the folders of `models/`, a hub cache's `snapshots/<hash>/`), else a
+/// training run (its `recipe.toml`) or checkpoint (`state.json`) without a finished model.
+/// The newest model is named first.
+fn folder_hint(dir: &Path) -> String {
+    let is_model =
+        |p: &Path| p.join("config.json").is_file() && p.join("model.safetensors").is_file();
+    let subdirs = |d: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        v.sort();
+        v
+    };
+    let mut models = Vec::new();
+    for sub in subdirs(dir) {
+        match is_model(&sub) {
+            true => models.push(sub),
+            false => models.extend(subdirs(&sub).into_iter().filter(|p| is_model(p))),
+        }
+    }
+    // the newest first: a distillation's student (stage 2) before its stage-1 model
+    let written = |p: &PathBuf| {
+        std::fs::metadata(p.join("config.json"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    models.sort_by_key(|p| std::cmp::Reverse(written(p)));
+    if let Some(first) = models.first() {
+        let more = match models.len() {
+            1 => String::new(),
+            n if n <= 6 => {
+                let rest: Vec<String> = models[1..]
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                format!(" (or {})", rest.join(", "))
+            }
+            n => format!(" (or one of {} others)", n - 1),
+        };
+        return format!(
+            "; the folder holds a model below it: pass {}{more}",
+            first.display()
+        );
+    }
+    if dir.join("recipe.toml").is_file() {
+        return format!(
+            "; it is a training run's folder without a finished model (final/): `nest train \
+             --resume {}` finishes the run",
+            dir.display()
+        );
+    }
+    if dir.join("state.json").is_file() && dir.join("optimizer.safetensors").is_file() {
+        return "; it is a training checkpoint (weights and optimizer state): `nest train \
+                --resume RUN` continues its run, whose finished model is RUN/final"
+            .into();
+    }
+    String::new()
+}
+
 /// Reads a JSON file into `T`, naming the file (and serde's line/column) on failure.
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Missing {
@@ -104,6 +169,56 @@ mod tests {
     use super::*;
     use crate::config::PoolingConfig;
     use crate::pooling::Pooling;
+
+    #[test]
+    fn a_folder_that_is_not_a_model_says_where_its_model_is() {
+        let d = tempfile::tempdir().unwrap();
+        let run = d.path().join("run");
+        let model = |p: &Path| {
+            std::fs::create_dir_all(p).unwrap();
+            std::fs::write(p.join("config.json"), "{}").unwrap();
+            std::fs::write(p.join("model.safetensors"), "").unwrap();
+        };
+        let err = |dir: &Path| ModelFiles::locate(dir).unwrap_err().to_string();
+        // an unfinished run: its recipe, a checkpoint, no final/
+        let ck = run.join("checkpoints/step-00000005");
+        std::fs::create_dir_all(&ck).unwrap();
+        std::fs::write(run.join("recipe.toml"), "").unwrap();
+        let e = err(&run);
+        assert!(e.contains("config.json") && e.contains("--resume"), "{e}");
+        for f in ["model.safetensors", "optimizer.safetensors", "state.json"] {
+            std::fs::write(ck.join(f), "").unwrap();
+        }
+        let e = err(&ck);
+        assert!(
+            e.contains("training checkpoint") && e.contains("RUN/final"),
+            "{e}"
+        );
+        // a finished run, a distillation's two stages, a folder of models
+        model(&run.join("final"));
+        let e = err(&run);
+        assert!(
+            e.contains(&format!("pass {}", run.join("final").display())),
+            "{e}"
+        );
+        for (stage, second) in [("stage2", 2000), ("stage1", 1000)] {
+            let dir = d.path().join("x").join(stage).join("final");
+            model(&dir);
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(second);
+            let config = std::fs::File::options()
+                .write(true)
+                .open(dir.join("config.json"));
+            config.unwrap().set_modified(at).unwrap();
+        }
+        let e = err(&d.path().join("x"));
+        assert!(
+            e.contains("stage2/final (or ") && e.contains("stage1/final)"),
+            "{e}"
+        );
+        let empty = d.path().join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        assert!(err(&empty).ends_with("file not found in the model directory"));
+    }
 
     #[test]
     fn nest_json_typos_and_unknown_poolings_are_refused() {
