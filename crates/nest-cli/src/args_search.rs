@@ -75,7 +75,8 @@ pub struct SearchArgs {
     /// Default: exact search at the full dim.
     #[arg(long)]
     pub funnel: Option<String>,
-    #[arg(long, default_value_t = 10)]
+    /// Results per query (`-k`, `--top-k`)
+    #[arg(long, short = 'k', visible_alias = "top-k", default_value_t = 10)]
     pub k: usize,
     /// Embed queries with this model instead of the one the index records.
     #[arg(long)]

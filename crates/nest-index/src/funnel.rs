@@ -60,6 +60,14 @@ impl std::fmt::Display for Funnel {
 impl Funnel {
     /// Parses `level[@keep]>level[@keep]>...`.
     pub fn parse(s: &str) -> Result<Self> {
+        if !s.contains('>') && s.contains([',', ';', ' ']) {
+            let fixed: Vec<&str> = s.split([',', ';', ' ']).filter(|p| !p.is_empty()).collect();
+            let why = format!(
+                "'{s}': stages are separated by '>', coarse to fine: '{}'",
+                fixed.join(">")
+            );
+            return Err(Error::invalid("funnel", why));
+        }
         let stages = s
             .split('>')
             .map(|part| {
