@@ -27,8 +27,8 @@ pub struct MineArgs {
     /// dropped and positives it lacks are added, as sentence-transformers does.
     #[arg(long)]
     pub corpus: Option<PathBuf>,
-    /// The output (JSON lines). Written as OUTPUT.partial + OUTPUT.mine-state.json while it
-    /// runs; the same command resumes after an interruption.
+    /// The output (JSON lines: a `.jsonl` name). Written as OUTPUT.partial +
+    /// OUTPUT.mine-state.json while it runs; the same command resumes after an interruption.
     #[arg(long)]
     pub output: PathBuf,
     /// Replace a finished output, or drop an unfinished run of another command.

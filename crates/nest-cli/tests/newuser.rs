@@ -703,3 +703,53 @@ fn a_misspelt_environment_variable_is_named_with_the_one_meant() {
         "{err}"
     );
 }
+
+/// 2026-11-29: `nest mine --output neg.tsv` wrote JSON lines under a TSV name, which
+/// `nest train --data neg.tsv:triplets` then refused; the name is now checked first, before
+/// the model loads, and nothing is written. A folder that is not a model (a run's) says
+/// where its model is.
+#[test]
+fn mine_output_names_its_format_and_a_run_folder_names_its_model() {
+    let f = fixture();
+    let d = f.path();
+    let pairs = "anchor\tpositive\nthe cat\ta cat\nthe dog\ta dog\n";
+    std::fs::write(d.join("pairs.tsv"), pairs).unwrap();
+    let e = fails_in(
+        d,
+        &[
+            "mine",
+            "--model",
+            "tiny",
+            "--queries",
+            "pairs.tsv",
+            "--output",
+            "neg.tsv",
+        ],
+    );
+    assert!(e.contains("neg.tsv") && e.contains("name it .jsonl"), "{e}");
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        !left.iter().any(|n| n.to_string_lossy().starts_with("neg")),
+        "nothing written: {left:?}"
+    );
+    ok_in(
+        d,
+        &[
+            "mine",
+            "--model",
+            "tiny",
+            "--queries",
+            "pairs.tsv",
+            "--output",
+            "neg.jsonl",
+        ],
+    );
+    std::fs::create_dir_all(d.join("run")).unwrap();
+    std::fs::rename(d.join("tiny"), d.join("run/final")).unwrap();
+    let e = fails_in(d, &["info", "--model", "run"]);
+    assert!(e.contains("pass run/final"), "{e}");
+}

@@ -69,6 +69,13 @@ fn setup(a: &MineArgs, g: Option<&nest_dist::Group>) -> Result<Setup> {
     anyhow::ensure!(a.encode_chunk >= 1, "--encode-chunk must be at least 1");
     let o = options(a)?;
     let format = output_format(a)?;
+    // the rows are JSON lines, which readers (`nest train --data`) know by the name
+    anyhow::ensure!(
+        a.output.extension().is_some_and(|e| e == "jsonl"),
+        "--output {}: nest mine writes JSON lines; name it .jsonl (`nest train --data \
+         NAME.jsonl:triplets` then reads it)",
+        a.output.display()
+    );
     let precision =
         Precision::parse(&a.precision).map_err(|e| anyhow::anyhow!("--precision: {e}"))?;
     if g.is_some() && a.output.exists() && !a.overwrite {
