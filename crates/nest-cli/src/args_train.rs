@@ -26,6 +26,10 @@ pub struct TrainArgs {
     /// bit-exact: dropout masks and summation order change).
     #[arg(long)]
     pub allow_world_change: bool,
+    /// Resume on training data other than the checkpoint's (refused otherwise: the batches from
+    /// the checkpoint on are then the new data's plan, not the run's).
+    #[arg(long)]
+    pub allow_data_change: bool,
     /// One run per seed, e.g. `--seeds 1,2,3`: each in `<run dir>-seed<S>` with the recipe's
     /// `seed` set to S, started or continued where it stopped; evaluate each and pass the
     /// reports comma-separated to `nest eval compare` for mean, spread and paired intervals.

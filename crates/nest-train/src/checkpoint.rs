@@ -31,6 +31,43 @@ pub struct State {
     /// libtorch intra-op threads of the process that wrote it (absent in older checkpoints).
     #[serde(default)]
     pub(crate) threads: Option<usize>,
+    /// sha256 of the recipe's `[[data]]` examples as read ([`crate::data::fingerprint`];
+    /// absent in checkpoints before 2026-11-29).
+    #[serde(default)]
+    pub(crate) data_sha256: Option<String>,
+}
+
+impl State {
+    /// Whether this run's data (`data_sha256`, its fingerprint) is the data the checkpoint `ck`
+    /// was trained on: an error when it is not, unless `allow` (`--allow-data-change`), which
+    /// says what changes.
+    pub(crate) fn check_data(
+        &self,
+        ck: &Path,
+        data_sha256: &str,
+        allow: bool,
+    ) -> Result<Option<String>> {
+        let Some(then) = self.data_sha256.as_deref().filter(|t| *t != data_sha256) else {
+            return Ok(None);
+        };
+        let (now, then) = (&data_sha256[..12], &then[..12.min(then.len())]);
+        if allow {
+            return Ok(Some(format!(
+                "resuming on other training data (sha256 {now}..., the run so far {then}...): \
+                 the batches from here on follow the new data's plan"
+            )));
+        }
+        Err(Error::Run {
+            path: ck.to_path_buf(),
+            message: format!(
+                "the training data changed since this checkpoint (the recipe's [[data]] examples \
+                 as read: sha256 {now}..., the run so far trained on {then}...), so the resumed \
+                 run would train on other batches: put the data back, start a new run \
+                 (--overwrite, or another --run-dir), or pass --allow-data-change to continue \
+                 on the new data"
+            ),
+        })
+    }
 }
 
 fn one() -> usize {

@@ -883,6 +883,46 @@ fn a_requested_stop_checkpoints_its_step_and_resumes_exactly() {
     assert_eq!(losses(&cut), losses(&full));
 }
 
+/// A resume on changed training data (one text edited) is refused before any weight loads,
+/// naming the change and `--allow-data-change`; with that option it continues.
+#[test]
+fn a_resume_on_changed_data_is_refused_unless_allowed() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let run = d.path().join("run");
+    let r = recipe(&model, &data, &["--save-every", "2"]);
+    let mut o = opts(&run);
+    o.stop_after_steps = Some(2);
+    train(&r, &o, &mut |_| {}).unwrap();
+    let text = std::fs::read_to_string(&data).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let edited = lines[3].replacen(' ', "  ", 1);
+    lines[3] = &edited;
+    std::fs::write(&data, lines.join("\n") + "\n").unwrap();
+    let mut o = opts(&run);
+    o.resume = true;
+    let e = train(&r, &o, &mut |_| {}).unwrap_err().to_string();
+    assert!(
+        e.contains("step-00000002")
+            && e.contains("training data changed")
+            && e.contains("--allow-data-change"),
+        "{e}"
+    );
+    o.allow_data_change = true;
+    let mut said = Vec::new();
+    let s = train(&r, &o, &mut |e| {
+        if let nest_train::trainer::Event::Message(m) = e {
+            said.push(m)
+        }
+    })
+    .unwrap();
+    assert_eq!(s.resumed_from, Some(2));
+    assert!(
+        said.iter().any(|m| m.contains("other training data")),
+        "{said:?}"
+    );
+}
+
 /// `--key value` pairs as recipe overrides (the CLI's parser is nest-cli's; the tests write
 /// their recipes as it would receive them).
 fn overrides(f: &[String]) -> Overrides {

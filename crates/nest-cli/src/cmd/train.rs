@@ -21,6 +21,7 @@ fn split_own_flags(mut a: TrainArgs) -> Result<(TrainArgs, Overrides)> {
                 "--resume" => a.resume = Some(value()?.into()),
                 "--overwrite" => a.overwrite = true,
                 "--allow-world-change" => a.allow_world_change = true,
+                "--allow-data-change" => a.allow_data_change = true,
                 "--seeds" => {
                     let v = value()?;
                     for s in v.split(',').filter(|s| !s.is_empty()) {
@@ -72,6 +73,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         resume: a.resume.is_some() || (auto && run_dir.join("recipe.toml").is_file()),
         overwrite: a.overwrite,
         allow_world_change: a.allow_world_change,
+        allow_data_change: a.allow_data_change,
         ..TrainOptions::new(&run_dir, nest_model::default_device())
     };
     if a.recipe.is_none() && a.resume.is_none() && overrides.is_empty() {

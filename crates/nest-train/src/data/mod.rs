@@ -10,4 +10,4 @@ mod source;
 
 pub(crate) use plan::{epoch_plan, padding};
 pub use plan::{Batch, Padding};
-pub use source::{load_sources, read_source, Source, Tokenize};
+pub use source::{fingerprint, load_sources, read_source, Source, Tokenize};

@@ -147,6 +147,25 @@ fn tuple_negatives(p: &Path, header: &[String]) -> nest_core::Result<usize> {
 }
 
 /// Token ids of each text (the model's tokenizer).
+/// sha256 of the examples of `sources` as read, in order: every text (the prompt not
+/// included) and gold score. What a checkpoint records of its run's data: the plan is a function
+/// of it, so a resume on other data would train on other batches.
+pub fn fingerprint(sources: &[Source]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for s in sources {
+        h.update((s.texts.len() as u64).to_le_bytes());
+        for text in s.texts.iter().flatten() {
+            h.update((text.len() as u64).to_le_bytes());
+            h.update(text.as_bytes());
+        }
+        for score in &s.scores {
+            h.update(score.to_bits().to_le_bytes());
+        }
+    }
+    format!("{:x}", h.finalize())
+}
+
 pub type Tokenize<'a> = &'a dyn Fn(&[&str]) -> Result<Vec<Vec<i64>>>;
 
 /// Reads and tokenises every source.

@@ -47,6 +47,8 @@ pub(crate) struct Run<'a> {
     eval: Option<EvalGrid>,
     opt: AdamW,
     pub(super) recipe_sha: String,
+    /// The fingerprint of the recipe's `[[data]]` examples, which checkpoints record.
+    pub(super) data_sha: String,
     /// The newest checkpoint, for the error when a loss or gradient turns non-finite.
     last_ck: String,
     start: Instant,
@@ -129,6 +131,7 @@ impl<'a> Run<'a> {
             obj_vs,
             objective,
             spread,
+            data_sha: crate::data::fingerprint(&sources),
             sources,
             plan,
             mining,
@@ -168,6 +171,9 @@ impl<'a> Run<'a> {
             self.o,
             events,
         )?;
+        if let Some(note) = state.check_data(ck, &self.data_sha, self.o.allow_data_change)? {
+            events(Event::Message(note));
+        }
         self.enc.load_weights(&ck.join("model.safetensors"))?;
         checkpoint::load_objective(ck, &mut self.obj_vs)?;
         self.opt

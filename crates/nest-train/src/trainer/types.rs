@@ -23,12 +23,16 @@ pub struct TrainOptions {
     pub stop_after_steps: Option<u64>,
     /// Resume a checkpoint written by another number of processes (not bit-exact then).
     pub allow_world_change: bool,
+    /// Resume on training data other than the checkpoint's (refused otherwise: the plan from
+    /// there on is the new data's).
+    pub allow_data_change: bool,
 }
 
 impl TrainOptions {
     /// A fresh run in `run_dir` on `device`: refused where a run already is (neither `resume`
     /// nor `overwrite`), trained to its end (no `stop_after_steps`), never resumed under another
-    /// number of processes (no `allow_world_change`). The rest are public fields:
+    /// number of processes (no `allow_world_change`) or on other data (no `allow_data_change`).
+    /// The rest are public fields:
     /// `TrainOptions { resume: true, ..TrainOptions::new(dir, device) }`.
     pub fn new(run_dir: impl Into<PathBuf>, device: Device) -> Self {
         TrainOptions {
@@ -38,6 +42,7 @@ impl TrainOptions {
             device,
             stop_after_steps: None,
             allow_world_change: false,
+            allow_data_change: false,
         }
     }
 }

@@ -90,6 +90,7 @@ impl Run<'_> {
             last_loss: at.last_loss,
             world_size: self.group.map_or(1, Group::world),
             threads: Some(tch::get_num_threads().max(1) as usize),
+            data_sha256: Some(self.data_sha.clone()),
         };
         checkpoint::save(
             &self.o.run_dir,
