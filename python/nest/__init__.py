@@ -277,6 +277,7 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    allow_data_change: bool = False,
 ) -> TrainResult:
     """Trains in this process, as ``nest train`` does (the same Rust trainer; the GIL released).
 
@@ -290,6 +291,8 @@ def train(
         resume: continue the run in ``run_dir`` exactly (its own recipe when ``recipe`` is None).
         overwrite: replace the run in ``run_dir`` once the new one has finished.
         progress: print each step, checkpoint and evaluation to stderr.
+        allow_data_change: with ``resume``, continue although the training data differ from
+            the data the checkpoint was trained on (refused otherwise, with a ValueError).
 
     Ctrl-C stops the run after the current step with a checkpoint of it, then raises
     ``KeyboardInterrupt``; ``nest.train(run_dir=..., resume=True)`` continues it bit for bit.
@@ -304,7 +307,7 @@ def train(
         run_dir = os.path.join("runs", stem)
     done, final, steps, loss, stopped = _nest.train_native(
         str(run_dir), None if recipe is None else str(recipe), list((overrides or {}).items()),
-        resume, overwrite, progress
+        resume, overwrite, progress, allow_data_change
     )
     return TrainResult(
         run_dir=str(done),

@@ -42,6 +42,7 @@ def train_native(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    allow_data_change: bool = False,
 ) -> tuple[str, str, int, float, bool]: ...
 def distill_native(
     recipe: str,

@@ -76,8 +76,10 @@ type Ran = (PathBuf, PathBuf, u64, f64, bool);
 /// Trains `recipe` (a TOML file, or none) with `overrides` (the items of a dict of recipe keys,
 /// typed by [`crate::overrides`]) into `run_dir`; `resume` continues the run there, `overwrite`
 /// replaces it once the new run finished. `progress` prints one line per step to stderr.
+/// `allow_data_change` resumes on data other than the checkpoint's (`--allow-data-change`).
 #[pyfunction]
-#[pyo3(signature = (run_dir, recipe = None, overrides = Vec::new(), resume = false, overwrite = false, progress = true))]
+#[pyo3(signature = (run_dir, recipe = None, overrides = Vec::new(), resume = false, overwrite = false, progress = true, allow_data_change = false))]
+#[allow(clippy::too_many_arguments)] // Python's keyword arguments, one per option
 pub fn train_native(
     py: Python<'_>,
     run_dir: PathBuf,
@@ -86,6 +88,7 @@ pub fn train_native(
     resume: bool,
     overwrite: bool,
     progress: bool,
+    allow_data_change: bool,
 ) -> PyResult<Ran> {
     if resume && overwrite {
         return Err(PyValueError::new_err(
@@ -101,7 +104,10 @@ pub fn train_native(
     };
     let overrides = crate::overrides::from_items(overrides)?;
     let r = Recipe::load(recipe.as_deref(), &overrides).map_err(train_err)?;
-    let opts = run_options(&run_dir, resume, overwrite);
+    let opts = TrainOptions {
+        allow_data_change,
+        ..run_options(&run_dir, resume, overwrite)
+    };
     let mut interrupted = false;
     let summary = crate::detach(py, || {
         train(&r, &opts, &mut on_event(progress, &mut interrupted))

@@ -101,6 +101,20 @@ def test_ctrl_c_checkpoints_and_the_resume_is_exact(tmp_path):
     assert losses(run) == losses(full.run_dir)
 
 
+def test_a_resume_on_changed_data_is_refused_unless_allowed(tmp_path):
+    data = pairs(tmp_path, 32)
+    run = tmp_path / "run"
+    nest.train(overrides={**overrides(data, 2), "save_every": 1}, run_dir=run, progress=False)
+    path = Path(data.rsplit(":", 1)[0])
+    lines = path.read_text().splitlines()
+    lines[2] = lines[2] + " again"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="training data changed"):
+        nest.train(run_dir=run, resume=True, progress=False)
+    done = nest.train(run_dir=run, resume=True, progress=False, allow_data_change=True)
+    assert done.steps == 2 and done.final
+
+
 def test_errors_are_python_exceptions(tmp_path):
     with pytest.raises(FileNotFoundError):
         nest.train(run_dir=tmp_path / "missing", resume=True, progress=False)

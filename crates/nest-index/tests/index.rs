@@ -342,7 +342,9 @@ fn funnel_text_errors() {
         assert!(Funnel::parse(bad).is_err(), "{bad:?} should be refused");
     }
     // another separator: the error writes the funnel meant
-    let e = Funnel::parse("binary:64,float32:384").unwrap_err().to_string();
+    let e = Funnel::parse("binary:64,float32:384")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("'binary:64>float32:384'"), "{e}");
     let f = Funnel::parse("binary:384@2000>float32:64>float32:384").unwrap();
     assert_eq!(f.to_string(), "binary:384@2000>float32:64>float32:384");

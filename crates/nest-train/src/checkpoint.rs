@@ -63,8 +63,8 @@ impl State {
                 "the training data changed since this checkpoint (the recipe's [[data]] examples \
                  as read: sha256 {now}..., the run so far trained on {then}...), so the resumed \
                  run would train on other batches: put the data back, start a new run \
-                 (--overwrite, or another --run-dir), or pass --allow-data-change to continue \
-                 on the new data"
+                 (--overwrite, or another --run-dir), or pass --allow-data-change (Python: \
+                 allow_data_change=True) to continue on the new data"
             ),
         })
     }
