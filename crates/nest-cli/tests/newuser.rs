@@ -714,18 +714,18 @@ fn mine_output_names_its_format_and_a_run_folder_names_its_model() {
     let d = f.path();
     let pairs = "anchor\tpositive\nthe cat\ta cat\nthe dog\ta dog\n";
     std::fs::write(d.join("pairs.tsv"), pairs).unwrap();
-    let e = fails_in(
-        d,
-        &[
+    let mine = |out| {
+        [
             "mine",
             "--model",
             "tiny",
             "--queries",
             "pairs.tsv",
             "--output",
-            "neg.tsv",
-        ],
-    );
+            out,
+        ]
+    };
+    let e = fails_in(d, &mine("neg.tsv"));
     assert!(e.contains("neg.tsv") && e.contains("name it .jsonl"), "{e}");
     let left: Vec<_> = std::fs::read_dir(d)
         .unwrap()
@@ -736,18 +736,7 @@ fn mine_output_names_its_format_and_a_run_folder_names_its_model() {
         !left.iter().any(|n| n.to_string_lossy().starts_with("neg")),
         "nothing written: {left:?}"
     );
-    ok_in(
-        d,
-        &[
-            "mine",
-            "--model",
-            "tiny",
-            "--queries",
-            "pairs.tsv",
-            "--output",
-            "neg.jsonl",
-        ],
-    );
+    ok_in(d, &mine("neg.jsonl"));
     std::fs::create_dir_all(d.join("run")).unwrap();
     std::fs::rename(d.join("tiny"), d.join("run/final")).unwrap();
     let e = fails_in(d, &["info", "--model", "run"]);

@@ -84,7 +84,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
     }
     if a.seeds.is_empty() {
         let recipe = Recipe::load(a.recipe.as_deref(), &overrides)?;
-        return run_one(&recipe, &opts);
+        return run_one(&recipe, &opts, None);
     }
     anyhow::ensure!(
         a.resume.is_none(),
@@ -101,7 +101,11 @@ pub fn run(a: TrainArgs) -> Result<()> {
             run_dir: dir.clone(),
             ..opts.clone()
         };
-        run_one(&recipe, &opts)?;
+        run_one(
+            &recipe,
+            &opts,
+            Some("the same `nest train --seeds ...` command"),
+        )?;
         finals.push(dir.join("final"));
     }
     eprintln!(
@@ -111,7 +115,8 @@ pub fn run(a: TrainArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_one(recipe: &Recipe, opts: &TrainOptions) -> Result<()> {
+/// One run; `again` is what continues it after a signal stopped it (default: `--resume DIR`).
+fn run_one(recipe: &Recipe, opts: &TrainOptions, again: Option<&str>) -> Result<()> {
     let pb = bar();
     let summary = train(recipe, opts, &mut |e| on_event(&pb, e))?;
     pb.finish_and_clear();
@@ -119,10 +124,12 @@ fn run_one(recipe: &Recipe, opts: &TrainOptions) -> Result<()> {
         // a signal stopped it (`crate::interrupt`), with this step's checkpoint on disk
         if summary.main {
             let dir = opts.run_dir.display();
+            let resume = format!("`nest train --resume {dir}`");
             eprintln!(
-                "stopped after step {}, with a checkpoint in {dir}/checkpoints; \
-                 `nest train --resume {dir}` continues the run exactly",
-                summary.steps
+                "stopped after step {}, with a checkpoint in {dir}/checkpoints; {} continues \
+                 the run exactly",
+                summary.steps,
+                again.unwrap_or(&resume)
             );
         }
         std::process::exit(crate::interrupt::stopped_status());
