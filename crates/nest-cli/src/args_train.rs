@@ -35,7 +35,7 @@ pub struct TrainArgs {
     /// reports comma-separated to `nest eval compare` for mean, spread and paired intervals.
     #[arg(long, value_delimiter = ',')]
     pub seeds: Vec<u64>,
-    /// Recipe keys as flags: `--lr 3e-5 --matryoshka-dims "[16, 32]" --data file.tsv:scored`.
+    /// Recipe keys as flags: `--lr 3e-5 --matryoshka-dims 16,32 --data file.tsv:scored`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0.., value_name = "--KEY VALUE")]
     pub overrides: Vec<String>,
 }

@@ -522,8 +522,8 @@ fn encode_warns_on_a_tsv_and_invalid_utf8_names_its_line_once() {
     );
 }
 
-/// #34, #38: a wrong-typed recipe value names its key and line; a list flag given as `64,384`
-/// names the flag and shows the TOML form.
+/// #34, #38: a wrong-typed recipe value names its key and line; a list flag given as
+/// `int8,binary` names the flag and shows the TOML form.
 #[test]
 fn type_errors_name_the_key_and_show_the_toml_list_form() {
     let f = fixture();
@@ -536,12 +536,13 @@ fn type_errors_name_the_key_and_show_the_toml_list_form() {
     .unwrap();
     let e = fails_in(d, &["train", "--recipe", "wt.toml"]);
     assert!(e.contains("line 2, key batch_size"), "{e}");
+    // numbers separated by commas are a list since 2026-11-29; words still get the TOML form
     let e = fails_in(
         d,
-        &["train", "--model", &tiny, "--matryoshka-dims", "64,384"],
+        &["train", "--model", &tiny, "--quantization", "int8,binary"],
     );
     assert!(
-        e.contains("--matryoshka-dims") && e.contains("--matryoshka-dims \"[64, 384]\""),
+        e.contains("--quantization") && e.contains(r#"--quantization '["int8", "binary"]'"#),
         "{e}"
     );
 }

@@ -22,12 +22,13 @@ pub(crate) fn explain<T: DeserializeOwned>(
     };
     let top = key.split(['.', '[']).next().unwrap_or(&key);
     if let Some(origin) = overrides.origin_of(top) {
-        // `--matryoshka-dims 64,384`: a list flag takes a TOML list
+        // `--quantization int8,binary`: a list of words is a TOML list of strings (numbers
+        // separated by commas are read as a list already, `overrides::parse_value`)
         let hint = match (message.contains("expected a sequence"), table.get(top)) {
             (true, Some(toml::Value::String(v))) if origin.starts_with("--") => {
-                let items: Vec<&str> = v.split(',').map(str::trim).collect();
+                let items: Vec<String> = v.split(',').map(|i| format!("{:?}", i.trim())).collect();
                 format!(
-                    "; a list is written as TOML: {origin} \"[{}]\"",
+                    "; a list is written as TOML: {origin} '[{}]'",
                     items.join(", ")
                 )
             }

@@ -158,11 +158,11 @@ pub struct Recipe {
     pub(crate) eval_data: String,
     #[serde(default)]
     pub(crate) eval_every: u64,
-    /// Layers evaluated ("" = the last only); e.g. "1-6".
-    #[serde(default)]
+    /// Layers evaluated ("" = the last only); e.g. "1-6", 6 or [2, 4, 6].
+    #[serde(default, deserialize_with = "defaults::list_text")]
     pub(crate) eval_layers: String,
-    /// Dims evaluated ("" = the Matryoshka dims, or the full dim).
-    #[serde(default)]
+    /// Dims evaluated ("" = the Matryoshka dims, or the full dim); e.g. "64,384".
+    #[serde(default, deserialize_with = "defaults::list_text")]
     pub(crate) eval_dims: String,
     /// Checkpoint every this many optimizer steps (0 = only at the end).
     #[serde(default = "d_save")]

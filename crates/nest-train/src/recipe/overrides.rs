@@ -119,12 +119,24 @@ fn data_shorthand(s: &str) -> toml::Value {
 }
 
 /// A value written on a command line: TOML where it reads as TOML (numbers, booleans, arrays,
-/// inline tables), else the text itself (paths, model ids). The CLI's rule for every flag value.
+/// inline tables), numbers separated by commas as an array (`64,384` is `[64, 384]`, as the
+/// commands' own list flags take it), else the text itself (paths, model ids). The CLI's rule
+/// for every flag value.
 pub fn parse_value(raw: &str) -> toml::Value {
-    let doc = format!("v = {raw}");
-    match doc.parse::<toml::Table>() {
-        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.into())),
-        Err(_) => toml::Value::String(raw.into()),
+    let toml = |text: &str| {
+        let doc = format!("v = {text}");
+        doc.parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+    };
+    if let Some(v) = toml(raw) {
+        return v;
+    }
+    let number = |part: &str| toml(part.trim()).filter(|v| v.is_integer() || v.is_float());
+    let parts: Option<Vec<toml::Value>> = raw.split(',').map(number).collect();
+    match parts {
+        Some(items) if raw.contains(',') => toml::Value::Array(items),
+        _ => toml::Value::String(raw.into()),
     }
 }
 
@@ -168,7 +180,16 @@ mod tests {
             parse_value("models/x"),
             toml::Value::String("models/x".into())
         );
-        assert_eq!(parse_value("64,384"), toml::Value::String("64,384".into()));
+        // numbers separated by commas are a list, as the commands' list flags take them
+        assert_eq!(
+            parse_value("64, 384"),
+            toml::Value::Array(vec![64.into(), 384.into()])
+        );
+        assert_eq!(
+            parse_value("a.tsv,b.tsv"),
+            toml::Value::String("a.tsv,b.tsv".into())
+        );
+        assert_eq!(parse_value("16,abc"), toml::Value::String("16,abc".into()));
     }
 
     #[test]

@@ -237,6 +237,45 @@ fn a_bad_eval_grid_fails_at_load_naming_the_key() {
     load(Some(&p), &["--eval-dims".into(), "16,4096".into()]).unwrap();
 }
 
+/// A layer or dim list key takes every form a user writes (text, one number, an array; a flag's
+/// `64,384`), and a list flag takes numbers separated by commas.
+#[test]
+fn list_keys_take_text_numbers_and_arrays() {
+    // (written, read) for eval_layers, then for eval_dims
+    for (layers, dims) in [
+        (("\"2-4\"", "2-4"), ("\"16,32\"", "16,32")),
+        (("6", "6"), ("32", "32")),
+        (("[2, 4, 6]", "2,4,6"), ("[16, 32]", "16,32")),
+    ] {
+        let keys = format!(
+            "eval_layers = {}\neval_dims = {}\n[[data]]",
+            layers.0, dims.0
+        );
+        let (_d, p) = write(&BASE.replacen("[[data]]", &keys, 1));
+        let r = load(Some(&p), &[]).unwrap();
+        assert_eq!(
+            (r.eval_layers.as_str(), r.eval_dims.as_str()),
+            (layers.1, dims.1)
+        );
+    }
+    let (_d, p) = write(&BASE.replacen("[[data]]", "eval_layers = 2.5\n[[data]]", 1));
+    let e = load(Some(&p), &[]).unwrap_err().to_string();
+    assert!(e.contains("eval_layers") && e.contains("[2, 4, 6]"), "{e}");
+    let (_d, p) = write(BASE);
+    let flags = [
+        "--eval-layers",
+        "3",
+        "--matryoshka-dims",
+        "16, 32",
+        "--eval-dims",
+        "16,32",
+    ];
+    let r = load(Some(&p), &flags.map(String::from)).unwrap();
+    assert_eq!(r.eval_layers, "3");
+    assert_eq!(r.eval_dims, "16,32");
+    assert_eq!(r.matryoshka_dims, vec![16, 32]);
+}
+
 /// Every quantization key's reading and refusal in one table (81 lines: the refusals are one
 /// list of (flags, message) rows read top to bottom; split, each part would rebuild the recipes).
 #[test]
