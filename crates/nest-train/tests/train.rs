@@ -923,6 +923,48 @@ fn a_resume_on_changed_data_is_refused_unless_allowed() {
     );
 }
 
+/// A missing `[[data]]` file or `eval_data` fails before the model loads (no message of the
+/// loaded model's yet), as a not-found I/O error naming the key.
+#[test]
+fn missing_inputs_fail_before_the_model_loads() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let nowhere = d.path().join("nowhere.tsv");
+    for (flags, what) in [
+        (vec![], "a [[data]] path"),
+        (vec!["--eval-data", "EVAL"], "the recipe's eval_data"),
+    ] {
+        let flags: Vec<String> = flags
+            .iter()
+            .map(|f| f.replace("EVAL", &nowhere.display().to_string()))
+            .collect();
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let train_data = if what.contains("data]]") {
+            &nowhere
+        } else {
+            &data
+        };
+        let r = recipe(&model, train_data, &flags);
+        let mut said = Vec::new();
+        let e = train(&r, &opts(&d.path().join("run")), &mut |e| {
+            said.push(format!("{e:?}"))
+        })
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("nowhere.tsv") && text.contains(what),
+            "{text}"
+        );
+        assert!(
+            matches!(&e, nest_train::Error::Core(nest_core::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+        assert!(said.is_empty(), "nothing before the check: {said:?}");
+        assert!(!d.path().join("run").exists(), "no run folder");
+    }
+}
+
 /// `--key value` pairs as recipe overrides (the CLI's parser is nest-cli's; the tests write
 /// their recipes as it would receive them).
 fn overrides(f: &[String]) -> Overrides {

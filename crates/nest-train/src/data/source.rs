@@ -40,11 +40,8 @@ impl Source {
 /// Reads one source in its format, as TSV or (`.jsonl`) JSON lines (checked layouts; file and
 /// line in every error).
 pub fn read_source(spec: &DataSource) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
+    check_exists(spec)?;
     let p: &Path = &spec.path;
-    if let (Some(cmd), false) = (&spec.made_by, p.exists()) {
-        let message = format!("not found; this recipe's data is made by `{cmd}`");
-        return Err(nest_core::Error::content(p, message).into());
-    }
     if super::jsonl::is_jsonl(p) {
         return super::jsonl::read(p, spec.format);
     }
@@ -61,6 +58,31 @@ pub fn read_source(spec: &DataSource) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
         }
         other => other.into(),
     })
+}
+
+/// The error reading `spec` would end with when its file is missing (naming the script that
+/// makes it, if the recipe says), before anything slower than a `stat` runs.
+pub(crate) fn check_exists(spec: &DataSource) -> Result<()> {
+    let p: &Path = &spec.path;
+    if p.is_file() {
+        return Ok(());
+    }
+    let message = match (&spec.made_by, p.exists()) {
+        (Some(cmd), false) => format!("not found; this recipe's data is made by `{cmd}`"),
+        (None, false) => return Err(missing(p, "a [[data]] path").into()),
+        (_, true) => "not a file (a [[data]] path)".into(),
+    };
+    Err(nest_core::Error::content(p, message).into())
+}
+
+/// The error of a file that does not exist (an I/O error of kind `NotFound`, which Python
+/// raises as `FileNotFoundError`); `what` says which input it is.
+pub(crate) fn missing(p: &Path, what: &str) -> nest_core::Error {
+    let e = std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("no such file ({what})"),
+    );
+    nest_core::Error::io(p, e)
 }
 
 /// Reads a TSV source in `format` (the single format also reads plain text and JSONL
