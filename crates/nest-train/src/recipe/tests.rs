@@ -360,3 +360,20 @@ fn quantization_keys_are_checked_naming_key_and_line() {
         assert!(e.contains(says), "{flags:?}: {e}");
     }
 }
+
+/// A flag's data path without `:FORMAT` reads as pairs; a loss that takes another format says
+/// how to name it. An explicit other format gets no such advice.
+#[test]
+fn a_data_flag_without_its_format_is_told_how_to_name_it() {
+    let (_d, p) = write(BASE);
+    let e = load(Some(&p), &["--data".into(), "s.tsv".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("is format pairs") && e.contains("`--data s.tsv:scored` as a flag"),
+        "{e}"
+    );
+    let flags = ["--data", "s.tsv:single"].map(String::from);
+    let e = load(Some(&p), &flags).unwrap_err().to_string();
+    assert!(e.ends_with("(loss cosent takes scored)"), "{e}");
+}

@@ -99,8 +99,18 @@ impl Recipe {
                         .and_then(|v| v.as_str().map(str::to_string))
                         .unwrap_or_else(|| format!("{x:?}"))
                 }
+                // a flag's `--data FILE` without `:FORMAT` reads as pairs: say how to name one
+                let first = takes.split(' ').next().unwrap_or(takes);
+                let hint = match d.format {
+                    DataFormat::Pairs => format!(
+                        "; `--data {}:{first}` as a flag, `format = \"{first}\"` in a [[data]] \
+                         table (a flag's path without `:FORMAT` is read as pairs)",
+                        d.path.display()
+                    ),
+                    _ => String::new(),
+                };
                 return Err(format!(
-                    "data: {} is format {}, which loss {} cannot use (loss {} takes {takes})",
+                    "data: {} is format {}, which loss {} cannot use (loss {} takes {takes}){hint}",
                     d.path.display(),
                     name(&d.format),
                     name(&self.loss),
