@@ -78,7 +78,7 @@ pub enum EvalCommand {
 
 #[derive(Debug, Args)]
 pub struct SeedsArgs {
-    /// report.json of each run (2 or more).
+    /// report.json of each run (2 or more), or the folders holding them.
     #[arg(required = true, num_args = 2..)]
     pub reports: Vec<PathBuf>,
     /// Where seeds.md and seeds.json go (default: beside the first report).
@@ -99,8 +99,9 @@ pub struct EvalStsArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// report.json files; each after the first is compared with the first. Several runs of one
-    /// method (seeds) make one side when comma-separated: `a1.json,a2.json,a3.json`.
+    /// report.json files (or their folders); each after the first is compared with the first.
+    /// Several runs of one method (seeds) make one side when comma-separated:
+    /// `a1.json,a2.json,a3.json`.
     #[arg(required = true, num_args = 2..)]
     pub reports: Vec<String>,
     /// Where compare.md, compare.json and the heatmaps go (default: beside each compared

@@ -427,16 +427,12 @@ fn full_suite_compare_and_advise() {
         .path()
         .join("cmp/compare-stsb-test-float32-significant.svg")
         .is_file());
-    // runs of one method as a side, and their spread
+    // runs of one method as a side, and their spread; a report's folder names its report.json
     let stdout = ok(&[
         "eval",
         "compare",
-        &p(d.path(), "a/report.json"),
-        &format!(
-            "{},{}",
-            p(d.path(), "a/report.json"),
-            p(d.path(), "b/report.json")
-        ),
+        &p(d.path(), "a"),
+        &format!("{},{}", p(d.path(), "a/report.json"), p(d.path(), "b")),
         "--resamples",
         "50",
         "--out",

@@ -9,7 +9,7 @@ pub fn run(a: AdviseArgs) -> Result<()> {
     let reports = a
         .report
         .iter()
-        .map(|p| Report::read(p))
+        .map(|p| Report::read(&super::eval::report_file(p)))
         .collect::<Result<Vec<_>, _>>()?;
     let no_latency = by == CostBy::Latency && !has_latency(&reports, &a.task);
     if no_latency {

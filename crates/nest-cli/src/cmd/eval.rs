@@ -226,6 +226,14 @@ fn run_one_grid(
     Ok(out.join("report.json"))
 }
 
+/// A report argument: a `report.json`, or a folder holding one (what `nest eval --out` names).
+pub(crate) fn report_file(p: &Path) -> PathBuf {
+    match p.is_dir() && p.join("report.json").is_file() {
+        true => p.join("report.json"),
+        false => p.to_path_buf(),
+    }
+}
+
 fn report_name(p: &Path) -> String {
     p.parent()
         .and_then(|d| d.file_name())
@@ -239,7 +247,7 @@ fn read_group(arg: &str) -> Result<Group> {
     let paths: Vec<PathBuf> = arg
         .split(',')
         .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
+        .map(|s| report_file(Path::new(s)))
         .collect();
     anyhow::ensure!(!paths.is_empty(), "'{arg}' names no report.json");
     let names: Vec<String> = paths.iter().map(|p| report_name(p)).collect();
@@ -334,7 +342,8 @@ fn compare(c: CompareArgs) -> Result<()> {
     Ok(())
 }
 
-fn seeds(c: SeedsArgs) -> Result<()> {
+fn seeds(mut c: SeedsArgs) -> Result<()> {
+    c.reports = c.reports.iter().map(|p| report_file(p)).collect();
     let runs = c
         .reports
         .iter()
