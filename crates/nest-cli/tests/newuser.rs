@@ -743,3 +743,36 @@ fn mine_output_names_its_format_and_a_run_folder_names_its_model() {
     let e = fails_in(d, &["info", "--model", "run"]);
     assert!(e.contains("pass run/final"), "{e}");
 }
+
+/// 2026-11-29: `nest search --index` on a folder that is no index says so (a not-found error
+/// still); `--filter` on an index built without `--payload` warns that nothing stored can match.
+#[test]
+fn search_names_a_folder_that_is_no_index_and_a_filter_without_payloads() {
+    let f = fixture();
+    let d = f.path();
+    std::fs::write(
+        d.join("docs.txt"),
+        "the cat sat\nthe dog ran\nmusic on a mat\n",
+    )
+    .unwrap();
+    let e = fails_in(d, &["search", "--index", "tiny", "--query", "cat"]);
+    assert!(
+        e.contains("tiny/index.json: the folder is not a Nest index"),
+        "{e}"
+    );
+    let build = [
+        "index", "build", "--model", "tiny", "--input", "docs.txt", "--out", "ix",
+    ];
+    ok_in(d, &build);
+    let search = [
+        "search",
+        "--index",
+        "ix",
+        "--query",
+        "cat",
+        "--filter",
+        r#"{"lang": "en"}"#,
+    ];
+    let err = ok_in(d, &search);
+    assert!(err.contains("the index stores no payloads"), "{err}");
+}

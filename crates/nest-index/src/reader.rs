@@ -114,7 +114,18 @@ pub enum Rows<'a> {
 /// Reads `dir/index.json` and checks its format and version.
 fn read_manifest(dir: &Path) -> Result<Manifest> {
     let mpath = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&mpath).map_err(|e| Error::io(&mpath, e))?;
+    let text = std::fs::read_to_string(&mpath).map_err(|e| match e.kind() {
+        // what the folder is not, and what makes one (a not-found error still)
+        std::io::ErrorKind::NotFound => {
+            let what = match dir.is_dir() {
+                true => "the folder is not a Nest index",
+                false => "no such folder",
+            };
+            let m = format!("{what} (`nest index build --out DIR` writes an index)");
+            Error::io(&mpath, std::io::Error::new(e.kind(), m))
+        }
+        _ => Error::io(&mpath, e),
+    })?;
     let manifest: Manifest = serde_json::from_str(&text)
         .map_err(|e| Error::corrupt(&mpath, format!("not a Nest index manifest: {e}")))?;
     if manifest.format != FORMAT || manifest.version != VERSION {

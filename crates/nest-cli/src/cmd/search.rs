@@ -98,6 +98,12 @@ fn run_nest(a: &SearchArgs, texts: &[String]) -> Result<()> {
         )?),
         None => None,
     };
+    if filter.is_some() && idx.manifest().payload.is_none() {
+        eprintln!(
+            "warning: the index stores no payloads (`nest index build` without --payload): only \
+             documents added since through `nest serve` can match --filter"
+        );
+    }
     let hits = col.search(&q, &funnel, a.k, filter.as_ref())?;
     for (t, h) in texts.iter().zip(hits) {
         let hits: Vec<serde_json::Value> = h
