@@ -4,14 +4,14 @@
 //! (nest-model), stored and scored as the index does (`nest_index::MemoryLevel`), and the
 //! negatives chosen and written by `nest_index::mine`, a chunk of queries at a time, resumable.
 //! The pipeline is the library's (`nest_train::mine`, which the trainer's `[mine]` runs too);
-//! this file reads the flags and prints.
+//! this file reads the flags (the selection and output ones through `mine_flags.rs`) and prints.
 
 use std::path::Path;
 
 use super::index_parts::together;
 use anyhow::Result;
 use nest_index::mine::source::IndexSource;
-use nest_index::mine::{self, MineOptions, OutputFormat, Sampling};
+use nest_index::mine::{self, MineOptions, OutputFormat};
 use nest_index::{Level, Precision};
 use nest_model::{Keys, Policy};
 use nest_train::mine::{Destination, Encoding, Job, PairSource, Plan};
@@ -67,15 +67,7 @@ struct Setup {
 fn setup(a: &MineArgs, g: Option<&nest_dist::Group>) -> Result<Setup> {
     anyhow::ensure!(a.chunk_queries >= 1, "--chunk-queries must be at least 1");
     anyhow::ensure!(a.encode_chunk >= 1, "--encode-chunk must be at least 1");
-    let o = options(a)?;
-    let format = output_format(a)?;
-    // the rows are JSON lines, which readers (`nest train --data`) know by the name
-    anyhow::ensure!(
-        a.output.extension().is_some_and(|e| e == "jsonl"),
-        "--output {}: nest mine writes JSON lines; name it .jsonl (`nest train --data \
-         NAME.jsonl:triplets` then reads it)",
-        a.output.display()
-    );
+    let (o, format) = super::mine_flags::settings(a)?;
     let precision =
         Precision::parse(&a.precision).map_err(|e| anyhow::anyhow!("--precision: {e}"))?;
     if g.is_some() && a.output.exists() && !a.overwrite {
@@ -295,35 +287,6 @@ fn overlap(ours: &Path, other: &Path) -> Result<()> {
         ov.theirs
     );
     Ok(())
-}
-
-/// `--output-format`; n-tuple with `--include-positives` (as sentence-transformers).
-fn output_format(a: &MineArgs) -> Result<OutputFormat> {
-    let format = OutputFormat::parse(&a.output_format)?;
-    if a.include_positives && format != OutputFormat::NTuple {
-        eprintln!(
-            "warning: --include-positives writes n-tuples (as sentence-transformers), not {}",
-            format.name()
-        );
-        return Ok(OutputFormat::NTuple);
-    }
-    Ok(format)
-}
-
-/// The selection settings from the flags.
-fn options(a: &MineArgs) -> Result<MineOptions> {
-    Ok(MineOptions {
-        num_negatives: a.num_negatives,
-        range_min: a.range_min,
-        range_max: a.range_max,
-        min_score: a.min_score,
-        max_score: a.max_score,
-        absolute_margin: a.absolute_margin,
-        relative_margin: a.relative_margin,
-        sampling: Sampling::parse(&a.sampling)?,
-        include_positives: a.include_positives,
-        seed: a.seed,
-    })
 }
 
 /// The pairs (from --queries or --beir) and the corpus, grouped as sentence-transformers does;

@@ -14,6 +14,7 @@ mod index_parts;
 mod info;
 mod inspect;
 mod mine;
+mod mine_flags;
 mod search;
 mod serve;
 mod slim;

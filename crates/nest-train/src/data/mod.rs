@@ -10,5 +10,5 @@ mod source;
 
 pub(crate) use plan::{epoch_plan, padding};
 pub use plan::{Batch, Padding};
-pub(crate) use source::{check_exists, missing};
+pub(crate) use source::check_inputs;
 pub use source::{fingerprint, load_sources, read_source, Source, Tokenize};

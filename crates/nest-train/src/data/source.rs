@@ -62,7 +62,7 @@ pub fn read_source(spec: &DataSource) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
 
 /// The error reading `spec` would end with when its file is missing (naming the script that
 /// makes it, if the recipe says), before anything slower than a `stat` runs.
-pub(crate) fn check_exists(spec: &DataSource) -> Result<()> {
+fn check_exists(spec: &DataSource) -> Result<()> {
     let p: &Path = &spec.path;
     if p.is_file() {
         return Ok(());
@@ -75,9 +75,20 @@ pub(crate) fn check_exists(spec: &DataSource) -> Result<()> {
     Err(nest_core::Error::content(p, message).into())
 }
 
+/// The recipe's inputs that must exist before anything loads: every `[[data]]` file
+/// ([`check_exists`]) and `eval_data` (when set).
+pub(crate) fn check_inputs(data: &[DataSource], eval_data: &str) -> Result<()> {
+    data.iter().try_for_each(check_exists)?;
+    let eval = Path::new(eval_data);
+    match eval_data.is_empty() || eval.is_file() {
+        true => Ok(()),
+        false => Err(missing(eval, "the recipe's eval_data").into()),
+    }
+}
+
 /// The error of a file that does not exist (an I/O error of kind `NotFound`, which Python
 /// raises as `FileNotFoundError`); `what` says which input it is.
-pub(crate) fn missing(p: &Path, what: &str) -> nest_core::Error {
+fn missing(p: &Path, what: &str) -> nest_core::Error {
     let e = std::io::Error::new(
         std::io::ErrorKind::NotFound,
         format!("no such file ({what})"),

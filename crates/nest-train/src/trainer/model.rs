@@ -16,6 +16,8 @@ pub(crate) fn load_model(
     build: &ObjectiveBuilder,
     events: &mut dyn FnMut(Event),
 ) -> Result<(ElasticEncoder, VarStore, Box<dyn Objective>)> {
+    // a missing data file fails now, not after the model loads
+    crate::data::check_inputs(&r.data, &r.eval_data)?;
     let model_dir = nest_model::hub::resolve(&r.model)?;
     let max_len = (r.max_length > 0).then_some(r.max_length);
     let mut enc = ElasticEncoder::load(&model_dir, o.device, max_len)?;

@@ -69,12 +69,6 @@ impl<'a> Run<'a> {
         start: Instant,
         events: &mut dyn FnMut(Event),
     ) -> Result<Run<'a>> {
-        // a missing data file fails now, not after the model loads
-        r.data.iter().try_for_each(crate::data::check_exists)?;
-        let eval = std::path::Path::new(&r.eval_data);
-        if !r.eval_data.is_empty() && !eval.is_file() {
-            return Err(crate::data::missing(eval, "the recipe's eval_data").into());
-        }
         let (enc, obj_vs, objective) = load_model(r, o, build, events)?;
         let spread = Spread {
             group,
@@ -93,10 +87,8 @@ impl<'a> Run<'a> {
             events(Event::Message(c));
         }
         let train_start = Instant::now();
-        events(Event::Message(format!(
-            "objective {}",
-            objective.describe()
-        )));
+        let said = format!("objective {}", objective.describe());
+        events(Event::Message(said));
         let graphed = GraphedStep::new(r.cuda_graph);
         let ctx = crate::objective::StepContext {
             step: 0,
