@@ -110,6 +110,8 @@ class Encoder:
                  adaptor: Optional[str] = None):
         self._native = _nest.NativeEncoder(str(model), dtype, max_length,
                                            None if adaptor is None else str(adaptor))
+        if self._native.adaptor_note:  # an adaptor trained on another model's vectors
+            warnings.warn(self._native.adaptor_note, UserWarning, stacklevel=2)
 
     # -- what the model is -------------------------------------------------------------------
 

@@ -99,6 +99,8 @@ struct NativeEncoder {
     offer: Offer,
     dtype: String,
     dtype_reason: String,
+    /// A warning when the adaptor was trained on another model (`Adaptor::foreign_note`).
+    adaptor_note: Option<String>,
 }
 
 #[pymethods]
@@ -135,11 +137,16 @@ impl NativeEncoder {
             None => None,
         };
         let offer = Offer::new(&enc, adaptor.as_ref()).map_err(py_err)?;
+        let adaptor_note = match &adaptor {
+            Some(a) => a.foreign_note(&enc).map_err(py_err)?,
+            None => None,
+        };
         Ok(NativeEncoder {
             enc: Shared(enc, adaptor),
             offer,
             dtype: resolved.dtype.to_string(),
             dtype_reason: resolved.reason,
+            adaptor_note,
         })
     }
 
@@ -267,6 +274,13 @@ impl NativeEncoder {
     #[getter]
     fn dtype(&self) -> &str {
         &self.dtype
+    }
+
+    /// A warning when the adaptor was trained on another model's vectors (None: it was not, or
+    /// it records no probe).
+    #[getter]
+    fn adaptor_note(&self) -> Option<String> {
+        self.adaptor_note.clone()
     }
 
     /// Transformer layers.

@@ -74,3 +74,31 @@ def test_an_encoder_applies_a_compress_adaptor(tmp_path):
     assert not np.allclose(v, m.encode(texts, dim=96), atol=1e-3)
     with pytest.raises(ValueError):
         ma.encode(texts, dim=100)
+
+
+def test_an_adaptor_trained_on_another_models_vectors_warns(tmp_path):
+    need_model()
+    import warnings
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    texts = ["a cat sits on the mat", "a dog runs in the park", "music from a guitar", "rain on the road"]
+    (beir / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(texts)))
+    (beir / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    (beir / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4)))
+    a = nest.compress(tmp_path / "a", dims=[96, 192, 384], method="mrl", epochs=1, batch_size=2,
+                      model=MODEL, beir=beir, cache=tmp_path / "cache", progress=False)
+    # compress recorded the model's vector of the probe sentence: its own model says nothing
+    path = Path(a.out, "adaptor.json")
+    record = json.loads(path.read_text())
+    assert len(record["info"]["source"]["probe"]["vector"]) == 384
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nest.Encoder(MODEL, dtype="float32", adaptor=a.out)
+    # another model's vectors (here: the record as another model would have written it)
+    record["info"]["source"]["probe"]["vector"] = [-x for x in record["info"]["source"]["probe"]["vector"]]
+    path.write_text(json.dumps(record))
+    with pytest.warns(UserWarning, match="trained on another model's vectors"):
+        nest.Encoder(MODEL, dtype="float32", adaptor=a.out)

@@ -417,3 +417,57 @@ fn a_token_budget_gives_the_same_vectors() {
         }
     }
 }
+
+/// An adaptor records the vector its model gave a probe sentence (`nest compress`); loaded
+/// beside another model of the same width, `foreign_note` says so, and beside its own, nothing.
+#[test]
+fn an_adaptor_names_a_model_it_was_not_trained_on() {
+    use nest_model::adaptor::{AdaptorMeta, HeadMeta, PROBE_TEXT};
+    use nest_model::Adaptor;
+    let (_a, own) = tiny(Architecture::Bert);
+    let dir = tempfile::tempdir().unwrap();
+    let other_spec = TinySpec {
+        seed: 8,
+        ..TinySpec::new(Architecture::Bert)
+    };
+    write_tiny_model(dir.path(), &other_spec).unwrap();
+    let other = ElasticEncoder::load(dir.path(), Device::Cpu, None).unwrap();
+    let probe = |enc: &ElasticEncoder, layer: usize| -> Vec<f32> {
+        let v = enc
+            .embed_layers(&[PROBE_TEXT], &[layer], EncodeOptions::batch(1), &mut noop)
+            .unwrap();
+        Vec::<f32>::try_from(&v[0].view([-1])).unwrap()
+    };
+    let adaptor = |layer: usize, vector: Vec<f32>| {
+        let meta = AdaptorMeta {
+            format: 1,
+            method: "pca".into(),
+            input_dim: 32,
+            normalize_input: true,
+            heads: vec![HeadMeta { dims: vec![16, 32] }],
+            info: serde_json::json!({"source": {"model": "models/own", "probe":
+                {"text": PROBE_TEXT, "layer": layer, "vector": vector}}}),
+        };
+        let w = Tensor::eye(32, (tch::Kind::Float, Device::Cpu));
+        Adaptor::new(
+            meta,
+            vec![(w, Tensor::zeros([32], (tch::Kind::Float, Device::Cpu)))],
+        )
+        .unwrap()
+    };
+    let a = adaptor(2, probe(&own, 2));
+    assert_eq!(a.foreign_note(&own).unwrap(), None, "its own model");
+    let note = a.foreign_note(&other).unwrap().expect("another model");
+    assert!(
+        note.contains("trained on another model's vectors (models/own)") && note.contains("cosine"),
+        "{note}"
+    );
+    // an exit the model does not have
+    let deep = adaptor(5, probe(&own, 2));
+    let note = deep.foreign_note(&own).unwrap().expect("no layer 5");
+    assert!(note.contains("layer 5"), "{note}");
+    // no record (embedding files): nothing to say
+    let mut bare = adaptor(2, probe(&own, 2));
+    bare.meta.info = serde_json::json!({});
+    assert_eq!(bare.foreign_note(&other).unwrap(), None);
+}

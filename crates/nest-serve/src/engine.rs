@@ -174,6 +174,15 @@ impl Engine {
             Some(p) => format!("{}: {e}", p.display()),
             None => e.to_string(),
         })?;
+        if let Some(note) = adaptor
+            .as_ref()
+            .map(|a| a.foreign_note(&enc))
+            .transpose()
+            .map_err(|e| e.to_string())?
+            .flatten()
+        {
+            eprintln!("nest serve: warning: {note}");
+        }
         let served = ServedModel {
             tokenizer: Arc::new(enc.tokenizer.clone()),
             vocab_size: enc.config.vocab_size,

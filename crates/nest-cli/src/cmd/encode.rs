@@ -33,9 +33,14 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         Some(g) => nest_core::data::read_sentences_share(&a.input, g.rank(), g.world())?,
         None => nest_core::data::read_sentences(&a.input)?,
     };
+    let foreign = adaptor
+        .as_ref()
+        .map(|x| x.foreign_note(&model))
+        .transpose()?;
     let warnings = [
         looks_like_tsv(&a.input, &texts),
         offer.untrained(spec, Keys::FLAGS),
+        foreign.flatten(),
     ];
     if group.as_ref().is_none_or(|g| g.rank() == 0) {
         warnings

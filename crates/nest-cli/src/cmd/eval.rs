@@ -174,6 +174,13 @@ fn run_one_grid(
     };
     let model = super::load_model_in(m, dtype)?;
     let offer = nest_model::Offer::new(&model, adaptor.as_deref())?;
+    if let Some(note) = adaptor
+        .as_deref()
+        .map(|a| a.foreign_note(&model))
+        .transpose()?
+    {
+        note.iter().for_each(|n| eprintln!("warning: {n}"));
+    }
     let (layers, dims) = offer.resolve_grid(
         g.layers.as_deref().map(parse_layers).transpose()?,
         g.dims.as_deref().map(parse_dims).transpose()?,

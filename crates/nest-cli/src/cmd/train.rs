@@ -1,4 +1,5 @@
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -7,7 +8,7 @@ use nest_train::trainer::{train, Event, TrainOptions};
 use nest_train::Recipe;
 
 use crate::args::TrainArgs;
-use crate::flags;
+use crate::{flags, progress};
 
 /// Once clap meets the first recipe flag, everything after it lands in `overrides`: take the
 /// trainer's own flags back out of it; the rest are the recipe's overrides.
@@ -161,7 +162,8 @@ fn run_one(recipe: &Recipe, opts: &TrainOptions, again: Option<&str>) -> Result<
     Ok(())
 }
 
-/// The training progress bar (hidden when stderr is not a terminal).
+/// The training progress bar (hidden when stderr is not a terminal; a log then gets a line every
+/// 30 s from the first rank: `train: 120/1000 steps (12%, 1.20/s, eta 12 min) loss 0.4127 ...`).
 pub fn bar() -> ProgressBar {
     let pb = ProgressBar::new(0);
     pb.set_style(
@@ -171,6 +173,9 @@ pub fn bar() -> ProgressBar {
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
+    if std::env::var("RANK").ok().is_none_or(|r| r == "0") {
+        progress::in_log(&pb, Some("train"), " steps", Duration::from_secs(30));
+    }
     pb
 }
 

@@ -36,9 +36,17 @@ pub enum Source {
 }
 
 impl Source {
-    /// The record an adaptor keeps (and a resume reads back).
+    /// The record an adaptor keeps (and a resume reads back). Paths are recorded absolute, so
+    /// that a resume from another folder finds the same files and the same embedding cache
+    /// (a relative cache missed there re-embedded the whole corpus: minutes).
     pub(super) fn to_json(&self) -> Value {
-        let p = |x: &Option<PathBuf>| x.as_ref().map(|p| p.display().to_string());
+        let a = |x: &Path| {
+            std::path::absolute(x)
+                .unwrap_or_else(|_| x.into())
+                .display()
+                .to_string()
+        };
+        let p = |x: &Option<PathBuf>| x.as_deref().map(a);
         match self {
             Source::Files {
                 embeddings,
@@ -48,17 +56,25 @@ impl Source {
                 qrels,
                 test_qrels,
             } => json!({
-                "embeddings": embeddings.display().to_string(), "corpus_ids": p(corpus_ids),
-                "queries": queries.display().to_string(), "query_ids": p(query_ids),
-                "qrels": qrels.display().to_string(), "test_qrels": p(test_qrels),
+                "embeddings": a(embeddings), "corpus_ids": p(corpus_ids),
+                "queries": a(queries), "query_ids": p(query_ids),
+                "qrels": a(qrels), "test_qrels": p(test_qrels),
             }),
             Source::Beir {
                 model,
                 beir,
                 split,
                 cache,
-            } => json!({"model": model, "beir": beir.display().to_string(), "split": split,
-                        "cache": cache.display().to_string()}),
+            } => {
+                // a hub id (`org/name`) stays as written; a local folder is made absolute
+                let local = Path::new(model).exists();
+                let model = if local {
+                    a(Path::new(model))
+                } else {
+                    model.clone()
+                };
+                json!({"model": model, "beir": a(beir), "split": split, "cache": a(cache)})
+            }
         }
     }
 
@@ -96,6 +112,7 @@ pub(super) fn inputs(
     val_fraction: f64,
     events: &mut dyn FnMut(Event),
 ) -> Result<Inputs> {
+    let mut probe = None;
     let (corpus, queries, train, test) = match source {
         Source::Beir {
             model,
@@ -103,7 +120,8 @@ pub(super) fn inputs(
             split,
             cache,
         } => {
-            let (c, q) = beir_embeddings(model, beir, cache, events)?;
+            let (c, q, p) = beir_embeddings(model, beir, cache, events)?;
+            probe = Some(p);
             let train = qrels_of(beir, split, &q, &c)?
                 .ok_or_else(|| Error::input(beir, format!("no qrels/{split}.tsv")))?;
             let test = if split == "test" {
@@ -131,13 +149,17 @@ pub(super) fn inputs(
             (c, q, train, test)
         }
     };
+    let mut source = source.to_json();
+    if let Some(p) = probe {
+        source["probe"] = p; // checked where the adaptor is loaded (`Adaptor::foreign_note`)
+    }
     Inputs {
         corpus,
         queries,
         train,
         test,
         val_fraction,
-        source: source.to_json(),
+        source,
     }
     .normalized()
 }
@@ -151,16 +173,22 @@ fn qrels_of(dir: &Path, split: &str, q: &Embeddings, c: &Embeddings) -> Result<O
 }
 
 /// A model's pooled last-layer embeddings of a BEIR folder's corpus and of the queries of every
-/// split, from the cache when it holds them.
+/// split, from the cache when it holds them, and the model's probe record
+/// (`nest_model::adaptor::PROBE_TEXT`'s vector).
 fn beir_embeddings(
     model: &str,
     dir: &Path,
     cache: &Path,
     events: &mut dyn FnMut(Event),
-) -> Result<(Embeddings, Embeddings)> {
+) -> Result<(Embeddings, Embeddings, Value)> {
     let model_dir = nest_model::hub::resolve(model)?;
     let enc = ElasticEncoder::load(&model_dir, nest_model::default_device(), None)?;
     let layer = enc.num_layers();
+    let text = nest_model::adaptor::PROBE_TEXT;
+    let v = enc.embed_layers(&[text], &[layer], EncodeOptions::batch(1), &mut |_| {})?;
+    let v = v[0].to_kind(tch::Kind::Float).to_device(tch::Device::Cpu);
+    let v = Vec::<f32>::try_from(&v.view([-1])).map_err(nest_model::Error::from)?;
+    let probe = json!({"text": text, "layer": layer, "vector": v});
     let key = EmbeddingCache::key(&model_dir, dir, layer, 0)?;
     let c = EmbeddingCache {
         dir: cache.to_path_buf(),
@@ -170,7 +198,7 @@ fn beir_embeddings(
             "embeddings: cache hit {}",
             cache.join(format!("{key}.safetensors")).display()
         )));
-        return Ok(hit);
+        return Ok((hit.0, hit.1, probe));
     }
     let mut queries: Vec<(String, String)> = Vec::new();
     let mut corpus = Vec::new();
@@ -207,7 +235,7 @@ fn beir_embeddings(
         t.elapsed().as_secs_f64()
     )));
     c.put(&key, &ce, &qe)?;
-    Ok((ce, qe))
+    Ok((ce, qe, probe))
 }
 
 #[cfg(test)]
@@ -230,10 +258,29 @@ mod tests {
             split: "dev".into(),
             cache: ".cache".into(),
         };
-        for s in [files, beir] {
+        for s in [files, beir.clone()] {
             let back = Source::from_json(&s.to_json(), Path::new("a")).unwrap();
             assert_eq!(back.to_json(), s.to_json());
         }
+        // paths are absolute, for a resume from another folder; a hub id stays as written
+        let cwd = std::env::current_dir().unwrap();
+        let r = beir.to_json();
+        assert_eq!(r["cache"], json!(cwd.join(".cache").display().to_string()));
+        assert_eq!(
+            r["beir"],
+            json!(cwd.join("data/scifact").display().to_string())
+        );
+        assert_eq!(r["model"], json!("models/m"), "no such folder: a hub id");
+        let local = Source::Beir {
+            model: "src".into(),
+            beir: "data/scifact".into(),
+            split: "dev".into(),
+            cache: ".cache".into(),
+        };
+        assert_eq!(
+            local.to_json()["model"],
+            json!(cwd.join("src").display().to_string())
+        );
         // a record without its embeddings names what is missing
         let e = Source::from_json(&json!({"queries": "q.npy"}), Path::new("adaptors/x"))
             .unwrap_err()

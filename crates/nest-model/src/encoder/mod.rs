@@ -59,6 +59,54 @@ impl crate::point::Offer {
     }
 }
 
+impl Adaptor {
+    /// A warning when this adaptor was trained on another model's vectors than `enc` gives: the
+    /// cosine between the vector its model gave [`crate::adaptor::PROBE_TEXT`] (recorded by
+    /// `nest compress`) and `enc`'s is under [`crate::adaptor::PROBE_MIN_COSINE`]. `None` when
+    /// they agree or the adaptor records no probe. Costs one forward pass of one sentence.
+    pub fn foreign_note(&self, enc: &ElasticEncoder) -> Result<Option<String>> {
+        let Some((layer, want)) = self.probe() else {
+            return Ok(None);
+        };
+        let model = self.meta.info["source"]["model"]
+            .as_str()
+            .unwrap_or("its model");
+        let cos = if layer > enc.num_layers() || want.len() != enc.output_dim() {
+            None
+        } else {
+            let text = [crate::adaptor::PROBE_TEXT];
+            let got = self::embed_one(enc, &text, layer)?;
+            let dot: f64 = got.iter().zip(&want).map(|(a, b)| (a * b) as f64).sum();
+            let norm = |v: &[f32]| v.iter().map(|a| (a * a) as f64).sum::<f64>().sqrt();
+            Some(dot / (norm(&got) * norm(&want)).max(1e-12))
+        };
+        if cos.is_some_and(|c| c >= crate::adaptor::PROBE_MIN_COSINE) {
+            return Ok(None);
+        }
+        let how = match cos {
+            Some(c) => format!(
+                "this model's vector of a probe sentence is at cosine {c:.3} to \
+                 that model's (the same model gives 0.999 or more, in any dtype)"
+            ),
+            None => format!("it was trained on that model's layer {layer}"),
+        };
+        Ok(Some(format!(
+            "the adaptor was trained on another model's vectors ({model}): {how}, so it may \
+             serve this one poorly; train an adaptor for this model (`nest compress --model ...`)"
+        )))
+    }
+}
+
+/// The pooled vector `enc` gives `text` at `layer`.
+fn embed_one(enc: &ElasticEncoder, text: &[&str], layer: usize) -> Result<Vec<f32>> {
+    let x = enc.embed_layers(text, &[layer], EncodeOptions::batch(1), &mut |_| {})?;
+    let x = x[0]
+        .to_kind(tch::Kind::Float)
+        .to_device(tch::Device::Cpu)
+        .view([-1]);
+    Ok(Vec::<f32>::try_from(&x)?)
+}
+
 /// Batching options for [`ElasticEncoder::embed_layers`].
 #[derive(Debug, Clone, Copy)]
 pub struct EncodeOptions {
