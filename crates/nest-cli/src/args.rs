@@ -113,6 +113,9 @@ pub struct SlimArgs {
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
+    /// A model folder (as `--model`), or an adaptor folder (`nest compress --out`).
+    #[arg(value_name = "PATH", conflicts_with = "model")]
+    pub path: Option<String>,
     #[arg(long, default_value = "./models/all-MiniLM-L6-v2")]
     pub model: String,
     /// Print JSON instead of text.

@@ -945,6 +945,15 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
     );
     let a = nest_model::Adaptor::load(Path::new(&out)).unwrap();
     assert_eq!(a.dims(), vec![8, 16, 32]);
+    // `nest info` reads an adaptor folder too (a positional path, as `--model`)
+    let info = ok(&["info", &out]);
+    assert!(
+        info.contains("method         smec (1 head)")
+            && info.contains("dims           [8, 16, 32] from 32 input dims")
+            && info.contains("trained on     embedding files")
+            && info.contains("| 8 |"),
+        "{info}"
+    );
     // --dims in increasing order, as every other command takes them: the same adaptor
     let up = p(dir, "smec-up");
     run(&["--method", "smec", "--dims", "8,16,32", "--out", &up]);

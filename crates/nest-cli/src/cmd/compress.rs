@@ -79,7 +79,7 @@ fn job(a: &CompressArgs) -> Result<Job> {
 }
 
 /// The validation and test nDCG@10 per dim that training recorded, as a markdown table.
-fn print_scores(adaptor: &Adaptor) {
+pub(super) fn print_scores(adaptor: &Adaptor) {
     let info = &adaptor.meta.info;
     println!("| dim | val nDCG@10 | test nDCG@10 |\n|---:|---:|---:|");
     for d in adaptor.dims().iter().rev() {

@@ -4,7 +4,11 @@ use serde_json::json;
 use crate::args::InfoArgs;
 
 pub fn run(a: InfoArgs) -> Result<()> {
-    let m = super::load_model_path(&a.model, None)?;
+    let target = a.path.as_deref().unwrap_or(&a.model);
+    if std::path::Path::new(target).join("adaptor.json").is_file() {
+        return adaptor(std::path::Path::new(target), a.json);
+    }
+    let m = super::load_model_path(target, None)?;
     let params = m.parameters();
     let auto = nest_model::dtype::resolve(nest_model::DtypeChoice::Auto, m.device());
     let machine = nest_model::machine::Machine::this(m.device());
@@ -90,4 +94,55 @@ fn print_text(m: &nest_model::ElasticEncoder, params: i64, auto: &nest_model::dt
         );
     }
     println!("dtype auto     {} ({})", auto.dtype, auto.reason);
+}
+
+/// `nest info ADAPTOR`: what an adaptor is, what it was trained on, and its recorded scores.
+fn adaptor(dir: &std::path::Path, as_json: bool) -> Result<()> {
+    let a = nest_model::Adaptor::load(dir)?;
+    let info = &a.meta.info;
+    let mut source = info["source"].clone();
+    if let Some(s) = source.as_object_mut() {
+        // the probe's vector is for the check where the adaptor is loaded, not for reading
+        s.remove("probe");
+    }
+    let summary = json!({
+        "adaptor": dir.display().to_string(), "method": a.meta.method,
+        "input_dim": a.meta.input_dim, "dims": a.dims(), "source": source,
+        "probe_recorded": a.probe().is_some(),
+        "val_ndcg_at_10": info["val_ndcg_at_10"], "test_ndcg_at_10": info["test_ndcg_at_10"],
+    });
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+        return Ok(());
+    }
+    let s = |k: &str| source[k].as_str().unwrap_or("-").to_string();
+    println!("adaptor        {}", dir.display());
+    let heads = match a.heads.len() {
+        1 => "1 head".to_string(),
+        n => format!("{n} heads"),
+    };
+    println!("method         {} ({heads})", a.meta.method);
+    println!(
+        "dims           {:?} from {} input dims",
+        a.dims(),
+        a.meta.input_dim
+    );
+    match source.get("model") {
+        Some(_) => println!(
+            "trained on     {} over {} ({})",
+            s("model"),
+            s("beir"),
+            s("split")
+        ),
+        None => println!("trained on     embedding files {}", s("embeddings")),
+    }
+    println!(
+        "model check    {}",
+        match a.probe() {
+            Some(_) => "a probe vector is recorded: loading it beside another model warns",
+            None => "none recorded (trained on embedding files, or before the record)",
+        }
+    );
+    super::compress::print_scores(&a);
+    Ok(())
 }

@@ -144,6 +144,24 @@ fn folder_hint(dir: &Path) -> String {
             dir.display()
         );
     }
+    if dir.join("adaptor.json").is_file() {
+        let source = std::fs::read(dir.join("adaptor.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["info"]["source"]["model"].as_str().map(str::to_string));
+        let model = source.map_or(String::new(), |m| format!(" (it was trained on {m})"));
+        return format!(
+            "; it is an adaptor (`nest compress`): pass it as --adaptor {} beside the model it \
+             was trained on{model}",
+            dir.display()
+        );
+    }
+    if dir.join("index.json").is_file() {
+        return format!(
+            "; it is a search index: `nest search --index {0}`, `nest index info --index {0}`",
+            dir.display()
+        );
+    }
     if dir.join("state.json").is_file() && dir.join("optimizer.safetensors").is_file() {
         return "; it is a training checkpoint (weights and optimizer state): `nest train \
                 --resume RUN` continues its run, whose finished model is RUN/final"
@@ -218,6 +236,20 @@ mod tests {
         let empty = d.path().join("empty");
         std::fs::create_dir_all(&empty).unwrap();
         assert!(err(&empty).ends_with("file not found in the model directory"));
+        // an adaptor (with the model it was trained on) and an index
+        let adaptor = d.path().join("adaptor");
+        std::fs::create_dir_all(&adaptor).unwrap();
+        let record = r#"{"info": {"source": {"model": "models/m"}}}"#;
+        std::fs::write(adaptor.join("adaptor.json"), record).unwrap();
+        let e = err(&adaptor);
+        let want = format!("pass it as --adaptor {}", adaptor.display());
+        assert!(
+            e.contains(&want) && e.ends_with("(it was trained on models/m)"),
+            "{e}"
+        );
+        std::fs::write(empty.join("index.json"), "{}").unwrap();
+        let e = err(&empty);
+        assert!(e.contains("search index: `nest search --index"), "{e}");
     }
 
     #[test]
