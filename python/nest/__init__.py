@@ -518,19 +518,23 @@ class Index:
         layer: Optional[int] = None,
         overwrite: bool = False,
         batch_size: int = 32,
+        store_text: bool = False,
     ) -> "Index":
         """Embeds ``documents`` with ``model`` at ``layer`` (default: the last) and writes an
-        index with one level per (dim, precision) at ``path`` (``nest index build``)."""
+        index with one level per (dim, precision) at ``path`` (``nest index build``).
+        ``store_text=True`` keeps each text in its payload (``text``), so that hits show it
+        (``--store-text``)."""
         ids, texts, payloads = [], [], []
         for i, d in enumerate(documents):
             if isinstance(d, str):
-                ids.append(str(i)), texts.append(d), payloads.append(None)
-                continue
+                d = {"text": d}
             if "text" not in d:
                 raise ValueError(f"documents[{i}]: no 'text' field")
             ids.append(str(d.get("id", i)))
             texts.append(d["text"])
             rest = {k: v for k, v in d.items() if k not in ("id", "text")}
+            if store_text:
+                rest["text"] = d["text"]
             payloads.append(json.dumps(rest) if rest else None)
         _nest.index_build_native(
             str(path), str(model), ids, texts, payloads,

@@ -191,6 +191,10 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
         for a, b in zip(ours, theirs):
             assert [h["id"] for h in a] == [h["id"] for h in b]
             assert all(abs(x["score"] - y["score"]) < 1e-5 for x, y in zip(a, b))
+    # the texts beside the vectors, for hits that show them (--store-text)
+    plain = nest.Index.build(tmp_path / "plain", str(MODEL), ["a guitar", "an onion"], store_text=True)
+    hit = plain.search("guitar", k=1)[0]
+    assert hit["id"] == "0" and hit["payload"] == {"text": "a guitar"}, hit
     with pytest.raises(FileNotFoundError):
         nest.Index(tmp_path / "nothing")
     with pytest.raises(ValueError):

@@ -41,11 +41,22 @@ pub struct IndexBuildArgs {
     /// Store each document's other JSON fields beside it (returned by `nest search`).
     #[arg(long)]
     pub payload: bool,
+    /// Store each document's text beside it (in its payload, as `text`), so that a search's hits
+    /// show it; implies `--payload`.
+    #[arg(long)]
+    pub store_text: bool,
     #[arg(long)]
     pub out: PathBuf,
     /// Replace an existing index at `--out` (only once the new one is complete).
     #[arg(long)]
     pub overwrite: bool,
+}
+
+impl IndexBuildArgs {
+    /// Whether the index stores payloads: `--payload`, or `--store-text` (the text goes there).
+    pub fn stores(&self) -> bool {
+        self.payload || self.store_text
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -376,6 +376,21 @@ fn index_build_leaves_no_lock_and_a_reversed_funnel_warns() {
     assert!(e.contains("fewer dims") && !e.contains("fewer bits"), "{e}");
     let e = search("binary:8>float32:32");
     assert!(!e.contains("warning"), "{e}");
+    // hits carry only ids (a plain text's line numbers) unless the texts are stored
+    let args = ["index", "build", "--model", &tiny, "--input", "docs.txt"];
+    ok_in(
+        d,
+        &[&args[..], &["--store-text", "--out", "idx", "--overwrite"]].concat(),
+    );
+    let o = nest_in(
+        d,
+        &["search", "--index", "idx", "--query", "a cat", "--k", "4"],
+    );
+    let hits = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        hits.contains(r#""id":"1","payload":{"text":"a cat"}"#),
+        "{hits}"
+    );
 }
 
 /// #27: `advise` on a report made with `--latency-texts 0` ranks by memory and says so, and

@@ -58,10 +58,14 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
         );
         let levels = levels(a.dims.as_deref(), &precisions, d)?;
         let source = serde_json::json!({"embeddings": path.display().to_string()});
-        let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
+        let mut b = IndexBuilder::create(&a.out, d, &levels, a.stores(), source, a.overwrite)?;
         let flat = nest_model::pooling::to_vec_f32(&m);
         for (i, doc) in docs.iter().enumerate() {
-            b.push(&doc.id, Some(&doc.payload), &flat[i * d..(i + 1) * d])?;
+            b.push(
+                &doc.id,
+                Some(&doc.stored(a.store_text)),
+                &flat[i * d..(i + 1) * d],
+            )?;
             pb.set_position(i as u64 + 1);
         }
         return finish(b, &a.out);
@@ -77,7 +81,7 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
         "max_length": model.tokenizer.max_length(),
         "documents_sha256": nest_core::data::content_sha256(&docs),
     });
-    let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
+    let mut b = IndexBuilder::create(&a.out, d, &levels, a.stores(), source, a.overwrite)?;
     let opts = a.model.encode_options()?;
     for (c, chunk) in docs.chunks(CHUNK).enumerate() {
         let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
@@ -87,7 +91,11 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
         })?;
         let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
         for (i, doc) in chunk.iter().enumerate() {
-            b.push(&doc.id, Some(&doc.payload), &flat[i * d..(i + 1) * d])?;
+            b.push(
+                &doc.id,
+                Some(&doc.stored(a.store_text)),
+                &flat[i * d..(i + 1) * d],
+            )?;
         }
     }
     pb.finish_and_clear();

@@ -96,7 +96,7 @@ fn build_parts(
     let docs = nest_core::data::read_documents(&a.input)?;
     source["documents_sha256"] = nest_core::data::content_sha256(&docs).into();
     let dir = parts_dir(&a.out);
-    let mut b = IndexBuilder::create(&a.out, d, &levels, a.payload, source, a.overwrite)?;
+    let mut b = IndexBuilder::create(&a.out, d, &levels, a.stores(), source, a.overwrite)?;
     merge(&dir, g.world(), d, &mut b)?;
     super::index_common::finish(b, &a.out)?;
     std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
@@ -129,7 +129,10 @@ fn write_part(
     let rows: String = share
         .docs
         .iter()
-        .map(|doc| serde_json::json!({"id": doc.id, "payload": doc.payload}).to_string() + "\n")
+        .map(|doc| {
+            let payload = doc.stored(a.store_text);
+            serde_json::json!({"id": doc.id, "payload": payload}).to_string() + "\n"
+        })
         .collect();
     nest_core::fsutil::write_atomic(&part(&dir, g.rank(), "jsonl"), rows.as_bytes())?;
     let m = Matrix {

@@ -11,6 +11,22 @@ pub struct Document {
     pub payload: serde_json::Value,
 }
 
+impl Document {
+    /// What an index stores beside the vector: the payload, with the embedded text under
+    /// `text` when `with_text` (`nest index build --store-text`), so that a search's hits show
+    /// it.
+    pub fn stored(&self, with_text: bool) -> serde_json::Value {
+        let mut p = self.payload.clone();
+        if with_text {
+            if !p.is_object() {
+                p = serde_json::json!({}); // plain text: no fields of its own
+            }
+            p["text"] = self.text.clone().into();
+        }
+        p
+    }
+}
+
 /// Hex sha256 of the documents' ids and texts, in order (payloads aside), each field
 /// length-prefixed: what an index built from them records as `documents_sha256`, so that a
 /// reader who pairs its rows with texts (`nest mine --corpus-index`) can tell these documents
@@ -181,6 +197,26 @@ fn parse(path: &Path, raw: &str, offset: Option<u64>) -> Result<DocumentShare> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_document_keeps_its_payload_and_adds_its_text_when_asked() {
+        let d = |payload| Document {
+            id: "1".into(),
+            text: "a cat".into(),
+            payload,
+        };
+        let with = serde_json::json!({"lang": "en"});
+        assert_eq!(d(with.clone()).stored(false), with);
+        let both = serde_json::json!({"lang": "en", "text": "a cat"});
+        assert_eq!(d(with).stored(true), both);
+        // plain text: no payload of its own
+        assert_eq!(
+            d(serde_json::Value::Null).stored(false),
+            serde_json::Value::Null
+        );
+        let text = serde_json::json!({"text": "a cat"});
+        assert_eq!(d(serde_json::Value::Null).stored(true), text);
+    }
 
     #[test]
     fn renumbered_shares_are_the_whole_file() {
