@@ -593,6 +593,38 @@ fn a_model_that_fails_to_load_stops_the_server_with_the_reason() {
     );
 }
 
+/// A port another process holds is named with what to do; serving every interface without a
+/// key warns (checked on the same taken port, so that nothing listens on every interface).
+#[test]
+fn a_taken_port_says_so_and_an_open_server_on_every_interface_warns() {
+    let d = tempfile::tempdir().unwrap();
+    let m = tiny(d.path()).display().to_string();
+    let held = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let o = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env_remove("NEST_API_KEY")
+        .args(["serve", "--port", &port, "--model", &m])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("another process listens there") && e.contains("--port"),
+        "{e}"
+    );
+    // every interface, no key: a warning before anything binds
+    let o = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env_remove("NEST_API_KEY")
+        .args(["serve", "--port", &port, "--host", "0.0.0.0", "--model", &m])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("--host 0.0.0.0 without --api-key: anyone who reaches this port"),
+        "{e}"
+    );
+}
+
 /// The tiny XLM-RoBERTa of `tests/fixtures/xlmr-tiny` with a `query: ` prompt that the pooling
 /// leaves out (`include_prompt = false`).
 fn xlmr_with_prompt(dir: &Path) -> std::path::PathBuf {

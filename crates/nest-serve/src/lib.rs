@@ -33,6 +33,24 @@ pub use engine::{Engine, EngineConfig};
 pub use error::{Error, Result};
 pub use routes::Limits;
 
+/// A bind failure with what to do about it (the port taken, a privileged port, an address this
+/// machine does not have).
+fn bind_error(addr: &str, e: std::io::Error) -> std::io::Error {
+    use std::io::ErrorKind::*;
+    let hint = match e.kind() {
+        AddrInUse => "; another process listens there (another nest serve?): stop it or pass \
+                      another --port"
+            .to_string(),
+        PermissionDenied => "; ports below 1024 need privileges: pass --port 8080 or higher".into(),
+        AddrNotAvailable => format!(
+            "; no network interface of this machine has the address of {addr}: --host \
+             127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+        ),
+        _ => String::new(),
+    };
+    std::io::Error::new(e.kind(), format!("{e}{hint}"))
+}
+
 /// Serves until SIGTERM or Ctrl-C, then stops accepting connections, lets in-flight requests
 /// finish, drains the queue and returns. When the model fails to load (in the background:
 /// `/health` is 503 meanwhile), it stops the same way and returns the reason as an error. `on_listen` is called with the bound address (port 0
@@ -54,7 +72,9 @@ pub async fn serve(
     let header_timeout = limits
         .request_timeout
         .min(std::time::Duration::from_secs(10));
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| bind_error(addr, e))?;
     let engines: Vec<Arc<Engine>> = configs.into_iter().map(Engine::start).collect();
     let failed = watch_failures(&engines);
     let engines = Arc::new(engines);

@@ -138,6 +138,15 @@ fn access(a: &ServeArgs) -> Result<nest_serve::auth::Access> {
         "--open-metrics only means something with --api-key or --api-key-file"
     );
     let access = nest_serve::auth::Access::new(&keys, a.open_metrics)?;
+    let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(&a.host.as_str());
+    if access.is_open() && !loopback {
+        eprintln!(
+            "nest serve: warning: --host {} without --api-key: anyone who reaches this port \
+             can use the server (and, with --index, add documents); pass --api-key or \
+             --api-key-file, or keep --host 127.0.0.1 behind a reverse proxy",
+            a.host
+        );
+    }
     if !access.is_open() {
         eprintln!(
             "nest serve: {} API key(s); /health{} open",
