@@ -129,6 +129,44 @@ class Encoder:
         """The full output width (sentence-transformers' name): ``dim`` takes 1..this."""
         return self._native.output_dim
 
+    @property
+    def max_seq_length(self) -> int:
+        """Tokens per text, as sentence-transformers names it: longer texts are truncated. Set
+        when the model loads (``nest.Encoder(model, max_length=N)``)."""
+        return int(self.info()["max_seq_length"])
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        raise AttributeError(
+            f"max_seq_length is set when the model loads: nest.Encoder(model, max_length={value!r})")
+
+    #: The similarity :meth:`similarity` computes (sentence-transformers' attribute).
+    similarity_fn_name = "cosine"
+
+    def similarity(self, embeddings1, embeddings2):
+        """Cosine similarity of every row of ``embeddings1`` with every row of ``embeddings2``:
+        a ``[n1, n2]`` matrix, as sentence-transformers' ``model.similarity`` with its default
+        ``cosine``. numpy arrays or torch tensors (the result is a torch.Tensor when either is
+        one, else numpy float32); a 1-D input is one row. Rows are normalised here, so vectors
+        from ``normalize_embeddings=False`` or a cut ``dim`` compare the same way."""
+        torch_in = any(isinstance(x, torch.Tensor) for x in (embeddings1, embeddings2))
+
+        def rows(x):
+            if isinstance(x, torch.Tensor):
+                x = x.detach().cpu().float().numpy()
+            a = np.atleast_2d(np.asarray(x, dtype=np.float32))
+            if a.ndim != 2:
+                raise ValueError(f"similarity: expected 1-D or 2-D embeddings, got shape {a.shape}")
+            n = np.linalg.norm(a, axis=1, keepdims=True)
+            return a / np.maximum(n, 1e-12)
+
+        a, b = rows(embeddings1), rows(embeddings2)
+        if a.shape[1] != b.shape[1]:
+            raise ValueError(f"similarity: {a.shape[1]} dims against {b.shape[1]}: compare "
+                             "vectors of the same dim (encode both with the same dim=)")
+        s = a @ b.T
+        return torch.from_numpy(s) if torch_in else s
+
     def info(self) -> Dict[str, Any]:
         """What ``nest info --json`` prints: architecture, layers, output_dim, pooling,
         ``elastic`` (``trained_dims`` and ``trained_layers`` from a Nest training run, ``None``

@@ -68,6 +68,27 @@ def test_parity_with_sentence_transformers(enc, st_model):
     assert 1 - cos < 1e-5
 
 
+def test_similarity_and_max_seq_length_as_sentence_transformers(enc, st_model):
+    import torch
+    a, b = enc.encode(TEXTS[:3]), enc.encode(TEXTS[3:])
+    theirs = st_model.similarity(a, b)  # the peer's own cosine, on the same vectors
+    ours = enc.similarity(a, b)
+    assert isinstance(ours, np.ndarray) and ours.shape == (3, len(TEXTS) - 3)
+    assert np.abs(ours - theirs.numpy()).max() < 1e-6
+    # torch in, torch out; a 1-D vector is one row; unnormalised and cut vectors compare as cosine
+    t = enc.similarity(torch.from_numpy(a), b[0])
+    assert isinstance(t, torch.Tensor) and t.shape == (3, 1)
+    raw = enc.encode(TEXTS[:3], normalize_embeddings=False, dim=64)
+    cut = enc.encode(TEXTS[:3], dim=64)
+    assert np.abs(enc.similarity(raw, raw) - cut @ cut.T).max() < 1e-5
+    with pytest.raises(ValueError, match="same dim"):
+        enc.similarity(a, cut)
+    assert enc.similarity_fn_name == st_model.similarity_fn_name == "cosine"
+    assert enc.max_seq_length == st_model.max_seq_length == 256
+    with pytest.raises(AttributeError, match="max_length=128"):
+        enc.max_seq_length = 128
+
+
 def test_parity_with_a_prompt_text(enc, st_model):
     ours = enc.encode(TEXTS, prompt="query: ")
     theirs = st_model.encode(TEXTS, prompt="query: ", normalize_embeddings=True)

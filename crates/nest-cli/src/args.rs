@@ -78,10 +78,11 @@ pub struct EncodeArgs {
     /// Prefix dimensions to keep (Matryoshka truncation); default: all.
     #[arg(long)]
     pub dim: Option<usize>,
-    /// Input: text with one sentence per line, or JSONL with a "text" field.
+    /// Input: text with one sentence per line, or JSONL with a "text" field; `-` reads text
+    /// lines from standard input.
     #[arg(long)]
     pub input: PathBuf,
-    /// Output: .npy, .safetensors or .jsonl.
+    /// Output: .npy, .safetensors or .jsonl; `-` writes JSON lines to standard output.
     #[arg(long)]
     pub output: PathBuf,
     /// Apply an adaptor made by `nest compress` (then `--dim` is one of its dims).

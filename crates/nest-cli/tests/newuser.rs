@@ -791,3 +791,49 @@ fn search_names_a_folder_that_is_no_index_and_a_filter_without_payloads() {
     let err = ok_in(d, &search);
     assert!(err.contains("the index stores no payloads"), "{err}");
 }
+
+/// `--input -` reads standard input and `--output -` writes JSON lines to standard output, as
+/// Unix tools do; the rows equal the file route's.
+#[test]
+fn encode_reads_standard_input_and_writes_standard_output() {
+    use std::io::Write;
+    let f = fixture();
+    let d = f.path();
+    std::fs::write(d.join("s.txt"), "the cat\na dog sat\n").unwrap();
+    let args = [
+        "encode", "--model", "tiny", "--input", "s.txt", "--output", "e.jsonl",
+    ];
+    ok_in(d, &args);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32")
+        .current_dir(d)
+        .args([
+            "--threads",
+            "1",
+            "encode",
+            "--model",
+            "tiny",
+            "--input",
+            "-",
+            "--output",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"the cat\na dog sat\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("to standard output (JSON lines)"), "{err}");
+    let file = std::fs::read_to_string(d.join("e.jsonl")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), file);
+    assert_eq!(file.lines().count(), 2);
+}

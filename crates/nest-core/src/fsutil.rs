@@ -66,7 +66,15 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 /// Reads a text file whole; bytes that are not UTF-8 are an error naming the line and byte
 /// where they start (`std::fs::read_to_string` names neither).
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| crate::Error::io(path, e))?;
+    let bytes = match is_std_stream(path) {
+        true => {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut b)
+                .map_err(|e| crate::Error::io(path, e))?;
+            b
+        }
+        false => std::fs::read(path).map_err(|e| crate::Error::io(path, e))?,
+    };
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let bytes = e.as_bytes();
@@ -79,6 +87,12 @@ pub fn read_text(path: &Path) -> Result<String> {
             ),
         )
     })
+}
+
+/// Whether `path` is `-`: standard input where a file is read ([`read_text`]), standard output
+/// where embeddings are written (`nest_core::output`).
+pub fn is_std_stream(path: &Path) -> bool {
+    path.as_os_str() == "-"
 }
 
 /// Rank `rank` of `world`'s part of `output`, the one naming of every per-rank file (`nest

@@ -19,6 +19,9 @@ pub enum OutputFormat {
 
 impl OutputFormat {
     pub fn from_path(path: &Path) -> Result<Self> {
+        if crate::fsutil::is_std_stream(path) {
+            return Ok(Self::Jsonl); // standard output: text
+        }
         match path
             .extension()
             .and_then(|e| e.to_str())
@@ -82,14 +85,23 @@ pub fn write_embeddings_from(path: &Path, m: &Matrix, first: usize) -> Result<()
                 .map_err(|e| Error::value("--output", e.to_string()))?;
             write_atomic_with(path, |w| w.write_all(&out))
         }
-        OutputFormat::Jsonl => write_atomic_with(path, |w| {
-            for i in 0..m.rows {
-                let line = serde_json::json!({ "index": first + i, "embedding": m.row(i) });
-                writeln!(w, "{line}")?;
-            }
-            Ok(())
-        }),
+        OutputFormat::Jsonl if crate::fsutil::is_std_stream(path) => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            jsonl_rows(&mut out, m, first)
+                .and_then(|_| out.flush())
+                .map_err(|e| Error::io(path, e))
+        }
+        OutputFormat::Jsonl => write_atomic_with(path, |w| jsonl_rows(w, m, first)),
     }
+}
+
+/// `m`'s rows as JSON lines, `{"index": first + i, "embedding": [...]}`.
+fn jsonl_rows(w: &mut dyn Write, m: &Matrix, first: usize) -> std::io::Result<()> {
+    for i in 0..m.rows {
+        let line = serde_json::json!({ "index": first + i, "embedding": m.row(i) });
+        writeln!(w, "{line}")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -21,6 +21,12 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         )?),
         None => None,
     };
+    let streams = [&a.input, &a.output].map(|p| nest_core::fsutil::is_std_stream(p));
+    anyhow::ensure!(
+        group.is_none() || streams == [false, false],
+        "--input - / --output - under a multi-process launch: standard input and output cannot \
+         be shared between processes; name files"
+    );
     let adaptor = match &a.adaptor {
         Some(p) => Some(nest_model::Adaptor::load(p)?),
         None => None,
@@ -74,13 +80,16 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         None => (a.output.clone(), 0),
     };
     write_embeddings_from(&out, &m, first).with_context(|| "writing embeddings")?;
+    let to = match streams[1] {
+        true => "standard output (JSON lines)".to_string(),
+        false => out.display().to_string(),
+    };
     eprintln!(
-        "wrote {} embeddings of dim {} (layer {} of {}) to {}",
+        "wrote {} embeddings of dim {} (layer {} of {}) to {to}",
         m.rows,
         m.dim,
         spec.layer,
         model.num_layers(),
-        out.display()
     );
     if let Some(g) = &group {
         g.barrier()?; // every part is on disk when any rank exits
