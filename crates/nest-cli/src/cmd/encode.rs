@@ -1,8 +1,8 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use nest_core::fsutil::part_path;
-use nest_core::output::{write_embeddings_from, OutputFormat};
+use nest_core::fsutil::{is_std_stream, part_path};
+use nest_core::output::{write_embeddings_from, Matrix, OutputFormat};
 use nest_model::{Keys, Policy};
 
 use crate::args::EncodeArgs;
@@ -14,19 +14,7 @@ use crate::progress;
 pub fn run(a: EncodeArgs) -> Result<()> {
     let opts = a.model.encode_options()?;
     OutputFormat::from_path(&a.output)?; // fail before loading anything
-    let group = match nest_dist::Launch::from_env()? {
-        Some(l) => Some(nest_dist::Group::join(
-            &l,
-            std::time::Duration::from_secs(300),
-        )?),
-        None => None,
-    };
-    let streams = [&a.input, &a.output].map(|p| nest_core::fsutil::is_std_stream(p));
-    anyhow::ensure!(
-        group.is_none() || streams == [false, false],
-        "--input - / --output - under a multi-process launch: standard input and output cannot \
-         be shared between processes; name files"
-    );
+    let group = group_for(&a)?;
     let adaptor = match &a.adaptor {
         Some(p) => Some(nest_model::Adaptor::load(p)?),
         None => None,
@@ -64,26 +52,13 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         let e = nest_model::point::finish(&pooled[0], spec.dim, adaptor.as_ref())?;
         nest_model::pooling::to_vec_f32(&e)
     };
-    let m = nest_core::output::Matrix {
+    let m = Matrix {
         rows: refs.len(),
         dim: spec.dim,
         data,
     };
     pb.finish_and_clear();
-    let (out, first) = match &group {
-        Some(g) => {
-            // every rank's row count, for JSONL's global row index
-            let counts = g.all_gather(&tch::Tensor::from_slice(&[m.rows as i64]))?;
-            let first: i64 = counts[..g.rank()].iter().map(|c| c.int64_value(&[0])).sum();
-            (part_path(&a.output, g.rank(), g.world()), first as usize)
-        }
-        None => (a.output.clone(), 0),
-    };
-    write_embeddings_from(&out, &m, first).with_context(|| "writing embeddings")?;
-    let to = match streams[1] {
-        true => "standard output (JSON lines)".to_string(),
-        false => out.display().to_string(),
-    };
+    let to = write(&a.output, group.as_ref(), &m)?;
     eprintln!(
         "wrote {} embeddings of dim {} (layer {} of {}) to {to}",
         m.rows,
@@ -95,6 +70,39 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         g.barrier()?; // every part is on disk when any rank exits
     }
     Ok(())
+}
+
+/// The process group under a multi-process launch (none otherwise), where `-` (standard input
+/// or output) is refused: processes cannot share one.
+fn group_for(a: &EncodeArgs) -> Result<Option<nest_dist::Group>> {
+    let Some(launch) = nest_dist::Launch::from_env()? else {
+        return Ok(None);
+    };
+    anyhow::ensure!(
+        ![&a.input, &a.output].iter().any(|p| is_std_stream(p)),
+        "--input - / --output - under a multi-process launch: standard input and output cannot \
+         be shared between processes; name files"
+    );
+    let timeout = std::time::Duration::from_secs(300);
+    Ok(Some(nest_dist::Group::join(&launch, timeout)?))
+}
+
+/// Writes `m` to `output` (this rank's part of it under a launch); returns where it went.
+fn write(output: &Path, group: Option<&nest_dist::Group>, m: &Matrix) -> Result<String> {
+    let (out, first) = match group {
+        Some(g) => {
+            // every rank's row count, for JSONL's global row index
+            let counts = g.all_gather(&tch::Tensor::from_slice(&[m.rows as i64]))?;
+            let first: i64 = counts[..g.rank()].iter().map(|c| c.int64_value(&[0])).sum();
+            (part_path(output, g.rank(), g.world()), first as usize)
+        }
+        None => (output.to_path_buf(), 0),
+    };
+    write_embeddings_from(&out, m, first).with_context(|| "writing embeddings")?;
+    Ok(match is_std_stream(&out) {
+        true => "standard output (JSON lines)".to_string(),
+        false => out.display().to_string(),
+    })
 }
 
 /// A warning when the input looks like a TSV (an STS or pairs file, new-user trial #10): its
