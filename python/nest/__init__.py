@@ -482,6 +482,10 @@ def evaluate(
     batch_size: int = 32,
     out: Optional[str] = None,
     as_frame: bool = False,
+    prompt_name: Optional[str] = None,
+    query_prompt_name: Optional[str] = None,
+    document_prompt_name: Optional[str] = None,
+    adaptor: Optional[str] = None,
 ):
     """Evaluates ``model`` over the (layer x dim x precision) grid, as ``nest eval`` does (the
     same Rust code; the GIL released).
@@ -497,12 +501,18 @@ def evaluate(
         out: also write ``report.json``, ``report.md`` and the plots there.
         as_frame: return a pandas DataFrame, one row per (task, layer, dim, precision) with each
             metric a column, instead of the report.
+        prompt_name, query_prompt_name, document_prompt_name: prompts the model names, for
+            every text and for retrieval's queries and documents (``nest eval
+            --prompt-name`` ...); by default the model's own, as ``nest eval``: its default
+            prompt, and its ``query`` / ``document`` prompts for retrieval.
+        adaptor: an adaptor folder (``nest.compress``): ``dims`` are then its dims
+            (``nest eval --adaptor``).
 
     Returns:
         The report as a dict (``report.json``'s content: ``tasks[i]["cells"]`` hold each cell's
         ``metrics``), or a DataFrame with ``as_frame=True``.
     """
-    text = _nest.evaluate_native(
+    text, note = _nest.evaluate_native(
         str(model),
         tasks,
         [str(p) for p in (sts or [])],
@@ -513,7 +523,13 @@ def evaluate(
         dtype,
         int(batch_size),
         None if out is None else str(out),
+        prompt_name,
+        query_prompt_name,
+        document_prompt_name,
+        None if adaptor is None else str(adaptor),
     )
+    if note:  # an adaptor trained on another model's vectors
+        warnings.warn(note, UserWarning, stacklevel=2)
     report = json.loads(text)
     if not as_frame:
         return report

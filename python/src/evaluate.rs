@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use nest_eval::quantize::Precision;
 use nest_eval::suite::{self, GridSpec};
 use nest_eval::tasks::{default_sources, Task, TaskKind, TaskSource};
-use nest_model::{DtypeChoice, EncodeOptions, Keys, Offer};
+use nest_model::prompt::{PromptChoice, TaskPromptChoice};
+use nest_model::{Adaptor, DtypeChoice, EncodeOptions, Keys, Offer};
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -21,9 +22,11 @@ fn eval_err(e: nest_eval::Error) -> PyErr {
 
 /// Evaluates `model` over the (layer x dim x precision) grid on `tasks` (`nest eval --tasks`,
 /// from `data_root`) plus the STS files in `sts`; returns the report as JSON text, also
-/// written to `out` when given.
+/// written to `out` when given, and a warning when `adaptor` was trained on another model.
+/// Prompts as `nest eval`'s: by default the model's own (its default prompt for every text,
+/// its `query` / `document` prompts for retrieval), or the ones named.
 #[pyfunction]
-#[pyo3(signature = (model, tasks = None, sts = Vec::new(), data_root = PathBuf::from("../shared/datasets"), layers = None, dims = None, precision = "float32".to_string(), dtype = "auto".to_string(), batch_size = 32, out = None))]
+#[pyo3(signature = (model, tasks = None, sts = Vec::new(), data_root = PathBuf::from("../shared/datasets"), layers = None, dims = None, precision = "float32".to_string(), dtype = "auto".to_string(), batch_size = 32, out = None, prompt_name = None, query_prompt_name = None, document_prompt_name = None, adaptor = None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 pub fn evaluate_native(
     py: Python<'_>,
@@ -37,7 +40,11 @@ pub fn evaluate_native(
     dtype: String,
     batch_size: usize,
     out: Option<PathBuf>,
-) -> PyResult<String> {
+    prompt_name: Option<String>,
+    query_prompt_name: Option<String>,
+    document_prompt_name: Option<String>,
+    adaptor: Option<PathBuf>,
+) -> PyResult<(String, Option<String>)> {
     let choice: DtypeChoice = dtype
         .parse()
         .map_err(|e: String| PyValueError::new_err(format!("dtype: {e}")))?;
@@ -61,37 +68,63 @@ pub fn evaluate_native(
             "nothing to evaluate: pass tasks (e.g. \"sts,retrieval\") or sts files",
         ));
     }
-    crate::detach(py, move || -> nest_eval::Result<String> {
-        let tasks = sources
-            .iter()
-            .map(Task::load)
-            .collect::<Result<Vec<_>, _>>()?;
-        let dir = nest_model::hub::resolve(&model)?;
-        let mut enc = nest_model::ElasticEncoder::load(&dir, nest_model::default_device(), None)?;
-        enc.convert_for_inference(nest_model::dtype::resolve(choice, enc.device()).dtype)?;
-        let (layers, dims) = Offer::new(&enc, None)?
-            .resolve_grid(layers, dims, Keys::GRID_FLAGS)
-            .map_err(nest_core::Error::from)?;
-        let spec = GridSpec {
-            layers,
-            dims,
-            precisions,
-            rescore: 0,
-            logreg: Default::default(),
-            adaptor: None,
-            items: true,
-            prompts: Default::default(),
-        };
-        let opts = EncodeOptions {
-            batch_size,
-            ..EncodeOptions::default()
-        };
-        let command = format!("nest.evaluate({model:?})");
-        let report = suite::evaluate(&model, command, &enc, &tasks, &spec, 0, opts, &mut |_| {})?;
-        if let Some(o) = &out {
-            report.write(o)?;
-        }
-        serde_json::to_string(&report).map_err(|e| nest_eval::Error::Report(e.to_string()))
-    })?
+    crate::detach(
+        py,
+        move || -> nest_eval::Result<(String, Option<String>)> {
+            let tasks = sources
+                .iter()
+                .map(Task::load)
+                .collect::<Result<Vec<_>, _>>()?;
+            let dir = nest_model::hub::resolve(&model)?;
+            let mut enc =
+                nest_model::ElasticEncoder::load(&dir, nest_model::default_device(), None)?;
+            enc.convert_for_inference(nest_model::dtype::resolve(choice, enc.device()).dtype)?;
+            let adaptor = adaptor.map(|p| Adaptor::load(&p)).transpose()?;
+            let note = match &adaptor {
+                Some(a) => a.foreign_note(&enc)?,
+                None => None,
+            };
+            let (layers, dims) = Offer::new(&enc, adaptor.as_ref())?
+                .resolve_grid(layers, dims, Keys::GRID_FLAGS)
+                .map_err(nest_core::Error::from)?;
+            fn named(n: &Option<String>) -> PromptChoice<'_> {
+                PromptChoice {
+                    name: n.as_deref(),
+                    text: None,
+                }
+            }
+            let prompts = enc.prompts.for_tasks(TaskPromptChoice {
+                text: named(&prompt_name),
+                query: named(&query_prompt_name),
+                document: named(&document_prompt_name),
+                keys: ["prompt_name", "query_prompt_name", "document_prompt_name"],
+            })?;
+            let spec = GridSpec {
+                layers,
+                dims,
+                precisions,
+                rescore: 0,
+                logreg: Default::default(),
+                adaptor: adaptor.map(std::rc::Rc::new),
+                items: true,
+                prompts,
+            };
+            let opts = EncodeOptions {
+                batch_size,
+                ..EncodeOptions::default()
+            };
+            let command = format!("nest.evaluate({model:?})");
+            let report =
+                suite::evaluate(&model, command, &enc, &tasks, &spec, 0, opts, &mut |_| {})?;
+            if let Some(o) = &out {
+                report.write(o)?;
+            }
+            let text = serde_json::to_string(&report);
+            Ok((
+                text.map_err(|e| nest_eval::Error::Report(e.to_string()))?,
+                note,
+            ))
+        },
+    )?
     .map_err(eval_err)
 }

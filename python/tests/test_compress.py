@@ -74,6 +74,12 @@ def test_an_encoder_applies_a_compress_adaptor(tmp_path):
     assert not np.allclose(v, m.encode(texts, dim=96), atol=1e-3)
     with pytest.raises(ValueError):
         ma.encode(texts, dim=100)
+    # nest.evaluate takes the adaptor too (nest eval --adaptor): its dims are the grid's
+    sts = tmp_path / "sts.tsv"
+    sts.write_text("sentence1\tsentence2\tscore\n" + "".join(
+        f"{texts[i]}\t{texts[j]}\t{float(i == j) * 5}\n" for i in range(4) for j in range(4)))
+    r = nest.evaluate(MODEL, sts=[str(sts)], layers=[6], dtype="float32", adaptor=a.out)
+    assert sorted(c["dim"] for c in r["tasks"][0]["cells"]) == [96, 192, 384]
 
 
 def test_an_adaptor_trained_on_another_models_vectors_warns(tmp_path):

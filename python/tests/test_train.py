@@ -166,6 +166,39 @@ def test_evaluate_matches_the_cli(tmp_path):
         nest.evaluate(str(MODEL))
 
 
+def test_evaluate_uses_the_models_prompts_as_the_cli(tmp_path):
+    import subprocess
+
+    # all-MiniLM-L6-v2 with a default prompt (files linked, one config written)
+    prompted = tmp_path / "prompted"
+    prompted.mkdir()
+    for p in MODEL.iterdir():
+        if p.name != "config_sentence_transformers.json":
+            (prompted / p.name).symlink_to(p)
+    (prompted / "config_sentence_transformers.json").write_text(
+        json.dumps({"prompts": {"query": "query: "}, "default_prompt_name": "query"}))
+    small = tmp_path / "small.tsv"
+    small.write_text("".join(STSB.read_text().splitlines(keepends=True)[:41]))
+
+    def spearman(model, **kw):
+        r = nest.evaluate(str(model), sts=[str(small)], layers=[6], dims=[384], dtype="float32", **kw)
+        return r["tasks"][0]["cells"][0]["metrics"]["spearman"]
+
+    own = spearman(prompted)
+    assert own != spearman(MODEL), "the model's default prompt was not applied"
+    assert spearman(prompted, prompt_name="query") == own, "named = the default here"
+    cli = nest_bin(optional=True)
+    if cli:
+        out = tmp_path / "cli"
+        subprocess.run([str(cli), "eval", "sts", "--model", str(prompted), "--data", str(small),
+                        "--layers", "6", "--dims", "384", "--dtype", "float32",
+                        "--latency-texts", "0", "--out", str(out)], check=True, capture_output=True)
+        theirs = json.loads((out / "report.json").read_text())["tasks"][0]["cells"][0]["metrics"]
+        assert abs(theirs["spearman"] - own) < 1e-4, (theirs, own)
+    with pytest.raises(ValueError, match="prompt_name"):
+        spearman(prompted, prompt_name="nope")
+
+
 def test_index_builds_and_searches_as_the_cli(tmp_path):
     import subprocess
 
