@@ -62,3 +62,25 @@ def nest_bin(optional: bool = False):
     if optional and not REQUIRED:
         return None
     missing(f"{ROOT}/target/release/nest is not built (cargo build --release): the CLI parity is unchecked")
+
+
+def model_with(folder: Path, name: str, text: str) -> Path:
+    """all-MiniLM-L6-v2's files linked into `folder`, but `name` written with `text` (a broken
+    config, prompts added): a changed model without copying its weights."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in MODEL.iterdir():
+        if p.name != name:
+            (folder / p.name).symlink_to(p)
+    (folder / name).write_text(text)
+    return folder
+
+
+def cli_eval_sts(cli, model, data: Path, out: Path, layers: str, dims: str) -> dict:
+    """`nest eval sts` of `model` on `data` in float32 without latencies; its report.json."""
+    import json
+    import subprocess
+
+    subprocess.run([str(cli), "eval", "sts", "--model", str(model), "--data", str(data),
+                    "--layers", layers, "--dims", dims, "--dtype", "float32",
+                    "--latency-texts", "0", "--out", str(out)], check=True, capture_output=True)
+    return json.loads((out / "report.json").read_text())

@@ -20,7 +20,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import nest  # noqa: E402  (after HF_HUB_OFFLINE)
-from support import ROOT, MODEL, need_model, need_module, nest_bin  # noqa: E402,F401
+from support import ROOT, MODEL, model_with, need_model, need_module, nest_bin  # noqa: E402,F401
 
 TEXTS = [
     "A man is playing a guitar.",
@@ -206,13 +206,8 @@ def torch_release():
 @pytest.fixture(scope="module")
 def prompted(tmp_path_factory):
     """all-MiniLM-L6-v2 with `query` / `document` prompts (files linked, one config written)."""
-    d = tmp_path_factory.mktemp("prompted")
-    for p in MODEL.iterdir():
-        if p.name != "config_sentence_transformers.json":
-            (d / p.name).symlink_to(p)
-    (d / "config_sentence_transformers.json").write_text(
-        json.dumps({"prompts": {"query": "query: ", "document": "passage: "}})
-    )
+    prompts = json.dumps({"prompts": {"query": "query: ", "document": "passage: "}})
+    d = model_with(tmp_path_factory.mktemp("prompted"), "config_sentence_transformers.json", prompts)
     return nest.Encoder(str(d), dtype="float32")
 
 
@@ -298,12 +293,7 @@ def test_bad_values_are_value_errors(enc):
 
 
 def test_malformed_file_is_runtime_error(tmp_path):
-    d = tmp_path / "m"
-    d.mkdir()
-    for p in MODEL.iterdir():
-        if p.name != "config.json":
-            (d / p.name).symlink_to(p)
-    (d / "config.json").write_text("{ not json")
+    d = model_with(tmp_path / "m", "config.json", "{ not json")
     with pytest.raises(RuntimeError) as e:
         nest.Encoder(str(d))
     assert "config.json" in str(e.value)

@@ -16,7 +16,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import nest  # noqa: E402
-from support import ROOT, MODEL, need_data, need_model, nest_bin  # noqa: E402
+from support import ROOT, MODEL, cli_eval_sts, model_with, need_data, need_model, nest_bin  # noqa: E402
 
 need_model()
 SNLI = need_data("snli/triplets_dev.tsv")
@@ -142,18 +142,12 @@ def test_overrides_are_typed_values_and_errors_name_the_key(tmp_path):
 
 
 def test_evaluate_matches_the_cli(tmp_path):
-    import subprocess
-
     report = nest.evaluate(str(MODEL), sts=[str(STSB)], layers=[3, 6], dims=[64, 384], dtype="float32")
     cells = {(c["layer"], c["dim"]): c["metrics"] for c in report["tasks"][0]["cells"]}
     assert set(cells) == {(3, 64), (3, 384), (6, 64), (6, 384)}
     cli = nest_bin(optional=True)
     if cli:
-        out = tmp_path / "cli"
-        subprocess.run([str(cli), "eval", "sts", "--model", str(MODEL), "--data", str(STSB),
-                        "--layers", "3,6", "--dims", "64,384", "--dtype", "float32",
-                        "--latency-texts", "0", "--out", str(out)], check=True, capture_output=True)
-        theirs = json.loads((out / "report.json").read_text())
+        theirs = cli_eval_sts(cli, MODEL, STSB, tmp_path / "cli", "3,6", "64,384")
         # the same code; float reordering between two processes' thread teams only
         for c in theirs["tasks"][0]["cells"]:
             mine = cells[(c["layer"], c["dim"])]
@@ -167,16 +161,9 @@ def test_evaluate_matches_the_cli(tmp_path):
 
 
 def test_evaluate_uses_the_models_prompts_as_the_cli(tmp_path):
-    import subprocess
-
     # all-MiniLM-L6-v2 with a default prompt (files linked, one config written)
-    prompted = tmp_path / "prompted"
-    prompted.mkdir()
-    for p in MODEL.iterdir():
-        if p.name != "config_sentence_transformers.json":
-            (prompted / p.name).symlink_to(p)
-    (prompted / "config_sentence_transformers.json").write_text(
-        json.dumps({"prompts": {"query": "query: "}, "default_prompt_name": "query"}))
+    prompts = json.dumps({"prompts": {"query": "query: "}, "default_prompt_name": "query"})
+    prompted = model_with(tmp_path / "prompted", "config_sentence_transformers.json", prompts)
     small = tmp_path / "small.tsv"
     small.write_text("".join(STSB.read_text().splitlines(keepends=True)[:41]))
 
@@ -189,11 +176,8 @@ def test_evaluate_uses_the_models_prompts_as_the_cli(tmp_path):
     assert spearman(prompted, prompt_name="query") == own, "named = the default here"
     cli = nest_bin(optional=True)
     if cli:
-        out = tmp_path / "cli"
-        subprocess.run([str(cli), "eval", "sts", "--model", str(prompted), "--data", str(small),
-                        "--layers", "6", "--dims", "384", "--dtype", "float32",
-                        "--latency-texts", "0", "--out", str(out)], check=True, capture_output=True)
-        theirs = json.loads((out / "report.json").read_text())["tasks"][0]["cells"][0]["metrics"]
+        theirs = cli_eval_sts(cli, prompted, small, tmp_path / "cli", "6", "384")
+        theirs = theirs["tasks"][0]["cells"][0]["metrics"]
         assert abs(theirs["spearman"] - own) < 1e-4, (theirs, own)
     with pytest.raises(ValueError, match="prompt_name"):
         spearman(prompted, prompt_name="nope")

@@ -19,7 +19,9 @@ pub enum UnknownFields {
     Ignore,
 }
 
-/// Other servers' and libraries' names for what a Nest field holds: (theirs, Nest's).
+/// Other servers' and libraries' names for what a Nest field holds: (theirs, Nest's). A name may
+/// stand for several fields (`input`: the embeddings' input, a search's query): the first that
+/// the endpoint reads is named.
 const ALIASES: &[(&str, &str)] = &[
     ("inputs", "input"),
     ("text", "input"),
@@ -36,6 +38,9 @@ const ALIASES: &[(&str, &str)] = &[
     ("output_dimensionality", "dimensions"),
     ("truncate_dim", "dimensions"),
     ("queries", "query"),
+    ("input", "query"),
+    ("text", "query"),
+    ("q", "query"),
     ("top_k", "k"),
     ("limit", "k"),
     ("docs", "documents"),
@@ -80,8 +85,8 @@ fn nearest<'a>(key: &str, fields: &[&'a str]) -> Option<&'a str> {
     let k = plain(key);
     let alias = ALIASES
         .iter()
-        .find(|(theirs, _)| plain(theirs) == k)
-        .and_then(|(_, ours)| fields.iter().find(|f| *f == ours));
+        .filter(|(theirs, _)| plain(theirs) == k)
+        .find_map(|(_, ours)| fields.iter().find(|f| *f == ours));
     let same = || fields.iter().find(|f| plain(f) == k);
     let plains: Vec<String> = fields.iter().map(|f| plain(f)).collect();
     let close = || {
@@ -125,6 +130,19 @@ mod tests {
             ("top_k", None),
         ] {
             assert_eq!(nearest(key, &fields), want, "{key}");
+        }
+        // a search's query under the embeddings' name (and others')
+        let search = [
+            "query",
+            "k",
+            "funnel",
+            "filter",
+            "model",
+            "layers",
+            "dimensions",
+        ];
+        for key in ["input", "text", "queries", "q"] {
+            assert_eq!(nearest(key, &search), Some("query"), "{key}");
         }
     }
 
