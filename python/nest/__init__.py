@@ -587,13 +587,11 @@ class Index:
             ids.append(str(d.get("id", i)))
             texts.append(d["text"])
             rest = {k: v for k, v in d.items() if k not in ("id", "text")}
-            if store_text:
-                rest["text"] = d["text"]
             payloads.append(json.dumps(rest) if rest else None)
         _nest.index_build_native(
             str(path), str(model), ids, texts, payloads,
             None if dims is None else [int(x) for x in dims],
-            precision, layer, overwrite, int(batch_size),
+            precision, layer, overwrite, int(batch_size), bool(store_text),
         )
         return cls(path)
 

@@ -99,5 +99,6 @@ def index_build_native(
     layer: int | None = None,
     overwrite: bool = False,
     batch_size: int = 32,
+    store_text: bool = False,
 ) -> int: ...
 def quantize_native(data: bytes, rows: int, dim: int, precision: str) -> tuple[bytearray, list[float]]: ...

@@ -151,9 +151,10 @@ impl NativeIndex {
 
 /// Builds an index at `out` of the documents (`ids`, `texts`, `payloads` as JSON objects or
 /// none) embedded by `model` at `layer` (default: the last), one level per (dim, precision):
-/// `nest index build`.
+/// `nest index build`. `store_text` keeps each text in its payload and records so in the index
+/// (`--store-text`), so that documents a server adds later keep theirs too.
 #[pyfunction]
-#[pyo3(signature = (out, model, ids, texts, payloads, dims = None, precision = "float32".to_string(), layer = None, overwrite = false, batch_size = 32))]
+#[pyo3(signature = (out, model, ids, texts, payloads, dims = None, precision = "float32".to_string(), layer = None, overwrite = false, batch_size = 32, store_text = false))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 pub fn index_build_native(
     py: Python<'_>,
@@ -167,6 +168,7 @@ pub fn index_build_native(
     layer: Option<usize>,
     overwrite: bool,
     batch_size: usize,
+    store_text: bool,
 ) -> PyResult<usize> {
     if ids.len() != texts.len() || payloads.len() != texts.len() {
         return Err(PyValueError::new_err(format!(
@@ -184,6 +186,15 @@ pub fn index_build_native(
                 .map_err(|e| PyValueError::new_err(format!("documents[{i}].payload: {e}"))),
             None => Ok(serde_json::json!({})),
         })
+        .zip(ids.iter().zip(&texts))
+        .map(|(p, (id, text))| {
+            let doc = nest_core::data::Document {
+                id: id.clone(),
+                text: text.clone(),
+                payload: p?,
+            };
+            Ok(doc.stored(store_text))
+        })
         .collect::<PyResult<Vec<serde_json::Value>>>()?;
     let precisions = Precision::parse_list(&precision).map_err(index_err)?;
     let enc = crate::detach(py, || load(&model, None))??;
@@ -200,11 +211,14 @@ pub fn index_build_native(
                 .map(move |&precision| Level { precision, dim })
         })
         .collect();
-    let source = serde_json::json!({
+    let mut source = serde_json::json!({
         "model": model,
         "layer": layer,
         "max_length": enc.tokenizer.max_length(),
     });
+    if store_text {
+        source[nest_core::data::STORE_TEXT] = true.into();
+    }
     let shared = Shared(enc, None);
     crate::detach(py, || -> PyResult<usize> {
         let mut b =

@@ -212,6 +212,8 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
     plain = nest.Index.build(tmp_path / "plain", str(MODEL), ["a guitar", "an onion"], store_text=True)
     hit = plain.search("guitar", k=1)[0]
     assert hit["id"] == "0" and hit["payload"] == {"text": "a guitar"}, hit
+    # recorded, so that a server adding documents to it stores their texts too
+    assert json.loads((tmp_path / "plain" / "index.json").read_text())["source"]["store_text"] is True
     with pytest.raises(FileNotFoundError):
         nest.Index(tmp_path / "nothing")
     with pytest.raises(ValueError):

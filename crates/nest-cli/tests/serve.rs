@@ -1376,6 +1376,59 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
     );
 }
 
+/// An index built with `--store-text` records it, and documents `/v1/documents` adds keep
+/// their texts as the built ones do (they were stored without, so hits showed no text).
+#[test]
+fn documents_added_to_a_store_text_index_keep_their_texts() {
+    let d = tempfile::tempdir().unwrap();
+    let model = tiny(d.path());
+    std::fs::write(d.path().join("docs.txt"), "the cat sat\na dog ran\n").unwrap();
+    let idx = d.path().join("idx").display().to_string();
+    let input = d.path().join("docs.txt").display().to_string();
+    let m = model.display().to_string();
+    let build = [
+        "index", "build", "--model", &m, "--input", &input, "--out", &idx,
+    ];
+    nest(&[&build[..], &["--store-text"]].concat());
+    let s = start(&model, &["--index", &idx]);
+    let add = json!({"documents": [
+        {"id": "n1", "text": "a purple giraffe", "payload": {"lang": "fr"}},
+        {"id": "n2", "text": "an orange whale"},
+    ]});
+    let (st, b) = http(&s.addr, "POST", "/v1/documents", add.to_string().as_bytes());
+    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&b));
+    let payloads: Vec<Value> = ["a purple giraffe", "an orange whale", "the cat sat"]
+        .iter()
+        .map(|q| {
+            let body = json!({"query": q, "k": 1}).to_string();
+            let (_, b) = http(&s.addr, "POST", "/v1/search", body.as_bytes());
+            let r: Value = serde_json::from_slice(&b).unwrap();
+            r["data"][0]["hits"][0]["payload"].clone()
+        })
+        .collect();
+    assert_eq!(
+        payloads,
+        [
+            json!({"lang": "fr", "text": "a purple giraffe"}),
+            json!({"text": "an orange whale"}),
+            json!({"text": "the cat sat"}),
+        ]
+    );
+    // without --store-text an added document keeps only the payload it was given
+    drop(s);
+    nest(&[&build[..], &["--payload", "--overwrite"]].concat());
+    let s = start(&model, &["--index", &idx]);
+    http(&s.addr, "POST", "/v1/documents", add.to_string().as_bytes());
+    let body = json!({"query": "a purple giraffe", "k": 1}).to_string();
+    let (_, b) = http(&s.addr, "POST", "/v1/search", body.as_bytes());
+    let r: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(
+        r["data"][0]["hits"][0]["payload"],
+        json!({"lang": "fr"}),
+        "{r}"
+    );
+}
+
 /// Several models (and a model with an adaptor under another name) in one process: each
 /// request is answered by the model it names, with the vectors a one-model server gives.
 #[test]

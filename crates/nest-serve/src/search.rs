@@ -20,6 +20,8 @@ pub struct Searcher {
     pub dir: PathBuf,
     /// The exit layer the index was built at.
     pub layer: usize,
+    /// Built with `--store-text`: added documents keep their texts in their payloads too.
+    pub store_text: bool,
 }
 
 /// Where the index came from, as `nest index build` records it.
@@ -66,10 +68,12 @@ impl Searcher {
             .ok_or_else(|| {
                 Error::Config(format!("--index {}: no layer recorded", dir.display()))
             })?;
+        let store_text = source.get(nest_core::data::STORE_TEXT) == Some(&Value::Bool(true));
         Ok(Searcher {
             collection,
             dir: dir.to_path_buf(),
             layer,
+            store_text,
         })
     }
 
@@ -150,10 +154,22 @@ pub fn run_add(
     let rows = docs
         .into_iter()
         .zip(vectors)
-        .map(|((id, _, payload), vector)| NewRow {
-            id,
-            payload,
-            vector,
+        .map(|((id, text, payload), vector)| {
+            let payload = if s.store_text {
+                let doc = nest_core::data::Document {
+                    id: id.clone(),
+                    text,
+                    payload: payload.unwrap_or_default(),
+                };
+                Some(doc.stored(true))
+            } else {
+                payload
+            };
+            NewRow {
+                id,
+                payload,
+                vector,
+            }
         })
         .collect();
     let r = s

@@ -1,5 +1,5 @@
 use anyhow::Result;
-use nest_index::{IndexBuilder, Precision};
+use nest_index::Precision;
 
 use super::index_common::{finish, levels};
 use crate::args_search::{IndexBuildArgs, IndexCommand};
@@ -58,7 +58,7 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
         );
         let levels = levels(a.dims.as_deref(), &precisions, d)?;
         let source = serde_json::json!({"embeddings": path.display().to_string()});
-        let mut b = IndexBuilder::create(&a.out, d, &levels, a.stores(), source, a.overwrite)?;
+        let mut b = super::index_common::builder(&a, d, &levels, source)?;
         let flat = nest_model::pooling::to_vec_f32(&m);
         for (i, doc) in docs.iter().enumerate() {
             b.push(
@@ -81,7 +81,7 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
         "max_length": model.tokenizer.max_length(),
         "documents_sha256": nest_core::data::content_sha256(&docs),
     });
-    let mut b = IndexBuilder::create(&a.out, d, &levels, a.stores(), source, a.overwrite)?;
+    let mut b = super::index_common::builder(&a, d, &levels, source)?;
     let opts = a.model.encode_options()?;
     for (c, chunk) in docs.chunks(CHUNK).enumerate() {
         let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();

@@ -1,9 +1,32 @@
 //! What `nest index build` shares between its single-process path (`index.rs`) and its
-//! multi-process one (`index_parts.rs`): the stored levels and the closing report. A leaf, so
-//! that the two need not import each other.
+//! multi-process one (`index_parts.rs`): the stored levels, the builder and the closing report.
+//! A leaf, so that the two need not import each other.
 
 use anyhow::{Context, Result};
 use nest_index::{IndexBuilder, Level, Precision};
+
+use crate::args_search::IndexBuildArgs;
+
+/// The builder for `a`, its source record noting `--store-text` (`store_text`), so that a
+/// server adding documents later stores their texts as the build did.
+pub(super) fn builder(
+    a: &IndexBuildArgs,
+    d: usize,
+    levels: &[Level],
+    mut source: serde_json::Value,
+) -> Result<IndexBuilder> {
+    if a.store_text {
+        source[nest_core::data::STORE_TEXT] = true.into();
+    }
+    Ok(IndexBuilder::create(
+        &a.out,
+        d,
+        levels,
+        a.stores(),
+        source,
+        a.overwrite,
+    )?)
+}
 
 pub(super) fn levels(
     dims: Option<&str>,

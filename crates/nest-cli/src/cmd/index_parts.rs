@@ -96,7 +96,7 @@ fn build_parts(
     let docs = nest_core::data::read_documents(&a.input)?;
     source["documents_sha256"] = nest_core::data::content_sha256(&docs).into();
     let dir = parts_dir(&a.out);
-    let mut b = IndexBuilder::create(&a.out, d, &levels, a.stores(), source, a.overwrite)?;
+    let mut b = super::index_common::builder(a, d, &levels, source)?;
     merge(&dir, g.world(), d, &mut b)?;
     super::index_common::finish(b, &a.out)?;
     std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;

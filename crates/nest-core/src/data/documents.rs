@@ -11,6 +11,10 @@ pub struct Document {
     pub payload: serde_json::Value,
 }
 
+/// The key of an index's source record that says its payloads hold the documents' texts
+/// (`nest index build --store-text`): documents added later store theirs too.
+pub const STORE_TEXT: &str = "store_text";
+
 impl Document {
     /// What an index stores beside the vector: the payload, with the embedded text under
     /// `text` when `with_text` (`nest index build --store-text`), so that a search's hits show
