@@ -231,6 +231,16 @@ fn slim_warns_about_untrained_points() {
         e.contains("warning: layer 1") && e.contains("no nest.json"),
         "{e}"
     );
+    // the slim model's record and `nest info` name the original's last layer as the trained one,
+    // and do not claim the nest.json slim wrote is missing
+    let meta = std::fs::read_to_string(d.join("s0/nest.json")).unwrap();
+    assert!(meta.contains("(trained: [2])"), "{meta}");
+    let o = nest_in(d, &["info", "s0"]);
+    let info = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        info.contains("nest.json lists no trained layers") && !info.contains("no nest.json"),
+        "{info}"
+    );
     std::fs::write(
         d.join("tiny/nest.json"),
         r#"{"matryoshka_dims": [8, 16], "trained_layers": [2], "objective": "mrl"}"#,

@@ -62,11 +62,15 @@ fn slim_note(old: &NestMeta, num_layers: usize, layers: usize) -> Option<String>
     if layers == num_layers || old.trained_layers.contains(&layers) {
         return old.objective.clone();
     }
+    // the original's last layer counts as trained even where nest.json lists none
+    let mut trained = old.trained_layers.clone();
+    trained.push(num_layers);
+    trained.sort_unstable();
+    trained.dedup();
     Some(format!(
         "{}; slimmed to {layers} of {num_layers} layers: layer {layers} was never trained as an \
-         exit (trained: {:?})",
+         exit (trained: {trained:?})",
         old.objective.as_deref().unwrap_or("not recorded"),
-        old.trained_layers
     ))
 }
 

@@ -220,6 +220,50 @@ fn the_teacher_cache_hits_misses_and_rebuilds_what_is_damaged() {
     }
 }
 
+/// A fill cut short (Ctrl-C, a lost machine, a failing teacher) keeps what it encoded up to
+/// its last save: the next run encodes only the rest (it lost everything before).
+#[test]
+fn an_interrupted_teacher_fill_keeps_what_it_saved() {
+    let d = tempfile::tempdir().unwrap();
+    let teacher = d.path().join("teacher");
+    std::fs::create_dir_all(&teacher).unwrap();
+    std::fs::write(teacher.join("model.safetensors"), b"weights").unwrap();
+    let mut cache = TeacherCache::for_teacher(d.path(), &teacher, 128).unwrap();
+    cache.save_every = std::time::Duration::ZERO; // save after every chunk
+    let texts: Vec<String> = (0..10).map(|i| "x".repeat(i + 1)).collect();
+    let mut calls = 0;
+    let mut inner = fake(&mut calls, 1.0);
+    let mut chunks = 0;
+    let mut failing = |t: &[&str]| {
+        chunks += 1;
+        match chunks {
+            4 => Err(nest_train::Error::Run {
+                path: "teacher".into(),
+                message: "the machine went away".into(),
+            }),
+            _ => inner(t),
+        }
+    };
+    let e = cache.embed(&texts, 2, &mut failing, &mut |_, _| {});
+    assert!(e.is_err());
+    let mut calls = 0;
+    let (x, st) = cache
+        .embed(&texts, 2, &mut fake(&mut calls, 1.0), &mut |_, _| {})
+        .unwrap();
+    assert_eq!(
+        (st.hits, st.misses, calls),
+        (6, 4, 4),
+        "three chunks of two were kept"
+    );
+    // the same vectors as one uninterrupted fill
+    let fresh = TeacherCache::for_teacher(&d.path().join("other"), &teacher, 128).unwrap();
+    let mut calls = 0;
+    let (y, _) = fresh
+        .embed(&texts, 2, &mut fake(&mut calls, 1.0), &mut |_, _| {})
+        .unwrap();
+    assert!(x.equal(&y));
+}
+
 fn write_texts(dir: &Path) -> (PathBuf, PathBuf) {
     let words = [
         "the", "a", "cat", "dog", "sat", "on", "mat", "man", "plays", "music", "red", "blue",
@@ -419,6 +463,61 @@ fn two_stages_resume_exactly_across_the_boundary() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("nest distill"), "{err}");
+}
+
+/// A stage that `max_steps` cuts short has the teacher encode only the texts of the batches
+/// it takes (the run's own plan: a text outside it would stop the run), and a longer run later
+/// encodes only what it adds.
+#[test]
+fn a_short_stage_has_the_teacher_encode_only_the_texts_it_takes() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let (teacher, student) = (d.path().join("teacher"), d.path().join("student"));
+    write_tiny_model(&teacher, &TinySpec::new(Architecture::Mpnet)).unwrap();
+    write_tiny_model(&student, &TinySpec::new(Architecture::Bert)).unwrap();
+    let (texts, _) = write_texts(d.path());
+    let recipe = d.path().join("ibkd.toml");
+    let write = |steps: u64| {
+        std::fs::write(
+            &recipe,
+            format!(
+                "teacher = \"{}\"\nstudent = \"{}\"\ncache_dir = \"{}\"\nteacher_max_length = 32\n\n\
+                 [stage1]\nloss = \"none\"\nlr = 1e-3\nbatch_size = 8\ngrad_accum = 2\nepochs = 2\n\
+                 max_steps = {steps}\nlength_batching = true\neval_every = 0\nseed = 5\n\
+                 data = [{{ path = \"{}\", format = \"single\" }}]\n\
+                 objective = [{{ kind = \"distill\", temperature = 0.1 }}]\n",
+                teacher.display(),
+                student.display(),
+                d.path().join("cache").display(),
+                texts.display(),
+            ),
+        )
+        .unwrap();
+        DistillRecipe::load(&recipe, &Overrides::new()).unwrap()
+    };
+    let run = |steps: u64, dir: &str| {
+        let (r, o1, o2) = write(steps);
+        let opts = TrainOptions::new(PathBuf::new(), tch::Device::Cpu);
+        let o = distill::run(
+            &r,
+            (&o1, &o2),
+            &d.path().join(dir),
+            Stages::First,
+            &opts,
+            &mut |_| {},
+        );
+        o.unwrap()
+    };
+    // 64 texts, 8 micro-batches of 8 an epoch: 2 steps take 4 micro-batches, 32 texts
+    let o = run(2, "short");
+    let c = o.cache.unwrap();
+    assert_eq!((c.misses, c.hits, c.entries), (32, 0, 32));
+    assert_eq!(o.stages[0].steps, 2);
+    // 5 steps: all of the first epoch and a step of the second; only the other 32 are new
+    let o = run(5, "longer");
+    let c = o.cache.unwrap();
+    assert_eq!((c.misses, c.entries), (32, 64));
+    assert_eq!(o.stages[0].steps, 5);
 }
 
 /// `map = "identity"` with `projection = <teacher dim>`: the student's Dense head is stage 1's

@@ -66,7 +66,12 @@ fn print_text(m: &nest_model::ElasticEncoder, params: i64, auto: &nest_model::dt
     );
     match (&m.meta.matryoshka_dims, &m.meta.trained_layers) {
         (d, l) if d.is_empty() && l.is_empty() => println!(
-            "trained for    not recorded (no nest.json): only the full point (layer {}, dim {}) is known to be trained",
+            "trained for    not recorded ({}): only the full point (layer {}, dim {}) is known to \
+             be trained",
+            match m.files.dir.join("nest.json").is_file() {
+                true => "nest.json lists no trained layers or dims",
+                false => "no nest.json",
+            },
             m.num_layers(),
             m.output_dim()
         ),

@@ -53,6 +53,8 @@ pub struct CacheStats {
 #[derive(Debug, Clone)]
 pub struct TeacherCache {
     pub path: PathBuf,
+    /// How often a long fill merges what it encoded into the file (default two minutes).
+    pub save_every: std::time::Duration,
 }
 
 /// A verified, memory-mapped cache file.
@@ -135,6 +137,7 @@ impl TeacherCache {
         let key = format!("{:x}", h.finalize());
         Ok(TeacherCache {
             path: dir.join(format!("{}.ntc", &key[..24])),
+            save_every: std::time::Duration::from_secs(120),
         })
     }
 
@@ -142,6 +145,10 @@ impl TeacherCache {
     /// the cache are encoded by `encode` (in chunks of `batch`) and stored; `progress` hears
     /// (encoded so far, texts to encode) after each chunk. A damaged file is reported in the
     /// stats and rebuilt from what `encode` gives.
+    ///
+    /// What is encoded is merged into the file every [`TeacherCache::save_every`] and at the
+    /// end: an interrupted fill (Ctrl-C, a lost machine, a failing teacher) keeps what it did,
+    /// and the next run encodes only the rest.
     pub fn embed(
         &self,
         texts: &[String],
@@ -150,7 +157,7 @@ impl TeacherCache {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<(Tensor, CacheStats)> {
         let mut stats = CacheStats::default();
-        let mapped = match open(&self.path) {
+        let mut mapped = match open(&self.path) {
             Ok(m) => m,
             Err(reason) => {
                 stats.discarded = Some(format!("{}: {reason}", self.path.display()));
@@ -169,12 +176,43 @@ impl TeacherCache {
             }
         }
         stats.misses = missing.len();
+        if !missing.is_empty() || stats.discarded.is_some() {
+            mapped = self.fill(mapped, &mut missing, batch, encode, progress)?;
+        }
+        let dim = mapped.as_ref().map_or(0, |m| m.dim);
+        // the rows asked for, in order (all in the file now)
+        let mut out = Vec::with_capacity(texts.len() * dim);
+        if let Some(m) = &mapped {
+            for k in &keys {
+                let row = m.row(m.find(k).expect("every text is in the file"));
+                out.extend(
+                    row.chunks(4)
+                        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))),
+                );
+            }
+        }
+        stats.entries = mapped.as_ref().map_or(0, |m| m.count);
+        stats.file_bytes = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        let x = Tensor::from_slice(&out).view([texts.len() as i64, dim as i64]);
+        Ok((x, stats))
+    }
+
+    /// Encodes `missing` into the file, merging every `save_every` and at the end; the file
+    /// as it then is.
+    fn fill(
+        &self,
+        mut mapped: Option<Mapped>,
+        missing: &mut [&str],
+        batch: usize,
+        encode: &mut dyn FnMut(&[&str]) -> Result<Tensor>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Option<Mapped>> {
         // similar lengths in one teacher batch: a chunk is padded to its longest text, and a few
         // long texts (SciFact abstracts) spread over every chunk would pad nearly all to max_length
         missing.sort_by_key(|t| t.len());
         let mut fresh: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
         let mut dim = mapped.as_ref().map(|m| m.dim);
-        let mut done = 0;
+        let (mut done, mut saved) = (0, std::time::Instant::now());
         for chunk in missing.chunks(batch.max(1)) {
             let v = encode(chunk)?.to_kind(Kind::Float).contiguous();
             done += chunk.len();
@@ -194,30 +232,28 @@ impl TeacherCache {
             for (t, row) in chunk.iter().zip(flat.chunks(d)) {
                 fresh.insert(text_key(t), row.to_vec());
             }
-        }
-        let dim = dim.unwrap_or(0);
-        // the rows asked for, in order
-        let mut out = Vec::with_capacity(texts.len() * dim);
-        for k in &keys {
-            match fresh.get(k) {
-                Some(v) => out.extend_from_slice(v),
-                None => {
-                    let m = mapped.as_ref().expect("a hit has a file");
-                    let row = m.row(m.find(k).expect("a hit"));
-                    out.extend(
-                        row.chunks(4)
-                            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))),
-                    );
-                }
+            if saved.elapsed() >= self.save_every && done < missing.len() {
+                mapped = self.merge(mapped, &mut fresh, d)?;
+                saved = std::time::Instant::now();
             }
         }
-        stats.entries = mapped.as_ref().map_or(0, |m| m.count) + fresh.len();
-        if !fresh.is_empty() || stats.discarded.is_some() {
-            self.write(mapped.as_ref(), &fresh, dim)?;
-        }
-        stats.file_bytes = std::fs::metadata(&self.path).map_or(0, |m| m.len());
-        let x = Tensor::from_slice(&out).view([texts.len() as i64, dim as i64]);
-        Ok((x, stats))
+        self.merge(mapped, &mut fresh, dim.unwrap_or(0))
+    }
+
+    /// `fresh` merged into the file (and emptied); the new file, mapped.
+    fn merge(
+        &self,
+        old: Option<Mapped>,
+        fresh: &mut HashMap<[u8; 32], Vec<f32>>,
+        dim: usize,
+    ) -> Result<Option<Mapped>> {
+        self.write(old.as_ref(), fresh, dim)?;
+        drop(old);
+        fresh.clear();
+        open(&self.path).map_err(|message| crate::Error::Run {
+            path: self.path.clone(),
+            message: format!("the cache just written does not read back: {message}"),
+        })
     }
 
     /// The old entries and `fresh` merged into a new file, atomically.

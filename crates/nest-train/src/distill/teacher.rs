@@ -12,7 +12,9 @@ use crate::recipe::Recipe;
 use crate::trainer::Event;
 use crate::Result;
 
-/// The teacher's vectors of every first-column text of `r`'s data, through the cache.
+/// The teacher's vectors of the first-column texts of `r`'s data, through the cache: every
+/// one, or, when `max_steps` cuts the stage short, those of the batches it takes (a 3-step
+/// trial waited for all 46,797 texts of recipes/ibkd.toml: 14 minutes on 2 cores).
 pub(super) fn teacher_table(
     d: &DistillRecipe,
     r: &Recipe,
@@ -22,6 +24,16 @@ pub(super) fn teacher_table(
     for spec in &r.data {
         let (rows, _) = crate::data::read_source(spec)?;
         texts.extend(rows.into_iter().flat_map(|row| row.into_iter().take(1)));
+    }
+    if let Some(taken) = crate::trainer::taken_texts(r)? {
+        events(Event::Message(format!(
+            "teacher: max_steps {} takes {} of the {} texts; the teacher encodes those (a longer \
+             run encodes the rest then)",
+            r.max_steps,
+            taken.len(),
+            texts.len()
+        )));
+        texts = taken;
     }
     let teacher = TeacherSpec {
         model: &d.teacher,

@@ -46,6 +46,32 @@ pub use timer::StepTimer;
 pub(crate) use types::recipe_objective;
 pub use types::{Event, ObjectiveBuilder, Summary, TrainOptions};
 
+/// The texts (first column) of the examples a run of `r` on `model_dir`'s tokenizer will
+/// train on, when `r`'s `max_steps` cuts it short of its epochs: the same plan the run makes.
+/// `None` when it takes every example (or mines its data as it goes).
+pub fn taken_texts(r: &Recipe) -> Result<Option<Vec<String>>> {
+    if r.max_steps == 0 || r.mine.is_some() {
+        return Ok(None);
+    }
+    let dir = nest_model::hub::resolve(&r.model)?;
+    let max_len = (r.max_length > 0).then_some(r.max_length);
+    let enc = nest_model::ElasticEncoder::load(&dir, tch::Device::Cpu, max_len)?;
+    let tokenize = |t: &[&str]| Ok(enc.tokenizer.encode(t)?);
+    let sources = crate::data::load_sources(&r.data, &tokenize, enc.include_prompt)?;
+    let plan = plan::Plan::new(r, &sources)?;
+    let all: usize = plan.epochs.iter().map(|e| e.len()).sum();
+    let taken = plan.taken(r.grad_accum);
+    if taken.len() >= all {
+        return Ok(None);
+    }
+    let texts = taken
+        .iter()
+        .flat_map(|b| b.examples.iter().map(|&i| &sources[b.source].texts[i]))
+        .filter_map(|row| row.first().cloned())
+        .collect();
+    Ok(Some(texts))
+}
+
 /// Trains as the recipe says; see the module docs for the resume guarantees.
 pub fn train(r: &Recipe, o: &TrainOptions, events: &mut dyn FnMut(Event)) -> Result<Summary> {
     train_with(r, o, &recipe_objective, events)

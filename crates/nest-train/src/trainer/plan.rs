@@ -70,6 +70,21 @@ impl Plan {
         })
     }
 
+    /// The micro-batches a run of this plan takes, in order: `total` optimizer steps of
+    /// `grad_accum` micro-batches each (an epoch's last step may take fewer, as
+    /// [`super::run::Run::steps`] does).
+    pub(crate) fn taken(&self, grad_accum: usize) -> Vec<&Batch> {
+        let mut left = self.total;
+        let mut out = Vec::new();
+        for epoch in &self.epochs {
+            let steps = (epoch.len().div_ceil(grad_accum) as u64).min(left);
+            let n = epoch.len().min(steps as usize * grad_accum);
+            out.extend(&epoch[..n]);
+            left -= steps;
+        }
+        out
+    }
+
     /// Plans `epochs` again on `sources` (a new round of mined triplets); the total stays.
     pub(crate) fn replan(
         &mut self,
