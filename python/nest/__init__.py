@@ -274,16 +274,17 @@ class Encoder:
     def encode_query(self, sentences: Union[str, Sequence[str]], **kwargs):
         """``encode`` with the model's ``query`` prompt (when it has one), as
         sentence-transformers' ``encode_query``."""
-        return self.encode(sentences, **self._with_prompt("query", kwargs))
+        return self.encode(sentences, **self._with_prompt(("query",), kwargs))
 
     def encode_document(self, sentences: Union[str, Sequence[str]], **kwargs):
-        """``encode`` with the model's ``document`` prompt (when it has one), as
-        sentence-transformers' ``encode_document``."""
-        return self.encode(sentences, **self._with_prompt("document", kwargs))
+        """``encode`` with the model's ``document`` prompt, else its ``passage`` or ``corpus``
+        prompt (when it has one), as sentence-transformers' ``encode_document``."""
+        return self.encode(sentences, **self._with_prompt(("document", "passage", "corpus"), kwargs))
 
-    def _with_prompt(self, name: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    def _with_prompt(self, names: Sequence[str], kwargs: Dict[str, Any]) -> Dict[str, Any]:
         if kwargs.get("prompt_name") is None and kwargs.get("prompt") is None:
-            if name in self.prompts:
+            name = next((n for n in names if n in self.prompts), None)
+            if name is not None:
                 kwargs = dict(kwargs, prompt_name=name)
         return kwargs
 
@@ -573,11 +574,15 @@ class Index:
         overwrite: bool = False,
         batch_size: int = 32,
         store_text: bool = False,
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
     ) -> "Index":
         """Embeds ``documents`` with ``model`` at ``layer`` (default: the last) and writes an
         index with one level per (dim, precision) at ``path`` (``nest index build``).
         ``store_text=True`` keeps each text in its payload (``text``), so that hits show it
-        (``--store-text``)."""
+        (``--store-text``). Documents take ``prompt_name`` / ``prompt``, else the model's
+        ``document`` (``passage``, ``corpus``) prompt, as ``encode_document``; the index records
+        it."""
         ids, texts, payloads = [], [], []
         for i, d in enumerate(documents):
             if isinstance(d, str):
@@ -591,7 +596,7 @@ class Index:
         _nest.index_build_native(
             str(path), str(model), ids, texts, payloads,
             None if dims is None else [int(x) for x in dims],
-            precision, layer, overwrite, int(batch_size), bool(store_text),
+            precision, layer, overwrite, int(batch_size), bool(store_text), prompt_name, prompt,
         )
         return cls(path)
 
@@ -604,14 +609,18 @@ class Index:
         k: int = 10,
         funnel: Optional[str] = None,
         filter: Optional[Dict[str, Any]] = None,
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
     ):
         """The ``k`` best documents of each query: a list of ``{"id", "score", "payload"?}``
         (one list per query when ``queries`` is a list). ``funnel`` as ``nest search --funnel``
-        (default: exact float32); ``filter`` as ``--filter`` (``{"k": v}``, ``{"k": {"$in": [..]}}``)."""
+        (default: exact float32); ``filter`` as ``--filter`` (``{"k": v}``, ``{"k": {"$in": [..]}}``).
+        Queries take ``prompt_name`` / ``prompt``, else the model's ``query`` prompt, as
+        ``encode_query``."""
         single = isinstance(queries, str)
         text = self._native.search(
             [queries] if single else list(queries), int(k), funnel,
-            None if filter is None else json.dumps(filter),
+            None if filter is None else json.dumps(filter), prompt_name, prompt,
         )
         hits = json.loads(text)
         return hits[0] if single else hits

@@ -86,7 +86,15 @@ def evaluate_native(
 class NativeIndex:
     def __init__(self, path: str, model: str | None = None) -> None: ...
     def built_rows(self) -> int: ...
-    def search(self, queries: list[str], k: int = 10, funnel: str | None = None, filter: str | None = None) -> str: ...
+    def search(
+        self,
+        queries: list[str],
+        k: int = 10,
+        funnel: str | None = None,
+        filter: str | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> str: ...
 
 def index_build_native(
     out: str,
@@ -100,5 +108,7 @@ def index_build_native(
     overwrite: bool = False,
     batch_size: int = 32,
     store_text: bool = False,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
 ) -> int: ...
 def quantize_native(data: bytes, rows: int, dim: int, precision: str) -> tuple[bytearray, list[float]]: ...

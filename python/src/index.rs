@@ -23,6 +23,22 @@ fn index_err(e: nest_index::Error) -> PyErr {
     }
 }
 
+/// The prompt of texts on `side` (`prompt_name` / `prompt`, else the model's prompt for the
+/// side, else its default; `""`: none), or a ValueError naming `prompt_name`.
+fn side_prompt<'a>(
+    model: &'a ElasticEncoder,
+    prompt_name: Option<&'a str>,
+    prompt: Option<&'a str>,
+    side: nest_model::prompt::Side,
+) -> PyResult<Option<&'a str>> {
+    let choice = nest_model::prompt::PromptChoice {
+        name: prompt_name,
+        text: prompt,
+    };
+    let p = model.prompts.for_side(choice, "prompt_name", side);
+    Ok(p.map_err(crate::core_err)?.filter(|p| !p.is_empty()))
+}
+
 /// The model's pooled vectors of `texts` at `layer` (full width, not normalised: the index
 /// normalises what it stores and what it is asked).
 fn embed(
@@ -30,9 +46,11 @@ fn embed(
     layer: usize,
     texts: &[String],
     batch: usize,
+    prompt: Option<&str>,
 ) -> nest_model::Result<Vec<Vec<f32>>> {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let pooled = model.embed_layers(&refs, &[layer], EncodeOptions::batch(batch), &mut |_| {})?;
+    let opts = EncodeOptions::batch(batch);
+    let pooled = model.embed_prompted(&refs, &[layer], opts, prompt, &mut |_| {})?;
     let d = model.output_dim();
     let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
     Ok(flat.chunks(d).map(<[f32]>::to_vec).collect())
@@ -102,7 +120,9 @@ impl NativeIndex {
     /// The `k` best rows for each query through `funnel` (`nest search --funnel`; none: exact
     /// float32 search), among the rows whose payload passes `filter` (JSON, as `--filter`):
     /// JSON text, one list per query of `{"id", "score", "payload"?}`.
-    #[pyo3(signature = (queries, k = 10, funnel = None, filter = None))]
+    /// Queries take `prompt_name` / `prompt`, else the model's query prompt.
+    #[pyo3(signature = (queries, k = 10, funnel = None, filter = None, prompt_name = None, prompt = None))]
+    #[allow(clippy::too_many_arguments)] // Python keyword arguments
     fn search(
         &self,
         py: Python<'_>,
@@ -110,6 +130,8 @@ impl NativeIndex {
         k: usize,
         funnel: Option<String>,
         filter: Option<String>,
+        prompt_name: Option<String>,
+        prompt: Option<String>,
     ) -> PyResult<String> {
         let idx = self.col.index();
         let funnel = match &funnel {
@@ -126,7 +148,10 @@ impl NativeIndex {
             None => None,
         };
         let hits = crate::detach(py, || -> PyResult<_> {
-            let q = embed(self.model.get(), self.layer, &queries, 32).map_err(crate::py_err)?;
+            let enc = self.model.get();
+            let (name, text) = (prompt_name.as_deref(), prompt.as_deref());
+            let p = side_prompt(enc, name, text, nest_model::prompt::Side::Query)?;
+            let q = embed(enc, self.layer, &queries, 32, p).map_err(crate::py_err)?;
             self.col
                 .search(&q, &funnel, k, filter.as_ref())
                 .map_err(index_err)
@@ -154,7 +179,7 @@ impl NativeIndex {
 /// `nest index build`. `store_text` keeps each text in its payload and records so in the index
 /// (`--store-text`), so that documents a server adds later keep theirs too.
 #[pyfunction]
-#[pyo3(signature = (out, model, ids, texts, payloads, dims = None, precision = "float32".to_string(), layer = None, overwrite = false, batch_size = 32, store_text = false))]
+#[pyo3(signature = (out, model, ids, texts, payloads, dims = None, precision = "float32".to_string(), layer = None, overwrite = false, batch_size = 32, store_text = false, prompt_name = None, prompt = None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 pub fn index_build_native(
     py: Python<'_>,
@@ -169,6 +194,8 @@ pub fn index_build_native(
     overwrite: bool,
     batch_size: usize,
     store_text: bool,
+    prompt_name: Option<String>,
+    prompt: Option<String>,
 ) -> PyResult<usize> {
     if ids.len() != texts.len() || payloads.len() != texts.len() {
         return Err(PyValueError::new_err(format!(
@@ -219,12 +246,22 @@ pub fn index_build_native(
     if store_text {
         source[nest_core::data::STORE_TEXT] = true.into();
     }
+    let (name, text) = (prompt_name.as_deref(), prompt.as_deref());
+    let document = side_prompt(&enc, name, text, nest_model::prompt::Side::Document)?;
+    source[nest_core::data::DOCUMENT_PROMPT] = document.into();
+    let document = document.map(str::to_string);
     let shared = Shared(enc, None);
     crate::detach(py, || -> PyResult<usize> {
         let mut b =
             IndexBuilder::create(&out, d, &levels, true, source, overwrite).map_err(index_err)?;
-        let vectors =
-            embed(shared.get(), layer, &texts, batch_size.max(1)).map_err(crate::py_err)?;
+        let vectors = embed(
+            shared.get(),
+            layer,
+            &texts,
+            batch_size.max(1),
+            document.as_deref(),
+        )
+        .map_err(crate::py_err)?;
         for ((id, p), v) in ids.iter().zip(&payloads).zip(&vectors) {
             b.push(id, Some(p), v).map_err(index_err)?;
         }

@@ -214,6 +214,22 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
     assert hit["id"] == "0" and hit["payload"] == {"text": "a guitar"}, hit
     # recorded, so that a server adding documents to it stores their texts too
     assert json.loads((tmp_path / "plain" / "index.json").read_text())["source"]["store_text"] is True
+    # a model with query / document prompts: documents take its document prompt (recorded),
+    # queries its query prompt, as encode_document / encode_query; the same scores as the CLI
+    prompted = model_with(tmp_path / "prompted", "config_sentence_transformers.json",
+                          json.dumps({"prompts": {"query": "query: ", "passage": "passage: "}}))
+    docs = ["a guitar", "an onion", "a violin"]
+    pidx = nest.Index.build(tmp_path / "pidx", str(prompted), docs)
+    source = json.loads((tmp_path / "pidx" / "index.json").read_text())["source"]
+    assert source["document_prompt"] == "passage: "
+    ours = pidx.search("music", k=3)
+    assert ours == pidx.search("music", k=3, prompt_name="query")
+    assert [h["score"] for h in ours] != [h["score"] for h in pidx.search("music", k=3, prompt="")]
+    enc = nest.Encoder(str(prompted))
+    q = enc.encode_query(["music"], normalize_embeddings=True)[0]
+    d = enc.encode_document(docs, normalize_embeddings=True)
+    best = max(range(3), key=lambda i: float(d[i] @ q))
+    assert ours[0]["id"] == str(best) and abs(ours[0]["score"] - float(d[best] @ q)) < 1e-5
     with pytest.raises(FileNotFoundError):
         nest.Index(tmp_path / "nothing")
     with pytest.raises(ValueError):

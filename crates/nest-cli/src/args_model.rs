@@ -42,10 +42,13 @@ pub struct ModelArgs {
 /// model's `default_prompt_name` if it has one.
 #[derive(Debug, Args, Clone, Default)]
 pub struct PromptArgs {
-    /// A prompt the model names in config_sentence_transformers.json (e.g. `query`).
+    /// A prompt the model names in config_sentence_transformers.json (e.g. `query`). Default:
+    /// the model's `default_prompt_name`; `nest index build` first takes its `document`
+    /// (`passage`, `corpus`) prompt and `nest search` its `query` prompt, as
+    /// sentence-transformers' `encode_document` / `encode_query`.
     #[arg(long, conflicts_with = "prompt")]
     pub prompt_name: Option<String>,
-    /// A prompt's text, prepended to every input (e.g. `"query: "`).
+    /// A prompt's text, prepended to every input (e.g. `"query: "`; `""`: none).
     #[arg(long)]
     pub prompt: Option<String>,
 }
@@ -62,6 +65,20 @@ impl PromptArgs {
             text: self.prompt.as_deref(),
         };
         model.prompts.resolve(choice, "--prompt-name")
+    }
+
+    /// The prompt of texts on `side` of a search (`nest index build`: documents, `nest search`:
+    /// queries): the asked one, else the model's prompt for that side, else its default.
+    pub fn resolve_side<'m>(
+        &'m self,
+        model: &'m nest_model::ElasticEncoder,
+        side: nest_model::prompt::Side,
+    ) -> Result<Option<&'m str>, nest_core::Error> {
+        let choice = nest_model::prompt::PromptChoice {
+            name: self.prompt_name.as_deref(),
+            text: self.prompt.as_deref(),
+        };
+        model.prompts.for_side(choice, "--prompt-name", side)
     }
 }
 

@@ -50,6 +50,9 @@ pub struct IndexBuildArgs {
     /// Replace an existing index at `--out` (only once the new one is complete).
     #[arg(long)]
     pub overwrite: bool,
+    /// The documents' prompt (default: the model's document prompt); the index records it.
+    #[command(flatten)]
+    pub prompt: crate::args_model::PromptArgs,
 }
 
 impl IndexBuildArgs {
@@ -75,6 +78,9 @@ pub struct SearchArgs {
     /// A query text (repeatable).
     #[arg(long)]
     pub query: Vec<String>,
+    /// The queries' prompt (default: the model's query prompt).
+    #[command(flatten)]
+    pub prompt: crate::args_model::PromptArgs,
     /// Only rows whose payload matches, e.g. `{"lang": "en"}` or `{"tag": {"$in": ["a", "b"]}}`
     /// (every key must match; --engine nest).
     #[arg(long)]

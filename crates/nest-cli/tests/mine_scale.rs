@@ -267,6 +267,12 @@ fn mining_through_an_index_gives_the_in_memory_negatives() {
     };
     let e = fails(&with("x.jsonl", &["--layer", "1"]));
     assert!(e.contains("--corpus-index") && e.contains("layer"), "{e}");
+    // another document prompt than the index's (recorded: none here) is named with the fix
+    let e = fails(&with("x.jsonl", &["--document-prompt", "passage: "]));
+    assert!(
+        e.contains("the prompt none") && e.contains("--document-prompt ''"),
+        "{e}"
+    );
     let e = fails(&with("x.jsonl", &["--dim", "8"]));
     assert!(
         e.contains("--corpus-index") && e.contains("float32:8"),

@@ -1429,6 +1429,123 @@ fn documents_added_to_a_store_text_index_keep_their_texts() {
     );
 }
 
+/// An index embeds its documents with the model's document prompt and records it; `nest search`
+/// and `/v1/search` embed queries with its query prompt, and `/v1/documents` embeds added
+/// documents as the built ones were (all three used the default prompt, here none).
+#[test]
+fn an_index_embeds_documents_and_queries_with_their_prompts() {
+    let d = tempfile::tempdir().unwrap();
+    let model = tiny(d.path());
+    std::fs::write(
+        model.join("config_sentence_transformers.json"),
+        json!({"prompts": {"query": "query: ", "passage": "passage: "}}).to_string(),
+    )
+    .unwrap();
+    let m = model.display().to_string();
+    let lines = [
+        "the cat sat",
+        "a dog ran",
+        "birds fly south",
+        "red car",
+        "blue sea",
+        "a purple giraffe",
+    ];
+    std::fs::write(d.path().join("all.txt"), lines.join("\n") + "\n").unwrap();
+    std::fs::write(d.path().join("five.txt"), lines[..5].join("\n") + "\n").unwrap();
+    let p = |name: &str| d.path().join(name).display().to_string();
+    let build = |input: &str, out: &str, extra: &[&str]| {
+        let args = [
+            "index",
+            "build",
+            "--model",
+            &m,
+            "--input",
+            &p(input),
+            "--out",
+            &p(out),
+        ];
+        nest(&[&args[..], extra].concat());
+    };
+    build("all.txt", "a", &[]);
+    build("all.txt", "b", &["--prompt-name", "passage"]);
+    build("all.txt", "c", &["--prompt", ""]);
+    let source = |i: &str| -> Value {
+        let m: Value = serde_json::from_str(
+            &std::fs::read_to_string(d.path().join(i).join("index.json")).unwrap(),
+        )
+        .unwrap();
+        m["source"]["document_prompt"].clone()
+    };
+    assert_eq!(
+        (source("a"), source("c")),
+        (json!("passage: "), Value::Null)
+    );
+    let level = |i: &str| {
+        let dir = d.path().join(i);
+        let f = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|f| f.extension().is_some_and(|e| e == "bin"))
+            .unwrap();
+        std::fs::read(f).unwrap()
+    };
+    assert!(
+        level("a") == level("b"),
+        "the default is the model's document prompt"
+    );
+    assert!(level("a") != level("c"));
+    // queries: the model's query prompt by default
+    let scores = |index: &str, extra: &[&str]| -> Vec<(String, f64)> {
+        let args = [
+            "search",
+            "--index",
+            &p(index),
+            "--query",
+            "a purple giraffe",
+            "--k",
+            "6",
+        ];
+        let line: Value =
+            serde_json::from_str(nest(&[&args[..], extra].concat()).lines().next().unwrap())
+                .unwrap();
+        let hits = line["hits"].as_array().unwrap().iter();
+        hits.map(|h| {
+            (
+                h["id"].as_str().unwrap().to_string(),
+                h["score"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+    };
+    let cli = scores("a", &[]);
+    assert_eq!(cli, scores("a", &["--prompt-name", "query"]));
+    assert_ne!(cli, scores("a", &["--prompt", ""]));
+    // the server: the same query prompt, and an added document embedded as the built ones
+    build("five.txt", "five", &[]);
+    let s = start(&model, &["--index", &p("five")]);
+    let add = json!({"documents": [{"id": "6", "text": "a purple giraffe"}]});
+    let (st, _) = http(&s.addr, "POST", "/v1/documents", add.to_string().as_bytes());
+    assert_eq!(st, 200);
+    let body = json!({"query": "a purple giraffe", "k": 6}).to_string();
+    let (_, b) = http(&s.addr, "POST", "/v1/search", body.as_bytes());
+    let r: Value = serde_json::from_slice(&b).unwrap();
+    let api: Vec<(String, f64)> = r["data"][0]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["id"].as_str().unwrap().to_string(),
+                h["score"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(api.len(), cli.len(), "{r}");
+    for ((i, x), (j, y)) in api.iter().zip(&cli) {
+        assert!(i == j && (x - y).abs() < 1e-5, "{api:?} vs {cli:?}");
+    }
+}
+
 /// Several models (and a model with an adaptor under another name) in one process: each
 /// request is answered by the model it names, with the vectors a one-model server gives.
 #[test]

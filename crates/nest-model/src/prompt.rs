@@ -151,6 +151,39 @@ pub struct TaskPromptChoice<'a> {
 /// The names sentence-transformers' `encode_document` looks for, in its order.
 const DOCUMENT_NAMES: [&str; 3] = ["document", "passage", "corpus"];
 
+/// Which side of a search a text is on: the prompt each gets by default differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Any text (`encode`): the model's default prompt.
+    Text,
+    /// A search query (`encode_query`): the model's `query` prompt, else its default.
+    Query,
+    /// A searched document (`encode_document`): the model's `document`, `passage` or `corpus`
+    /// prompt, else its default.
+    Document,
+}
+
+impl Prompts {
+    /// The prompt of a text on `side`: the one `choice` asks for (an unknown name is an error
+    /// naming `name_key`), else the side's default as sentence-transformers chooses it.
+    pub fn for_side<'a>(
+        &'a self,
+        choice: PromptChoice<'a>,
+        name_key: &str,
+        side: Side,
+    ) -> std::result::Result<Option<&'a str>, nest_core::Error> {
+        if choice.name.is_some() || choice.text.is_some() {
+            return self.resolve(choice, name_key);
+        }
+        let own = match side {
+            Side::Text => None,
+            Side::Query => self.get("query"),
+            Side::Document => DOCUMENT_NAMES.iter().find_map(|n| self.get(n)),
+        };
+        Ok(own.or(self.default_prompt()))
+    }
+}
+
 impl Prompts {
     /// Each side's prompt, chosen as sentence-transformers' `encode`, `encode_query` and
     /// `encode_document` choose theirs: texts get `choice.text` (else the model's default
@@ -223,6 +256,44 @@ mod tests {
                 .unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn a_side_takes_its_own_prompt_else_the_default() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let none = PromptChoice::default();
+        let p = Prompts::new(
+            map(&[("query", "q: "), ("passage", "p: "), ("s", "s: ")]),
+            Some("s".into()),
+        );
+        let side = |c, s| p.for_side(c, "k", s).unwrap();
+        assert_eq!(side(none, Side::Query), Some("q: "));
+        assert_eq!(side(none, Side::Document), Some("p: "));
+        assert_eq!(side(none, Side::Text), Some("s: "));
+        let asked = PromptChoice {
+            name: None,
+            text: Some(""),
+        };
+        assert_eq!(side(asked, Side::Query), Some(""), "an empty text: none");
+        let only_default = Prompts::new(map(&[("s", "s: ")]), Some("s".into()));
+        assert_eq!(
+            only_default.for_side(none, "k", Side::Document).unwrap(),
+            Some("s: ")
+        );
+        let e = p.for_side(
+            PromptChoice {
+                name: Some("x"),
+                text: None,
+            },
+            "--prompt-name",
+            Side::Query,
+        );
+        assert!(e.unwrap_err().to_string().contains("--prompt-name"));
     }
 
     #[test]

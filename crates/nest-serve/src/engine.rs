@@ -78,6 +78,17 @@ impl ServedModel {
         name: Option<&'a str>,
         text: Option<&'a str>,
     ) -> Result<(Option<&'a str>, usize)> {
+        self.prompt_for(name, text, nest_model::prompt::Side::Text)
+    }
+
+    /// [`Self::prompt`] for texts on `side` of a search: without `name` or `text`, the model's
+    /// prompt for that side (its `query` prompt for queries), else its default.
+    pub fn prompt_for<'a>(
+        &'a self,
+        name: Option<&'a str>,
+        text: Option<&'a str>,
+        side: nest_model::prompt::Side,
+    ) -> Result<(Option<&'a str>, usize)> {
         let field = match (name, text) {
             (None, Some(_)) => "prompt",
             _ => "prompt_name",
@@ -85,7 +96,7 @@ impl ServedModel {
         let choice = nest_model::prompt::PromptChoice { name, text };
         let p = self
             .prompts
-            .resolve(choice, field)
+            .for_side(choice, field, side)
             .map_err(|e| match e {
                 nest_core::Error::Value { message, .. } => Error::bad(Some(field), message),
                 other => Error::bad(Some(field), other.to_string()),

@@ -187,6 +187,7 @@ pub fn run_add(
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use nest_model::prompt::Side;
 
 use crate::request::Inputs;
 use crate::routes::{answer, check_count, read_body, run_inputs, AppState};
@@ -221,6 +222,7 @@ async fn embed_at_index(
     texts: Vec<String>,
     prompt_name: Option<&str>,
     prompt: Option<&str>,
+    side: nest_model::prompt::Side,
 ) -> Result<Vec<Vec<f32>>> {
     let engine = s.engine(None)?;
     let info = engine.info()?;
@@ -232,7 +234,7 @@ async fn embed_at_index(
             info.offer.width()
         )));
     }
-    let (p, skip) = info.prompt(prompt_name, prompt)?;
+    let (p, skip) = info.prompt_for(prompt_name, prompt, side)?;
     let (v, _) = run_inputs(s, engine, Inputs::Texts(texts), (idx.layer, full), p, skip).await?;
     Ok(v)
 }
@@ -250,6 +252,7 @@ pub(crate) async fn search(s: AppState, req: Request) -> Response {
             req.queries.clone(),
             req.prompt_name.as_deref(),
             req.prompt.as_deref(),
+            Side::Query,
         )
         .await?;
         let r = tokio::task::spawn_blocking(move || run_search(&idx, &req, &q))
@@ -267,7 +270,16 @@ pub(crate) async fn documents(s: AppState, req: Request) -> Response {
         check_index_model(&s, req.model.as_deref())?;
         check_count(&s, req.documents.len(), "documents")?;
         let texts = req.documents.iter().map(|d| d.1.clone()).collect();
-        let v = embed_at_index(&s, &idx, texts, req.prompt_name.as_deref(), None).await?;
+        // without a prompt asked for, the one the index's documents were embedded with
+        let source = &idx.collection.index().manifest().source;
+        let built = match req.prompt_name {
+            None => {
+                nest_core::data::recorded_document_prompt(source).map(Option::unwrap_or_default)
+            }
+            Some(_) => None,
+        };
+        let (name, text) = (req.prompt_name.as_deref(), built.as_deref());
+        let v = embed_at_index(&s, &idx, texts, name, text, Side::Document).await?;
         let r = tokio::task::spawn_blocking(move || run_add(&idx, req.documents, v))
             .await
             .map_err(|e| Error::Internal(e.to_string()))??;

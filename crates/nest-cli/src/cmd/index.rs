@@ -75,18 +75,20 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
     nest_core::spec::check_layers("--layer", &[layer], model.num_layers())?;
     let d = model.output_dim();
     let levels = levels(a.dims.as_deref(), &precisions, d)?;
-    let source = serde_json::json!({
+    let prompt = super::index_common::document_prompt(&a, &model)?;
+    let mut source = serde_json::json!({
         "model": a.model.model,
         "layer": layer,
         "max_length": model.tokenizer.max_length(),
         "documents_sha256": nest_core::data::content_sha256(&docs),
     });
+    source[nest_core::data::DOCUMENT_PROMPT] = prompt.into();
     let mut b = super::index_common::builder(&a, d, &levels, source)?;
     let opts = a.model.encode_options()?;
     for (c, chunk) in docs.chunks(CHUNK).enumerate() {
         let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
         let base = c * CHUNK;
-        let pooled = model.embed_layers(&texts, &[layer], opts, &mut |done| {
+        let pooled = model.embed_prompted(&texts, &[layer], opts, prompt, &mut |done| {
             pb.set_position((base + done) as u64)
         })?;
         let flat = nest_model::pooling::to_vec_f32(&pooled[0]);

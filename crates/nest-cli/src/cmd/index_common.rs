@@ -7,6 +7,18 @@ use nest_index::{IndexBuilder, Level, Precision};
 
 use crate::args_search::IndexBuildArgs;
 
+/// The documents' prompt for `a` (`--prompt-name` / `--prompt`, else the model's document
+/// prompt, else its default) and the source record's entry for it.
+pub(super) fn document_prompt<'m>(
+    a: &'m IndexBuildArgs,
+    model: &'m nest_model::ElasticEncoder,
+) -> Result<Option<&'m str>> {
+    let p = a
+        .prompt
+        .resolve_side(model, nest_model::prompt::Side::Document)?;
+    Ok(p.filter(|p| !p.is_empty()))
+}
+
 /// The builder for `a`, its source record noting `--store-text` (`store_text`), so that a
 /// server adding documents later stores their texts as the build did.
 pub(super) fn builder(

@@ -117,11 +117,12 @@ fn write_part(
     let d = model.output_dim();
     let levels = super::index_common::levels(a.dims.as_deref(), precisions, d)?;
     let texts: Vec<&str> = share.docs.iter().map(|d| d.text.as_str()).collect();
+    let prompt = super::index_common::document_prompt(a, &model)?;
     let data = if texts.is_empty() {
         Vec::new()
     } else {
         let opts = a.model.encode_options()?;
-        let pooled = model.embed_layers(&texts, &[layer], opts, &mut |_| {})?;
+        let pooled = model.embed_prompted(&texts, &[layer], opts, prompt, &mut |_| {})?;
         nest_model::pooling::to_vec_f32(&pooled[0])
     };
     let dir = parts_dir(&a.out);
@@ -147,12 +148,13 @@ fn write_part(
         m.rows,
         dir.display()
     );
-    let source = serde_json::json!({
+    let mut source = serde_json::json!({
         "model": a.model.model,
         "layer": layer,
         "max_length": model.tokenizer.max_length(),
         "processes": g.world(),
     });
+    source[nest_core::data::DOCUMENT_PROMPT] = prompt.into();
     Ok((source, d, levels))
 }
 

@@ -155,12 +155,21 @@ fn open_index(
     let max_length = model.tokenizer.max_length();
     source.check(&idx, flag, &a.model.model, layer, max_length, level)?;
     let prompts = a.prompts.resolve(model)?;
-    if let Some(p) = prompts.document.as_deref().filter(|p| !p.is_empty()) {
+    let ours = prompts.document.as_deref().filter(|p| !p.is_empty());
+    // an index from before the record was embedded with the model's default prompt
+    let built = nest_core::data::recorded_document_prompt(&idx.manifest().source)
+        .unwrap_or_else(|| model.prompts.default_prompt().map(str::to_string));
+    if ours != built.as_deref() {
+        let say = |p: Option<&str>| p.map_or("none".to_string(), |p| format!("'{p}'"));
         anyhow::bail!(
-            "{flag} {}: `nest index build` embeds documents without a prompt, but this run's \
-             document prompt is '{p}' (the model's); pass --document-prompt '' to mine against \
-             the index as built",
-            dir.display()
+            "{flag} {}: its documents were embedded with the prompt {}, but this run's document \
+             prompt is {}; pass --document-prompt {} to mine against the index as built",
+            dir.display(),
+            say(built.as_deref()),
+            say(ours),
+            built
+                .as_deref()
+                .map_or("''".to_string(), |p| format!("'{p}'")),
         );
     }
     let docs = nest_core::data::read_documents(file)?;

@@ -43,13 +43,19 @@ fn read_queries(a: &SearchArgs) -> Result<Vec<String>> {
     Ok(q)
 }
 
+/// The queries' vectors, with `--prompt-name` / `--prompt`, else the model's query prompt.
 fn embed(
+    a: &SearchArgs,
     model: &nest_model::ElasticEncoder,
     layer: usize,
     texts: &[String],
 ) -> Result<Vec<Vec<f32>>> {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let pooled = model.embed_layers(&refs, &[layer], EncodeOptions::default(), &mut |_| {})?;
+    let prompt = a
+        .prompt
+        .resolve_side(model, nest_model::prompt::Side::Query)?;
+    let (opts, prompt) = (EncodeOptions::default(), prompt.filter(|p| !p.is_empty()));
+    let pooled = model.embed_prompted(&refs, &[layer], opts, prompt, &mut |_| {})?;
     let d = model.output_dim();
     let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
     Ok(flat.chunks(d).map(<[f32]>::to_vec).collect())
@@ -91,7 +97,7 @@ fn run_nest(a: &SearchArgs, texts: &[String]) -> Result<()> {
         model.output_dim(),
         idx.full_dim()
     );
-    let q = embed(&model, layer, texts)?;
+    let q = embed(a, &model, layer, texts)?;
     let filter = match &a.filter {
         Some(f) => Some(Filter::parse(
             &serde_json::from_str(f).context("--filter is not JSON")?,
@@ -147,7 +153,7 @@ fn run_pgvector(a: &SearchArgs, texts: &[String]) -> Result<()> {
     if let Some(w) = funnel.reversed_stage() {
         eprintln!("warning: {w}");
     }
-    let q = embed(&model, layer, texts)?;
+    let q = embed(a, &model, layer, texts)?;
     let mut client = nest_index::pgvector::connect(dsn)?;
     let hits = nest_index::pgvector::search(&mut client, &a.table, &q, &funnel, a.k)?;
     for (t, h) in texts.iter().zip(hits) {

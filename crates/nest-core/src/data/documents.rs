@@ -15,6 +15,18 @@ pub struct Document {
 /// (`nest index build --store-text`): documents added later store theirs too.
 pub const STORE_TEXT: &str = "store_text";
 
+/// The key of an index's source record that holds the prompt its documents were embedded with
+/// (a string, or null for none), so that documents added later get the same one.
+pub const DOCUMENT_PROMPT: &str = "document_prompt";
+
+/// The document prompt an index's `source` records: `Some(None)` for none, `None` when the
+/// index predates the record.
+pub fn recorded_document_prompt(source: &serde_json::Value) -> Option<Option<String>> {
+    source
+        .get(DOCUMENT_PROMPT)
+        .map(|v| v.as_str().filter(|p| !p.is_empty()).map(str::to_string))
+}
+
 impl Document {
     /// What an index stores beside the vector: the payload, with the embedded text under
     /// `text` when `with_text` (`nest index build --store-text`), so that a search's hits show

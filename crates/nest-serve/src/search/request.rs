@@ -16,7 +16,7 @@ pub const SEARCH_FIELDS: [Field; 9] = [
     Field { name: "model", doc: "the served model's name (optional)" },
     Field { name: "layers", doc: "must be the index's layer when given" },
     Field { name: "dimensions", doc: "must be the index's full dim when given (the funnel picks dims)" },
-    Field { name: "prompt_name", doc: "a prompt the model names, e.g. query" },
+    Field { name: "prompt_name", doc: "a prompt the model names (default: its query prompt, else its default)" },
     Field { name: "prompt", doc: "a prompt text prepended to every query" },
 ];
 
@@ -32,7 +32,7 @@ pub const DOCUMENT_FIELDS: [Field; 3] = [
     },
     Field {
         name: "prompt_name",
-        doc: "a prompt the model names, e.g. document",
+        doc: "a prompt the model names (default: the one the index's documents were embedded with)",
     },
 ];
 
