@@ -401,6 +401,34 @@ fn index_build_leaves_no_lock_and_a_reversed_funnel_warns() {
         hits.contains(r#""id":"1","payload":{"text":"a cat"}"#),
         "{hits}"
     );
+    // a BEIR queries.jsonl: each answer names its query's id, to join with qrels
+    std::fs::write(
+        d.join("q.jsonl"),
+        "{\"_id\": \"q7\", \"text\": \"a cat\"}\n{\"_id\": \"q9\", \"text\": \"a dog\"}\n",
+    )
+    .unwrap();
+    let o = nest_in(
+        d,
+        &[
+            "search",
+            "--index",
+            "idx",
+            "--queries",
+            "q.jsonl",
+            "--k",
+            "1",
+        ],
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["query_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["q7", "q9"]);
+    assert_eq!(lines[0]["hits"][0]["id"], "1");
 }
 
 /// #27: `advise` on a report made with `--latency-texts 0` ranks by memory and says so, and

@@ -31,13 +31,49 @@ fn query_model(
     Ok((model, layer))
 }
 
-fn read_queries(a: &SearchArgs) -> Result<Vec<String>> {
-    let mut q = a.query.clone();
-    if let Some(p) = &a.queries {
-        q.extend(nest_core::data::read_sentences(p)?);
+/// The queries: each `--query`, then the `--queries` file's, with their ids where the file
+/// has them (`.jsonl`: `_id` / `id`, as BEIR's queries.jsonl), which each answer line repeats
+/// as `query_id` so that hits can be joined with qrels.
+struct Queries {
+    texts: Vec<String>,
+    ids: Vec<Option<String>>,
+}
+
+impl Queries {
+    /// The start of query `i`'s answer line.
+    fn line(&self, i: usize) -> serde_json::Value {
+        let mut v = serde_json::json!({"query": self.texts[i]});
+        if let Some(id) = &self.ids[i] {
+            v["query_id"] = id.clone().into();
+        }
+        v
+    }
+}
+
+fn read_queries(a: &SearchArgs) -> Result<Queries> {
+    let mut q = Queries {
+        texts: a.query.clone(),
+        ids: vec![None; a.query.len()],
+    };
+    match &a.queries {
+        Some(p)
+            if p.extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("jsonl")) =>
+        {
+            for d in nest_core::data::read_documents(p)? {
+                q.texts.push(d.text);
+                q.ids.push(Some(d.id));
+            }
+        }
+        Some(p) => {
+            let texts = nest_core::data::read_sentences(p)?;
+            q.ids.extend(texts.iter().map(|_| None));
+            q.texts.extend(texts);
+        }
+        None => {}
     }
     anyhow::ensure!(
-        !q.is_empty(),
+        !q.texts.is_empty(),
         "no query: pass --query TEXT or --queries FILE"
     );
     Ok(q)
@@ -62,15 +98,15 @@ fn embed(
 }
 
 pub fn run(a: SearchArgs) -> Result<()> {
-    let texts = read_queries(&a)?;
+    let queries = read_queries(&a)?;
     match a.engine {
-        Engine::Nest => run_nest(&a, &texts),
-        Engine::Pgvector => run_pgvector(&a, &texts),
+        Engine::Nest => run_nest(&a, &queries),
+        Engine::Pgvector => run_pgvector(&a, &queries),
     }
 }
 
 /// Nest's own index (and the documents added to it since: `Collection`), with `--filter`.
-fn run_nest(a: &SearchArgs, texts: &[String]) -> Result<()> {
+fn run_nest(a: &SearchArgs, queries: &Queries) -> Result<()> {
     let path = a
         .index
         .as_ref()
@@ -97,7 +133,7 @@ fn run_nest(a: &SearchArgs, texts: &[String]) -> Result<()> {
         model.output_dim(),
         idx.full_dim()
     );
-    let q = embed(a, &model, layer, texts)?;
+    let q = embed(a, &model, layer, &queries.texts)?;
     let filter = match &a.filter {
         Some(f) => Some(Filter::parse(
             &serde_json::from_str(f).context("--filter is not JSON")?,
@@ -111,7 +147,7 @@ fn run_nest(a: &SearchArgs, texts: &[String]) -> Result<()> {
         );
     }
     let hits = col.search(&q, &funnel, a.k, filter.as_ref())?;
-    for (t, h) in texts.iter().zip(hits) {
+    for (i, h) in hits.into_iter().enumerate() {
         let hits: Vec<serde_json::Value> = h
             .into_iter()
             .enumerate()
@@ -123,16 +159,16 @@ fn run_nest(a: &SearchArgs, texts: &[String]) -> Result<()> {
                 v
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::json!({"query": t, "funnel": funnel.to_string(), "hits": hits})
-        );
+        let mut line = queries.line(i);
+        line["funnel"] = funnel.to_string().into();
+        line["hits"] = hits.into();
+        println!("{line}");
     }
     Ok(())
 }
 
 /// The same funnel in PostgreSQL + pgvector.
-fn run_pgvector(a: &SearchArgs, texts: &[String]) -> Result<()> {
+fn run_pgvector(a: &SearchArgs, queries: &Queries) -> Result<()> {
     anyhow::ensure!(
         a.filter.is_none(),
         "--filter works with --engine nest (pgvector: filter with SQL on the table)"
@@ -153,19 +189,20 @@ fn run_pgvector(a: &SearchArgs, texts: &[String]) -> Result<()> {
     if let Some(w) = funnel.reversed_stage() {
         eprintln!("warning: {w}");
     }
-    let q = embed(a, &model, layer, texts)?;
+    let q = embed(a, &model, layer, &queries.texts)?;
     let mut client = nest_index::pgvector::connect(dsn)?;
     let hits = nest_index::pgvector::search(&mut client, &a.table, &q, &funnel, a.k)?;
-    for (t, h) in texts.iter().zip(hits) {
+    for (i, h) in hits.iter().enumerate() {
         let hits: Vec<serde_json::Value> = h
             .iter()
             .enumerate()
             .map(|(rank, h)| serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score}))
             .collect();
-        println!(
-            "{}",
-            serde_json::json!({"query": t, "funnel": funnel.to_string(), "engine": "pgvector", "hits": hits})
-        );
+        let mut line = queries.line(i);
+        line["funnel"] = funnel.to_string().into();
+        line["engine"] = "pgvector".into();
+        line["hits"] = hits.into();
+        println!("{line}");
     }
     Ok(())
 }
