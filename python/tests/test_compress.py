@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nest
-from support import MODEL, need_model
+from support import MODEL, model_with, need_model
 
 
 def retrieval_set(tmp: Path):
@@ -108,3 +108,48 @@ def test_an_adaptor_trained_on_another_models_vectors_warns(tmp_path):
     path.write_text(json.dumps(record))
     with pytest.warns(UserWarning, match="trained on another model's vectors"):
         nest.Encoder(MODEL, dtype="float32", adaptor=a.out)
+
+
+def _safetensors(path: Path) -> dict:
+    """A safetensors file's float32 tensors, read by hand (numpy only)."""
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        assert t["dtype"] == "F32", t
+        a, b = t["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=np.float32).reshape(t["shape"])
+    return out
+
+
+def test_compress_embeds_queries_and_documents_with_their_prompts(tmp_path):
+    """A model with query / passage prompts: `compress --model --beir` embeds the queries with
+    the query prompt and the corpus with the passage prompt, as encode_query / encode_document
+    (and as nest eval and the index do); it used the default prompt (here none) for both."""
+    need_model()
+    prompted = model_with(tmp_path / "prompted", "config_sentence_transformers.json",
+                          json.dumps({"prompts": {"query": "query: ", "passage": "passage: "}}))
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    texts = ["a cat sits on the mat", "a dog runs in the park", "music from a guitar", "rain on the road"]
+    (beir / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(texts)))
+    (beir / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    (beir / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4)))
+    nest.compress(tmp_path / "a", dims=[192, 384], method="truncate", model=str(prompted),
+                  beir=beir, cache=tmp_path / "cache", progress=False)
+    [cached] = list((tmp_path / "cache").glob("*.safetensors"))
+    t = _safetensors(cached)
+    enc = nest.Encoder(str(prompted), dtype="float32")
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    for name, want, plain in [("queries", enc.encode_query(texts), enc.encode(texts)),
+                              ("corpus", enc.encode_document(texts), enc.encode(texts))]:
+        cos = (unit(t[name]) * want).sum(axis=1)
+        assert cos.min() > 0.9999, (name, cos)
+        assert (unit(t[name]) * plain).sum(axis=1).min() < 0.999, name
+

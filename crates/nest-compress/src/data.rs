@@ -306,8 +306,14 @@ struct CacheMeta {
 }
 
 impl EmbeddingCache {
-    /// The cache key of a (model, BEIR folder, layer, max length).
-    pub fn key(model_dir: &Path, beir: &Path, layer: usize, max_len: usize) -> Result<String> {
+    /// The cache key of a (model, BEIR folder, layer, max length, query and document prompts).
+    pub fn key(
+        model_dir: &Path,
+        beir: &Path,
+        layer: usize,
+        max_len: usize,
+        prompts: [Option<&str>; 2],
+    ) -> Result<String> {
         let mut h = Sha256::new();
         for p in [
             model_dir.join("model.safetensors"),
@@ -317,6 +323,10 @@ impl EmbeddingCache {
             h.update(nest_core::fsutil::sha256_file(&p)?.as_bytes());
         }
         h.update(format!("layer={layer};max_len={max_len}").as_bytes());
+        if prompts.iter().any(Option::is_some) {
+            // (a model without query / document prompts keeps the keys cached before prompts)
+            h.update(format!(";prompts={prompts:?}").as_bytes());
+        }
         Ok(format!("{:x}", h.finalize())[..24].to_string())
     }
 

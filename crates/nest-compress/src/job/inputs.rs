@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use nest_core::data::Beir;
+use nest_model::prompt::Side;
 use nest_model::{ElasticEncoder, EncodeOptions};
 use serde_json::{json, Value};
 
@@ -189,7 +190,12 @@ fn beir_embeddings(
     let v = v[0].to_kind(tch::Kind::Float).to_device(tch::Device::Cpu);
     let v = Vec::<f32>::try_from(&v.view([-1])).map_err(nest_model::Error::from)?;
     let probe = json!({"text": text, "layer": layer, "vector": v});
-    let key = EmbeddingCache::key(&model_dir, dir, layer, 0)?;
+    // queries and documents as sentence-transformers' encode_query / encode_document embed them
+    let side = |side| enc.prompts.for_side(Default::default(), "prompt", side);
+    let query_prompt = side(Side::Query)?.filter(|p| !p.is_empty());
+    let document_prompt = side(Side::Document)?.filter(|p| !p.is_empty());
+    let prompts = [query_prompt, document_prompt];
+    let key = EmbeddingCache::key(&model_dir, dir, layer, 0, prompts)?;
     let c = EmbeddingCache {
         dir: cache.to_path_buf(),
     };
@@ -214,20 +220,22 @@ fn beir_embeddings(
         }
         corpus = b.corpus;
     }
-    let mut embed = |items: &[(String, String)], what: &'static str| -> Result<Embeddings> {
-        let texts: Vec<&str> = items.iter().map(|x| x.1.as_str()).collect();
-        let total = texts.len();
-        let x = enc.embed_layers(&texts, &[layer], EncodeOptions::batch(32), &mut |done| {
-            events(Event::Encoding { what, done, total })
-        })?;
-        Ok(Embeddings {
-            ids: items.iter().map(|x| x.0.clone()).collect(),
-            x: x[0].shallow_clone(),
-        })
-    };
+    let mut embed =
+        |items: &[(String, String)], what: &'static str, prompt| -> Result<Embeddings> {
+            let texts: Vec<&str> = items.iter().map(|x| x.1.as_str()).collect();
+            let total = texts.len();
+            let opts = EncodeOptions::batch(32);
+            let x = enc.embed_prompted(&texts, &[layer], opts, prompt, &mut |done| {
+                events(Event::Encoding { what, done, total })
+            })?;
+            Ok(Embeddings {
+                ids: items.iter().map(|x| x.0.clone()).collect(),
+                x: x[0].shallow_clone(),
+            })
+        };
     let t = std::time::Instant::now();
-    let ce = embed(&corpus, "corpus")?;
-    let qe = embed(&queries, "queries")?;
+    let ce = embed(&corpus, "corpus", document_prompt)?;
+    let qe = embed(&queries, "queries", query_prompt)?;
     events(Event::Message(format!(
         "embeddings: {} documents and {} queries in {:.1} s; cached as {key}",
         ce.ids.len(),
