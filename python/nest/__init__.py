@@ -553,8 +553,9 @@ class Index:
                                dims=[64, 384], precision="float32,binary")
         idx.search("a cat", k=5, funnel="binary:384@100>float32:384", filter={"lang": "en"})
 
-    ``docs``: strings (ids are their positions) or dicts with ``id``, ``text`` and any other
-    fields, which are the payload. Queries are embedded by the model and layer the index
+    ``docs``: strings (ids are their positions) or dicts with ``id`` (or BEIR's ``_id``),
+    ``text``, an optional ``title`` (embedded before the text, as ``nest index build`` reads a
+    ``.jsonl``) and any other fields, which are the payload. Queries are embedded by the model and layer the index
     records (or ``model=``).
     """
 
@@ -589,9 +590,11 @@ class Index:
                 d = {"text": d}
             if "text" not in d:
                 raise ValueError(f"documents[{i}]: no 'text' field")
-            ids.append(str(d.get("id", i)))
-            texts.append(d["text"])
-            rest = {k: v for k, v in d.items() if k not in ("id", "text")}
+            ids.append(str(d.get("id", d.get("_id", i))))
+            title = d.get("title")
+            # as nest index build reads a .jsonl (BEIR's corpus.jsonl): the title before the text
+            texts.append(f"{title} {d['text']}" if isinstance(title, str) and title else d["text"])
+            rest = {k: v for k, v in d.items() if k not in ("id", "_id", "text")}
             payloads.append(json.dumps(rest) if rest else None)
         _nest.index_build_native(
             str(path), str(model), ids, texts, payloads,

@@ -212,6 +212,21 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
     plain = nest.Index.build(tmp_path / "plain", str(MODEL), ["a guitar", "an onion"], store_text=True)
     hit = plain.search("guitar", k=1)[0]
     assert hit["id"] == "0" and hit["payload"] == {"text": "a guitar"}, hit
+    # BEIR's corpus rows (`_id`, `title`): the ids, texts and payloads `nest index build` reads
+    rows = [{"_id": "d1", "title": "Guitars", "text": "A man plays.", "url": "u"},
+            {"_id": "d2", "title": "", "text": "An onion."}]
+    beir = nest.Index.build(tmp_path / "beir", str(MODEL), rows)
+    cli = nest_bin(optional=True)
+    if cli:
+        (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        subprocess.run([str(cli), "index", "build", "--model", str(MODEL), "--input",
+                        str(tmp_path / "rows.jsonl"), "--payload", "--out", str(tmp_path / "beir-cli")],
+                       check=True, capture_output=True)
+        theirs = nest.Index(tmp_path / "beir-cli").search("guitar music", k=2)
+        ours = beir.search("guitar music", k=2)
+        assert [h["id"] for h in ours] == [h["id"] for h in theirs] == ["d1", "d2"]
+        assert all(abs(a["score"] - b["score"]) < 1e-5 for a, b in zip(ours, theirs))
+        assert ours[0]["payload"] == theirs[0]["payload"] == {"title": "Guitars", "url": "u"}
     # recorded, so that a server adding documents to it stores their texts too
     assert json.loads((tmp_path / "plain" / "index.json").read_text())["source"]["store_text"] is True
     # a model with query / document prompts: documents take its document prompt (recorded),
