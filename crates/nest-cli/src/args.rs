@@ -117,7 +117,7 @@ pub struct InfoArgs {
     /// A model folder (as `--model`), or an adaptor folder (`nest compress --out`).
     #[arg(value_name = "PATH", conflicts_with = "model")]
     pub path: Option<String>,
-    #[arg(long, default_value = "./models/all-MiniLM-L6-v2")]
+    #[arg(long, default_value = crate::args_model::DEFAULT_MODEL)]
     pub model: String,
     /// Print JSON instead of text.
     #[arg(long)]

@@ -9,7 +9,7 @@ use crate::args_model::ModelArgs;
 
 #[derive(Debug, Args)]
 pub struct BenchTrainArgs {
-    #[arg(long, default_value = "./models/all-MiniLM-L6-v2")]
+    #[arg(long, default_value = crate::args_model::DEFAULT_MODEL)]
     pub model: String,
     /// A TSV whose first two columns are anchor / positive (e.g. SNLI triplets).
     #[arg(long, default_value = "../shared/datasets/snli/triplets_dev.tsv")]

@@ -4,11 +4,15 @@
 
 use clap::Args;
 
+/// The `--model` of every command that takes one: the checkout's `scripts/setup.sh` puts it
+/// there, relative to the current folder.
+pub const DEFAULT_MODEL: &str = "./models/all-MiniLM-L6-v2";
+
 #[derive(Debug, Args)]
 pub struct ModelArgs {
     /// A local model directory (Hugging Face / sentence-transformers layout) or a hub id
     /// `org/name` (downloaded when the machine has internet).
-    #[arg(long, default_value = "./models/all-MiniLM-L6-v2")]
+    #[arg(long, default_value = crate::args_model::DEFAULT_MODEL)]
     pub model: String,
     /// Truncate inputs to this many tokens (default: the model's max_seq_length).
     #[arg(long)]

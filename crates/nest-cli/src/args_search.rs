@@ -138,7 +138,7 @@ pub struct ServeArgs {
     /// `[NAME=]PATH[#ADAPTOR]` (NAME: its served name; ADAPTOR: a `nest compress` adaptor),
     /// e.g. `--model base=models/m --model small=models/m#adaptors/smec`; a request's `model`
     /// picks one, the first when it names none.
-    #[arg(long, default_value = "./models/all-MiniLM-L6-v2")]
+    #[arg(long, default_value = crate::args_model::DEFAULT_MODEL)]
     pub model: Vec<String>,
     /// The arithmetic: auto (bf16 where it measured faster on this machine, else float32),
     /// float32, bf16 or int8; what ran is in /v1/models and /metrics.

@@ -875,3 +875,20 @@ fn encode_reads_standard_input_and_writes_standard_output() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), file);
     assert_eq!(file.lines().count(), 2);
 }
+
+/// The default `--model` is relative to the current folder: run from anywhere else without
+/// `--model`, the error says that it was the default, where it was looked for and what to pass
+/// (it named a missing folder and suggested `scripts/setup.sh`, which had run).
+#[test]
+fn the_default_model_missing_here_says_it_was_the_default() {
+    let f = tempfile::tempdir().unwrap();
+    std::fs::write(f.path().join("in.txt"), "a text\n").unwrap();
+    let e = fails_in(
+        f.path(),
+        &["encode", "--input", "in.txt", "--output", "e.npy"],
+    );
+    assert!(
+        e.contains("the default when none is given") && e.contains("pass --model DIR"),
+        "{e}"
+    );
+}

@@ -74,6 +74,14 @@ pub fn load_model_in(m: &ModelArgs, choice: DtypeChoice) -> Result<ElasticEncode
 
 pub fn load_model_path(model: &str, max_length: Option<usize>) -> Result<ElasticEncoder> {
     anyhow::ensure!(max_length != Some(0), "--max-length must be at least 1");
+    let default = model == crate::args_model::DEFAULT_MODEL;
+    anyhow::ensure!(
+        !default || std::path::Path::new(model).exists(),
+        "--model {model} (the default when none is given) is not in this folder ({}): pass \
+         --model DIR (a model folder or a hub id), or run from the checkout where \
+         scripts/setup.sh put it",
+        std::env::current_dir().map_or("?".into(), |d| d.display().to_string())
+    );
     let dir = nest_model::hub::resolve(model)?;
     ElasticEncoder::load(&dir, nest_model::default_device(), max_length)
         .with_context(|| format!("loading model '{model}'"))
