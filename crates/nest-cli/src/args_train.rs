@@ -5,6 +5,12 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+/// A path, where an empty one stands for a flag given without its value (clap's own path
+/// parser refuses empty values).
+fn path_or_empty(s: &str) -> Result<PathBuf, std::convert::Infallible> {
+    Ok(PathBuf::from(s))
+}
+
 #[derive(Debug, Args)]
 pub struct TrainArgs {
     /// Recipe file (TOML); see recipes/.
@@ -13,9 +19,11 @@ pub struct TrainArgs {
     /// Run directory (default: runs/<recipe name>).
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
-    /// Continue the run in this directory from its last checkpoint; `auto`: continue the
-    /// `--run-dir` run if it has one, start it otherwise (for `torchrun --max-restarts`).
-    #[arg(long, value_name = "RUN_DIR|auto")]
+    /// Continue the run in this directory from its last checkpoint (alone: the `--run-dir`
+    /// run); `auto`: continue the `--run-dir` run if it has one, start it otherwise (for
+    /// `torchrun --max-restarts`).
+    #[arg(long, value_name = "RUN_DIR|auto", num_args = 0..=1, default_missing_value = "",
+          value_parser = path_or_empty)]
     pub resume: Option<PathBuf>,
     /// Replace the run the directory holds: checked inputs first, then its files move to
     /// `RUN/.replaced/`, deleted once the new run finished (put back if it fails).

@@ -7,14 +7,14 @@ use nest_train::recipe::{parse_value, Overrides};
 
 /// Reads `argv` once: each `--flag [value]` / `--flag=value` that `own` takes (returns true
 /// for) is the command's; `own` gets the flag, whether its value was inline, and a getter for
-/// its value. Every other flag is a recipe key with a value (TOML where it reads as TOML, else
+/// its value (an error when the next word is another flag, which it leaves in place). Every other flag is a recipe key with a value (TOML where it reads as TOML, else
 /// text: [`parse_value`]), kept in order, named in errors as written.
 pub fn split(
     argv: Vec<String>,
     mut own: impl FnMut(&str, bool, &mut dyn FnMut() -> Result<String>) -> Result<bool>,
 ) -> Result<Overrides> {
     let mut overrides = Overrides::new();
-    let mut it = argv.into_iter();
+    let mut it = argv.into_iter().peekable();
     while let Some(f) = it.next() {
         let (flag, inline) = match f.split_once('=') {
             Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
@@ -22,10 +22,12 @@ pub fn split(
         };
         let has_inline = inline.is_some();
         let mut inline = inline;
+        // the next word, unless it is the next flag (`--resume --max-steps 4` read `--max-steps`
+        // as the run folder)
         let mut value = || {
             inline
                 .take()
-                .or_else(|| it.next())
+                .or_else(|| it.next_if(|n| !n.starts_with("--")))
                 .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))
         };
         if own(&flag, has_inline, &mut value)? {

@@ -855,6 +855,25 @@ fn train_resumes_exactly_after_kill_9() {
         o.status.success() && err.contains("already finished (step 120 of 120)"),
         "{err}"
     );
+    // a bare --resume continues the --run-dir run, wherever it stands; a recipe flag after it
+    // is not taken for its folder; a max_steps past the data's epochs says what to raise
+    for args in [
+        vec!["--run-dir", &c, "--resume", "--max-steps", "500"],
+        vec!["--resume", "--max-steps", "500", "--run-dir", &c],
+        vec!["--max-steps", "500", "--run-dir", &c, "--resume"],
+    ] {
+        let o = nest(&[&["--threads", "1", "train"][..], &args].concat());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.success()
+                && err.contains("already finished (step 120 of 120) (max_steps 500")
+                && err.contains("raise --epochs"),
+            "{args:?}: {err}"
+        );
+    }
+    let o = nest(&["--threads", "1", "train", "--resume", "--max-steps", "500"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--run-dir RUN_DIR --resume"), "{err}");
 }
 
 fn read_npy(path: &str) -> tch::Tensor {

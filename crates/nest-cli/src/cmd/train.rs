@@ -13,13 +13,20 @@ use crate::{flags, progress};
 /// Once clap meets the first recipe flag, everything after it lands in `overrides`: take the
 /// trainer's own flags back out of it; the rest are the recipe's overrides.
 fn split_own_flags(mut a: TrainArgs) -> Result<(TrainArgs, Overrides)> {
-    let argv = std::mem::take(&mut a.overrides);
+    let mut argv = std::mem::take(&mut a.overrides);
+    // `--resume --max-steps 9`: clap hands a recipe flag that follows a bare --resume to it as
+    // its value; it is the first recipe flag, and --resume has none
+    if let Some(flag) = a.resume.take_if(|r| r.to_string_lossy().starts_with("--")) {
+        argv.insert(0, flag.to_string_lossy().into_owned());
+        a.resume = Some(PathBuf::new());
+    }
     let overrides =
         flags::split(argv, |key, _, value| {
             match key {
                 "--recipe" => a.recipe = Some(value()?.into()),
                 "--run-dir" => a.run_dir = Some(value()?.into()),
-                "--resume" => a.resume = Some(value()?.into()),
+                // alone (`--run-dir r --resume`): the --run-dir run
+                "--resume" => a.resume = Some(value().map(PathBuf::from).unwrap_or_default()),
                 "--overwrite" => a.overwrite = true,
                 "--allow-world-change" => a.allow_world_change = true,
                 "--allow-data-change" => a.allow_data_change = true,
@@ -46,6 +53,15 @@ pub fn run(a: TrainArgs) -> Result<()> {
         "--resume and --overwrite contradict each other: --resume continues a run, --overwrite \
          replaces it (once the new run finished); pass one"
     );
+    if a.resume.as_deref() == Some(std::path::Path::new("")) {
+        let Some(dir) = a.run_dir.clone() else {
+            anyhow::bail!(
+                "--resume without a folder continues the --run-dir run: pass --resume RUN_DIR, \
+                 or --run-dir RUN_DIR --resume"
+            );
+        };
+        a.resume = Some(dir);
+    }
     let auto = a.resume.as_deref() == Some(std::path::Path::new("auto"));
     if auto {
         if a.recipe.is_none() || a.run_dir.is_none() {
@@ -139,8 +155,17 @@ fn run_one(recipe: &Recipe, opts: &TrainOptions, again: Option<&str>) -> Result<
         return Ok(()); // rank 0 reports for the job
     }
     if summary.resumed_from == Some(summary.steps) {
+        // a max_steps past the data's epochs cannot take more steps: say what can
+        let (epochs, max_steps) = recipe.length();
+        let more = match max_steps > summary.steps {
+            true => format!(
+                " (max_steps {max_steps} asks for more steps than the data's epochs hold, \
+                 epochs = {epochs}: raise --epochs to train further)"
+            ),
+            false => String::new(),
+        };
         eprintln!(
-            "the run had already finished (step {} of {}); nothing to train; model: {}",
+            "the run had already finished (step {} of {}){more}; nothing to train; model: {}",
             summary.steps,
             summary.steps,
             summary.final_dir.display()

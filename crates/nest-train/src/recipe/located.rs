@@ -20,6 +20,18 @@ pub(crate) fn explain<T: DeserializeOwned>(
     let Some(key) = failing_key::<T>(table) else {
         return message.to_string();
     };
+    // a key the recipe lacks: serde's span covers the whole table, so the first key (a flag the
+    // user did give) would be blamed
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|m| m.split('`').next());
+    if let Some(field) = missing.filter(|_| !key.contains(['.', '['])) {
+        return format!(
+            "the recipe sets no `{field}`: add `{field} = ...` to the recipe file, or pass \
+             --{} VALUE",
+            field.replace('_', "-")
+        );
+    }
     let top = key.split(['.', '[']).next().unwrap_or(&key);
     if let Some(origin) = overrides.origin_of(top) {
         // `--quantization int8,binary`: a list of words is a TOML list of strings (numbers

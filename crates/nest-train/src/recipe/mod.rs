@@ -199,6 +199,11 @@ pub struct Recipe {
 }
 
 impl Recipe {
+    /// The run's length as asked: `epochs` and `max_steps` (0: no limit).
+    pub fn length(&self) -> (usize, u64) {
+        (self.epochs, self.max_steps)
+    }
+
     /// The quantisation of the task loss the recipe asks for (off when `quantization` is empty).
     pub(crate) fn quantization(&self) -> crate::objective::quant::Quantization {
         crate::objective::quant::Quantization {

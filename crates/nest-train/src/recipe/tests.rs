@@ -377,3 +377,23 @@ fn a_data_flag_without_its_format_is_told_how_to_name_it() {
     let e = load(Some(&p), &flags).unwrap_err().to_string();
     assert!(e.ends_with("(loss cosent takes scored)"), "{e}");
 }
+
+/// A recipe given as flags alone that lacks a required key names that key and the flag that
+/// gives it (it blamed the first flag given: `--batch-size: missing field `loss``).
+#[test]
+fn a_missing_key_is_named_not_the_first_flag() {
+    let flags: Vec<String> = ["--batch-size", "8", "--model", "m", "--data", "a.tsv:pairs"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let e = load(None, &flags).unwrap_err().to_string();
+    assert!(
+        e.contains("sets no `loss`") && e.contains("--loss VALUE") && !e.contains("--batch-size"),
+        "{e}"
+    );
+    // a wrong value is still located at its flag
+    let mut bad = flags.clone();
+    bad.extend(["--loss".to_string(), "nope".to_string()]);
+    let e = load(None, &bad).unwrap_err().to_string();
+    assert!(e.contains("--loss"), "{e}");
+}
