@@ -203,7 +203,7 @@ pub fn checkpoint(data: &[u8]) {
 pub fn teacher_cache(data: &[u8]) {
     let path = scratch("teacher-cache").join("t.ntc");
     write(&path, data);
-    let cache = nest_train::distill::cache::TeacherCache { path };
+    let cache = nest_train::distill::cache::TeacherCache::at(path);
     let texts: Vec<String> = ["a cat", "rain", "a cat"]
         .iter()
         .map(|s| s.to_string())

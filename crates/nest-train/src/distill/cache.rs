@@ -135,10 +135,15 @@ impl TeacherCache {
         h.update(nest_core::fsutil::sha256_file(&weights)?.as_bytes());
         h.update(format!(";max_length={max_length}").as_bytes());
         let key = format!("{:x}", h.finalize());
-        Ok(TeacherCache {
-            path: dir.join(format!("{}.ntc", &key[..24])),
+        Ok(TeacherCache::at(dir.join(format!("{}.ntc", &key[..24]))))
+    }
+
+    /// The cache file at `path`, saved every two minutes of a fill.
+    pub fn at(path: PathBuf) -> Self {
+        TeacherCache {
+            path,
             save_every: std::time::Duration::from_secs(120),
-        })
+        }
     }
 
     /// The teacher's vectors of `texts`, in order: `[texts.len(), dim]` float32. Texts not in
