@@ -82,18 +82,27 @@ def test_an_encoder_applies_a_compress_adaptor(tmp_path):
     assert sorted(c["dim"] for c in r["tasks"][0]["cells"]) == [96, 192, 384]
 
 
+TEXTS4 = ["a cat sits on the mat", "a dog runs in the park", "music from a guitar", "rain on the road"]
+
+
+def tiny_beir(tmp_path: Path):
+    """A BEIR folder of four documents and four queries (query i's text is document i's), with
+    train qrels pairing them; the folder and the texts."""
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(TEXTS4)))
+    (beir / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS4)))
+    (beir / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4)))
+    return beir, TEXTS4
+
+
 def test_an_adaptor_trained_on_another_models_vectors_warns(tmp_path):
     need_model()
     import warnings
-    beir = tmp_path / "beir"
-    (beir / "qrels").mkdir(parents=True)
-    texts = ["a cat sits on the mat", "a dog runs in the park", "music from a guitar", "rain on the road"]
-    (beir / "corpus.jsonl").write_text("".join(
-        json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(texts)))
-    (beir / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
-    (beir / "qrels" / "train.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4)))
+    beir, _ = tiny_beir(tmp_path)
     a = nest.compress(tmp_path / "a", dims=[96, 192, 384], method="mrl", epochs=1, batch_size=2,
                       model=MODEL, beir=beir, cache=tmp_path / "cache", progress=False)
     # compress recorded the model's vector of the probe sentence: its own model says nothing
@@ -132,15 +141,7 @@ def test_compress_embeds_queries_and_documents_with_their_prompts(tmp_path):
     need_model()
     prompted = model_with(tmp_path / "prompted", "config_sentence_transformers.json",
                           json.dumps({"prompts": {"query": "query: ", "passage": "passage: "}}))
-    beir = tmp_path / "beir"
-    (beir / "qrels").mkdir(parents=True)
-    texts = ["a cat sits on the mat", "a dog runs in the park", "music from a guitar", "rain on the road"]
-    (beir / "corpus.jsonl").write_text("".join(
-        json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(texts)))
-    (beir / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
-    (beir / "qrels" / "train.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4)))
+    beir, texts = tiny_beir(tmp_path)
     nest.compress(tmp_path / "a", dims=[192, 384], method="truncate", model=str(prompted),
                   beir=beir, cache=tmp_path / "cache", progress=False)
     [cached] = list((tmp_path / "cache").glob("*.safetensors"))
