@@ -174,6 +174,40 @@ impl NativeIndex {
     }
 }
 
+/// What the index stores beside each document: its payload (JSON text, or none: `{}`), with
+/// its text under `text` when `store_text`; a ValueError names a bad payload or a count that
+/// differs.
+fn stored_payloads(
+    ids: &[String],
+    texts: &[String],
+    payloads: &[Option<String>],
+    store_text: bool,
+) -> PyResult<Vec<serde_json::Value>> {
+    if ids.len() != texts.len() || payloads.len() != texts.len() {
+        return Err(PyValueError::new_err(format!(
+            "documents: {} ids, {} texts, {} payloads; expected one of each per document",
+            ids.len(),
+            texts.len(),
+            payloads.len()
+        )));
+    }
+    let parse = |i: usize, p: &Option<String>| match p {
+        Some(p) => serde_json::from_str(p)
+            .map_err(|e| PyValueError::new_err(format!("documents[{i}].payload: {e}"))),
+        None => Ok(serde_json::json!({})),
+    };
+    (0..ids.len())
+        .map(|i| {
+            let doc = nest_core::data::Document {
+                id: ids[i].clone(),
+                text: texts[i].clone(),
+                payload: parse(i, &payloads[i])?,
+            };
+            Ok(doc.stored(store_text))
+        })
+        .collect()
+}
+
 /// Builds an index at `out` of the documents (`ids`, `texts`, `payloads` as JSON objects or
 /// none) embedded by `model` at `layer` (default: the last), one level per (dim, precision):
 /// `nest index build`. `store_text` keeps each text in its payload and records so in the index
@@ -197,32 +231,7 @@ pub fn index_build_native(
     prompt_name: Option<String>,
     prompt: Option<String>,
 ) -> PyResult<usize> {
-    if ids.len() != texts.len() || payloads.len() != texts.len() {
-        return Err(PyValueError::new_err(format!(
-            "documents: {} ids, {} texts, {} payloads; expected one of each per document",
-            ids.len(),
-            texts.len(),
-            payloads.len()
-        )));
-    }
-    let payloads = payloads
-        .iter()
-        .enumerate()
-        .map(|(i, p)| match p {
-            Some(p) => serde_json::from_str(p)
-                .map_err(|e| PyValueError::new_err(format!("documents[{i}].payload: {e}"))),
-            None => Ok(serde_json::json!({})),
-        })
-        .zip(ids.iter().zip(&texts))
-        .map(|(p, (id, text))| {
-            let doc = nest_core::data::Document {
-                id: id.clone(),
-                text: text.clone(),
-                payload: p?,
-            };
-            Ok(doc.stored(store_text))
-        })
-        .collect::<PyResult<Vec<serde_json::Value>>>()?;
+    let payloads = stored_payloads(&ids, &texts, &payloads, store_text)?;
     let precisions = Precision::parse_list(&precision).map_err(index_err)?;
     let enc = crate::detach(py, || load(&model, None))??;
     let layer = layer.unwrap_or(enc.num_layers());

@@ -45,14 +45,10 @@ fn split_own_flags(mut a: TrainArgs) -> Result<(TrainArgs, Overrides)> {
     Ok((a, overrides))
 }
 
-pub fn run(a: TrainArgs) -> Result<()> {
-    let (mut a, overrides) = split_own_flags(a)?;
-    crate::interrupt::stop_training_on_signals()?;
-    anyhow::ensure!(
-        !(a.overwrite && a.resume.is_some()),
-        "--resume and --overwrite contradict each other: --resume continues a run, --overwrite \
-         replaces it (once the new run finished); pass one"
-    );
+/// `--resume` as the run folder it continues: alone, the `--run-dir` run; `auto` (true
+/// returned) leaves it to whether the folder holds a run. Resuming without `--recipe` reads the
+/// run's own resolved recipe.
+fn resolve_resume(a: &mut TrainArgs) -> Result<bool> {
     if a.resume.as_deref() == Some(std::path::Path::new("")) {
         let Some(dir) = a.run_dir.clone() else {
             anyhow::bail!(
@@ -70,9 +66,20 @@ pub fn run(a: TrainArgs) -> Result<()> {
         a.resume = None;
     }
     if let (Some(run), None) = (&a.resume, &a.recipe) {
-        // resuming without a recipe: the run's own resolved recipe
         a.recipe = Some(run.join("recipe.toml"));
     }
+    Ok(auto)
+}
+
+pub fn run(a: TrainArgs) -> Result<()> {
+    let (mut a, overrides) = split_own_flags(a)?;
+    crate::interrupt::stop_training_on_signals()?;
+    anyhow::ensure!(
+        !(a.overwrite && a.resume.is_some()),
+        "--resume and --overwrite contradict each other: --resume continues a run, --overwrite \
+         replaces it (once the new run finished); pass one"
+    );
+    let auto = resolve_resume(&mut a)?;
     let run_dir = match (&a.resume, &a.run_dir) {
         (Some(r), _) => r.clone(),
         (None, Some(d)) => d.clone(),
