@@ -1544,6 +1544,36 @@ fn an_index_embeds_documents_and_queries_with_their_prompts() {
     for ((i, x), (j, y)) in api.iter().zip(&cli) {
         assert!(i == j && (x - y).abs() < 1e-5, "{api:?} vs {cli:?}");
     }
+    drop(s);
+    // an index from before the prompt was recorded counts as built with the default prompt
+    // (none here), as `nest mine --corpus-index` assumes: an added document matches
+    build("five.txt", "old", &["--prompt", ""]);
+    let manifest = d.path().join("old").join("index.json");
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    m["source"]
+        .as_object_mut()
+        .unwrap()
+        .remove("document_prompt");
+    std::fs::write(&manifest, m.to_string()).unwrap();
+    let s = start(&model, &["--index", &p("old")]);
+    let (st, _) = http(&s.addr, "POST", "/v1/documents", add.to_string().as_bytes());
+    assert_eq!(st, 200);
+    let (_, b) = http(&s.addr, "POST", "/v1/search", body.as_bytes());
+    let r: Value = serde_json::from_slice(&b).unwrap();
+    let unprompted = scores("c", &[]);
+    let six = |hits: &[(String, f64)]| hits.iter().find(|h| h.0 == "6").unwrap().1;
+    let mut got = r["data"][0]["hits"].as_array().unwrap().iter();
+    let got = got.find(|h| h["id"] == "6").unwrap()["score"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (got - six(&unprompted)).abs() < 1e-5,
+        "{got} vs {unprompted:?}"
+    );
+    assert!(
+        (got - six(&cli)).abs() > 1e-4,
+        "the document prompt would give {cli:?}"
+    );
 }
 
 /// Several models (and a model with an adaptor under another name) in one process: each

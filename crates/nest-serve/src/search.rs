@@ -270,16 +270,19 @@ pub(crate) async fn documents(s: AppState, req: Request) -> Response {
         check_index_model(&s, req.model.as_deref())?;
         check_count(&s, req.documents.len(), "documents")?;
         let texts = req.documents.iter().map(|d| d.1.clone()).collect();
-        // without a prompt asked for, the one the index's documents were embedded with
+        // without a prompt asked for, the one the index's documents were embedded with; an
+        // index from before prompts were recorded was built with the default prompt (as
+        // `nest mine --corpus-index` also assumes)
         let source = &idx.collection.index().manifest().source;
-        let built = match req.prompt_name {
-            None => {
-                nest_core::data::recorded_document_prompt(source).map(Option::unwrap_or_default)
-            }
-            Some(_) => None,
+        let (built, side) = match req.prompt_name {
+            None => match nest_core::data::recorded_document_prompt(source) {
+                Some(p) => (Some(p.unwrap_or_default()), Side::Document),
+                None => (None, Side::Text),
+            },
+            Some(_) => (None, Side::Document),
         };
         let (name, text) = (req.prompt_name.as_deref(), built.as_deref());
-        let v = embed_at_index(&s, &idx, texts, name, text, Side::Document).await?;
+        let v = embed_at_index(&s, &idx, texts, name, text, side).await?;
         let r = tokio::task::spawn_blocking(move || run_add(&idx, req.documents, v))
             .await
             .map_err(|e| Error::Internal(e.to_string()))??;
