@@ -487,6 +487,7 @@ def evaluate(
     query_prompt_name: Optional[str] = None,
     document_prompt_name: Optional[str] = None,
     adaptor: Optional[str] = None,
+    overwrite: bool = False,
 ):
     """Evaluates ``model`` over the (layer x dim x precision) grid, as ``nest eval`` does (the
     same Rust code; the GIL released).
@@ -499,7 +500,9 @@ def evaluate(
         layers, dims: the grid (default: every layer, the model's Matryoshka dims).
         precision: ``"float32"``, ``"int8"``, ``"binary"`` or a comma-separated list.
         dtype: the arithmetic, as ``nest.Encoder``.
-        out: also write ``report.json``, ``report.md`` and the plots there.
+        out: also write ``report.json``, ``report.md`` and the plots there. A folder holding
+            another model's report is refused (a ``ValueError`` before anything loads) unless
+            ``overwrite=True``, as ``nest eval --out`` without ``--overwrite``.
         as_frame: return a pandas DataFrame, one row per (task, layer, dim, precision) with each
             metric a column, instead of the report.
         prompt_name, query_prompt_name, document_prompt_name: prompts the model names, for
@@ -528,6 +531,7 @@ def evaluate(
         query_prompt_name,
         document_prompt_name,
         None if adaptor is None else str(adaptor),
+        bool(overwrite),
     )
     if note:  # an adaptor trained on another model's vectors
         warnings.warn(note, UserWarning, stacklevel=2)

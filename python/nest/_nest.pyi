@@ -82,6 +82,7 @@ def evaluate_native(
     query_prompt_name: str | None = None,
     document_prompt_name: str | None = None,
     adaptor: str | None = None,
+    overwrite: bool = False,
 ) -> tuple[str, str | None]: ...
 class NativeIndex:
     def __init__(self, path: str, model: str | None = None) -> None: ...

@@ -22,11 +22,11 @@ fn eval_err(e: nest_eval::Error) -> PyErr {
 
 /// Evaluates `model` over the (layer x dim x precision) grid on `tasks` (`nest eval --tasks`,
 /// from `data_root`) plus the STS files in `sts`; returns the report as JSON text, also
-/// written to `out` when given, and a warning when `adaptor` was trained on another model.
+/// written to `out` when given (not over another model's report without `overwrite`), and a warning when `adaptor` was trained on another model.
 /// Prompts as `nest eval`'s: by default the model's own (its default prompt for every text,
 /// its `query` / `document` prompts for retrieval), or the ones named.
 #[pyfunction]
-#[pyo3(signature = (model, tasks = None, sts = Vec::new(), data_root = PathBuf::from("../shared/datasets"), layers = None, dims = None, precision = "float32".to_string(), dtype = "auto".to_string(), batch_size = 32, out = None, prompt_name = None, query_prompt_name = None, document_prompt_name = None, adaptor = None))]
+#[pyo3(signature = (model, tasks = None, sts = Vec::new(), data_root = PathBuf::from("../shared/datasets"), layers = None, dims = None, precision = "float32".to_string(), dtype = "auto".to_string(), batch_size = 32, out = None, prompt_name = None, query_prompt_name = None, document_prompt_name = None, adaptor = None, overwrite = false))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 pub fn evaluate_native(
     py: Python<'_>,
@@ -44,7 +44,13 @@ pub fn evaluate_native(
     query_prompt_name: Option<String>,
     document_prompt_name: Option<String>,
     adaptor: Option<PathBuf>,
+    overwrite: bool,
 ) -> PyResult<(String, Option<String>)> {
+    if let (Some(o), false) = (&out, overwrite) {
+        // before anything loads: another model's report in `out` is kept
+        nest_eval::files::check_replaces_own(o, &model, ("out", "overwrite=True"))
+            .map_err(eval_err)?;
+    }
     let choice: DtypeChoice = dtype
         .parse()
         .map_err(|e: String| PyValueError::new_err(format!("dtype: {e}")))?;

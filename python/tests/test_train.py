@@ -181,6 +181,15 @@ def test_evaluate_uses_the_models_prompts_as_the_cli(tmp_path):
         assert abs(theirs["spearman"] - own) < 1e-4, (theirs, own)
     with pytest.raises(ValueError, match="prompt_name"):
         spearman(prompted, prompt_name="nope")
+    # another model's report in `out` is kept unless overwrite=True, as `nest eval --out`
+    rep = tmp_path / "rep"
+    spearman(prompted, out=str(rep))
+    before = (rep / "report.json").read_bytes()
+    with pytest.raises(ValueError, match=r"^out: .*holds the report of another model.*overwrite=True"):
+        spearman(MODEL, out=str(rep))
+    assert (rep / "report.json").read_bytes() == before
+    assert spearman(MODEL, out=str(rep), overwrite=True) != own
+    assert json.loads((rep / "report.json").read_text())["model"]["path"] == str(MODEL)
 
 
 def test_index_builds_and_searches_as_the_cli(tmp_path):

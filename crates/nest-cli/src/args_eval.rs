@@ -51,8 +51,12 @@ pub struct GridArgs {
     #[arg(long, default_value_t = 512)]
     pub latency_texts: usize,
     /// Where report.json, report.md and the plots go.
-    #[arg(long, default_value = "reports/latest")]
+    #[arg(long, default_value = crate::cmd::eval_out::LATEST)]
     pub out: PathBuf,
+    /// Replace a report of another model in `--out` (`reports/latest`, the default, is
+    /// replaced without it).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Apply an adaptor made by `nest compress` to every vector (dims default to its dims).
     #[arg(long)]
     pub adaptor: Option<PathBuf>,

@@ -892,3 +892,48 @@ fn the_default_model_missing_here_says_it_was_the_default() {
         "{e}"
     );
 }
+
+/// `nest eval --out rep` pasted with another `--model`: the report of the first model is kept
+/// (byte for byte) unless `--overwrite`; the same model, however its path is written, replaces
+/// its own report.
+#[test]
+fn eval_keeps_another_models_report_unless_overwrite() {
+    let f = fixture();
+    let d = f.path();
+    write_tiny_model(&d.join("other"), &TinySpec::new(Architecture::Bert)).unwrap();
+    let eval = |model: &str, extra: &[&str], ok: bool| {
+        let args = [
+            "eval",
+            "sts",
+            "--model",
+            model,
+            "--data",
+            "train.tsv",
+            "--dims",
+            "8,32",
+            "--latency-texts",
+            "0",
+            "--out",
+            "rep",
+        ];
+        let args = [&args[..], extra].concat();
+        if ok {
+            ok_in(d, &args)
+        } else {
+            fails_in(d, &args)
+        }
+    };
+    eval("tiny", &[], true);
+    eval("./tiny/", &[], true);
+    let before = std::fs::read(d.join("rep/report.json")).unwrap();
+    let err = eval("other", &[], false);
+    assert!(
+        err.contains("--out: rep/report.json holds the report of another model (./tiny/")
+            && err.contains("pass --overwrite"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(d.join("rep/report.json")).unwrap(), before);
+    eval("other", &["--overwrite"], true);
+    let after = std::fs::read_to_string(d.join("rep/report.json")).unwrap();
+    assert!(after.contains("\"path\": \"other\""), "{after}");
+}

@@ -1,5 +1,8 @@
 //! Writing a report to a folder: `report.json`, `report.md` and the plots. Its own module so
-//! that the report (data) and the plots (which read it) do not import each other.
+//! that the report (data) and the plots (which read it) do not import each other. Also the
+//! check that a folder does not hold another model's report, made before an evaluation starts
+//! so that a pasted command (the last one, with another model) does not replace a report that
+//! took an hour.
 
 use std::path::{Path, PathBuf};
 
@@ -19,5 +22,99 @@ impl Report {
         written.push(p);
         written.extend(crate::plots::write_all(self, dir)?);
         Ok(written)
+    }
+}
+
+/// What a report.json says about its evaluation (the rest of the file is not read).
+#[derive(serde::Deserialize)]
+struct Head {
+    model: HeadModel,
+    command: String,
+}
+
+#[derive(serde::Deserialize)]
+struct HeadModel {
+    path: String,
+}
+
+/// Refuses, naming the key `keys.0` (the folder: `--out`) and `keys.1` (what replaces anyway:
+/// `--overwrite`), when `dir` or a folder in it (`nest eval --dtype a,b` writes one per dtype)
+/// holds the report of another model than `model`. A folder of the same model (however its
+/// path is written) or without a report passes.
+pub fn check_replaces_own(dir: &Path, model: &str, keys: (&str, &str)) -> Result<()> {
+    let mut files = vec![dir.join("report.json")];
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        files.extend(entries.flatten().map(|e| e.path().join("report.json")));
+    }
+    for f in files.iter().filter(|f| f.is_file()) {
+        // a file that is not a report is not this check's to judge
+        let Some(head) = std::fs::read_to_string(f)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Head>(&t).ok())
+        else {
+            continue;
+        };
+        if !same_model(&head.model.path, model) {
+            return Err(nest_core::Error::Value {
+                key: keys.0.to_string(),
+                message: format!(
+                    "{} holds the report of another model ({}, by `{}`), which this \
+                     evaluation would replace: choose another {}, or pass {} to replace it",
+                    f.display(),
+                    head.model.path,
+                    head.command,
+                    keys.0,
+                    keys.1
+                ),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The same model: the same folder (however written), or the same hub id.
+fn same_model(a: &str, b: &str) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(dir: &Path, model: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        let r = serde_json::json!({"model": {"path": model}, "command": "nest eval", "x": 1});
+        std::fs::write(dir.join("report.json"), r.to_string()).unwrap();
+    }
+
+    #[test]
+    fn another_models_report_is_not_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let out = d.path().join("out");
+        let a_str = a.display().to_string();
+        report(&out, &a_str);
+        let keys = ("--out", "--overwrite");
+        // the same model, written another way, may replace it
+        check_replaces_own(&out, &format!("{}/../a", b.display()), keys).unwrap();
+        let e = check_replaces_own(&out, &b.display().to_string(), keys).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("--out: ") && msg.contains(&a_str), "{msg}");
+        assert!(msg.contains("pass --overwrite"), "{msg}");
+        // a per-dtype folder of `--dtype float32,bf16` too
+        let multi = d.path().join("multi");
+        report(&multi.join("bf16"), "org/other");
+        assert!(check_replaces_own(&multi, "org/model", keys).is_err());
+        check_replaces_own(&multi, "org/other", keys).unwrap();
+        // a new folder, and one holding something else than a report
+        check_replaces_own(&d.path().join("new"), "org/model", keys).unwrap();
+        std::fs::write(a.join("report.json"), "not json").unwrap();
+        check_replaces_own(&a, "org/model", keys).unwrap();
     }
 }

@@ -9,7 +9,7 @@ pub mod advise;
 pub mod compare;
 pub mod error;
 mod family;
-mod files;
+pub mod files;
 pub mod inspect;
 pub mod items;
 pub mod metrics;

@@ -69,6 +69,7 @@ fn beir_source(spec: &str) -> TaskSource {
 /// `--out/<dtype>/` and compare each with the first (`compare-vs-<dtype>`), so that what a
 /// lower-precision arithmetic costs in quality is shown cell by cell.
 fn run_grid(m: &ModelArgs, sources: &[TaskSource], g: &GridArgs) -> Result<()> {
+    super::eval_out::check(&g.out, &m.model, g.overwrite)?;
     let mut seen = Vec::new();
     for &c in &m.dtype {
         anyhow::ensure!(!seen.contains(&c), "--dtype lists {c} twice");

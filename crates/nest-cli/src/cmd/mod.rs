@@ -8,6 +8,7 @@ mod compress;
 mod distill;
 mod encode;
 mod eval;
+pub(crate) mod eval_out;
 mod index;
 mod index_common;
 mod index_parts;
