@@ -231,6 +231,10 @@ pub fn index_build_native(
     prompt_name: Option<String>,
     prompt: Option<String>,
 ) -> PyResult<usize> {
+    // `out` the model's own folder (overwrite=True would replace the model with the index)
+    let model_dir = std::path::Path::new(&model);
+    nest_core::fsutil::check_output_spares_inputs("path", &out, &[("model", model_dir)])
+        .map_err(crate::core_err)?;
     let payloads = stored_payloads(&ids, &texts, &payloads, store_text)?;
     let precisions = Precision::parse_list(&precision).map_err(index_err)?;
     let enc = crate::detach(py, || load(&model, None))??;

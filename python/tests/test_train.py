@@ -206,6 +206,11 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
     hits = idx.search("someone plays music on a guitar", k=2)
     assert hits[0]["id"] == "d1" and hits[0]["payload"]["lang"] == "en"
     assert [h["id"] for h in idx.search("a cat", k=4, filter={"lang": "fr"})] == ["d3"]
+    # the model's own folder as the index's path: refused, overwrite or not (a linked copy)
+    linked = model_with(tmp_path / "linked", "note.txt", "kept")
+    with pytest.raises(ValueError, match=r"^path: .* is the model .*would destroy the input"):
+        nest.Index.build(linked, str(linked), docs, overwrite=True)
+    assert (linked / "note.txt").read_text() == "kept" and (linked / "config.json").exists()
     funnel = "binary:384@4>float32:384"
     ours = idx.search(["a guitar", "onions"], k=3, funnel=funnel)
     cli = nest_bin(optional=True)

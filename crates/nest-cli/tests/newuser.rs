@@ -937,3 +937,83 @@ fn eval_keeps_another_models_report_unless_overwrite() {
     let after = std::fs::read_to_string(d.join("rep/report.json")).unwrap();
     assert!(after.contains("\"path\": \"other\""), "{after}");
 }
+
+/// An output that is one of the command's inputs, or a folder holding one, is refused before
+/// anything is written, `--overwrite` or not: the input is left byte-identical.
+#[test]
+fn an_output_never_replaces_an_input() {
+    let f = fixture();
+    let d = f.path();
+    let tiny = d.join("tiny").display().to_string();
+    std::fs::create_dir_all(d.join("idx")).unwrap();
+    let docs = "{\"id\": \"a\", \"text\": \"the cat\"}\n{\"id\": \"b\", \"text\": \"a dog\"}\n";
+    std::fs::write(d.join("idx/docs.jsonl"), docs).unwrap();
+    let q = "{\"query\": \"the cat\", \"positive\": \"a cat sat\"}\n";
+    std::fs::write(d.join("q.jsonl"), q).unwrap();
+    let config = std::fs::read(d.join("tiny/config.json")).unwrap();
+    let m = ["--model", tiny.as_str()];
+    let refused = |args: &[&str], what: &str| {
+        let err = fails_in(d, &[&args[..], &m[..]].concat());
+        assert!(
+            err.contains(what) && err.contains("would destroy the input"),
+            "{err}"
+        );
+    };
+    refused(
+        &[
+            "encode",
+            "--input",
+            "idx/docs.jsonl",
+            "--output",
+            "idx/docs.jsonl",
+        ],
+        "--output: idx/docs.jsonl is the --input idx/docs.jsonl",
+    );
+    let mine = ["mine", "--queries", "q.jsonl", "--output", "./q.jsonl"];
+    refused(&mine, "is the --queries q.jsonl");
+    refused(&[&mine[..], &["--overwrite"]].concat(), "is the --queries");
+    let index = [
+        "index",
+        "build",
+        "--input",
+        "idx/docs.jsonl",
+        "--out",
+        "idx",
+        "--overwrite",
+    ];
+    refused(&index, "--out: idx holds the --input idx/docs.jsonl");
+    let into_model = [
+        "index",
+        "build",
+        "--input",
+        "q.jsonl",
+        "--out",
+        &tiny,
+        "--overwrite",
+    ];
+    refused(&into_model, "is the --model");
+    let compress = [
+        "compress",
+        "--method",
+        "smec",
+        "--dims",
+        "8,16",
+        "--embeddings",
+        "idx/docs.jsonl",
+        "--queries",
+        "q.jsonl",
+        "--qrels",
+        "q.jsonl",
+        "--out",
+        "idx",
+        "--overwrite",
+    ];
+    let err = fails_in(d, &compress);
+    assert!(err.contains("--out: idx holds the --embeddings"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("idx/docs.jsonl")).unwrap(),
+        docs
+    );
+    assert_eq!(std::fs::read_to_string(d.join("q.jsonl")).unwrap(), q);
+    assert_eq!(std::fs::read(d.join("tiny/config.json")).unwrap(), config);
+}

@@ -113,12 +113,15 @@ fn mistakes_on_a_finished_run_leave_it_byte_identical() {
     let f = Fixture::new(40, "save_every = 2");
     let (r, run) = (f.path("r.toml"), f.path("run"));
     ok_in(f.root(), &["train", "--recipe", &r, "--run-dir", &run]);
+    // data kept in the run's folder (a user's copy): an --overwrite would delete it
+    std::fs::copy(f.path("train.tsv"), Path::new(&run).join("kept.tsv")).unwrap();
     let before = snapshot(Path::new(&run));
     assert!(before.contains_key(Path::new("final/model.safetensors")));
     let elsewhere = tempfile::tempdir().unwrap();
     let sts = f.path("train.tsv");
     let missing = f.path("missing.tsv");
     let missing_data = format!("{missing}:scored");
+    let (final_model, kept) = (format!("{run}/final"), format!("{run}/kept.tsv:scored"));
     let mistakes: Vec<(Vec<&str>, &str)> = vec![
         // the data loss: resume and overwrite together, from another folder
         (vec!["train", "--resume", &run, "--overwrite"], "contradict"),
@@ -180,6 +183,34 @@ fn mistakes_on_a_finished_run_leave_it_byte_identical() {
         (
             vec!["train", "--recipe", &r, "--run-dir", &run],
             "holds a run already",
+        ),
+        // inputs inside the run that --overwrite would delete with it: the run's own model
+        // (training further from it) and data kept there
+        (
+            vec![
+                "train",
+                "--recipe",
+                &r,
+                "--run-dir",
+                &run,
+                "--overwrite",
+                "--model",
+                &final_model,
+            ],
+            "holds the model",
+        ),
+        (
+            vec![
+                "train",
+                "--recipe",
+                &r,
+                "--run-dir",
+                &run,
+                "--overwrite",
+                "--data",
+                &kept,
+            ],
+            "holds the data",
         ),
         (
             vec!["train", "--resume", &run, "--lr", "1e-3"],

@@ -95,6 +95,46 @@ pub fn is_std_stream(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
+/// Refuses an output (`out_key` = `out`: a file written, or a folder replaced) that is one of
+/// the command's `inputs` (`(key, path)`) or holds one: `nest encode --input d.jsonl --output
+/// d.jsonl` would replace the documents with their vectors, `nest index build --input
+/// idx/docs.jsonl --out idx --overwrite` delete them. Paths that do not exist yet (and `-`)
+/// pass.
+pub fn check_output_spares_inputs(
+    out_key: &str,
+    out: &Path,
+    inputs: &[(&str, &Path)],
+) -> Result<()> {
+    let Ok(o) = std::fs::canonicalize(out) else {
+        return Ok(());
+    };
+    for &(key, input) in inputs {
+        if is_std_stream(input) {
+            continue;
+        }
+        let Ok(i) = std::fs::canonicalize(input) else {
+            continue;
+        };
+        let how = if i == o {
+            "is"
+        } else if o.is_dir() && i.starts_with(&o) {
+            "holds"
+        } else {
+            continue;
+        };
+        return Err(Error::Value {
+            key: out_key.to_string(),
+            message: format!(
+                "{} {how} the {key} {}: writing the output there would destroy the input; \
+                 choose another {out_key}",
+                out.display(),
+                input.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Rank `rank` of `world`'s part of `output`, the one naming of every per-rank file (`nest
 /// encode`'s vectors, `nest mine`'s rows): `emb.npy` -> `emb.part-00001-of-00002.npy`.
 pub fn part_path(output: &Path, rank: usize, world: usize) -> std::path::PathBuf {
@@ -108,6 +148,33 @@ pub fn part_path(output: &Path, rank: usize, world: usize) -> std::path::PathBuf
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_output_may_not_be_or_hold_an_input() {
+        let d = tempfile::tempdir().unwrap();
+        let docs = d.path().join("idx").join("docs.jsonl");
+        std::fs::create_dir_all(docs.parent().unwrap()).unwrap();
+        std::fs::write(&docs, "x\n").unwrap();
+        let check =
+            |out: &Path| super::check_output_spares_inputs("--out", out, &[("--input", &docs)]);
+        // the same file, written another way
+        let e = check(&d.path().join("idx/../idx/docs.jsonl"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--out: ") && e.contains(" is the --input "),
+            "{e}"
+        );
+        let e = check(&d.path().join("idx")).unwrap_err().to_string();
+        assert!(
+            e.contains(" holds the --input ") && e.contains("choose another --out"),
+            "{e}"
+        );
+        check(&d.path().join("new.jsonl")).unwrap();
+        check(&d.path().join("idx/other.npy")).unwrap();
+        super::check_output_spares_inputs("--output", &docs, &[("--input", Path::new("-"))])
+            .unwrap();
+    }
+
     use super::*;
 
     #[test]

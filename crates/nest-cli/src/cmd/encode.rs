@@ -14,6 +14,7 @@ use crate::progress;
 pub fn run(a: EncodeArgs) -> Result<()> {
     let opts = a.model.encode_options()?;
     OutputFormat::from_path(&a.output)?; // fail before loading anything
+    nest_core::fsutil::check_output_spares_inputs("--output", &a.output, &[("--input", &a.input)])?;
     let group = group_for(&a)?;
     let adaptor = match &a.adaptor {
         Some(p) => Some(nest_model::Adaptor::load(p)?),

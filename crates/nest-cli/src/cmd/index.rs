@@ -20,6 +20,17 @@ pub fn run(c: IndexCommand) -> Result<()> {
 const CHUNK: usize = 2048;
 
 fn build(a: IndexBuildArgs) -> Result<()> {
+    let model = std::path::Path::new(&a.model.model);
+    let inputs = [
+        ("--input", Some(a.input.as_path())),
+        ("--embeddings", a.embeddings.as_deref()),
+    ];
+    let mut inputs: Vec<_> = inputs
+        .into_iter()
+        .filter_map(|(k, p)| Some((k, p?)))
+        .collect();
+    inputs.push(("--model", model)); // a hub id is no path here, and passes
+    nest_core::fsutil::check_output_spares_inputs("--out", &a.out, &inputs)?;
     if let Some(launch) = nest_dist::Launch::from_env()? {
         anyhow::ensure!(
             a.embeddings.is_none(),

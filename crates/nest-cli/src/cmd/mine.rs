@@ -68,6 +68,20 @@ fn setup(a: &MineArgs, g: Option<&nest_dist::Group>) -> Result<Setup> {
     anyhow::ensure!(a.chunk_queries >= 1, "--chunk-queries must be at least 1");
     anyhow::ensure!(a.encode_chunk >= 1, "--encode-chunk must be at least 1");
     let (o, format) = super::mine_flags::settings(a)?;
+    let beir = a.beir.as_ref().map(|b| {
+        let qrels = b.join("qrels").join(format!("{}.tsv", a.split));
+        [b.join("queries.jsonl"), b.join("corpus.jsonl"), qrels]
+    });
+    let mut inputs = vec![
+        ("--queries", a.queries.as_deref()),
+        ("--corpus", a.corpus.as_deref()),
+    ];
+    inputs.extend(beir.iter().flatten().map(|f| ("--beir", Some(f.as_path()))));
+    let inputs: Vec<_> = inputs
+        .into_iter()
+        .filter_map(|(k, p)| Some((k, p?)))
+        .collect();
+    nest_core::fsutil::check_output_spares_inputs("--output", &a.output, &inputs)?;
     let precision =
         Precision::parse(&a.precision).map_err(|e| anyhow::anyhow!("--precision: {e}"))?;
     if g.is_some() && a.output.exists() && !a.overwrite {

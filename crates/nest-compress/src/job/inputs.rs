@@ -79,6 +79,46 @@ impl Source {
         }
     }
 
+    /// The files and folders read, each with its flag: what `--out` must neither be nor hold.
+    pub(super) fn paths(&self) -> Vec<(&'static str, &Path)> {
+        match self {
+            Source::Files {
+                embeddings,
+                corpus_ids,
+                queries,
+                query_ids,
+                qrels,
+                test_qrels,
+            } => {
+                let some = [
+                    ("--corpus-ids", corpus_ids),
+                    ("--query-ids", query_ids),
+                    ("--test-qrels", test_qrels),
+                ];
+                let some = some
+                    .into_iter()
+                    .filter_map(|(k, p)| Some((k, p.as_deref()?)));
+                let given = [
+                    ("--embeddings", embeddings),
+                    ("--queries", queries),
+                    ("--qrels", qrels),
+                ];
+                given
+                    .into_iter()
+                    .map(|(k, p)| (k, p.as_path()))
+                    .chain(some)
+                    .collect()
+            }
+            Source::Beir {
+                model, beir, cache, ..
+            } => vec![
+                ("--model", Path::new(model)),
+                ("--beir", beir),
+                ("--cache", cache),
+            ],
+        }
+    }
+
     /// Reads an adaptor's record back (`what` names it in errors).
     pub(super) fn from_json(v: &Value, what: &Path) -> Result<Source> {
         let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(PathBuf::from);

@@ -166,6 +166,7 @@ pub fn run(job: &Job, events: &mut dyn FnMut(Event)) -> Result<Outcome> {
     // the dims' rules (order, halvings) need no data: checked before anything is embedded
     let widest = dims.iter().copied().max().unwrap_or(1);
     check_dims(&dims, widest, st.method)?;
+    nest_core::fsutil::check_output_spares_inputs("--out", &st.out, &st.source.paths())?;
     let in_place = job.resume.as_deref() == Some(st.out.as_path());
     if !job.overwrite && !in_place && holds_files(&st.out) {
         return Err(Error::input(

@@ -102,6 +102,21 @@ pub(crate) fn resolve_table(table: &mut toml::Table, base: &Path) {
 }
 
 impl Recipe {
+    /// The files and folders the run reads, each with its recipe key: what `--overwrite` of a
+    /// run folder must not delete with the run it replaces.
+    pub(crate) fn input_paths(&self) -> Vec<(&'static str, PathBuf)> {
+        let mut out = vec![("model", PathBuf::from(&self.model))];
+        out.extend(self.data.iter().map(|d| ("data", d.path.clone())));
+        if !self.eval_data.is_empty() {
+            out.push(("eval_data", PathBuf::from(&self.eval_data)));
+        }
+        if let Some(m) = &self.mine {
+            out.push(("mine.queries", m.queries.clone()));
+            out.extend(m.corpus.iter().map(|c| ("mine.corpus", c.clone())));
+        }
+        out
+    }
+
     /// Makes the paths still relative (those given as flags) absolute against the current
     /// folder, so that the run records absolute paths.
     pub(crate) fn absolutize_paths(&mut self) {

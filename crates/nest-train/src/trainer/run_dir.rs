@@ -104,6 +104,10 @@ pub(crate) fn check_run_dir(r: &Recipe, o: &TrainOptions) -> Result<Claim> {
         return Ok(Claim::Fresh);
     }
     if o.overwrite {
+        // the replaced run is deleted once the new one finishes: with its inputs, were they in it
+        let inputs = r.input_paths();
+        let inputs: Vec<_> = inputs.iter().map(|(k, p)| (*k, p.as_path())).collect();
+        nest_core::fsutil::check_output_spares_inputs("--run-dir", dir, &inputs)?;
         return Ok(Claim::Replace);
     }
     if !o.resume {
