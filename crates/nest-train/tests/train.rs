@@ -883,6 +883,38 @@ fn a_requested_stop_checkpoints_its_step_and_resumes_exactly() {
     assert_eq!(losses(&cut), losses(&full));
 }
 
+/// A resume that extends a finished run (`--max-steps 8` on a run of 2) and is cut records the
+/// new end in the run's recipe.toml: the next resume from that file goes on to step 8, not
+/// back to 2 (which exported the cut run's checkpoint as the finished model).
+#[test]
+fn an_extended_resume_records_its_new_end() {
+    let _serial = serial();
+    let (d, model, data) = setup();
+    let run = d.path().join("run");
+    let short = recipe(&model, &data, &["--max-steps", "2", "--save-every", "1"]);
+    assert_eq!(train(&short, &opts(&run), &mut |_| {}).unwrap().steps, 2);
+    let longer = recipe(&model, &data, &["--max-steps", "8", "--save-every", "1"]);
+    let mut o = opts(&run);
+    o.resume = true;
+    o.stop_after_steps = Some(5);
+    let cut = train(&longer, &o, &mut |_| {}).unwrap();
+    assert!(
+        cut.final_dir.as_os_str().is_empty() && cut.steps < 8,
+        "{}",
+        cut.steps
+    );
+    let saved = run.join("recipe.toml");
+    assert!(std::fs::read_to_string(&saved)
+        .unwrap()
+        .contains("max_steps = 8"));
+    // the next resume as `nest train --resume RUN` makes it: from the run's own recipe
+    let again = Recipe::load(Some(&saved), &Overrides::default()).unwrap();
+    o.stop_after_steps = None;
+    let s = train(&again, &o, &mut |_| {}).unwrap();
+    assert_eq!((s.resumed_from, s.steps), (Some(cut.steps), 8));
+    assert!(s.final_dir.join("model.safetensors").exists());
+}
+
 /// A resume on changed training data (one text edited) is refused before any weight loads,
 /// naming the change and `--allow-data-change`; with that option it continues.
 #[test]

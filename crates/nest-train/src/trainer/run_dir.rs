@@ -175,7 +175,10 @@ pub(crate) fn claim_run_dir(
 ) -> Result<Option<PathBuf>> {
     let dir = &o.run_dir;
     match claim {
-        Claim::Resume(ck) => return Ok(ck.clone()),
+        Claim::Resume(ck) => {
+            record_resumed_keys(r, dir)?;
+            return Ok(ck.clone());
+        }
         Claim::Replace => move_aside(dir)?,
         Claim::Fresh => {}
     }
@@ -185,6 +188,19 @@ pub(crate) fn claim_run_dir(
     }
     nest_core::fsutil::write_atomic(&dir.join("recipe.toml"), r.to_toml().as_bytes())?;
     Ok(None)
+}
+
+/// A resume may change the keys of [`RESUMABLE_KEYS`] (`--max-steps 500` on a run of 100):
+/// the run's recipe.toml records them, so that the next bare `--resume` goes on to the same
+/// end. Before, it read the first values back: a run cut on its way to 500 resumed with
+/// max_steps 100 and was exported at its checkpoint as finished.
+fn record_resumed_keys(r: &Recipe, dir: &Path) -> Result<()> {
+    let path = dir.join("recipe.toml");
+    let saved = Recipe::load_verbatim(&path)?;
+    if saved.to_toml() != r.to_toml() {
+        nest_core::fsutil::write_atomic(&path, r.to_toml().as_bytes())?;
+    }
+    Ok(())
 }
 
 /// [`claim_run_dir`] on rank 0 of a data-parallel run (or the only process, which passes its
