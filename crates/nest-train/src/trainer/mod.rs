@@ -39,7 +39,7 @@ pub use mining::round_file;
 use nest_core::lock::FolderLock;
 use plan::Progress;
 use run::Run;
-use run_dir::{check_run_dir, dist_timeout, recorded_recipe, settle, start_run_dir, Ending};
+use run_dir::{check_run_dir, recorded_recipe, settle, start_run_dir, Ending};
 use run_log::RunLog;
 pub use step::{batch_output, micro_step, MicroResult};
 pub use timer::StepTimer;
@@ -201,4 +201,25 @@ fn process_group(device: tch::Device) -> Result<Option<Rc<Group>>> {
     let g = Rc::new(Group::join_with(&launch, dist_timeout()?, backend)?);
     GROUP.set(Some((launch, g.clone())));
     Ok(Some(g))
+}
+
+/// The seconds a collective may wait for another rank before failing: `NEST_DIST_TIMEOUT_S`,
+/// 300 by default.
+fn dist_timeout() -> Result<std::time::Duration> {
+    let secs = match std::env::var("NEST_DIST_TIMEOUT_S") {
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|&s| s > 0)
+            .ok_or_else(|| {
+                nest_dist::DistError::from(nest_dist::LaunchError::Invalid {
+                    var: "NEST_DIST_TIMEOUT_S",
+                    value: v.clone(),
+                    expected: "a whole number of seconds >= 1",
+                })
+            })?,
+        Err(_) => 300,
+    };
+    Ok(std::time::Duration::from_secs(secs))
 }

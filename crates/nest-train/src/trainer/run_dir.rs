@@ -43,27 +43,6 @@ pub(crate) fn run_err(path: &Path, message: impl Into<String>) -> Error {
     }
 }
 
-/// The seconds a collective may wait for another rank before failing: `NEST_DIST_TIMEOUT_S`,
-/// 300 by default.
-pub(crate) fn dist_timeout() -> Result<std::time::Duration> {
-    let secs = match std::env::var("NEST_DIST_TIMEOUT_S") {
-        Ok(v) => v
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .filter(|&s| s > 0)
-            .ok_or_else(|| {
-                nest_dist::DistError::from(nest_dist::LaunchError::Invalid {
-                    var: "NEST_DIST_TIMEOUT_S",
-                    value: v.clone(),
-                    expected: "a whole number of seconds >= 1",
-                })
-            })?,
-        Err(_) => 300,
-    };
-    Ok(std::time::Duration::from_secs(secs))
-}
-
 /// What a start does to its run folder: decided by [`check_run_dir`] before anything is
 /// written, done by [`claim_run_dir`] once the model, data and evaluation grid were read.
 #[derive(Debug, Clone)]
