@@ -335,6 +335,15 @@ fn slim_warns_about_untrained_points() {
     let e = fails_in(d, &as_str(&slim(&tiny, &["--overwrite"])));
     assert!(e.contains("the model's own folder"), "{e}");
     assert!(d.join("tiny/model.safetensors").exists());
+    // --overwrite replaces a model, not a folder of other things (`--out .`)
+    std::fs::create_dir_all(d.join("notes")).unwrap();
+    std::fs::write(d.join("notes/a.txt"), "kept").unwrap();
+    let e = fails_in(d, &as_str(&slim("notes", &["--overwrite"])));
+    assert!(e.contains("holds files but no model"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("notes/a.txt")).unwrap(),
+        "kept"
+    );
 }
 
 /// #70: a finished `index build` leaves no `.NAME.lock` beside the index; #72: a funnel whose

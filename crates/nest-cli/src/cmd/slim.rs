@@ -99,5 +99,12 @@ fn check_out(a: &SlimArgs) -> Result<()> {
         "--out {} already holds files: pass --overwrite to replace them, or choose another folder",
         a.out.display()
     );
+    // --overwrite replaces a model, never a folder of something else (`--out .`, `--out runs`)
+    anyhow::ensure!(
+        !holds_files || a.out.join("config.json").is_file(),
+        "--out {} holds files but no model (no config.json): slim replaces the whole folder, \
+         so it replaces only a model's; choose another folder",
+        a.out.display()
+    );
     Ok(())
 }
