@@ -107,7 +107,8 @@ pub struct SlimArgs {
     /// Output directory (new, or empty; `--overwrite` replaces one that holds files).
     #[arg(long)]
     pub out: PathBuf,
-    /// Replace an `--out` folder that already holds files (never the model's own folder).
+    /// Replace the model an `--out` folder holds (never the model's own folder, nor a folder
+    /// without a model).
     #[arg(long)]
     pub overwrite: bool,
 }
