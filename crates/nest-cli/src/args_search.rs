@@ -50,6 +50,10 @@ pub struct IndexBuildArgs {
     /// Replace an existing index at `--out` (only once the new one is complete).
     #[arg(long)]
     pub overwrite: bool,
+    /// Documents embedded between two saves of their vectors (beside `--out`, until the index
+    /// is in place): a cut build, run again, embeds only what it had not saved.
+    #[arg(long, default_value_t = 2048, hide = true)]
+    pub encode_chunk: usize,
     /// The documents' prompt (default: the model's document prompt); the index records it.
     #[command(flatten)]
     pub prompt: crate::args_model::PromptArgs,

@@ -636,3 +636,93 @@ fn jsonl_training_data_trains_bit_for_bit_as_tsv() {
         "{e}"
     );
 }
+
+/// A `nest index build` killed (-9) after some chunks were embedded: the same command embeds
+/// only the rest (it says so) and writes an index byte-identical to an uncut build's; nothing
+/// of the cut build stays beside it. A build of other documents drops the kept vectors.
+#[test]
+fn a_cut_index_build_resumes_where_it_stopped() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    // wide enough that a chunk takes a while: the kill lands between chunks, far from the end
+    let spec = TinySpec {
+        layers: 4,
+        hidden: 256,
+        max_seq_length: 128,
+        ..TinySpec::new(Architecture::Bert)
+    };
+    write_tiny_model(&root.join("m"), &spec).unwrap();
+    let words = [
+        "the", "cat", "dog", "sat", "on", "mat", "man", "music", "guitar",
+    ];
+    let docs: String = (0..640)
+        .map(|i| {
+            let text: Vec<&str> = (0..100).map(|j| words[(i * 7 + j * j) % 9]).collect();
+            format!("{{\"id\": \"d{i}\", \"text\": \"{}\"}}\n", text.join(" "))
+        })
+        .collect();
+    std::fs::write(root.join("docs.jsonl"), docs).unwrap();
+    let args = |out: &str| -> Vec<String> {
+        let a = [
+            "--threads",
+            "1",
+            "index",
+            "build",
+            "--model",
+            "m",
+            "--input",
+            "docs.jsonl",
+        ];
+        let mut a: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+        a.extend(["--encode-chunk", "16", "--out", out].map(String::from));
+        a
+    };
+    let run = |out: &str| {
+        let a = args(out);
+        let o = Command::new(env!("CARGO_BIN_EXE_nest"))
+            .env("NEST_DTYPE", "float32")
+            .current_dir(root)
+            .args(&a)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        err
+    };
+    run("whole");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
+        .env("NEST_DTYPE", "float32")
+        .current_dir(root)
+        .args(args("cut"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let third = root.join(".cut.embedded/chunk-000002.f32");
+    let t = Instant::now();
+    while !third.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "ended before the kill");
+        assert!(t.elapsed() < Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!root.join("cut").exists());
+    let err = run("cut");
+    assert!(
+        err.contains("resuming: ") && err.contains("chunks of 16 documents"),
+        "{err}"
+    );
+    assert!(snapshot(&root.join("cut")) == snapshot(&root.join("whole")));
+    assert!(!root.join(".cut.embedded").exists());
+    // vectors kept for other documents are dropped, with a line
+    let e = root.join(".other.embedded");
+    std::fs::create_dir_all(&e).unwrap();
+    std::fs::write(e.join("state.json"), "{\"model\": \"another\"}").unwrap();
+    std::fs::write(e.join("chunk-000000.f32"), [0u8; 16 * 32 * 4]).unwrap();
+    let err = run("other");
+    assert!(
+        err.contains("dropped") && !err.contains("resuming"),
+        "{err}"
+    );
+    assert!(snapshot(&root.join("other")) == snapshot(&root.join("whole")));
+}

@@ -16,9 +16,6 @@ pub fn run(c: IndexCommand) -> Result<()> {
     }
 }
 
-/// Texts embedded per chunk: bounds memory while the builder streams rows to disk.
-const CHUNK: usize = 2048;
-
 fn build(a: IndexBuildArgs) -> Result<()> {
     let model = std::path::Path::new(&a.model.model);
     let inputs = [
@@ -58,28 +55,7 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
     let precisions = Precision::parse_list(&a.precision)?;
     let pb = progress::bar(docs.len(), "index");
     if let Some(path) = &a.embeddings {
-        let m = nest_compress::data::read_matrix(path)?;
-        let (n, d) = (m.size()[0] as usize, m.size()[1] as usize);
-        anyhow::ensure!(
-            n == docs.len(),
-            "{}: {n} rows for the {} documents of {}",
-            path.display(),
-            docs.len(),
-            a.input.display()
-        );
-        let levels = levels(a.dims.as_deref(), &precisions, d)?;
-        let source = serde_json::json!({"embeddings": path.display().to_string()});
-        let mut b = super::index_common::builder(&a, d, &levels, source)?;
-        let flat = nest_model::pooling::to_vec_f32(&m);
-        for (i, doc) in docs.iter().enumerate() {
-            b.push(
-                &doc.id,
-                Some(&doc.stored(a.store_text)),
-                &flat[i * d..(i + 1) * d],
-            )?;
-            pb.set_position(i as u64 + 1);
-        }
-        return finish(b, &a.out);
+        return build_from_embeddings(&a, path, &docs, &precisions, &pb);
     }
     let model = super::load_model(&a.model)?;
     let layer = a.layer.unwrap_or(model.num_layers());
@@ -94,15 +70,35 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
         "documents_sha256": nest_core::data::content_sha256(&docs),
     });
     source[nest_core::data::DOCUMENT_PROMPT] = prompt.into();
+    // what a cut build kept: the vectors of these documents by this model, in this arithmetic
+    let mut key = source.clone();
+    key["dtype"] = model.dtype().name().into();
+    let chunk_len = a.encode_chunk;
+    anyhow::ensure!(chunk_len >= 1, "--encode-chunk must be at least 1");
+    key["chunk"] = chunk_len.into();
+    let (embedded, done) = super::index_resume::Embedded::open(&a.out, key, d)?;
+    if done > 0 {
+        pb.suspend(|| {
+            eprintln!("resuming: {done} chunks of {chunk_len} documents embedded by a cut build")
+        });
+    }
     let mut b = super::index_common::builder(&a, d, &levels, source)?;
     let opts = a.model.encode_options()?;
-    for (c, chunk) in docs.chunks(CHUNK).enumerate() {
-        let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
-        let base = c * CHUNK;
-        let pooled = model.embed_prompted(&texts, &[layer], opts, prompt, &mut |done| {
-            pb.set_position((base + done) as u64)
-        })?;
-        let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
+    for (c, chunk) in docs.chunks(chunk_len).enumerate() {
+        let base = c * chunk_len;
+        let flat = match embedded.get(c, chunk.len()) {
+            Some(v) => v,
+            None => {
+                let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
+                let pooled = model.embed_prompted(&texts, &[layer], opts, prompt, &mut |done| {
+                    pb.set_position((base + done) as u64)
+                })?;
+                let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
+                embedded.put(c, &flat)?;
+                flat
+            }
+        };
+        pb.set_position((base + chunk.len()) as u64);
         for (i, doc) in chunk.iter().enumerate() {
             b.push(
                 &doc.id,
@@ -112,5 +108,39 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
         }
     }
     pb.finish_and_clear();
+    finish(b, &a.out)?;
+    embedded.remove();
+    Ok(())
+}
+
+/// `--embeddings`: the vectors given, one row per document, no model.
+fn build_from_embeddings(
+    a: &IndexBuildArgs,
+    path: &std::path::Path,
+    docs: &[nest_core::data::Document],
+    precisions: &[Precision],
+    pb: &indicatif::ProgressBar,
+) -> Result<()> {
+    let m = nest_compress::data::read_matrix(path)?;
+    let (n, d) = (m.size()[0] as usize, m.size()[1] as usize);
+    anyhow::ensure!(
+        n == docs.len(),
+        "{}: {n} rows for the {} documents of {}",
+        path.display(),
+        docs.len(),
+        a.input.display()
+    );
+    let levels = levels(a.dims.as_deref(), precisions, d)?;
+    let source = serde_json::json!({"embeddings": path.display().to_string()});
+    let mut b = super::index_common::builder(a, d, &levels, source)?;
+    let flat = nest_model::pooling::to_vec_f32(&m);
+    for (i, doc) in docs.iter().enumerate() {
+        b.push(
+            &doc.id,
+            Some(&doc.stored(a.store_text)),
+            &flat[i * d..(i + 1) * d],
+        )?;
+        pb.set_position(i as u64 + 1);
+    }
     finish(b, &a.out)
 }

@@ -12,6 +12,7 @@ pub(crate) mod eval_out;
 mod index;
 mod index_common;
 mod index_parts;
+mod index_resume;
 mod info;
 mod inspect;
 mod mine;

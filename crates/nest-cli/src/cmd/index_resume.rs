@@ -1,0 +1,105 @@
+//! What a `nest index build` that is cut (Ctrl-C, a lost machine) keeps: each chunk of
+//! documents' vectors, written atomically into `.<out>.embedded/` beside the index as it is
+//! embedded, with a `state.json` naming what they are the vectors of (model, layer, prompt,
+//! documents, arithmetic). The same command again embeds only the chunks missing; the folder
+//! goes once the index is in place. Vectors of another build (other documents, model, prompt
+//! or dtype) are dropped, with a line saying so.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+const STATE: &str = "state.json";
+
+/// The embedded chunks of one build.
+pub(super) struct Embedded {
+    dir: PathBuf,
+    dim: usize,
+}
+
+fn dir_for(out: &Path) -> PathBuf {
+    let name = out.file_name().unwrap_or_default().to_string_lossy();
+    out.with_file_name(format!(".{name}.embedded"))
+}
+
+impl Embedded {
+    /// Opens (or starts) the chunks of the build `key` describes, `dim` floats a vector.
+    /// Returns it with the number of chunks already there.
+    pub(super) fn open(out: &Path, key: serde_json::Value, dim: usize) -> Result<(Self, usize)> {
+        let dir = dir_for(out);
+        let state = dir.join(STATE);
+        let found = std::fs::read_to_string(&state)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+        if found.as_ref().is_some_and(|f| *f != key) {
+            eprintln!(
+                "{}: the vectors of an interrupted build of other documents, model or settings; \
+                 dropped",
+                dir.display()
+            );
+        }
+        if found.as_ref() != Some(&key) {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).map_err(|e| nest_core::Error::io(&dir, e))?;
+            nest_core::fsutil::write_atomic(&state, key.to_string().as_bytes())?;
+        }
+        let e = Embedded { dir, dim };
+        let done = std::fs::read_dir(&e.dir)
+            .map(|d| d.flatten().filter(|f| f.file_name() != STATE).count())
+            .unwrap_or(0);
+        Ok((e, done))
+    }
+
+    fn chunk(&self, c: usize) -> PathBuf {
+        self.dir.join(format!("chunk-{c:06}.f32"))
+    }
+
+    /// Chunk `c`'s vectors (`rows` of them, row-major), if a cut build embedded it.
+    pub(super) fn get(&self, c: usize, rows: usize) -> Option<Vec<f32>> {
+        let bytes = std::fs::read(self.chunk(c)).ok()?;
+        // a chunk of another length is no chunk of this build (written atomically: never torn)
+        (bytes.len() == rows * self.dim * 4).then(|| {
+            let floats = bytes.chunks_exact(4);
+            floats
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()
+        })
+    }
+
+    /// Keeps chunk `c`'s vectors.
+    pub(super) fn put(&self, c: usize, v: &[f32]) -> Result<()> {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        nest_core::fsutil::write_atomic(&self.chunk(c), &bytes)?;
+        Ok(())
+    }
+
+    /// The build is in place: its chunks go.
+    pub(super) fn remove(self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_come_back_for_the_same_build_only() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("idx");
+        let key = serde_json::json!({"model": "m", "documents_sha256": "a"});
+        let (e, done) = Embedded::open(&out, key.clone(), 2).unwrap();
+        assert_eq!(done, 0);
+        e.put(0, &[1.0, -2.5, 3.0, 0.25]).unwrap();
+        assert_eq!(e.get(0, 2), Some(vec![1.0, -2.5, 3.0, 0.25]));
+        assert_eq!(e.get(0, 3), None, "another length");
+        assert_eq!(e.get(1, 2), None);
+        let (e, done) = Embedded::open(&out, key, 2).unwrap();
+        assert_eq!((done, e.get(0, 2).is_some()), (1, true));
+        let other = serde_json::json!({"model": "m", "documents_sha256": "b"});
+        let (e, done) = Embedded::open(&out, other, 2).unwrap();
+        assert_eq!((done, e.get(0, 2)), (0, None));
+        e.remove();
+        assert!(!d.path().join(".idx.embedded").exists());
+    }
+}
