@@ -88,6 +88,10 @@ pub struct EncodeArgs {
     /// Apply an adaptor made by `nest compress` (then `--dim` is one of its dims).
     #[arg(long)]
     pub adaptor: Option<PathBuf>,
+    /// Texts embedded between two saves of their vectors (beside `--output`, until it is
+    /// written): a cut run, run again, embeds only what it had not saved.
+    #[arg(long, default_value_t = 2048, hide = true)]
+    pub encode_chunk: usize,
     #[command(flatten)]
     pub prompt: PromptArgs,
 }

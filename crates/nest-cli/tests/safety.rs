@@ -637,11 +637,12 @@ fn jsonl_training_data_trains_bit_for_bit_as_tsv() {
     );
 }
 
-/// A `nest index build` killed (-9) after some chunks were embedded: the same command embeds
-/// only the rest (it says so) and writes an index byte-identical to an uncut build's; nothing
-/// of the cut build stays beside it. A build of other documents drops the kept vectors.
+/// A `nest index build` (and a `nest encode`) killed (-9) after some chunks were embedded: the
+/// same command embeds only the rest (it says so) and writes an index (a .npy) byte-identical
+/// to an uncut run's; nothing of the cut run stays beside it. A build of other documents drops
+/// the kept vectors.
 #[test]
-fn a_cut_index_build_resumes_where_it_stopped() {
+fn a_cut_index_build_or_encode_resumes_where_it_stopped() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
     // wide enough that a chunk takes a while: the kill lands between chunks, far from the end
@@ -655,7 +656,7 @@ fn a_cut_index_build_resumes_where_it_stopped() {
     let words = [
         "the", "cat", "dog", "sat", "on", "mat", "man", "music", "guitar",
     ];
-    let docs: String = (0..640)
+    let docs: String = (0..400)
         .map(|i| {
             let text: Vec<&str> = (0..100).map(|j| words[(i * 7 + j * j) % 9]).collect();
             format!("{{\"id\": \"d{i}\", \"text\": \"{}\"}}\n", text.join(" "))
@@ -663,57 +664,69 @@ fn a_cut_index_build_resumes_where_it_stopped() {
         .collect();
     std::fs::write(root.join("docs.jsonl"), docs).unwrap();
     let args = |out: &str| -> Vec<String> {
-        let a = [
-            "--threads",
-            "1",
-            "index",
-            "build",
+        let (cmd, to) = match out.ends_with(".npy") {
+            true => (&["encode"][..], "--output"),
+            false => (&["index", "build"][..], "--out"),
+        };
+        let mut a: Vec<String> = ["--threads", "1"].iter().map(|s| s.to_string()).collect();
+        a.extend(cmd.iter().map(|s| s.to_string()));
+        let rest = [
             "--model",
             "m",
             "--input",
             "docs.jsonl",
+            "--encode-chunk",
+            "16",
+            to,
+            out,
         ];
-        let mut a: Vec<String> = a.iter().map(|s| s.to_string()).collect();
-        a.extend(["--encode-chunk", "16", "--out", out].map(String::from));
+        a.extend(rest.map(String::from));
         a
     };
     let run = |out: &str| {
-        let a = args(out);
         let o = Command::new(env!("CARGO_BIN_EXE_nest"))
             .env("NEST_DTYPE", "float32")
             .current_dir(root)
-            .args(&a)
+            .args(args(out))
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(o.status.success(), "{err}");
         err
     };
+    // killed once three chunks are kept; the same command goes on from there
+    let cut = |out: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
+            .env("NEST_DTYPE", "float32")
+            .current_dir(root)
+            .args(args(out))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let third = root.join(format!(".{out}.embedded/chunk-000002.f32"));
+        let t = Instant::now();
+        while !third.exists() {
+            assert!(child.try_wait().unwrap().is_none(), "ended before the kill");
+            assert!(t.elapsed() < Duration::from_secs(120));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!root.join(out).exists());
+        let err = run(out);
+        assert!(
+            err.contains("resuming: ") && err.contains("chunks of 16"),
+            "{err}"
+        );
+        assert!(!root.join(format!(".{out}.embedded")).exists());
+    };
     run("whole");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
-        .env("NEST_DTYPE", "float32")
-        .current_dir(root)
-        .args(args("cut"))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let third = root.join(".cut.embedded/chunk-000002.f32");
-    let t = Instant::now();
-    while !third.exists() {
-        assert!(child.try_wait().unwrap().is_none(), "ended before the kill");
-        assert!(t.elapsed() < Duration::from_secs(120));
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(!root.join("cut").exists());
-    let err = run("cut");
-    assert!(
-        err.contains("resuming: ") && err.contains("chunks of 16 documents"),
-        "{err}"
-    );
+    cut("cut");
     assert!(snapshot(&root.join("cut")) == snapshot(&root.join("whole")));
-    assert!(!root.join(".cut.embedded").exists());
+    run("whole.npy");
+    cut("cut.npy");
+    let npy = |f: &str| std::fs::read(root.join(f)).unwrap();
+    assert!(npy("cut.npy") == npy("whole.npy"));
     // vectors kept for other documents are dropped, with a line
     let e = root.join(".other.embedded");
     std::fs::create_dir_all(&e).unwrap();

@@ -5,6 +5,7 @@ use nest_core::fsutil::{is_std_stream, part_path};
 use nest_core::output::{write_embeddings_from, Matrix, OutputFormat};
 use nest_model::{Keys, Policy};
 
+use super::embedded::Embedded;
 use crate::args::EncodeArgs;
 use crate::progress;
 
@@ -45,14 +46,14 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let pb = progress::bar(refs.len(), "encode");
-    let mut tick = |done: usize| pb.set_position(done as u64);
-    let data = if refs.is_empty() {
-        Vec::new() // a process whose share of a tiny input holds no line
-    } else {
-        let pooled = model.embed_prompted(&refs, &[spec.layer], opts, prompt, &mut tick)?;
-        let e = nest_model::point::finish(&pooled[0], spec.dim, adaptor.as_ref())?;
-        nest_model::pooling::to_vec_f32(&e)
+    let job = Job {
+        model: &model,
+        spec,
+        adaptor: adaptor.as_ref(),
+        prompt,
+        opts,
     };
+    let (data, kept) = embed_kept(&a, &job, &refs, group.as_ref(), &pb)?;
     let m = Matrix {
         rows: refs.len(),
         dim: spec.dim,
@@ -60,6 +61,7 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     };
     pb.finish_and_clear();
     let to = write(&a.output, group.as_ref(), &m)?;
+    kept.map(Embedded::remove);
     eprintln!(
         "wrote {} embeddings of dim {} (layer {} of {}) to {to}",
         m.rows,
@@ -71,6 +73,82 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         g.barrier()?; // every part is on disk when any rank exits
     }
     Ok(())
+}
+
+/// What `nest encode` embeds with.
+struct Job<'a> {
+    model: &'a nest_model::ElasticEncoder,
+    spec: nest_model::point::Point,
+    adaptor: Option<&'a nest_model::Adaptor>,
+    prompt: Option<&'a str>,
+    opts: nest_model::EncodeOptions,
+}
+
+/// `refs` embedded chunk by chunk, each chunk's vectors kept beside the output (this rank's
+/// part of it) as they come, so that a cut run embeds only the rest when run again
+/// (`super::embedded`); no keeping for standard output. Returns the vectors and the kept
+/// chunks, to drop once the output is written.
+fn embed_kept(
+    a: &EncodeArgs,
+    job: &Job,
+    refs: &[&str],
+    group: Option<&nest_dist::Group>,
+    pb: &indicatif::ProgressBar,
+) -> Result<(Vec<f32>, Option<Embedded>)> {
+    anyhow::ensure!(a.encode_chunk >= 1, "--encode-chunk must be at least 1");
+    let (model, spec) = (job.model, job.spec);
+    let out = match group {
+        Some(g) => part_path(&a.output, g.rank(), g.world()),
+        None => a.output.clone(),
+    };
+    let kept = match is_std_stream(&out) || refs.is_empty() {
+        true => None,
+        false => {
+            let mut texts = Vec::new();
+            for t in refs {
+                texts.extend((t.len() as u64).to_le_bytes());
+                texts.extend(t.as_bytes());
+            }
+            let adaptor = a.adaptor.as_ref().map(|p| p.display().to_string());
+            let key = serde_json::json!({
+                "model": a.model.model,
+                "weights": super::embedded::fingerprint(&a.model.model),
+                "adaptor": adaptor.as_deref().map(|p| (p, super::embedded::fingerprint(p))),
+                "layer": spec.layer,
+                "dim": spec.dim,
+                "max_length": model.tokenizer.max_length(),
+                "prompt": job.prompt,
+                "texts_sha256": nest_core::fsutil::sha256_hex(&texts),
+                "dtype": model.dtype().name(),
+                "chunk": a.encode_chunk,
+            });
+            let (e, done) = Embedded::open(&out, key, spec.dim)?;
+            if done > 0 {
+                let n = a.encode_chunk;
+                pb.suspend(|| {
+                    eprintln!("resuming: {done} chunks of {n} texts embedded by a cut run")
+                });
+            }
+            Some(e)
+        }
+    };
+    let mut data = Vec::with_capacity(refs.len() * spec.dim);
+    for (c, chunk) in refs.chunks(a.encode_chunk).enumerate() {
+        let base = c * a.encode_chunk;
+        if let Some(v) = kept.as_ref().and_then(|k| k.get(c, chunk.len())) {
+            data.extend(v);
+            continue;
+        }
+        let mut tick = |done: usize| pb.set_position((base + done) as u64);
+        let pooled = model.embed_prompted(chunk, &[spec.layer], job.opts, job.prompt, &mut tick)?;
+        let e = nest_model::point::finish(&pooled[0], spec.dim, job.adaptor)?;
+        let v = nest_model::pooling::to_vec_f32(&e);
+        if let Some(k) = &kept {
+            k.put(c, &v)?;
+        }
+        data.extend(v);
+    }
+    Ok((data, kept))
 }
 
 /// The process group under a multi-process launch (none otherwise), where `-` (standard input

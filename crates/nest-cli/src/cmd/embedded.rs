@@ -1,9 +1,9 @@
-//! What a `nest index build` that is cut (Ctrl-C, a lost machine) keeps: each chunk of
-//! documents' vectors, written atomically into `.<out>.embedded/` beside the index as it is
-//! embedded, with a `state.json` naming what they are the vectors of (model, layer, prompt,
-//! documents, arithmetic). The same command again embeds only the chunks missing; the folder
-//! goes once the index is in place. Vectors of another build (other documents, model, prompt
-//! or dtype) are dropped, with a line saying so.
+//! What an embedding job that is cut (Ctrl-C, a lost machine) keeps: each chunk of vectors,
+//! written atomically into `.<output>.embedded/` beside the output as it is embedded, with a
+//! `state.json` naming what they are the vectors of (model and its weights' fingerprint, layer,
+//! prompt, texts, arithmetic, ...). The same command again embeds only the chunks missing; the
+//! folder goes once the output is in place. Vectors of another job are dropped, with a line
+//! saying so. Used by `nest index build` and `nest encode`.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +11,7 @@ use anyhow::Result;
 
 const STATE: &str = "state.json";
 
-/// The embedded chunks of one build.
+/// The embedded chunks of one job.
 pub(super) struct Embedded {
     dir: PathBuf,
     dim: usize,
@@ -33,8 +33,7 @@ impl Embedded {
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
         if found.as_ref().is_some_and(|f| *f != key) {
             eprintln!(
-                "{}: the vectors of an interrupted build of other documents, model or settings; \
-                 dropped",
+                "{}: the vectors of a cut job on other texts, model or settings; dropped",
                 dir.display()
             );
         }
@@ -57,7 +56,7 @@ impl Embedded {
     /// Chunk `c`'s vectors (`rows` of them, row-major), if a cut build embedded it.
     pub(super) fn get(&self, c: usize, rows: usize) -> Option<Vec<f32>> {
         let bytes = std::fs::read(self.chunk(c)).ok()?;
-        // a chunk of another length is no chunk of this build (written atomically: never torn)
+        // a chunk of another length is no chunk of this job (written atomically: never torn)
         (bytes.len() == rows * self.dim * 4).then(|| {
             let floats = bytes.chunks_exact(4);
             floats
@@ -73,10 +72,34 @@ impl Embedded {
         Ok(())
     }
 
-    /// The build is in place: its chunks go.
+    /// The output is in place: the chunks go.
     pub(super) fn remove(self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// What tells a model's weights apart at one path (a run's `final/` overwritten by a new run):
+/// each file's name, length and modification time, without reading gigabytes. A hub id or a
+/// missing folder gives null.
+pub(super) fn fingerprint(model: &str) -> serde_json::Value {
+    let Ok(entries) = std::fs::read_dir(model) else {
+        return serde_json::Value::Null;
+    };
+    let mut files: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let m = e.metadata().ok().filter(|m| m.is_file())?;
+            let t = m
+                .modified()
+                .ok()?
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            Some(format!("{name} {} {}", m.len(), t.as_nanos()))
+        })
+        .collect();
+    files.sort();
+    files.into()
 }
 
 #[cfg(test)]
