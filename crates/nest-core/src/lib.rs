@@ -17,6 +17,7 @@ pub mod env_vars;
 pub mod error;
 pub mod fsutil;
 pub mod heap;
+pub mod kept;
 pub mod lock;
 pub mod output;
 pub mod spec;

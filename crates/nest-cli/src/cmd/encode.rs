@@ -5,9 +5,9 @@ use nest_core::fsutil::{is_std_stream, part_path};
 use nest_core::output::{write_embeddings_from, Matrix, OutputFormat};
 use nest_model::{Keys, Policy};
 
-use super::embedded::Embedded;
 use crate::args::EncodeArgs;
 use crate::progress;
+use nest_core::kept::Embedded;
 
 /// Under a multi-process launch (torchrun's RANK / WORLD_SIZE ...), each process encodes its
 /// share of the input's bytes and writes its own part ([`part_path`]); the parts in rank order
@@ -86,7 +86,7 @@ struct Job<'a> {
 
 /// `refs` embedded chunk by chunk, each chunk's vectors kept beside the output (this rank's
 /// part of it) as they come, so that a cut run embeds only the rest when run again
-/// (`super::embedded`); no keeping for standard output. Returns the vectors and the kept
+/// (`nest_core::kept`); no keeping for standard output. Returns the vectors and the kept
 /// chunks, to drop once the output is written.
 fn embed_kept(
     a: &EncodeArgs,
@@ -112,8 +112,8 @@ fn embed_kept(
             let adaptor = a.adaptor.as_ref().map(|p| p.display().to_string());
             let key = serde_json::json!({
                 "model": a.model.model,
-                "weights": super::embedded::fingerprint(&a.model.model),
-                "adaptor": adaptor.as_deref().map(|p| (p, super::embedded::fingerprint(p))),
+                "weights": nest_core::kept::fingerprint(&a.model.model),
+                "adaptor": adaptor.as_deref().map(|p| (p, nest_core::kept::fingerprint(p))),
                 "layer": spec.layer,
                 "dim": spec.dim,
                 "max_length": model.tokenizer.max_length(),
@@ -122,14 +122,8 @@ fn embed_kept(
                 "dtype": model.dtype().name(),
                 "chunk": a.encode_chunk,
             });
-            let (e, done) = Embedded::open(&out, key, spec.dim)?;
-            if done > 0 {
-                let n = a.encode_chunk;
-                pb.suspend(|| {
-                    eprintln!("resuming: {done} chunks of {n} texts embedded by a cut run")
-                });
-            }
-            Some(e)
+            let chunk = (a.encode_chunk, "texts");
+            Some(super::open_kept(&out, key, spec.dim, chunk, pb)?)
         }
     };
     let mut data = Vec::with_capacity(refs.len() * spec.dim);

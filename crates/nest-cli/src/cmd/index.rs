@@ -73,16 +73,11 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
     // what a cut build kept: the vectors of these documents by this model, in this arithmetic
     let mut key = source.clone();
     key["dtype"] = model.dtype().name().into();
-    key["weights"] = super::embedded::fingerprint(&a.model.model);
+    key["weights"] = nest_core::kept::fingerprint(&a.model.model);
     let chunk_len = a.encode_chunk;
     anyhow::ensure!(chunk_len >= 1, "--encode-chunk must be at least 1");
     key["chunk"] = chunk_len.into();
-    let (embedded, done) = super::embedded::Embedded::open(&a.out, key, d)?;
-    if done > 0 {
-        pb.suspend(|| {
-            eprintln!("resuming: {done} chunks of {chunk_len} documents embedded by a cut build")
-        });
-    }
+    let embedded = super::open_kept(&a.out, key, d, (chunk_len, "documents"), &pb)?;
     let mut b = super::index_common::builder(&a, d, &levels, source)?;
     let opts = a.model.encode_options()?;
     for (c, chunk) in docs.chunks(chunk_len).enumerate() {

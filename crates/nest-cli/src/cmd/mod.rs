@@ -6,7 +6,6 @@ mod bench_serve;
 mod bench_train;
 mod compress;
 mod distill;
-mod embedded;
 mod encode;
 mod eval;
 pub(crate) mod eval_out;
@@ -87,4 +86,27 @@ pub fn load_model_path(model: &str, max_length: Option<usize>) -> Result<Elastic
     let dir = nest_model::hub::resolve(model)?;
     ElasticEncoder::load(&dir, nest_model::default_device(), max_length)
         .with_context(|| format!("loading model '{model}'"))
+}
+
+/// The chunks a cut run of this job kept beside `out` (`nest_core::kept`), saying what was
+/// found: kept chunks of `chunk` `what`s resumed, or another job's dropped.
+fn open_kept(
+    out: &std::path::Path,
+    key: serde_json::Value,
+    dim: usize,
+    (chunk, what): (usize, &str),
+    pb: &indicatif::ProgressBar,
+) -> Result<nest_core::kept::Embedded> {
+    let (kept, found) = nest_core::kept::Embedded::open(out, key, dim)?;
+    let dir = kept.dir().display();
+    pb.suspend(|| {
+        if found.dropped {
+            eprintln!("{dir}: vectors of a cut run on other texts, model or settings; dropped");
+        }
+        if found.chunks > 0 {
+            let n = found.chunks;
+            eprintln!("resuming: {n} chunks of {chunk} {what} embedded by a cut run ({dir})");
+        }
+    });
+    Ok(kept)
 }

@@ -4,13 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use nest_core::data::Beir;
-use nest_model::prompt::Side;
-use nest_model::{ElasticEncoder, EncodeOptions};
 use serde_json::{json, Value};
 
 use super::Event;
-use crate::data::{read_embeddings, read_qrels, EmbeddingCache, Embeddings, Qrels};
+use crate::data::{read_embeddings, read_qrels, Embeddings, Qrels};
 use crate::run::Inputs;
 use crate::{Error, Result};
 
@@ -161,7 +158,7 @@ pub(super) fn inputs(
             split,
             cache,
         } => {
-            let (c, q, p) = beir_embeddings(model, beir, cache, events)?;
+            let (c, q, p) = super::beir::beir_embeddings(model, beir, cache, events)?;
             probe = Some(p);
             let train = qrels_of(beir, split, &q, &c)?
                 .ok_or_else(|| Error::input(beir, format!("no qrels/{split}.tsv")))?;
@@ -211,79 +208,6 @@ fn qrels_of(dir: &Path, split: &str, q: &Embeddings, c: &Embeddings) -> Result<O
         return Ok(None);
     }
     Ok(Some(read_qrels(&p, q, c)?))
-}
-
-/// A model's pooled last-layer embeddings of a BEIR folder's corpus and of the queries of every
-/// split, from the cache when it holds them, and the model's probe record
-/// (`nest_model::adaptor::PROBE_TEXT`'s vector).
-fn beir_embeddings(
-    model: &str,
-    dir: &Path,
-    cache: &Path,
-    events: &mut dyn FnMut(Event),
-) -> Result<(Embeddings, Embeddings, Value)> {
-    let model_dir = nest_model::hub::resolve(model)?;
-    let enc = ElasticEncoder::load(&model_dir, nest_model::default_device(), None)?;
-    let layer = enc.num_layers();
-    let text = nest_model::adaptor::PROBE_TEXT;
-    let v = enc.embed_layers(&[text], &[layer], EncodeOptions::batch(1), &mut |_| {})?;
-    let v = v[0].to_kind(tch::Kind::Float).to_device(tch::Device::Cpu);
-    let v = Vec::<f32>::try_from(&v.view([-1])).map_err(nest_model::Error::from)?;
-    let probe = json!({"text": text, "layer": layer, "vector": v});
-    // queries and documents as sentence-transformers' encode_query / encode_document embed them
-    let side = |side| enc.prompts.for_side(Default::default(), "prompt", side);
-    let query_prompt = side(Side::Query)?.filter(|p| !p.is_empty());
-    let document_prompt = side(Side::Document)?.filter(|p| !p.is_empty());
-    let prompts = [query_prompt, document_prompt];
-    let key = EmbeddingCache::key(&model_dir, dir, layer, 0, prompts)?;
-    let c = EmbeddingCache {
-        dir: cache.to_path_buf(),
-    };
-    if let Some(hit) = c.get(&key) {
-        events(Event::Message(format!(
-            "embeddings: cache hit {}",
-            cache.join(format!("{key}.safetensors")).display()
-        )));
-        return Ok((hit.0, hit.1, probe));
-    }
-    let mut queries: Vec<(String, String)> = Vec::new();
-    let mut corpus = Vec::new();
-    for split in ["train", "dev", "test"] {
-        if !dir.join("qrels").join(format!("{split}.tsv")).exists() {
-            continue;
-        }
-        let b = Beir::read(dir, split)?;
-        for q in b.queries {
-            if !queries.iter().any(|x| x.0 == q.0) {
-                queries.push(q);
-            }
-        }
-        corpus = b.corpus;
-    }
-    let mut embed =
-        |items: &[(String, String)], what: &'static str, prompt| -> Result<Embeddings> {
-            let texts: Vec<&str> = items.iter().map(|x| x.1.as_str()).collect();
-            let total = texts.len();
-            let opts = EncodeOptions::batch(32);
-            let x = enc.embed_prompted(&texts, &[layer], opts, prompt, &mut |done| {
-                events(Event::Encoding { what, done, total })
-            })?;
-            Ok(Embeddings {
-                ids: items.iter().map(|x| x.0.clone()).collect(),
-                x: x[0].shallow_clone(),
-            })
-        };
-    let t = std::time::Instant::now();
-    let ce = embed(&corpus, "corpus", document_prompt)?;
-    let qe = embed(&queries, "queries", query_prompt)?;
-    events(Event::Message(format!(
-        "embeddings: {} documents and {} queries in {:.1} s; cached as {key}",
-        ce.ids.len(),
-        qe.ids.len(),
-        t.elapsed().as_secs_f64()
-    )));
-    c.put(&key, &ce, &qe)?;
-    Ok((ce, qe, probe))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::method::{check_dims, Options};
 use crate::run::{compress, test_report};
 use crate::{EpochLog, Error, Method, Result};
 
+mod beir;
 mod inputs;
 
 use inputs::inputs;
