@@ -104,11 +104,6 @@ fn embed_kept(
     let kept = match is_std_stream(&out) || refs.is_empty() {
         true => None,
         false => {
-            let mut texts = Vec::new();
-            for t in refs {
-                texts.extend((t.len() as u64).to_le_bytes());
-                texts.extend(t.as_bytes());
-            }
             let adaptor = a.adaptor.as_ref().map(|p| p.display().to_string());
             let key = serde_json::json!({
                 "model": a.model.model,
@@ -118,7 +113,7 @@ fn embed_kept(
                 "dim": spec.dim,
                 "max_length": model.tokenizer.max_length(),
                 "prompt": job.prompt,
-                "texts_sha256": nest_core::fsutil::sha256_hex(&texts),
+                "texts_sha256": nest_core::data::texts_sha256(refs),
                 "dtype": model.dtype().name(),
                 "chunk": a.encode_chunk,
             });

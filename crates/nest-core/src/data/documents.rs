@@ -59,6 +59,18 @@ pub fn content_sha256(docs: &[Document]) -> String {
     format!("{:x}", h.finalize())
 }
 
+/// Hex sha256 of `texts`, in order, each length-prefixed (what `nest encode`'s kept chunks
+/// record their texts by), hashed as they come: no copy of the texts.
+pub fn texts_sha256(texts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for t in texts {
+        h.update((t.len() as u64).to_le_bytes());
+        h.update(t.as_bytes());
+    }
+    format!("{:x}", h.finalize())
+}
+
 /// Reads documents for `nest index build`.
 ///
 /// - `.jsonl`: one object per line with a string `text`, an id in `id` or `_id` (string or

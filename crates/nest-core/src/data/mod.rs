@@ -14,8 +14,8 @@ mod tsv;
 
 pub use beir::Beir;
 pub use documents::{
-    content_sha256, read_documents, read_documents_share, recorded_document_prompt, Document,
-    DocumentShare, DOCUMENT_PROMPT, STORE_TEXT,
+    content_sha256, read_documents, read_documents_share, recorded_document_prompt, texts_sha256,
+    Document, DocumentShare, DOCUMENT_PROMPT, STORE_TEXT,
 };
 pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
 pub use positives::read_positive_pairs;
