@@ -10,7 +10,8 @@
 //! - SIGTERM to rank 1 alone stops both ranks after the same step with a checkpoint (exit
 //!   143), and `--resume auto` finishes it with the weights of the uninterrupted run;
 //! - a bad launch environment is an error naming the variable, before any model is loaded;
-//! - a multi-process `index build` onto an output in use stops every rank at once.
+//! - a multi-process `index build` onto an output in use stops every rank at once, and one
+//!   killed midway goes on from the chunks each rank kept.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -713,6 +714,84 @@ fn a_multi_process_index_build_on_a_busy_output_stops_every_rank_at_once() {
     // once the first build is gone, the same command builds (a stale lock file does not block)
     run_ok(2, &args);
     assert_eq!(nest_index::Index::open(&out).unwrap().len(), 3);
+}
+
+#[test]
+fn a_cut_index_build_by_rank_goes_on_from_its_kept_chunks() {
+    let s = Setup::new();
+    // wide enough that a chunk takes a while: the kill lands between chunks, far from the end
+    let spec = TinySpec {
+        layers: 4,
+        hidden: 256,
+        max_seq_length: 128,
+        ..TinySpec::new(Architecture::Bert)
+    };
+    write_tiny_model(&s.path("wide"), &spec).unwrap();
+    let docs: String = (0..300)
+        .map(|i| {
+            let text: Vec<&str> = (0..100).map(|j| WORDS[(i * 7 + j * j) % 12]).collect();
+            format!("{{\"_id\": \"d{i}\", \"text\": \"{}\"}}\n", text.join(" "))
+        })
+        .collect();
+    std::fs::write(s.path("docs.jsonl"), docs).unwrap();
+    let args = |out: &str| -> Vec<String> {
+        let p = |n: &str| s.path(n).display().to_string();
+        [
+            "--threads",
+            "1",
+            "index",
+            "build",
+            "--model",
+            &p("wide"),
+            "--input",
+            &p("docs.jsonl"),
+            "--out",
+            &p(out),
+            "--encode-chunk",
+            "16",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    run_ok(2, &args("whole"));
+    // both ranks killed once each has kept two chunks
+    let ranks = launch(2, &args("cut"));
+    let kept = |r: usize| s.path(&format!("cut.parts/.part-{r:05}.npy.embedded"));
+    let t = Instant::now();
+    while !(0..2).all(|r| kept(r).join("chunk-000001.f32").exists()) {
+        assert!(!s.path("cut").exists(), "the build ended before the kill");
+        assert!(t.elapsed() < Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let results = finish(ranks, Duration::ZERO);
+    assert!(results.iter().all(|(ok, _)| !ok), "both ranks killed");
+    assert!(!s.path("cut").exists());
+    // the same command embeds only what is missing, and builds the same index
+    let results = finish(launch(2, &args("cut")), Duration::from_secs(300));
+    for (rank, (ok, err)) in results.iter().enumerate() {
+        assert!(ok, "rank {rank}: {err}");
+        assert!(
+            err.contains("resuming: ") && err.contains("chunks of 16"),
+            "rank {rank}: {err}"
+        );
+    }
+    assert!(
+        !s.path("cut.parts").exists(),
+        "rank 0 removes the parts and the kept chunks"
+    );
+    let files = |dir: &str| -> Vec<(std::ffi::OsString, Vec<u8>)> {
+        let mut f: Vec<_> = std::fs::read_dir(s.path(dir))
+            .unwrap()
+            .flatten()
+            .map(|e| (e.file_name(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        f.sort();
+        f
+    };
+    assert!(
+        files("cut") == files("whole"),
+        "the resumed index is the uncut one, byte for byte"
+    );
 }
 
 #[test]

@@ -118,15 +118,22 @@ fn write_part(
     let levels = super::index_common::levels(a.dims.as_deref(), precisions, d)?;
     let texts: Vec<&str> = share.docs.iter().map(|d| d.text.as_str()).collect();
     let prompt = super::index_common::document_prompt(a, &model)?;
-    let data = if texts.is_empty() {
-        Vec::new()
-    } else {
-        let opts = a.model.encode_options()?;
-        let pooled = model.embed_prompted(&texts, &[layer], opts, prompt, &mut |_| {})?;
-        nest_model::pooling::to_vec_f32(&pooled[0])
-    };
     let dir = parts_dir(&a.out);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let key = serde_json::json!({
+        "model": a.model.model,
+        "weights": nest_core::kept::fingerprint(&a.model.model),
+        "layer": layer,
+        "max_length": model.tokenizer.max_length(),
+        "prompt": prompt,
+        "documents_sha256": nest_core::data::content_sha256(&share.docs),
+        "dtype": model.dtype().name(),
+        "chunk": a.encode_chunk,
+        "rank": g.rank(),
+        "world": g.world(),
+    });
+    let job = (&model, layer, prompt);
+    let data = embed_kept(a, job, &texts, &part(&dir, g.rank(), "npy"), key)?;
     let rows: String = share
         .docs
         .iter()
@@ -156,6 +163,37 @@ fn write_part(
     });
     source[nest_core::data::DOCUMENT_PROMPT] = prompt.into();
     Ok((source, d, levels))
+}
+
+/// This rank's texts embedded chunk by chunk, each chunk kept beside its part as it comes
+/// (`nest_core::kept`, in the parts folder): a cut build run again embeds only the rest. The
+/// kept chunks stay until rank 0 removes the parts folder with the index in place, so a build
+/// cut while merging embeds nothing again.
+fn embed_kept(
+    a: &IndexBuildArgs,
+    (model, layer, prompt): (&nest_model::ElasticEncoder, usize, Option<&str>),
+    texts: &[&str],
+    part: &Path,
+    key: serde_json::Value,
+) -> Result<Vec<f32>> {
+    let chunk_len = a.encode_chunk;
+    anyhow::ensure!(chunk_len >= 1, "--encode-chunk must be at least 1");
+    let d = model.output_dim();
+    let pb = indicatif::ProgressBar::hidden();
+    let kept = super::open_kept(part, key, d, (chunk_len, "documents"), &pb)?;
+    let opts = a.model.encode_options()?;
+    let mut data = Vec::with_capacity(texts.len() * d);
+    for (c, chunk) in texts.chunks(chunk_len).enumerate() {
+        if let Some(v) = kept.get(c, chunk.len()) {
+            data.extend(v);
+            continue;
+        }
+        let pooled = model.embed_prompted(chunk, &[layer], opts, prompt, &mut |_| {})?;
+        let v = nest_model::pooling::to_vec_f32(&pooled[0]);
+        kept.put(c, &v)?;
+        data.extend(v);
+    }
+    Ok(data)
 }
 
 /// Pushes every part's rows, in rank order, into the builder; ids must be unique across parts.
