@@ -669,7 +669,7 @@ fn distill_reports_the_teachers_progress() {
         d.join("texts.tsv").display(),
         m = d.join("tiny").display()
     );
-    std::fs::write(d.join("t.toml"), recipe).unwrap();
+    std::fs::write(d.join("t.toml"), &recipe).unwrap();
     let words = ["the cat", "a dog", "sat on", "the mat", "a man", "music"];
     let texts: String = words.iter().map(|w| format!("{w}\n")).collect();
     std::fs::write(d.join("texts.tsv"), format!("text\n{texts}")).unwrap();
@@ -699,6 +699,44 @@ fn distill_reports_the_teachers_progress() {
         ],
     );
     assert!(!e.contains("texts encoded"), "all cached: {e}");
+    // without cache_dir, the cache is where the run's first start kept it, from whichever
+    // folder the run is taken up again (the default, .nest-cache/teacher, is relative)
+    std::fs::write(
+        d.join("u.toml"),
+        recipe.replace("cache_dir = \"cache\"\n", ""),
+    )
+    .unwrap();
+    let e = ok_in(
+        d,
+        &[
+            "distill",
+            "--recipe",
+            "u.toml",
+            "--stage",
+            "1",
+            "--run-dir",
+            "c",
+        ],
+    );
+    assert!(e.contains("texts encoded (100%"), "{e}");
+    assert!(d.join(".nest-cache/teacher").is_dir());
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (u, c) = (d.join("u.toml"), d.join("c"));
+    let (u, c) = (u.display().to_string(), c.display().to_string());
+    let again = [
+        "distill",
+        "--recipe",
+        &u,
+        "--stage",
+        "1",
+        "--run-dir",
+        &c,
+        "--overwrite",
+    ];
+    let e = ok_in(elsewhere.path(), &again);
+    assert!(!e.contains("texts encoded"), "the first start's cache: {e}");
+    assert!(e.contains("where this run's first start kept it"), "{e}");
+    assert!(!elsewhere.path().join(".nest-cache").exists());
 }
 
 /// #14: usage errors exit 2 (clap's convention) and the README says so; #25: advise without a

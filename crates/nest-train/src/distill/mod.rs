@@ -106,7 +106,7 @@ fn run_stages(
         let dir = run_dir.join("stage1");
         let r = d.stage(1, student, overrides.0)?;
         if !finished_stage(1, &dir, &r, base, events)? {
-            let (table, stats) = teacher_table(d, &r, events)?;
+            let (table, stats) = teacher_table(d, &r, run_dir, events)?;
             out.cache = Some(stats);
             let table = Rc::new(table);
             let build = |r: &Recipe,

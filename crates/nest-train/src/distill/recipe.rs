@@ -45,6 +45,10 @@ pub struct DistillRecipe {
     pub(super) teacher_batch_size: usize,
     #[serde(default = "d_cache")]
     pub(super) cache_dir: PathBuf,
+    /// Whether the recipe (or a flag) set `cache_dir`: when not, a resumed run uses the cache
+    /// its first start used (`teacher::run_cache_dir`).
+    #[serde(skip)]
+    pub(super) cache_set: bool,
     #[serde(default)]
     pub(super) stage1: Option<toml::Table>,
     #[serde(default)]
@@ -93,6 +97,7 @@ impl DistillRecipe {
         if r.stage1.is_none() && r.stage2.is_none() {
             return Err(bad("neither [stage1] nor [stage2]: nothing to run".into()));
         }
+        r.cache_set = table.contains_key("cache_dir");
         r.file = Some((name, text));
         Ok((r, s1, s2))
     }

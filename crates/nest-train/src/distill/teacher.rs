@@ -1,7 +1,7 @@
 //! The teacher's vectors of a set of texts through the teacher cache ([`super::cache`]): the
 //! teacher is loaded, and encodes, only the texts the cache lacks.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nest_model::ElasticEncoder;
 
@@ -18,6 +18,65 @@ use crate::Result;
 pub(super) fn teacher_table(
     d: &DistillRecipe,
     r: &Recipe,
+    run_dir: &Path,
+    events: &mut dyn FnMut(Event),
+) -> Result<(TeacherTable, cache::CacheStats)> {
+    let (cache_dir, recorded) = run_cache_dir(d, run_dir, events)?;
+    let table = stage_texts_through(d, r, &cache_dir, events);
+    if table.is_err() {
+        if let Some(record) = recorded {
+            let _ = std::fs::remove_file(record); // a failed start leaves no folder behind
+        }
+    }
+    table
+}
+
+/// The file in a distillation run's folder that records where its teacher cache is.
+const CACHE_RECORD: &str = "teacher-cache.json";
+
+/// Where a run's teacher cache is: the recipe's `cache_dir` when it (or a flag) sets one;
+/// else where the run's first start kept it (recorded in the run folder: the default,
+/// `.nest-cache/teacher`, is relative to the current folder, and a resume from another folder
+/// would encode every text again); else the default, made absolute and recorded. Returns the
+/// record's path too when this call wrote it.
+fn run_cache_dir(
+    d: &DistillRecipe,
+    run_dir: &Path,
+    events: &mut dyn FnMut(Event),
+) -> Result<(PathBuf, Option<PathBuf>)> {
+    let record = run_dir.join(CACHE_RECORD);
+    if d.cache_set {
+        return Ok((d.cache_dir.clone(), None));
+    }
+    let recorded = std::fs::read_to_string(&record).ok().and_then(|t| {
+        let v: serde_json::Value = serde_json::from_str(&t).ok()?;
+        Some(PathBuf::from(v["cache_dir"].as_str()?))
+    });
+    if let Some(dir) = recorded {
+        if std::path::absolute(&d.cache_dir).ok().as_ref() != Some(&dir) {
+            events(Event::Message(format!(
+                "teacher cache: {} (where this run's first start kept it; set cache_dir to \
+                 choose another)",
+                dir.display()
+            )));
+        }
+        return Ok((dir, None));
+    }
+    let dir =
+        std::path::absolute(&d.cache_dir).map_err(|e| nest_core::Error::io(&d.cache_dir, e))?;
+    if !run_dir.is_dir() {
+        return Ok((dir, None)); // another rank than the one that makes the folder, early
+    }
+    let text = serde_json::json!({"cache_dir": dir.display().to_string()}).to_string();
+    nest_core::fsutil::write_atomic(&record, text.as_bytes())?;
+    Ok((dir, Some(record)))
+}
+
+/// [`teacher_table`] with the cache at `cache_dir`.
+fn stage_texts_through(
+    d: &DistillRecipe,
+    r: &Recipe,
+    cache_dir: &Path,
     events: &mut dyn FnMut(Event),
 ) -> Result<(TeacherTable, cache::CacheStats)> {
     let mut texts: Vec<String> = Vec::new();
@@ -37,7 +96,7 @@ pub(super) fn teacher_table(
     }
     let teacher = TeacherSpec {
         model: &d.teacher,
-        cache_dir: &d.cache_dir,
+        cache_dir,
         max_length: d.teacher_max_length,
         batch_size: d.teacher_batch_size,
     };
