@@ -581,13 +581,16 @@ class Index:
         store_text: bool = False,
         prompt_name: Optional[str] = None,
         prompt: Optional[str] = None,
+        keep_added: Optional[bool] = None,
     ) -> "Index":
         """Embeds ``documents`` with ``model`` at ``layer`` (default: the last) and writes an
         index with one level per (dim, precision) at ``path`` (``nest index build``).
         ``store_text=True`` keeps each text in its payload (``text``), so that hits show it
         (``--store-text``). Documents take ``prompt_name`` / ``prompt``, else the model's
         ``document`` (``passage``, ``corpus``) prompt, as ``encode_document``; the index records
-        it."""
+        it. ``overwrite=True`` over an index a server has added documents to needs
+        ``keep_added=True`` (carry them into the new index, ``--keep-added``) or ``False``
+        (drop them, ``--drop-added``); without it, ``ValueError`` before anything is embedded."""
         ids, texts, payloads = [], [], []
         for i, d in enumerate(documents):
             if isinstance(d, str):
@@ -604,6 +607,7 @@ class Index:
             str(path), str(model), ids, texts, payloads,
             None if dims is None else [int(x) for x in dims],
             precision, layer, overwrite, int(batch_size), bool(store_text), prompt_name, prompt,
+            keep_added,
         )
         return cls(path)
 

@@ -111,5 +111,6 @@ def index_build_native(
     store_text: bool = False,
     prompt_name: str | None = None,
     prompt: str | None = None,
+    keep_added: bool | None = None,
 ) -> int: ...
 def quantize_native(data: bytes, rows: int, dim: int, precision: str) -> tuple[bytearray, list[float]]: ...

@@ -213,7 +213,7 @@ fn stored_payloads(
 /// `nest index build`. `store_text` keeps each text in its payload and records so in the index
 /// (`--store-text`), so that documents a server adds later keep theirs too.
 #[pyfunction]
-#[pyo3(signature = (out, model, ids, texts, payloads, dims = None, precision = "float32".to_string(), layer = None, overwrite = false, batch_size = 32, store_text = false, prompt_name = None, prompt = None))]
+#[pyo3(signature = (out, model, ids, texts, payloads, dims = None, precision = "float32".to_string(), layer = None, overwrite = false, batch_size = 32, store_text = false, prompt_name = None, prompt = None, keep_added = None))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 pub fn index_build_native(
     py: Python<'_>,
@@ -230,11 +230,17 @@ pub fn index_build_native(
     store_text: bool,
     prompt_name: Option<String>,
     prompt: Option<String>,
+    keep_added: Option<bool>,
 ) -> PyResult<usize> {
     // `out` the model's own folder (overwrite=True would replace the model with the index)
     let model_dir = std::path::Path::new(&model);
     nest_core::fsutil::check_output_spares_inputs("path", &out, &[("model", model_dir)])
         .map_err(crate::core_err)?;
+    // documents a server added to the index overwrite=True replaces: refused before any work
+    let added = nest_index::rebuild::added_rows(&out);
+    if overwrite && added > 0 && keep_added.is_none() {
+        return Err(index_err(nest_index::rebuild::refusal(&out, added)));
+    }
     let payloads = stored_payloads(&ids, &texts, &payloads, store_text)?;
     let precisions = Precision::parse_list(&precision).map_err(index_err)?;
     let enc = crate::detach(py, || load(&model, None))??;
@@ -267,6 +273,9 @@ pub fn index_build_native(
     crate::detach(py, || -> PyResult<usize> {
         let mut b =
             IndexBuilder::create(&out, d, &levels, true, source, overwrite).map_err(index_err)?;
+        if let Some(keep) = keep_added {
+            b.keep_added(keep).map_err(index_err)?;
+        }
         let vectors = embed(
             shared.get(),
             layer,

@@ -50,6 +50,13 @@ pub struct IndexBuildArgs {
     /// Replace an existing index at `--out` (only once the new one is complete).
     #[arg(long)]
     pub overwrite: bool,
+    /// With --overwrite, over an index a server has added documents to: carry them into the
+    /// new index (their vectors as embedded; the input's document of the same id wins).
+    #[arg(long, requires = "overwrite", conflicts_with = "drop_added")]
+    pub keep_added: bool,
+    /// With --overwrite, over an index a server has added documents to: rebuild without them.
+    #[arg(long, requires = "overwrite")]
+    pub drop_added: bool,
     /// Documents embedded between two saves of their vectors (beside `--out`, until the index
     /// is in place): a cut build, run again, embeds only what it had not saved.
     #[arg(long, default_value_t = 2048, hide = true)]

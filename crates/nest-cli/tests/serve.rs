@@ -1355,6 +1355,51 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
         r["error"]["message"].as_str().unwrap().contains("POST"),
         "{r}"
     );
+    // the server holds its index: a second server, or a rebuild, is refused (what the one
+    // added would go to a journal the other does not read, or be dropped)
+    let refused = |args: &[&str]| -> String {
+        let o = Command::new(env!("CARGO_BIN_EXE_nest"))
+            .args(args)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        e
+    };
+    let tiny_dir = model.display().to_string();
+    let serve_idx = [
+        "serve", "--port", "0", "--model", &tiny_dir, "--index", &idx,
+    ];
+    let e = refused(&serve_idx);
+    assert!(
+        e.contains("in use by another process") && e.contains("serves or rebuilds"),
+        "{e}"
+    );
+    let build = [
+        "index", "build", "--model", &tiny_dir, "--input", &input, "--out", &idx,
+    ];
+    let rebuild = [&build[..], &["--layer", "2", "--overwrite"]].concat();
+    let e = refused(&rebuild);
+    assert!(e.contains("in use by another process"), "{e}");
+    drop(s);
+    drop(plain);
+    // stopped, a rebuild still drops nothing added without a choice; --keep-added keeps it
+    let e = refused(&rebuild);
+    assert!(
+        e.contains("holds 1 documents added through `nest serve`"),
+        "{e}"
+    );
+    nest(&[&rebuild[..], &["--keep-added"]].concat());
+    assert_eq!(
+        cli("a purple giraffe sings opera", "float32:32", None)[0].0,
+        "new1"
+    );
+    // queries and added documents are cut at the index's max length, not another
+    let e = refused(&[&serve_idx[..], &["--max-length", "8"]].concat());
+    assert!(
+        e.contains("built at max length 64, but --max-length is 8"),
+        "{e}"
+    );
     let other = d.path().join("other");
     write_tiny_model(&other, &TinySpec::new(Architecture::Bert)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nest"))
@@ -1416,7 +1461,7 @@ fn documents_added_to_a_store_text_index_keep_their_texts() {
     );
     // without --store-text an added document keeps only the payload it was given
     drop(s);
-    nest(&[&build[..], &["--payload", "--overwrite"]].concat());
+    nest(&[&build[..], &["--payload", "--overwrite", "--drop-added"]].concat());
     let s = start(&model, &["--index", &idx]);
     http(&s.addr, "POST", "/v1/documents", add.to_string().as_bytes());
     let body = json!({"query": "a purple giraffe", "k": 1}).to_string();

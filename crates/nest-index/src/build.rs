@@ -147,6 +147,9 @@ pub struct IndexBuilder {
     ids: SumWriter,
     payload: Option<SumWriter>,
     count: usize,
+    /// What to do with the documents a server added to the index this build replaces:
+    /// keep (`true`) or drop them; `None`: not chosen, and `finish` refuses to drop any.
+    keep_added: Option<bool>,
 }
 
 impl IndexBuilder {
@@ -224,7 +227,19 @@ impl IndexBuilder {
             source,
             levels: writers,
             count: 0,
+            keep_added: None,
         })
+    }
+
+    /// Chooses what this build does with the documents added through a server to the index it
+    /// replaces ([`crate::rebuild`]): carry them into the new index (`true`: refused here
+    /// unless this build embeds as the old one did) or drop them.
+    pub fn keep_added(&mut self, keep: bool) -> Result<()> {
+        if keep && crate::rebuild::added_rows(&self.out) > 0 {
+            crate::rebuild::check_keep(&self.out, &self.source, self.full_dim)?;
+        }
+        self.keep_added = Some(keep);
+        Ok(())
     }
 
     /// Number of vectors pushed so far.
@@ -322,6 +337,15 @@ impl IndexBuilder {
         let json = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| Error::invalid("manifest", e.to_string()))?;
         nest_core::fsutil::write_atomic(&tmp.join(MANIFEST), &json)?;
+        let added = crate::rebuild::added_rows(&self.out);
+        match self.keep_added {
+            _ if added == 0 || !self.overwrite => {}
+            None => return Err(crate::rebuild::refusal(&self.out, added)),
+            Some(true) => {
+                crate::rebuild::carry(&self.out, &tmp)?;
+            }
+            Some(false) => {}
+        }
         if self.out.exists() {
             if !self.overwrite {
                 return Err(Error::invalid(

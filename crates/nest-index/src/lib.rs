@@ -26,6 +26,7 @@ pub mod memory;
 pub mod mine;
 pub mod pgvector;
 pub mod reader;
+pub mod rebuild;
 mod topk;
 
 pub use build::IndexBuilder;

@@ -396,3 +396,75 @@ proptest! {
         let _ = Funnel::parse(&s);
     }
 }
+
+/// A rebuild over an index a server added documents to (its journal) drops none of them
+/// without a choice: refused, kept (but those the new build holds), or dropped; kept only when
+/// the new build embeds as the old one did.
+#[test]
+fn a_rebuild_keeps_drops_or_refuses_the_added_documents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("idx");
+    let lv = levels("float32:16,binary:16");
+    let source = serde_json::json!({"model": "m", "layer": 6, "max_length": 128});
+    let v = |i: usize| -> Vec<f32> {
+        (0..16)
+            .map(|j| ((i * 7 + j * 3) % 11) as f32 - 5.0)
+            .collect()
+    };
+    let rebuild = |ids: &[&str], source: &Value, keep: Option<bool>| {
+        let mut b = IndexBuilder::create(&out, 16, &lv, false, source.clone(), true).unwrap();
+        if let Some(k) = keep {
+            b.keep_added(k)?;
+        }
+        for (i, id) in ids.iter().enumerate() {
+            b.push(id, None, &v(i)).unwrap();
+        }
+        b.finish()
+    };
+    let mut b = IndexBuilder::create(&out, 16, &lv, false, source.clone(), false).unwrap();
+    b.push("a", None, &v(0)).unwrap();
+    b.finish().unwrap();
+    let rows = |ids: &[&str]| -> Vec<nest_index::collection::NewRow> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| nest_index::collection::NewRow {
+                id: id.to_string(),
+                payload: Some(serde_json::json!({"i": i})),
+                vector: v(10 + i),
+            })
+            .collect()
+    };
+    nest_index::Collection::open(&out)
+        .unwrap()
+        .add(rows(&["x", "y"]))
+        .unwrap();
+    assert_eq!(nest_index::rebuild::added_rows(&out), 2);
+    let journal = || std::fs::read(out.join("added.jsonl")).unwrap();
+    let before = journal();
+    // no choice: refused at finish, the old index and its journal as they were
+    let e = rebuild(&["a", "b"], &source, None).unwrap_err().to_string();
+    assert!(
+        e.contains("2 documents added") && e.contains("--keep-added"),
+        "{e}"
+    );
+    assert!(journal() == before && Index::open(&out).unwrap().len() == 1);
+    // kept only when embedded at the same point
+    let other = serde_json::json!({"model": "m", "layer": 3, "max_length": 128});
+    let e = rebuild(&["a"], &other, Some(true)).unwrap_err().to_string();
+    assert!(
+        e.contains("layer 6 -> 3") && e.contains("--drop-added"),
+        "{e}"
+    );
+    // kept: the input's "y" replaces the added one; "x" is searched as before
+    rebuild(&["a", "y"], &source, Some(true)).unwrap();
+    let c = nest_index::Collection::open(&out).unwrap();
+    assert_eq!((c.index().len(), c.len()), (2, 3));
+    let hits = c.search(&[v(10)], &Funnel::exact(16), 1, None).unwrap();
+    assert_eq!(hits[0][0].id, "x");
+    assert_eq!(hits[0][0].payload, Some(serde_json::json!({"i": 0})));
+    drop(c);
+    // dropped
+    rebuild(&["a"], &source, Some(false)).unwrap();
+    assert_eq!(nest_index::rebuild::added_rows(&out), 0);
+    assert_eq!(nest_index::Collection::open(&out).unwrap().len(), 1);
+}

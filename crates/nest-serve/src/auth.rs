@@ -97,7 +97,11 @@ impl Access {
 
     /// Whether `authorization` (the header's value) carries one of the keys.
     fn accepts(&self, authorization: Option<&[u8]>) -> bool {
-        let Some(token) = authorization.and_then(|v| v.strip_prefix(b"Bearer ")) else {
+        // the scheme's name is case-insensitive (RFC 9110, 11.1): `bearer` is `Bearer`
+        let token = authorization
+            .filter(|v| v.len() >= 7 && v[..7].eq_ignore_ascii_case(b"Bearer "))
+            .map(|v| &v[7..]);
+        let Some(token) = token else {
             return false;
         };
         let d = digest(token);
@@ -148,6 +152,9 @@ mod tests {
         assert!(a.accepts(Some(b"Bearer 0123456789abcdef")));
         assert!(a.accepts(Some(b"Bearer another-key-0123456789")));
         assert!(!a.accepts(Some(b"Bearer 0123456789abcdeF")));
+        assert!(a.accepts(Some(b"bearer 0123456789abcdef")));
+        assert!(a.accepts(Some(b"BEARER 0123456789abcdef")));
+        assert!(!a.accepts(Some(b"Bearer0123456789abcdef")));
         assert!(!a.accepts(Some(b"0123456789abcdef")));
         assert!(!a.accepts(Some(b"Bearer ")));
         assert!(!a.accepts(None));

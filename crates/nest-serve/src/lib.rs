@@ -64,9 +64,10 @@ pub async fn serve(
     addr: &str,
     on_listen: impl FnOnce(std::net::SocketAddr),
 ) -> Result<()> {
-    let first = check_names(&configs)?;
+    let mut configs = configs;
+    check_names(&configs)?;
     let search = match index {
-        Some(dir) => Some(Arc::new(search::Searcher::open(dir, &first.model)?)),
+        Some(dir) => Some(Arc::new(search::Searcher::open(dir, &mut configs[0])?)),
         None => None,
     };
     let header_timeout = limits

@@ -22,6 +22,19 @@ pub struct Searcher {
     pub layer: usize,
     /// Built with `--store-text`: added documents keep their texts in their payloads too.
     pub store_text: bool,
+    /// The index's lock (`.<index>.lock`, as `nest index build` takes it), held while serving:
+    /// the server appends to the index's journal, so a second server or a rebuild of the
+    /// index is refused instead of losing what this one adds.
+    lock: Option<nest_core::lock::FolderLock>,
+}
+
+impl Drop for Searcher {
+    /// A server that stops leaves no lock file beside its index (deleted while still held).
+    fn drop(&mut self) {
+        if let Some(l) = self.lock.take() {
+            l.remove();
+        }
+    }
 }
 
 /// Where the index came from, as `nest index build` records it.
@@ -39,11 +52,20 @@ fn same_model(recorded: &str, served: &Path) -> bool {
 }
 
 impl Searcher {
-    /// Opens `dir` for a server of `model`: refused when the index was built from another
-    /// model or from vectors without one.
-    pub fn open(dir: &Path, model: &Path) -> Result<Self> {
+    /// Opens `dir` for a server of `config`'s model, taking the index's lock: refused when
+    /// another process holds it (a server, a build), or the index was built from another model,
+    /// from vectors without one, or at another max length than `--max-length` (without one,
+    /// the server embeds at the index's).
+    pub fn open(dir: &Path, config: &mut crate::engine::EngineConfig) -> Result<Self> {
+        let lock = nest_core::lock::FolderLock::take_beside(dir).map_err(|e| {
+            Error::Config(format!(
+                "--index: {e}; a server adds documents to its index's journal, so one process \
+                 at a time serves or rebuilds an index (stop the other, or serve a copy)"
+            ))
+        })?;
         let collection = Collection::open(dir)
             .map_err(|e| Error::Config(format!("--index {}: {e}", dir.display())))?;
+        let model = config.model.as_path();
         let source = &collection.index().manifest().source;
         let Some(recorded) = recorded_model(source) else {
             return Err(Error::Config(format!(
@@ -69,11 +91,25 @@ impl Searcher {
                 Error::Config(format!("--index {}: no layer recorded", dir.display()))
             })?;
         let store_text = source.get(nest_core::data::STORE_TEXT) == Some(&Value::Bool(true));
+        let built = source.get("max_length").and_then(Value::as_u64);
+        match (built.map(|m| m as usize), config.max_length) {
+            (Some(b), Some(m)) if b != m => {
+                return Err(Error::Config(format!(
+                    "--index {}: built at max length {b}, but --max-length is {m}: queries and \
+                     added documents would be cut otherwise than the built ones (omit \
+                     --max-length: the server then embeds at the index's)",
+                    dir.display()
+                )))
+            }
+            (Some(b), None) => config.max_length = Some(b),
+            _ => {}
+        }
         Ok(Searcher {
             collection,
             dir: dir.to_path_buf(),
             layer,
             store_text,
+            lock: Some(lock),
         })
     }
 

@@ -39,7 +39,8 @@ fn build(a: IndexBuildArgs) -> Result<()> {
     }
     // one build per output at a time: a second one is refused at once, naming the first
     let lock = nest_core::lock::FolderLock::take_beside(&a.out)?;
-    let result = build_one(a);
+    // documents a server added to the index --overwrite replaces: kept, dropped, or refused now
+    let result = super::index_common::added_choice(&a).and_then(|_| build_one(a));
     match result.is_ok() {
         // the index is in place: the lock beside it goes (deleted while still held)
         true => lock.remove(),
@@ -104,7 +105,7 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
         }
     }
     pb.finish_and_clear();
-    finish(b, &a.out)?;
+    finish(b, &a)?;
     embedded.remove();
     Ok(())
 }
@@ -138,5 +139,5 @@ fn build_from_embeddings(
         )?;
         pb.set_position(i as u64 + 1);
     }
-    finish(b, &a.out)
+    finish(b, a)
 }

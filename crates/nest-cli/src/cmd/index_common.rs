@@ -30,14 +30,33 @@ pub(super) fn builder(
     if a.store_text {
         source[nest_core::data::STORE_TEXT] = true.into();
     }
-    Ok(IndexBuilder::create(
-        &a.out,
-        d,
-        levels,
-        a.stores(),
-        source,
-        a.overwrite,
-    )?)
+    let mut b = IndexBuilder::create(&a.out, d, levels, a.stores(), source, a.overwrite)?;
+    if let Some(keep) = added_choice(a)? {
+        b.keep_added(keep)?;
+    }
+    Ok(b)
+}
+
+/// What `--overwrite` does with the documents a server added to the index it replaces:
+/// `--keep-added` / `--drop-added`; refused before any work when there are some and neither
+/// was passed (`nest_index::rebuild`).
+pub(super) fn added_choice(a: &IndexBuildArgs) -> Result<Option<bool>> {
+    let added = nest_index::rebuild::added_rows(&a.out);
+    match (a.keep_added, a.drop_added) {
+        (false, false) if a.overwrite && added > 0 => {
+            Err(nest_index::rebuild::refusal(&a.out, added).into())
+        }
+        (false, false) => Ok(None),
+        (keep, _) => Ok(Some(keep)),
+    }
+}
+
+/// The line after a rebuild that kept the documents added through a server.
+fn say_kept(a: &IndexBuildArgs) {
+    let n = nest_index::rebuild::added_rows(&a.out);
+    if a.keep_added && n > 0 {
+        eprintln!("kept {n} documents added through `nest serve` (--keep-added)");
+    }
 }
 
 pub(super) fn levels(
@@ -60,7 +79,8 @@ pub(super) fn levels(
         .collect())
 }
 
-pub(super) fn finish(b: IndexBuilder, out: &std::path::Path) -> Result<()> {
+pub(super) fn finish(b: IndexBuilder, a: &IndexBuildArgs) -> Result<()> {
+    let out = &a.out;
     let m = b
         .finish()
         .with_context(|| format!("writing {}", out.display()))?;
@@ -72,5 +92,6 @@ pub(super) fn finish(b: IndexBuilder, out: &std::path::Path) -> Result<()> {
         lv.join(", "),
         out.display()
     );
+    say_kept(a);
     Ok(())
 }

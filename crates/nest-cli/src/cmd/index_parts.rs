@@ -40,6 +40,7 @@ pub fn build(a: IndexBuildArgs, g: &nest_dist::Group) -> Result<()> {
             "{}: exists; pass --overwrite to replace it",
             a.out.display()
         );
+        super::index_common::added_choice(&a)?;
         let precisions = Precision::parse_list(&a.precision)?;
         let share = nest_core::data::read_documents_share(&a.input, g.rank(), g.world())?;
         Ok((precisions, share))
@@ -98,7 +99,7 @@ fn build_parts(
     let dir = parts_dir(&a.out);
     let mut b = super::index_common::builder(a, d, &levels, source)?;
     merge(&dir, g.world(), d, &mut b)?;
-    super::index_common::finish(b, &a.out)?;
+    super::index_common::finish(b, a)?;
     std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     Ok(())
 }

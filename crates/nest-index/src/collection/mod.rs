@@ -72,12 +72,17 @@ impl Filter {
         self.terms.is_empty()
     }
 
-    /// Whether a payload passes.
+    /// Whether a payload passes. Numbers compare by value (`1` is `1.0`, as in JSON itself,
+    /// which has one number type; a payload's `1` would otherwise never match a filter's `1.0`).
     pub fn matches(&self, payload: Option<&Value>) -> bool {
+        let same = |a: &Value, b: &Value| match (a.as_f64(), b.as_f64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        };
         self.terms.iter().all(|(k, any)| {
             payload
                 .and_then(|p| p.get(k))
-                .is_some_and(|v| any.contains(v))
+                .is_some_and(|v| any.iter().any(|w| same(w, v)))
         })
     }
 }

@@ -116,4 +116,10 @@ fn filters_adds_restarts_and_torn_lines() {
     assert!(e.contains("line 1") && e.contains("16"), "{e}");
     assert!(Filter::parse(&serde_json::json!({"g": {"$gt": 1}})).is_err());
     assert!(Filter::parse(&serde_json::json!([1])).is_err());
+    // numbers by value: a payload's 1 passes a filter's 1.0 (and the other way round)
+    let one = Filter::parse(&serde_json::json!({"n": 1.0})).unwrap();
+    assert!(one.matches(Some(&serde_json::json!({"n": 1}))));
+    let one = Filter::parse(&serde_json::json!({"n": {"$in": [1, 2]}})).unwrap();
+    assert!(one.matches(Some(&serde_json::json!({"n": 1.0}))));
+    assert!(!one.matches(Some(&serde_json::json!({"n": "1"}))));
 }
