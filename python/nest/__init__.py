@@ -140,16 +140,43 @@ class Encoder:
         raise AttributeError(
             f"max_seq_length is set when the model loads: nest.Encoder(model, max_length={value!r})")
 
-    #: The similarity :meth:`similarity` computes (sentence-transformers' attribute).
-    similarity_fn_name = "cosine"
+    @property
+    def similarity_fn_name(self) -> str:
+        """The similarity :meth:`similarity` computes, as sentence-transformers names it:
+        ``cosine`` (the default), ``dot``, ``euclidean`` or ``manhattan``; the model's own
+        (``config_sentence_transformers.json``'s ``similarity_fn_name``) until set."""
+        name = self.__dict__.get("_similarity")
+        if name is None:
+            name = "cosine"
+            cfg = os.path.join(str(self._native.path), "config_sentence_transformers.json")
+            try:
+                with open(cfg) as f:
+                    name = json.load(f).get("similarity_fn_name") or "cosine"
+            except (OSError, ValueError):
+                pass
+            self.__dict__["_similarity"] = name
+        return name
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value) -> None:
+        value = getattr(value, "value", value)  # sentence-transformers' SimilarityFunction
+        if value not in _SIMILARITIES:
+            raise ValueError(f"similarity_fn_name: {value!r} is not one of {', '.join(_SIMILARITIES)}")
+        self.__dict__["_similarity"] = value
 
     def similarity(self, embeddings1, embeddings2):
-        """Cosine similarity of every row of ``embeddings1`` with every row of ``embeddings2``:
-        a ``[n1, n2]`` matrix, as sentence-transformers' ``model.similarity`` with its default
-        ``cosine``. numpy arrays or torch tensors (the result is a torch.Tensor when either is
-        one, else numpy float32); a 1-D input is one row. Rows are normalised here, so vectors
-        from ``normalize_embeddings=False`` or a cut ``dim`` compare the same way."""
+        """The similarity (:attr:`similarity_fn_name`, cosine by default) of every row of
+        ``embeddings1`` with every row of ``embeddings2``: a ``[n1, n2]`` matrix, as
+        sentence-transformers' ``model.similarity`` (``dot``: the raw product; ``euclidean`` /
+        ``manhattan``: the negated distance). numpy arrays or torch tensors (the result is a
+        torch.Tensor when either is one, else numpy float32); a 1-D input is one row. For
+        cosine, rows are normalised here, so vectors from ``normalize_embeddings=False`` or a
+        cut ``dim`` compare the same way."""
         torch_in = any(isinstance(x, torch.Tensor) for x in (embeddings1, embeddings2))
+        name = self.similarity_fn_name
+        if name not in _SIMILARITIES:
+            raise ValueError(f"similarity_fn_name: the model names {name!r}, which is not one of "
+                             f"{', '.join(_SIMILARITIES)}; set model.similarity_fn_name")
 
         def rows(x):
             if isinstance(x, torch.Tensor):
@@ -157,14 +184,20 @@ class Encoder:
             a = np.atleast_2d(np.asarray(x, dtype=np.float32))
             if a.ndim != 2:
                 raise ValueError(f"similarity: expected 1-D or 2-D embeddings, got shape {a.shape}")
-            n = np.linalg.norm(a, axis=1, keepdims=True)
-            return a / np.maximum(n, 1e-12)
+            return a
 
         a, b = rows(embeddings1), rows(embeddings2)
         if a.shape[1] != b.shape[1]:
             raise ValueError(f"similarity: {a.shape[1]} dims against {b.shape[1]}: compare "
                              "vectors of the same dim (encode both with the same dim=)")
-        s = a @ b.T
+        if name == "cosine":
+            a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+            b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+        if name in ("cosine", "dot"):
+            s = a @ b.T
+        else:  # the negated distance, as torch.cdist gives it (sentence-transformers' own)
+            p = 2.0 if name == "euclidean" else 1.0
+            s = (-torch.cdist(torch.from_numpy(a), torch.from_numpy(b), p=p)).numpy()
         return torch.from_numpy(s) if torch_in else s
 
     def info(self) -> Dict[str, Any]:
@@ -295,6 +328,9 @@ class Encoder:
         )
 
 
+_SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
+
+
 def _check_int(key: str, v: Any) -> None:
     if v is None:
         return
@@ -302,6 +338,48 @@ def _check_int(key: str, v: Any) -> None:
         raise TypeError(f"{key}: expected an int, got {type(v).__name__}")
     if v < 1:
         raise ValueError(f"{key}: must be at least 1, got {v}")
+
+
+def _ints(key: str, v: Any) -> Optional[List[int]]:
+    """A list of layers or dims as the CLI takes them: an int, ``"64,128"`` / ``"1-6"``, or a
+    sequence of ints (a string is never taken character by character: ``"128"`` is [128])."""
+    if v is None:
+        return None
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return [int(v)]
+    if isinstance(v, str):
+        out: List[int] = []
+        for part in v.replace(" ", "").split(","):
+            a, dash, b = part.partition("-")
+            try:
+                lo, hi = int(a), int(b) if dash else int(a)
+            except ValueError:
+                raise ValueError(
+                    f"{key}: {v!r} is not a list of ints (write 128, \"64,128\", \"1-6\" or [64, 128])"
+                ) from None
+            out.extend(range(lo, hi + 1))
+        return out
+    try:
+        items = list(v)
+    except TypeError:
+        raise TypeError(f"{key}: expected an int, a string such as \"64,128\" or a list of ints, "
+                        f"got {type(v).__name__}") from None
+    for x in items:
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+            raise TypeError(f"{key}: expected ints, got {x!r} ({type(x).__name__})")
+    return [int(x) for x in items]
+
+
+def _paths(key: str, v: Any) -> List[str]:
+    """One path (a string or ``os.PathLike``) or a sequence of them: never a string's characters."""
+    if v is None:
+        return []
+    if isinstance(v, (str, os.PathLike)):
+        return [os.fspath(v)]
+    try:
+        return [os.fspath(p) for p in v]
+    except TypeError:
+        raise TypeError(f"{key}: expected a path or a list of paths, got {type(v).__name__}") from None
 
 
 class TrainResult(dict):
@@ -460,7 +538,7 @@ def compress(
             raise TypeError(f"{k}: expected a number, got {type(v).__name__}")
         opts.append((k, float(v)))
     done, info = _nest.compress_native(
-        None if out is None else str(out), method, [int(d) for d in dims], inputs, opts,
+        None if out is None else str(out), method, _ints("dims", dims), inputs, opts,
         float(val_fraction), ads_gradient == "soft", None if resume is None else str(resume),
         overwrite, progress,
     )
@@ -474,10 +552,10 @@ def compress(
 def evaluate(
     model: str,
     tasks: Optional[str] = None,
-    sts: Optional[Sequence[str]] = None,
+    sts: Union[str, os.PathLike, Sequence[str], None] = None,
     data_root: str = "../shared/datasets",
-    layers: Optional[Sequence[int]] = None,
-    dims: Optional[Sequence[int]] = None,
+    layers: Union[int, str, Sequence[int], None] = None,
+    dims: Union[int, str, Sequence[int], None] = None,
     precision: str = "float32",
     dtype: str = "auto",
     batch_size: int = 32,
@@ -497,7 +575,8 @@ def evaluate(
         tasks: task families, e.g. ``"sts,retrieval"`` (``nest eval --tasks``), read from
             ``data_root`` (the layout of shared/datasets).
         sts: STS files (sentence1, sentence2, score) to evaluate beside, or instead of, ``tasks``.
-        layers, dims: the grid (default: every layer, the model's Matryoshka dims).
+        layers, dims: the grid (default: every layer, the model's Matryoshka dims): a list, an
+            int, or the CLI's ``"64,128"`` / ``"1-6"``.
         precision: ``"float32"``, ``"int8"``, ``"binary"`` or a comma-separated list.
         dtype: the arithmetic, as ``nest.Encoder``.
         out: also write ``report.json``, ``report.md`` and the plots there. A folder holding
@@ -519,10 +598,10 @@ def evaluate(
     text, note = _nest.evaluate_native(
         str(model),
         tasks,
-        [str(p) for p in (sts or [])],
+        _paths("sts", sts),
         str(data_root),
-        None if layers is None else [int(x) for x in layers],
-        None if dims is None else [int(x) for x in dims],
+        _ints("layers", layers),
+        _ints("dims", dims),
         precision,
         dtype,
         int(batch_size),
@@ -605,7 +684,7 @@ class Index:
             payloads.append(json.dumps(rest) if rest else None)
         _nest.index_build_native(
             str(path), str(model), ids, texts, payloads,
-            None if dims is None else [int(x) for x in dims],
+            _ints("dims", dims),
             precision, layer, overwrite, int(batch_size), bool(store_text), prompt_name, prompt,
             keep_added,
         )

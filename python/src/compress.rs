@@ -127,7 +127,7 @@ pub fn compress_native(
         overwrite,
         command: "nest.compress (Python)".into(),
     };
-    let done = crate::detach(py, || {
+    let done = crate::detach_interruptible(py, || {
         job::run(&job, &mut |e| {
             if !progress {
                 return;

@@ -74,7 +74,7 @@ pub fn evaluate_native(
             "nothing to evaluate: pass tasks (e.g. \"sts,retrieval\") or sts files",
         ));
     }
-    crate::detach(
+    crate::detach_interruptible(
         py,
         move || -> nest_eval::Result<(String, Option<String>)> {
             let tasks = sources

@@ -270,7 +270,7 @@ pub fn index_build_native(
     source[nest_core::data::DOCUMENT_PROMPT] = document.into();
     let document = document.map(str::to_string);
     let shared = Shared(enc, None);
-    crate::detach(py, || -> PyResult<usize> {
+    crate::detach_interruptible(py, || -> PyResult<usize> {
         let mut b =
             IndexBuilder::create(&out, d, &levels, true, source, overwrite).map_err(index_err)?;
         if let Some(keep) = keep_added {

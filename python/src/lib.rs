@@ -11,7 +11,9 @@ use std::path::PathBuf;
 
 use nest_model::prompt::PromptChoice;
 use nest_model::{Adaptor, DtypeChoice, ElasticEncoder, EncodeOptions, Keys, Offer, Policy};
-use pyo3::exceptions::{PyFileNotFoundError, PyMemoryError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyRuntimeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use tch::{Kind, Tensor};
@@ -48,6 +50,26 @@ fn py_err(e: nest_model::Error) -> PyErr {
 
 fn core_err(e: nest_core::Error) -> PyErr {
     py_err(nest_model::Error::Core(e))
+}
+
+/// [`detach`] for work that embeds (encode, evaluate, an index's build, compress): Ctrl-C stops
+/// it after the batch on its way (`nest_model::encoder::stop`), and `KeyboardInterrupt` is
+/// raised then, not once every text is embedded.
+pub(crate) fn detach_interruptible<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    F: Send + FnOnce() -> T,
+    T: Send,
+{
+    use nest_model::encoder::stop;
+    stop::install(|| Python::attach(|py| py.check_signals().is_err()));
+    stop::take_stopped(); // a stop left by an earlier call is not this one's
+    let ran = detach(py, || stop::armed(work));
+    match stop::take_stopped() {
+        true => Err(PyKeyboardInterrupt::new_err(
+            "stopped after the batch on its way (Ctrl-C); nothing was written",
+        )),
+        false => ran,
+    }
 }
 
 /// `work` with Python's lock released, as `py.detach`; a panic inside it (libtorch's error
@@ -227,7 +249,7 @@ impl NativeEncoder {
             return Ok((PyByteArray::new(py, &[]), 0, dim));
         }
         let enc = &self.enc;
-        let e = detach(py, || -> nest_model::Result<Tensor> {
+        let e = detach_interruptible(py, || -> nest_model::Result<Tensor> {
             let m = &enc.0;
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let opts = EncodeOptions {

@@ -9,9 +9,11 @@ Run from the repository root (models/ from scripts/setup.sh), after installing t
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -84,9 +86,29 @@ def test_similarity_and_max_seq_length_as_sentence_transformers(enc, st_model):
     with pytest.raises(ValueError, match="same dim"):
         enc.similarity(a, cut)
     assert enc.similarity_fn_name == st_model.similarity_fn_name == "cosine"
+    # the other similarities, set on both, and a model whose config names one
+    raw_b = enc.encode(TEXTS[3:], normalize_embeddings=False, dim=64)
+    for name in ("dot", "euclidean", "manhattan"):
+        st_model.similarity_fn_name = name
+        mine = nest.Encoder(str(MODEL), dtype="float32")
+        mine.similarity_fn_name = name
+        theirs = st_model.similarity(raw, raw_b).numpy()
+        assert np.abs(mine.similarity(raw, raw_b) - theirs).max() < 1e-4 * max(1, np.abs(theirs).max()), name
+    st_model.similarity_fn_name = "cosine"
+    with pytest.raises(ValueError, match="similarity_fn_name: 'dott'"):
+        nest.Encoder(str(MODEL)).similarity_fn_name = "dott"
     assert enc.max_seq_length == st_model.max_seq_length == 256
     with pytest.raises(AttributeError, match="max_length=128"):
         enc.max_seq_length = 128
+
+
+def test_a_models_own_similarity_is_used(tmp_path):
+    dot = model_with(tmp_path / "dot", "config_sentence_transformers.json",
+                     json.dumps({"similarity_fn_name": "dot"}))
+    m = nest.Encoder(str(dot), dtype="float32")
+    assert m.similarity_fn_name == "dot"
+    v = m.encode(TEXTS[:2], normalize_embeddings=False)
+    assert np.abs(m.similarity(2 * v, v) - 2 * (v @ v.T)).max() < 1e-3
 
 
 def test_parity_with_a_prompt_text(enc, st_model):
@@ -103,6 +125,24 @@ def test_parity_at_a_truncated_dim(enc, st_model):
     )
     assert ours.shape == theirs.shape == (len(TEXTS), 128)
     assert float(np.abs(ours - theirs).max()) < 1e-4
+
+
+def test_ctrl_c_stops_an_encode_between_batches(enc):
+    # about a minute of embedding on 2 cores; Ctrl-C half a second in stops it after a batch
+    texts = [f"sentence number {i} about a man who is playing a guitar " * 8 for i in range(3000)]
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="Ctrl-C"):
+            enc.encode(texts, batch_size=8)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, handler)
+    took = time.monotonic() - start
+    assert took < 15, f"stopped after {took:.1f} s"
+    assert enc.encode(["the encoder works on"]).shape == (1, 384)
 
 
 # -- (2) the (layer, dim) point -----------------------------------------------------------------

@@ -181,6 +181,16 @@ def test_evaluate_uses_the_models_prompts_as_the_cli(tmp_path):
         assert abs(theirs["spearman"] - own) < 1e-4, (theirs, own)
     with pytest.raises(ValueError, match="prompt_name"):
         spearman(prompted, prompt_name="nope")
+    # one path and the CLI's list forms, never a string's characters (dims="128" was 1, 2, 8)
+    r = nest.evaluate(str(prompted), sts=str(small), layers="5-6", dims="64,384", dtype="float32")
+    assert {(c["layer"], c["dim"]) for c in r["tasks"][0]["cells"]} == {(5, 64), (5, 384), (6, 64), (6, 384)}
+    r = nest.evaluate(str(prompted), sts=small, layers=6, dims="384", dtype="float32")
+    assert [(c["layer"], c["dim"]) for c in r["tasks"][0]["cells"]] == [(6, 384)]
+    assert r["tasks"][0]["cells"][0]["metrics"]["spearman"] == own
+    with pytest.raises(ValueError, match="dims: 'x' is not a list of ints"):
+        nest.evaluate(str(prompted), sts=small, dims="x")
+    with pytest.raises(TypeError, match="dims: expected ints"):
+        nest.evaluate(str(prompted), sts=small, dims=[64.0])
     # another model's report in `out` is kept unless overwrite=True, as `nest eval --out`
     rep = tmp_path / "rep"
     spearman(prompted, out=str(rep))
@@ -243,6 +253,17 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
         assert ours[0]["payload"] == theirs[0]["payload"] == {"title": "Guitars", "url": "u"}
     # recorded, so that a server adding documents to it stores their texts too
     assert json.loads((tmp_path / "plain" / "index.json").read_text())["source"]["store_text"] is True
+    # a rebuild over documents a server added (its journal) drops none of them without a choice
+    z = nest.Encoder(str(MODEL)).encode_document(["a zebra on the savanna"], normalize_embeddings=True)[0]
+    row = {"id": "z", "payload": {"text": "a zebra"}, "vector": [float(x) for x in z]}
+    (tmp_path / "plain" / "added.jsonl").write_text(json.dumps(row) + "\n")
+    again = dict(store_text=True, overwrite=True)
+    with pytest.raises(ValueError, match=r"holds 1 documents added .*keep_added=True"):
+        nest.Index.build(tmp_path / "plain", str(MODEL), ["a guitar", "an onion"], **again)
+    kept = nest.Index.build(tmp_path / "plain", str(MODEL), ["a guitar", "an onion"], keep_added=True, **again)
+    assert kept.search("zebra", k=1)[0]["id"] == "z"
+    dropped = nest.Index.build(tmp_path / "plain", str(MODEL), ["a guitar"], keep_added=False, **again)
+    assert [h["id"] for h in dropped.search("zebra", k=5)] == ["0"]
     # a model with query / document prompts: documents take its document prompt (recorded),
     # queries its query prompt, as encode_document / encode_query; the same scores as the CLI
     prompted = model_with(tmp_path / "prompted", "config_sentence_transformers.json",

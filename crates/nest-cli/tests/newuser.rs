@@ -391,8 +391,13 @@ fn index_build_leaves_no_lock_and_a_reversed_funnel_warns() {
         w[0].contains("coarser") && w[0].contains("fewer bits, fewer dims"),
         "{e}"
     );
-    let e = search("binary:32>float32:8");
+    let e = search("float32:32>float32:8");
     assert!(e.contains("fewer dims") && !e.contains("fewer bits"), "{e}");
+    // fewer dims but more bits is another trade, not a reversal: no warning either way round
+    // (it used to advise each order in favour of the other)
+    for funnel in ["binary:32>float32:8", "float32:8>binary:32"] {
+        assert!(!search(funnel).contains("warning"), "{funnel}");
+    }
     let e = search("binary:8>float32:32");
     assert!(!e.contains("warning"), "{e}");
     // hits carry only ids (a plain text's line numbers) unless the texts are stored

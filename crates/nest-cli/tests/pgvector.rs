@@ -233,6 +233,16 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
         "docs;drop",
     ]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("table"));
+    // a document a server added (the index's journal) is exported too: it was left out, while
+    // `nest search` (and the server) return it; the searches below compare the two
+    let q = d.path().join("q.txt");
+    std::fs::write(&q, "a bird over the sea\n").unwrap();
+    let (qi, qo) = (q.display().to_string(), d.path().join("q.jsonl"));
+    let qo = qo.display().to_string();
+    ok(&["encode", "--model", &m, "--input", &qi, "--output", &qo]);
+    let e: Value = serde_json::from_str(std::fs::read_to_string(&qo).unwrap().trim()).unwrap();
+    let added = serde_json::json!({"id": "added1", "payload": {"k": 1}, "vector": e["embedding"]});
+    std::fs::write(d.path().join("idx/added.jsonl"), format!("{added}\n")).unwrap();
     ok(&[
         "export",
         "pgvector",
@@ -327,7 +337,7 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
     };
     for q in ["cat dog music", "rain on the road"] {
         let two = scores("docs2", q);
-        assert_eq!(two.len(), 120, "every row exactly once");
+        assert_eq!(two.len(), 121, "every row exactly once, the added one too");
         assert_eq!(two, scores("docs", q), "{q}");
     }
     // int8 has no pgvector type: a clear error

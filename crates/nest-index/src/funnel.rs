@@ -118,6 +118,8 @@ impl Funnel {
         };
         self.stages.windows(2).enumerate().find_map(|(i, w)| {
             let (a, b) = (w[0].level, w[1].level);
+            // coarser: no more bits and no more dims, and fewer of one (a stage with fewer dims
+            // but more bits, binary:384>float32:64, is another trade, not a reversal)
             let mut why = Vec::new();
             if bits(b.precision) < bits(a.precision) {
                 why.push("fewer bits");
@@ -125,7 +127,8 @@ impl Funnel {
             if b.dim < a.dim {
                 why.push("fewer dims");
             }
-            (!why.is_empty()).then(|| {
+            let dominated = bits(b.precision) <= bits(a.precision) && b.dim <= a.dim;
+            (dominated && !why.is_empty()).then(|| {
                 format!(
                     "funnel '{self}': stage {} ({b}) is coarser than stage {} ({a}: {}); a later \
                      stage only reorders the earlier stage's shortlist, so the final ranking is \

@@ -243,7 +243,8 @@ fn check_index_model(s: &AppState, name: Option<&str>) -> Result<()> {
         return Err(Error::bad(
             Some("model"),
             format!(
-                "the index holds vectors of '{}'; '{}' cannot search it",
+                "the index holds vectors of '{}'; a request for '{}' can neither search it \
+                 nor add to it (name '{0}', or none)",
                 first.config.served_name, e.config.served_name
             ),
         ));

@@ -10,7 +10,10 @@ pub fn run(c: IndexCommand) -> Result<()> {
         IndexCommand::Build(a) => build(*a),
         IndexCommand::Info { index } => {
             let idx = nest_index::Index::open(&index)?;
-            println!("{}", serde_json::to_string_pretty(idx.manifest())?);
+            let mut info = serde_json::to_value(idx.manifest())?;
+            // the built rows' count is `count`; the documents a server added since are these
+            info["added"] = nest_index::rebuild::added_rows(&index).into();
+            println!("{}", serde_json::to_string_pretty(&info)?);
             Ok(())
         }
     }

@@ -18,7 +18,13 @@ fn query_model(
                 .and_then(|m| m.as_str())
                 .map(str::to_string)
         })
-        .context("the index records no model (it was built from --embeddings); pass --model")?;
+        .with_context(|| match source.is_null() {
+            true => {
+                "no --index to read the model from: pass --index DIR (its model and layer \
+                     embed the queries) or --model"
+            }
+            false => "the index records no model (it was built from --embeddings); pass --model",
+        })?;
     let max_len = source
         .get("max_length")
         .and_then(|m| m.as_u64())

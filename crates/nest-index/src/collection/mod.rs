@@ -160,6 +160,23 @@ fn parse_line(path: &Path, no: usize, line: &[u8], dim: usize) -> Result<NewRow>
     })
 }
 
+/// The documents added to the index at `dir` (its journal, a torn last line left out), each
+/// with its full-length vector as it was added; none when it has no journal.
+pub fn read_journal(dir: &Path, dim: usize) -> Result<Vec<NewRow>> {
+    let path = dir.join(JOURNAL);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let good = good_length(&bytes);
+    bytes[..good]
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.is_empty())
+        .map(|(i, line)| parse_line(&path, i + 1, line, dim))
+        .collect()
+}
+
 impl Collection {
     /// Opens the index at `dir` and replays its journal (cutting a torn last line).
     pub fn open(dir: &Path) -> Result<Self> {

@@ -11,7 +11,6 @@
 //! refused.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 use postgres::{Client, NoTls};
 
@@ -20,7 +19,9 @@ use crate::level::{Level, Precision};
 use crate::reader::Index;
 use crate::{Error, Result};
 
+mod copy;
 mod table_name;
+use copy::{copy_added, copy_rows};
 pub use table_name::check_table;
 
 fn pg(e: postgres::Error) -> Error {
@@ -128,18 +129,6 @@ pub struct ExportReport {
     pub seconds: f64,
 }
 
-fn copy_escape(s: &str, out: &mut String) {
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c => out.push(c),
-        }
-    }
-}
-
 /// Copies `index` into `table` (see the module doc). Refuses an existing table unless
 /// `overwrite`; the table is created and filled in one transaction.
 ///
@@ -158,10 +147,11 @@ pub fn export(
     let mut tx = client.transaction().map_err(pg)?;
     create_table(&mut tx, table, index.full_dim(), overwrite)?;
     copy_rows(&mut tx, index, full_level, table, 0..index.len())?;
+    let added = copy_added(&mut tx, index, table)?;
     let indexes = create_indexes(&mut tx, index, table, hnsw)?;
     tx.commit().map_err(pg)?;
     Ok(ExportReport {
-        rows: index.len(),
+        rows: index.len() + added,
         indexes,
         seconds: t0.elapsed().as_secs_f64(),
     })
@@ -195,7 +185,10 @@ pub fn export_phase(index: &Index, dsn: &str, table: &str, phase: Export) -> Res
             copy_rows(&mut tx, index, full_level, table, rows)?;
             Vec::new()
         }
-        Export::Finish { hnsw } => create_indexes(&mut tx, index, table, hnsw)?,
+        Export::Finish { hnsw } => {
+            copy_added(&mut tx, index, table)?; // one process, after every built row
+            create_indexes(&mut tx, index, table, hnsw)?
+        }
     };
     tx.commit().map_err(pg)?;
     Ok(made)
@@ -237,48 +230,6 @@ fn create_table(
         "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id text PRIMARY KEY, row_no integer NOT NULL, embedding halfvec({full}) NOT NULL, payload jsonb)"
     ))
     .map_err(pg)
-}
-
-/// COPYs rows `rows` of the index (id, row number, full vector, payload) into the table.
-fn copy_rows(
-    tx: &mut postgres::Transaction,
-    index: &Index,
-    full_level: Level,
-    table: &str,
-    rows: std::ops::Range<usize>,
-) -> Result<()> {
-    let mut w = tx
-        .copy_in(&format!(
-            "COPY {table} (id, row_no, embedding, payload) FROM STDIN"
-        ))
-        .map_err(pg)?;
-    let mut line = String::new();
-    for r in rows {
-        line.clear();
-        copy_escape(index.id(r), &mut line);
-        let _ = write!(line, "\t{r}\t[");
-        for (j, x) in index
-            .vector(full_level, r)
-            .unwrap_or(&[])
-            .iter()
-            .enumerate()
-        {
-            if j > 0 {
-                line.push(',');
-            }
-            let _ = write!(line, "{x}");
-        }
-        line.push_str("]\t");
-        match index.payload(r) {
-            Some(p) if !p.is_null() => copy_escape(&p.to_string(), &mut line),
-            _ => line.push_str("\\N"),
-        }
-        line.push('\n');
-        w.write_all(line.as_bytes())
-            .map_err(|e| Error::Postgres(e.to_string()))?;
-    }
-    w.finish().map_err(pg)?;
-    Ok(())
 }
 
 /// The HNSW indexes of the export (see [`export`]'s `hnsw`), then ANALYZE.

@@ -97,7 +97,7 @@ impl ElasticEncoder {
                 };
                 let ids = ids?;
                 let mut seen = |k: usize| progress(r.start + k);
-                let part = self.embed_ids(&ids, job, opts, collected, &mut seen);
+                let part = self.embed_ids(&ids, job, opts, collected, &mut seen)?;
                 order.extend(part.into_iter().map(|k| by_bytes[r.start + k]));
             }
             Ok(order)

@@ -150,7 +150,7 @@ impl ElasticEncoder {
             true => self.embed_ahead(texts, &job, opts, &mut collected, progress)?,
             false => {
                 let ids = timed(Phase::Tokens, || self.tokenizer.encode(texts))?;
-                self.embed_ids(&ids, &job, opts, &mut collected, progress)
+                self.embed_ids(&ids, &job, opts, &mut collected, progress)?
             }
         };
         Ok(timed(Phase::Finish, || collected.finish(&order)))
@@ -166,7 +166,7 @@ impl ElasticEncoder {
         opts: EncodeOptions,
         collected: &mut Collected,
         progress: &mut dyn FnMut(usize),
-    ) -> Vec<usize> {
+    ) -> Result<Vec<usize>> {
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
         let batches = batches(&order, ids, opts);
@@ -185,6 +185,7 @@ impl ElasticEncoder {
                     collected.push(timed(Phase::Batches(1), || self.embed_one(b, job, rows)));
                     done += b.len();
                     progress(done);
+                    super::stop::check()?; // a host's Ctrl-C (`stop.rs`), between batches
                 }
             }
             n => {
@@ -192,9 +193,10 @@ impl ElasticEncoder {
                 for pooled in timed(all, || self.embed_streams(&batches, job, n, progress)) {
                     collected.push(pooled);
                 }
+                super::stop::check()?;
             }
         }
-        order
+        Ok(order)
     }
 
     /// One batch of token ids, pooled at each of `layers` (a prompt's first `skip` tokens left

@@ -27,6 +27,7 @@ mod graphed;
 mod halves;
 pub mod phases;
 mod pool;
+pub mod stop;
 mod streams;
 mod transfer;
 pub use crate::graph::GraphMode;
