@@ -275,6 +275,8 @@ class Encoder:
             raise ValueError(f"dim={dim} and truncate_dim={truncate_dim}: give one")
         dim = dim if dim is not None else truncate_dim
         single = isinstance(sentences, str)
+        if isinstance(sentences, (dict, set, bytes)):  # a dict's keys, a set's order: not texts
+            raise TypeError(f"sentences: expected a str or a list of str, got {type(sentences).__name__}")
         if single:
             texts: List[str] = [sentences]
         else:
@@ -682,6 +684,10 @@ class Index:
             texts.append(f"{title} {d['text']}" if isinstance(title, str) and title else d["text"])
             rest = {k: v for k, v in d.items() if k not in ("id", "_id", "text")}
             payloads.append(json.dumps(rest) if rest else None)
+        first: Dict[str, int] = {}
+        for i, id_ in enumerate(ids):  # as nest index build refuses them: a search would return both
+            if first.setdefault(id_, i) != i:
+                raise ValueError(f"documents[{i}]: duplicate id {id_!r} (first at documents[{first[id_]}])")
         _nest.index_build_native(
             str(path), str(model), ids, texts, payloads,
             _ints("dims", dims),
@@ -708,6 +714,8 @@ class Index:
         Queries take ``prompt_name`` / ``prompt``, else the model's ``query`` prompt, as
         ``encode_query``."""
         single = isinstance(queries, str)
+        if not single and len(queries) == 0:
+            return []
         text = self._native.search(
             [queries] if single else list(queries), int(k), funnel,
             None if filter is None else json.dumps(filter), prompt_name, prompt,

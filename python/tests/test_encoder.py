@@ -160,6 +160,8 @@ def test_shapes_str_list_tensor(enc):
     lst = enc.encode(TEXTS[:2], convert_to_numpy=False)
     assert isinstance(lst, list) and len(lst) == 2 and isinstance(lst[0], torch.Tensor)
     assert enc.encode([]).shape == (0, 384)
+    with pytest.raises(TypeError, match="got dict"):
+        enc.encode({"a man": 1})
     np.testing.assert_array_equal(one, enc.encode(["A man is playing a guitar."])[0])
 
 

@@ -282,6 +282,10 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
     assert ours[0]["id"] == str(best) and abs(ours[0]["score"] - float(d[best] @ q)) < 1e-5
     with pytest.raises(FileNotFoundError):
         nest.Index(tmp_path / "nothing")
+    with pytest.raises(ValueError, match=r"documents\[2\]: duplicate id 'x' \(first at documents\[0\]\)"):
+        nest.Index.build(tmp_path / "dup", str(MODEL), [{"id": "x", "text": "a"}, "b", {"_id": "x", "text": "c"}])
+    assert not (tmp_path / "dup").exists()
+    assert pidx.search([], k=3) == []
     with pytest.raises(ValueError):
         idx.search("x", funnel="nonsense")
 

@@ -1200,6 +1200,22 @@ fn dtype_encodes_close_to_float32_and_eval_scores_each() {
         out.contains("dtype float32") || out.contains("dtype int8"),
         "{out}"
     );
+    // another model's report among them is refused (its cells were ranked as this model's)
+    let int8 = std::fs::read_to_string(rep.join("int8/report.json")).unwrap();
+    let mut other: serde_json::Value = serde_json::from_str(&int8).unwrap();
+    other["model"]["path"] = "models/another".into();
+    let other_path = d.path().join("other.json");
+    std::fs::write(&other_path, other.to_string()).unwrap();
+    let mixed = format!(
+        "{},{}",
+        rep.join("float32/report.json").display(),
+        other_path.display()
+    );
+    let e = fails(&["advise", "--report", &mixed, "--min-score", "-100"]);
+    assert!(
+        e.contains("a report of models/another") && e.contains("once per model"),
+        "{e}"
+    );
     // nest info says what auto would pick here, and why
     let info: serde_json::Value =
         serde_json::from_str(&ok(&["info", "--model", &m, "--json"])).unwrap();

@@ -204,6 +204,37 @@ fn compress_checks_dims_first_and_refuses_an_existing_adaptor() {
         std::fs::read_to_string(d.join("p/adaptor.json")).unwrap(),
         "{}"
     );
+    // dims wider than the model: refused once the model loads, before its corpus is embedded
+    // (Python's compress(dims=[999], model=, beir=) embedded SciFact for minutes first)
+    write_tiny_model(&d.join("tiny"), &TinySpec::new(Architecture::Bert)).unwrap();
+    std::fs::create_dir_all(d.join("beir/qrels")).unwrap();
+    let corpus: String = (0..50)
+        .map(|i| format!("{{\"_id\": \"d{i}\", \"text\": \"the cat {i}\"}}\n"))
+        .collect();
+    std::fs::write(d.join("beir/corpus.jsonl"), corpus).unwrap();
+    std::fs::write(
+        d.join("beir/queries.jsonl"),
+        "{\"_id\": \"q\", \"text\": \"cat\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("beir/qrels/train.tsv"),
+        "query-id\tcorpus-id\tscore\nq\td1\t1\n",
+    )
+    .unwrap();
+    let wide = [
+        "compress", "--method", "pca", "--dims", "999", "--model", "tiny", "--beir", "beir",
+        "--cache", "cache", "--out", "w",
+    ];
+    let e = fails_in(d, &wide);
+    assert!(
+        e.contains("dim 999 is larger than the embeddings' 32 dims"),
+        "{e}"
+    );
+    assert!(
+        !d.join("cache").exists() && !d.join("w").exists(),
+        "nothing embedded or written"
+    );
 }
 
 /// #52, #53, #54: slimming to an exit layer or a default dim the model was not trained for

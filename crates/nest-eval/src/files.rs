@@ -74,7 +74,8 @@ pub fn check_replaces_own(dir: &Path, model: &str, keys: (&str, &str)) -> Result
 }
 
 /// The same model: the same folder (however written), or the same hub id.
-fn same_model(a: &str, b: &str) -> bool {
+/// Whether two recorded model paths name the same model folder (resolved; a hub id as written).
+pub fn same_model(a: &str, b: &str) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(x), Ok(y)) => x == y,
         _ => a == b,

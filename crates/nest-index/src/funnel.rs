@@ -106,10 +106,8 @@ impl Funnel {
         }
     }
 
-    /// A stage coarser (fewer bits per coordinate, or fewer dims) than the stage before it,
-    /// as one line for a warning: each stage only reorders the shortlist it is given, so a
-    /// coarse last stage throws the fine ranking away. `None` when the funnel goes coarse to
-    /// fine (or keeps a level).
+    /// A stage coarser than the one before (no more bits or dims, fewer of one), as a warning's
+    /// line: a stage only reorders its shortlist, so a coarse last stage loses the fine ranking.
     pub fn reversed_stage(&self) -> Option<String> {
         let bits = |p: crate::Precision| match p {
             crate::Precision::Float32 => 32,
@@ -118,8 +116,6 @@ impl Funnel {
         };
         self.stages.windows(2).enumerate().find_map(|(i, w)| {
             let (a, b) = (w[0].level, w[1].level);
-            // coarser: no more bits and no more dims, and fewer of one (a stage with fewer dims
-            // but more bits, binary:384>float32:64, is another trade, not a reversal)
             let mut why = Vec::new();
             if bits(b.precision) < bits(a.precision) {
                 why.push("fewer bits");
@@ -127,8 +123,8 @@ impl Funnel {
             if b.dim < a.dim {
                 why.push("fewer dims");
             }
-            let dominated = bits(b.precision) <= bits(a.precision) && b.dim <= a.dim;
-            (dominated && !why.is_empty()).then(|| {
+            let fewer = bits(b.precision) <= bits(a.precision) && b.dim <= a.dim;
+            (fewer && !why.is_empty()).then(|| {
                 format!(
                     "funnel '{self}': stage {} ({b}) is coarser than stage {} ({a}: {}); a later \
                      stage only reorders the earlier stage's shortlist, so the final ranking is \

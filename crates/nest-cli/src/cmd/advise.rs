@@ -1,5 +1,6 @@
 use anyhow::{bail, Result};
 use nest_eval::advise::{advise, full_point, Advice, CostBy};
+use nest_eval::files::same_model;
 use nest_eval::Report;
 
 use crate::args::AdviseArgs;
@@ -11,6 +12,22 @@ pub fn run(a: AdviseArgs) -> Result<()> {
         .iter()
         .map(|p| Report::read(&super::eval::report_file(p)))
         .collect::<Result<Vec<_>, _>>()?;
+    // several reports are one model's in several dtypes: another model's cells would be
+    // ranked with its own as if they were the same model's (the answer then named neither)
+    let first = &reports[0].model.path;
+    let other = a.report.iter().zip(&reports).skip(1);
+    if let Some((p, r)) = other
+        .into_iter()
+        .find(|(_, r)| !same_model(&r.model.path, first))
+    {
+        bail!(
+            "--report {}: a report of {}, the first ({}) of {first}: advise ranks one model's \
+             reports (one per dtype); run it once per model",
+            p.display(),
+            r.model.path,
+            a.report[0].display()
+        );
+    }
     let no_latency = by == CostBy::Latency && !has_latency(&reports, &a.task);
     if no_latency {
         by = CostBy::Memory;

@@ -20,10 +20,12 @@ pub(super) fn beir_embeddings(
     model: &str,
     dir: &Path,
     cache: &Path,
+    width: &dyn Fn(usize) -> Result<()>,
     events: &mut dyn FnMut(Event),
 ) -> Result<(Embeddings, Embeddings, Value)> {
     let model_dir = nest_model::hub::resolve(model)?;
     let enc = ElasticEncoder::load(&model_dir, nest_model::default_device(), None)?;
+    width(enc.output_dim())?; // dims wider than the model: refused before minutes of embedding
     let layer = enc.num_layers();
     let text = nest_model::adaptor::PROBE_TEXT;
     let v = enc.embed_layers(&[text], &[layer], EncodeOptions::batch(1), &mut |_| {})?;

@@ -145,9 +145,11 @@ impl Source {
 }
 
 /// Reads the inputs `source` names.
+/// `width` judges the dims against a model's width before its texts are embedded.
 pub(super) fn inputs(
     source: &Source,
     val_fraction: f64,
+    width: &dyn Fn(usize) -> Result<()>,
     events: &mut dyn FnMut(Event),
 ) -> Result<Inputs> {
     let mut probe = None;
@@ -158,7 +160,7 @@ pub(super) fn inputs(
             split,
             cache,
         } => {
-            let (c, q, p) = super::beir::beir_embeddings(model, beir, cache, events)?;
+            let (c, q, p) = super::beir::beir_embeddings(model, beir, cache, width, events)?;
             probe = Some(p);
             let train = qrels_of(beir, split, &q, &c)?
                 .ok_or_else(|| Error::input(beir, format!("no qrels/{split}.tsv")))?;

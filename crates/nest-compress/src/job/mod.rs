@@ -190,7 +190,9 @@ fn train_and_write(
     dims: Vec<usize>,
     events: &mut dyn FnMut(Event),
 ) -> Result<Outcome> {
-    let inp = inputs(&st.source, job.val_fraction, events)?;
+    // a model's width is known once it loads: checked there, before its texts are embedded
+    let width = |w: usize| check_dims(&dims, w, st.method);
+    let inp = inputs(&st.source, job.val_fraction, &width, events)?;
     check_dims(&dims, inp.corpus.dim(), st.method)?;
     events(Event::Message(format!(
         "compress: {} over dims {dims:?}; {} documents, {} queries x {} dims; {} training queries ({}% held out for validation)",
