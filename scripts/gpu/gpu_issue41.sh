@@ -596,18 +596,18 @@ s7() {
   if [ -f "$G/nest-dist-group.xz" ]; then
     "$PY" -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
       "$G/nest-dist-group.xz" /tmp/nest-dist-group && chmod +x /tmp/nest-dist-group
-    # as is, then (while each crashes) with the group never shut down nor freed (a crash left
-    # is the process's exit's own), and without ProcessGroupNCCL's heartbeat monitor and flight
-    # recorder, the threads and buffers that outlive a group: which one the crash needs
+    # every way of ending the group: as a drop ends it (since 2026-11-29: shut down, left to
+    # the process's exit), shut down and freed (crashed, H200, 2026-11-29), shut down only,
+    # freed only (crashed), neither; then shut down and freed without ProcessGroupNCCL's
+    # heartbeat monitor and flight recorder (crashed)
     local v env_v
-    for v in plain leak no_monitor; do
+    for v in drop plain shutdown free leak no_monitor; do
       env_v=()
-      [ "$v" = leak ] && env_v=(NEST_TEST_NCCL_END=leak)
-      [ "$v" = no_monitor ] && env_v=(TORCH_NCCL_ENABLE_MONITORING=0 TORCH_NCCL_TRACE_BUFFER_SIZE=0)
+      [ "$v" = no_monitor ] && env_v=(NEST_TEST_NCCL_END=plain TORCH_NCCL_ENABLE_MONITORING=0 TORCH_NCCL_TRACE_BUFFER_SIZE=0) \
+        || env_v=(NEST_TEST_NCCL_END=$v)
       NCCL_DEBUG=INFO run "nccl_unit_$v" 60 env "${env_v[@]}" /tmp/nest-dist-group --exact nccl_one_rank_on_the_gpu --nocapture
       rc=$?
-      echo "nest-dist nccl_one_rank_on_the_gpu ($v${env_v[*]:+: ${env_v[*]}}): rc=$rc $(grep -m1 -o 'NCCL one-rank.*passed' "$SD/nccl_unit_$v.log"); $(grep -m1 -oE "NCCL group (shut down and freed|left to the process's exit)" "$SD/nccl_unit_$v.log" || echo 'the group was NOT freed (crash in shutdown or free)'); $(grep -m1 -o 'test result:.*' "$SD/nccl_unit_$v.log" || echo 'no test result line (crash before the harness reported)')" >> "$f"
-      [ "$rc" = 0 ] && break
+      echo "nest-dist nccl_one_rank_on_the_gpu ($v${env_v[*]:+: ${env_v[*]}}): rc=$rc $(grep -m1 -o 'NCCL one-rank.*passed' "$SD/nccl_unit_$v.log"); $(grep -m1 -oE "NCCL group ended \([A-Za-z ]*\)" "$SD/nccl_unit_$v.log" || echo 'the group did NOT end (a crash in its end)'); $(grep -m1 -o 'test result:.*' "$SD/nccl_unit_$v.log" || echo 'no test result line (crash before the harness reported)')" >> "$f"
     done
   fi
   echo "(flags: ${flags[*]})" >> "$f"

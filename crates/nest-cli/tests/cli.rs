@@ -514,6 +514,47 @@ fn full_suite_compare_and_advise() {
         tasks[0]["cells"][0]["metrics"],
         tasks[1]["cells"][0]["metrics"]
     );
+    // the same model again into that folder, on other tasks: the retrieval plots go with the
+    // report they drew (they stayed, beside a report without those tasks)
+    let plots = || -> Vec<String> {
+        let names = std::fs::read_dir(d.path().join("r")).unwrap().flatten();
+        let mut v: Vec<String> = names
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".svg"))
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(
+        plots().contains(&"curve-mybeir-test.svg".to_string()),
+        "{:?}",
+        plots()
+    );
+    std::fs::write(d.path().join("r/notes.svg"), "mine").unwrap();
+    ok(&[
+        "eval",
+        "--model",
+        &m2.display().to_string(),
+        "--data-root",
+        &root,
+        "--tasks",
+        "sts",
+        "--dims",
+        "8",
+        "--latency-texts",
+        "0",
+        "--out",
+        &r,
+    ]);
+    let after = plots();
+    assert!(
+        after
+            .iter()
+            .all(|n| !n.contains("mybeir") && !n.contains("scifact"))
+            && after.iter().any(|n| n.contains("stsb"))
+            && after.contains(&"notes.svg".to_string()),
+        "{after:?}"
+    );
     let e = fails(&[
         "eval",
         "--model",

@@ -346,6 +346,33 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
         "--query", "x", "--funnel", "int8:32",
     ]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("int8"));
+    // the table records its index's model and layer: without --index a search embeds the
+    // queries as the documents were (it needed --index or --model before), hits carry the
+    // rows' payloads, and an index of another layer is refused (it searched silently)
+    let found = |extra: &[&str]| -> Value {
+        let mut args = vec![
+            "search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs",
+        ];
+        args.extend(extra);
+        args.extend(["--query", "a bird over the sea", "--k", "3"]);
+        serde_json::from_str(ok(&args).trim()).unwrap()
+    };
+    let (bare, indexed) = (found(&[]), found(&["--index", &idx]));
+    assert_eq!(bare["hits"], indexed["hits"]);
+    assert_eq!(bare["hits"][0]["id"], "added1", "{bare}");
+    assert_eq!(bare["hits"][0]["payload"], serde_json::json!({"k": 1}));
+    assert_eq!(bare["hits"][1]["payload"]["tag\tx"], "a\\b", "{bare}");
+    let idx1 = d.path().join("idx1").display().to_string();
+    let input = d.path().join("c.jsonl").display().to_string();
+    ok(&[
+        "index", "build", "--model", &m, "--input", &input, "--layer", "1", "--out", &idx1,
+    ]);
+    let o = nest(&[
+        "search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index", &idx1,
+        "--query", "x",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("layer 1"), "{err}");
 }
 
 /// `kill -9` of a one-process `nest export pgvector` at seeded random moments: the table is

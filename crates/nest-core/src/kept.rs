@@ -3,7 +3,8 @@
 //! `state.json` naming what they are the vectors of (model and its weights' fingerprint, layer,
 //! prompt, texts, arithmetic, ...). The same command again embeds only the chunks missing; the
 //! folder goes once the output is in place. Vectors of another job are dropped (the caller
-//! says so). Used by `nest index build`, `nest encode` and `nest compress --model --beir`.
+//! says so). Used by `nest index build` (and its ranks' parts), `nest encode` and `nest compress
+//! --model --beir`, all through [`embed_chunks`].
 
 use std::path::{Path, PathBuf};
 
@@ -87,6 +88,39 @@ impl Embedded {
     }
 }
 
+/// Embeds `items` `chunk_len` at a time, in order: a chunk a cut run kept (in `kept`) is taken
+/// as it is, any other made by `embed(chunk, index of its first item)` and kept before
+/// `each(chunk, its vectors)` takes it, so that a run cut anywhere resumes after its last whole
+/// chunk. The one loop of every job this module serves.
+///
+/// # Panics
+/// Never: a `chunk_len` of 0 is an error.
+pub fn embed_chunks<T, E: From<crate::Error>>(
+    items: &[T],
+    chunk_len: usize,
+    kept: Option<&Embedded>,
+    mut embed: impl FnMut(&[T], usize) -> std::result::Result<Vec<f32>, E>,
+    mut each: impl FnMut(&[T], Vec<f32>) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    if chunk_len == 0 {
+        return Err(crate::Error::value("--encode-chunk", "must be at least 1").into());
+    }
+    for (c, chunk) in items.chunks(chunk_len).enumerate() {
+        let v = match kept.and_then(|k| k.get(c, chunk.len())) {
+            Some(v) => v,
+            None => {
+                let v = embed(chunk, c * chunk_len)?;
+                if let Some(k) = kept {
+                    k.put(c, &v)?;
+                }
+                v
+            }
+        };
+        each(chunk, v)?;
+    }
+    Ok(())
+}
+
 /// What tells a model's weights apart at one path (a run's `final/` overwritten by a new run):
 /// each file's name, length and modification time, without reading gigabytes. A hub id or a
 /// missing folder gives null.
@@ -142,5 +176,68 @@ mod tests {
         );
         e.remove();
         assert!(!d.path().join(".idx.embedded").exists());
+    }
+
+    /// A run cut after its first chunk embeds only the rest when run again, and `each` sees
+    /// every chunk in order with the vectors first made; a chunk length of 0 is an error.
+    #[test]
+    fn a_cut_run_embeds_only_the_chunks_it_had_not_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("vectors.npy");
+        let key = serde_json::json!({"texts": 5});
+        let items = ["a", "b", "c", "d", "e"];
+        let embed_as = |chunk: &[&str], base: usize| -> Vec<f32> {
+            (0..chunk.len()).map(|i| (base + i) as f32 + 0.5).collect()
+        };
+        // the first run: cut (an error) while embedding its second chunk
+        let (kept, _) = Embedded::open(&out, key.clone(), 1).unwrap();
+        let mut calls = vec![];
+        let cut = embed_chunks::<_, crate::Error>(
+            &items,
+            2,
+            Some(&kept),
+            |chunk, base| {
+                calls.push(base);
+                match base {
+                    0 => Ok(embed_as(chunk, base)),
+                    _ => Err(crate::Error::value("cut", "Ctrl-C")),
+                }
+            },
+            |_, _| Ok(()),
+        );
+        assert!(cut.is_err());
+        assert_eq!(calls, [0, 2]);
+        // again: chunk 0 comes from what was kept, chunks 1 and 2 are embedded
+        let (kept, found) = Embedded::open(&out, key, 1).unwrap();
+        assert_eq!(found.chunks, 1);
+        let (mut calls, mut seen) = (vec![], vec![]);
+        embed_chunks::<_, crate::Error>(
+            &items,
+            2,
+            Some(&kept),
+            |chunk, base| {
+                calls.push(base);
+                Ok(embed_as(chunk, base))
+            },
+            |chunk, v| {
+                seen.push((chunk.join(""), v));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(calls, [2, 4]);
+        let want = [
+            ("ab", vec![0.5, 1.5]),
+            ("cd", vec![2.5, 3.5]),
+            ("e", vec![4.5]),
+        ];
+        let want: Vec<_> = want.into_iter().map(|(t, v)| (t.to_string(), v)).collect();
+        assert_eq!(seen, want);
+        let zero =
+            embed_chunks::<_, crate::Error>(&items, 0, None, |_, _| Ok(vec![]), |_, _| Ok(()));
+        assert!(zero
+            .unwrap_err()
+            .to_string()
+            .contains("--encode-chunk: must be at least 1"));
     }
 }

@@ -12,6 +12,9 @@ pub struct Launch {
     pub world: usize,
     /// `LOCAL_RANK`: index on this machine (picks the GPU); `RANK` when unset.
     pub local_rank: usize,
+    /// `LOCAL_WORLD_SIZE`: processes on this machine (torchrun's `--nproc-per-node`); at
+    /// least `local_rank + 1` when unset.
+    pub local_world: usize,
     /// `MASTER_ADDR`: where rank 0 (or torchrun's agent) serves the rendezvous store.
     pub master_addr: String,
     /// `MASTER_PORT`.
@@ -99,6 +102,10 @@ impl Launch {
             Some(v) => number("LOCAL_RANK", v, "a whole number")?,
             None => rank,
         };
+        let local_world = match var("LOCAL_WORLD_SIZE") {
+            Some(v) => number("LOCAL_WORLD_SIZE", v, "a whole number")?,
+            None => local_rank + 1,
+        };
         let master_addr = var("MASTER_ADDR").ok_or(LaunchError::Missing {
             set: "WORLD_SIZE",
             missing: "MASTER_ADDR",
@@ -132,6 +139,7 @@ impl Launch {
             rank,
             world,
             local_rank,
+            local_world: local_world.max(local_rank + 1),
             master_addr: master_addr.trim().to_string(),
             master_port,
             agent_store,
@@ -180,10 +188,14 @@ mod tests {
         assert_eq!(launch(&[("WORLD_SIZE", "1"), ("RANK", "0")]).unwrap(), None);
         let l = launch(&OK).unwrap().unwrap();
         assert_eq!(
-            (l.rank, l.world, l.local_rank, l.master_port),
-            (1, 2, 1, 29500)
+            (l.rank, l.world, l.local_rank, l.local_world, l.master_port),
+            (1, 2, 1, 2, 29500)
         );
         assert!(!l.serves_store());
+        // torchrun's LOCAL_WORLD_SIZE: the processes on this machine (each needs a GPU of its own)
+        let mut two_hosts = OK.to_vec();
+        two_hosts.extend([("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "1")]);
+        assert_eq!(launch(&two_hosts).unwrap().unwrap().local_world, 1);
     }
 
     #[test]
@@ -217,5 +229,11 @@ mod tests {
         let mut bad = OK.to_vec();
         bad.push(("LOCAL_RANK", "x"));
         assert!(launch(&bad).unwrap_err().to_string().contains("LOCAL_RANK"));
+        let mut bad = OK.to_vec();
+        bad.push(("LOCAL_WORLD_SIZE", "-2"));
+        assert!(launch(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("LOCAL_WORLD_SIZE"));
     }
 }

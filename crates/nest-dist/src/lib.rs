@@ -8,6 +8,7 @@
 //! to gather and what to sum. What not to put
 //! here: anything about batches, losses or checkpoints.
 
+mod end;
 mod launch;
 
 use std::ffi::{c_int, c_long, c_void, CString};
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use tch::{Device, Tensor};
 
+pub use end::End;
 pub use launch::{Launch, LaunchError};
 
 /// Groups this process has joined so far.
@@ -45,6 +47,16 @@ pub enum DistError {
         op: &'static str,
         timeout_s: u64,
         message: String,
+    },
+    #[error(
+        "rank {rank}: {local_world} processes on this machine and {gpus} GPU(s): NCCL needs a \
+         GPU of its own for each process (two ranks on one GPU are refused); launch at most \
+         {gpus} per machine (torchrun --nproc-per-node {gpus}), or train on the CPU (Gloo)"
+    )]
+    GpusShort {
+        rank: usize,
+        local_world: usize,
+        gpus: usize,
     },
 }
 
@@ -79,6 +91,14 @@ impl Backend {
         }
     }
 
+    /// How a log names it: `c10d Gloo`, `c10d NCCL on cuda:0`.
+    pub fn describe(self) -> String {
+        match self {
+            Backend::Gloo => "c10d Gloo".into(),
+            Backend::Nccl(i) => format!("c10d NCCL on cuda:{i}"),
+        }
+    }
+
     /// Where the collectives' tensors must live.
     pub fn device(self) -> Device {
         match self {
@@ -108,9 +128,22 @@ impl std::fmt::Debug for Group {
 #[allow(unsafe_code)]
 impl Drop for Group {
     fn drop(&mut self) {
-        // SAFETY: `raw` came from nest_dist_new and is freed once.
-        unsafe { ffi::nest_dist_free(self.raw) }
+        let how = End::for_backend(self.backend).bits();
+        // SAFETY: `raw` came from nest_dist_new and is ended once (here or in `end`, which
+        // forgets the group).
+        unsafe { ffi::nest_dist_free(self.raw, how) }
     }
+}
+
+/// The error of more processes on this machine than GPUs for an NCCL group, said before any
+/// rank joins (NCCL's own "Duplicate GPU detected" came at the first collective, and the
+/// ranks crashed leaving the group).
+fn gpus_short(launch: &Launch, gpus: usize) -> Option<DistError> {
+    (launch.local_world > gpus).then(|| DistError::GpusShort {
+        rank: launch.rank,
+        local_world: launch.local_world,
+        gpus,
+    })
 }
 
 impl Group {
@@ -129,6 +162,10 @@ impl Group {
         timeout: Duration,
         backend: Backend,
     ) -> Result<Group, DistError> {
+        if matches!(backend, Backend::Nccl(_)) && cfg!(feature = "cuda") {
+            let gpus = usize::try_from(tch::Cuda::device_count()).unwrap_or(0);
+            gpus_short(launch, gpus).map_or(Ok(()), Err)?;
+        }
         let fail = |message: String| DistError::Rendezvous {
             rank: launch.rank,
             addr: launch.master_addr.clone(),
@@ -171,6 +208,14 @@ impl Group {
             timeout,
             traffic: Default::default(),
         })
+    }
+
+    /// Ends the group as `how` says instead of as a drop would (see [`End`]).
+    #[allow(unsafe_code)]
+    pub fn end(self, how: End) {
+        // SAFETY: as in `drop`; the group is forgotten, so it is ended once
+        unsafe { ffi::nest_dist_free(self.raw, how.bits()) };
+        std::mem::forget(self);
     }
 
     pub fn rank(&self) -> usize {
@@ -282,5 +327,34 @@ impl Group {
     pub fn barrier(&self) -> Result<(), DistError> {
         // SAFETY: `raw` is a live group.
         call(|err| unsafe { ffi::nest_dist_barrier(self.raw, err) }).map_err(self.failed("barrier"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_processes_than_gpus_are_refused_with_the_fix() {
+        let mut launch = Launch {
+            rank: 1,
+            world: 4,
+            local_rank: 1,
+            local_world: 2,
+            master_addr: "127.0.0.1".into(),
+            master_port: 29500,
+            agent_store: false,
+            restart: 0,
+        };
+        let e = gpus_short(&launch, 1).unwrap().to_string();
+        assert_eq!(
+            e,
+            "rank 1: 2 processes on this machine and 1 GPU(s): NCCL needs a GPU of its own for \
+             each process (two ranks on one GPU are refused); launch at most 1 per machine \
+             (torchrun --nproc-per-node 1), or train on the CPU (Gloo)"
+        );
+        assert!(gpus_short(&launch, 2).is_none());
+        launch.local_world = 8;
+        assert!(gpus_short(&launch, 8).is_none() && gpus_short(&launch, 7).is_some());
     }
 }

@@ -158,6 +158,7 @@ fn one_rank() -> Launch {
         rank: 0,
         world: 1,
         local_rank: 0,
+        local_world: 1,
         master_addr: "127.0.0.1".into(),
         master_port: free_port(),
         agent_store: false,
@@ -219,16 +220,19 @@ fn nccl_one_rank_on_the_gpu() {
     assert_eq!(Vec::<f32>::try_from(&parts[0]).unwrap(), vec![3.0]);
     g.barrier().unwrap();
     eprintln!("NCCL one-rank group on cuda:0: all-reduce, staged all-gather, barrier passed");
-    // an H100 and an H200 crashed (SIGSEGV) after the line above: the lines below place it
-    // (in the group's shutdown and freeing, or at the process's exit); with
-    // NEST_TEST_NCCL_END=leak the group is never shut down nor freed, so a crash that remains
-    // is the process's exit's own
+    // an H100 and an H200 crashed (SIGSEGV) after the line above when the group was freed
+    // (shut down first or not), not when it was only shut down or left alone (H200,
+    // 2026-11-29): NEST_TEST_NCCL_END (plain, shutdown, free, leak) ends it one way; unset, as
+    // a dropped group ends (`End::for_backend`: shut down, left to the exit)
     drop((t, c, parts));
-    if std::env::var("NEST_TEST_NCCL_END").as_deref() == Ok("leak") {
-        std::mem::forget(g);
-        eprintln!("NCCL group left to the process's exit (not shut down, not freed)");
-    } else {
+    let name = std::env::var("NEST_TEST_NCCL_END").unwrap_or_else(|_| "drop".into());
+    if name == "drop" {
         drop(g);
-        eprintln!("NCCL group shut down and freed");
+        eprintln!("NCCL group ended (as dropped); the process exits next");
+        return;
     }
+    let how = nest_dist::End::parse(&name)
+        .expect("NEST_TEST_NCCL_END: drop, plain, shutdown, free or leak");
+    g.end(how);
+    eprintln!("NCCL group ended ({how:?}); the process exits next");
 }

@@ -21,7 +21,27 @@ impl Report {
         nest_core::fsutil::write_atomic(&p, self.markdown().as_bytes())?;
         written.push(p);
         written.extend(crate::plots::write_all(self, dir)?);
+        remove_stale_plots(dir, &written);
         Ok(written)
+    }
+}
+
+/// Removes the plots an earlier report left in `dir` that this one did not write (another
+/// task, precision or no latency figures): a folder's plots are its report's. Only files named
+/// as [`crate::plots::write_all`] names them go.
+fn remove_stale_plots(dir: &Path, written: &[PathBuf]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let plot = |name: &str| {
+        let kinds = ["heatmap-", "curve-", "cost-"];
+        name.ends_with(".svg") && kinds.iter().any(|k| name.starts_with(k))
+    };
+    for e in entries.flatten() {
+        let (path, name) = (e.path(), e.file_name().to_string_lossy().into_owned());
+        if plot(&name) && path.is_file() && !written.contains(&path) {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 

@@ -121,19 +121,25 @@ int nest_dist_barrier(void* g, char** err) {
   return nest::guarded(err, [&] { static_cast<Group*>(g)->backend->barrier()->wait(); });
 }
 
-// Shut the engine down before freeing it: a ProcessGroupNCCL destroyed without `shutdown()`
-// leaves its watchdog and communicators to static destruction, which crashed the process at exit
-// after a one-rank test had passed (SIGSEGV, H100, torch 2.11; Gloo's shutdown is a no-op).
-void nest_dist_free(void* g) {
+// Ends a group: `how` bit 1 shuts the engine down, bit 2 frees it (store and engine); a group
+// not freed is left to the process's exit. Shutting down before freeing: a ProcessGroupNCCL
+// destroyed without `shutdown()` leaves its watchdog and communicators to static destruction,
+// which crashed the process at exit after a one-rank test had passed (SIGSEGV, H100, torch
+// 2.11; Gloo's shutdown is a no-op). Freed, shut down first or not, the one-rank NCCL group
+// crashed in this call; shut down alone it did not (H200, 2026-11-29): nest-dist's
+// `End::for_backend` shuts NCCL groups down and leaves them to the process's exit.
+void nest_dist_free(void* g, int how) {
   auto group = static_cast<Group*>(g);
   try {
-    if (group->backend) {
+    if ((how & 1) && group->backend) {
       group->backend->shutdown();
     }
   } catch (...) {
-    // freeing must not throw across the C boundary; the process is leaving the group anyway
+    // ending must not throw across the C boundary; the process is leaving the group anyway
   }
-  delete group;
+  if (how & 2) {
+    delete group;
+  }
 }
 
 } // extern "C"

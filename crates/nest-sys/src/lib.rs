@@ -121,7 +121,7 @@ extern "C" {
         err: *mut *mut c_char,
     ) -> c_int;
     pub fn nest_dist_barrier(g: *mut c_void, err: *mut *mut c_char) -> c_int;
-    pub fn nest_dist_free(g: *mut c_void);
+    pub fn nest_dist_free(g: *mut c_void, how: c_int);
 }
 
 // `shim/cuda_graph.cpp`: CUDA graphs and the caching allocator's counters; `shim/info.cpp`: a

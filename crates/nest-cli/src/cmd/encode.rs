@@ -95,7 +95,6 @@ fn embed_kept(
     group: Option<&nest_dist::Group>,
     pb: &indicatif::ProgressBar,
 ) -> Result<(Vec<f32>, Option<Embedded>)> {
-    anyhow::ensure!(a.encode_chunk >= 1, "--encode-chunk must be at least 1");
     let (model, spec) = (job.model, job.spec);
     let out = match group {
         Some(g) => part_path(&a.output, g.rank(), g.world()),
@@ -122,21 +121,20 @@ fn embed_kept(
         }
     };
     let mut data = Vec::with_capacity(refs.len() * spec.dim);
-    for (c, chunk) in refs.chunks(a.encode_chunk).enumerate() {
-        let base = c * a.encode_chunk;
-        if let Some(v) = kept.as_ref().and_then(|k| k.get(c, chunk.len())) {
-            data.extend(v);
-            continue;
-        }
+    let embed = |chunk: &[&str], base: usize| {
         let mut tick = |done: usize| pb.set_position((base + done) as u64);
         let pooled = model.embed_prompted(chunk, &[spec.layer], job.opts, job.prompt, &mut tick)?;
         let e = nest_model::point::finish(&pooled[0], spec.dim, job.adaptor)?;
-        let v = nest_model::pooling::to_vec_f32(&e);
-        if let Some(k) = &kept {
-            k.put(c, &v)?;
-        }
-        data.extend(v);
-    }
+        Ok(nest_model::pooling::to_vec_f32(&e))
+    };
+    let each = |_: &[&str], v: Vec<f32>| Ok(data.extend(v));
+    nest_core::kept::embed_chunks::<_, anyhow::Error>(
+        refs,
+        a.encode_chunk,
+        kept.as_ref(),
+        embed,
+        each,
+    )?;
     Ok((data, kept))
 }
 

@@ -78,35 +78,32 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
     let mut key = source.clone();
     key["dtype"] = model.dtype().name().into();
     key["weights"] = nest_core::kept::fingerprint(&a.model.model);
-    let chunk_len = a.encode_chunk;
-    anyhow::ensure!(chunk_len >= 1, "--encode-chunk must be at least 1");
-    key["chunk"] = chunk_len.into();
-    let embedded = super::open_kept(&a.out, key, d, (chunk_len, "documents"), &pb)?;
+    key["chunk"] = a.encode_chunk.into();
+    let embedded = super::open_kept(&a.out, key, d, (a.encode_chunk, "documents"), &pb)?;
     let mut b = super::index_common::builder(&a, d, &levels, source)?;
     let opts = a.model.encode_options()?;
-    for (c, chunk) in docs.chunks(chunk_len).enumerate() {
-        let base = c * chunk_len;
-        let flat = match embedded.get(c, chunk.len()) {
-            Some(v) => v,
-            None => {
-                let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
-                let pooled = model.embed_prompted(&texts, &[layer], opts, prompt, &mut |done| {
-                    pb.set_position((base + done) as u64)
-                })?;
-                let flat = nest_model::pooling::to_vec_f32(&pooled[0]);
-                embedded.put(c, &flat)?;
-                flat
-            }
-        };
-        pb.set_position((base + chunk.len()) as u64);
-        for (i, doc) in chunk.iter().enumerate() {
-            b.push(
-                &doc.id,
-                Some(&doc.stored(a.store_text)),
-                &flat[i * d..(i + 1) * d],
-            )?;
+    let embed = |chunk: &[nest_core::data::Document], base: usize| {
+        let texts: Vec<&str> = chunk.iter().map(|d| d.text.as_str()).collect();
+        let mut tick = |done: usize| pb.set_position((base + done) as u64);
+        let pooled = model.embed_prompted(&texts, &[layer], opts, prompt, &mut tick)?;
+        Ok(nest_model::pooling::to_vec_f32(&pooled[0]))
+    };
+    let mut pushed = 0;
+    let each = |chunk: &[nest_core::data::Document], flat: Vec<f32>| {
+        for (doc, v) in chunk.iter().zip(flat.chunks_exact(d)) {
+            b.push(&doc.id, Some(&doc.stored(a.store_text)), v)?;
         }
-    }
+        pushed += chunk.len();
+        pb.set_position(pushed as u64);
+        Ok(())
+    };
+    nest_core::kept::embed_chunks::<_, anyhow::Error>(
+        &docs,
+        a.encode_chunk,
+        Some(&embedded),
+        embed,
+        each,
+    )?;
     pb.finish_and_clear();
     finish(b, &a)?;
     embedded.remove();

@@ -177,23 +177,23 @@ fn embed_kept(
     part: &Path,
     key: serde_json::Value,
 ) -> Result<Vec<f32>> {
-    let chunk_len = a.encode_chunk;
-    anyhow::ensure!(chunk_len >= 1, "--encode-chunk must be at least 1");
     let d = model.output_dim();
     let pb = indicatif::ProgressBar::hidden();
-    let kept = super::open_kept(part, key, d, (chunk_len, "documents"), &pb)?;
+    let kept = super::open_kept(part, key, d, (a.encode_chunk, "documents"), &pb)?;
     let opts = a.model.encode_options()?;
     let mut data = Vec::with_capacity(texts.len() * d);
-    for (c, chunk) in texts.chunks(chunk_len).enumerate() {
-        if let Some(v) = kept.get(c, chunk.len()) {
-            data.extend(v);
-            continue;
-        }
+    let embed = |chunk: &[&str], _| {
         let pooled = model.embed_prompted(chunk, &[layer], opts, prompt, &mut |_| {})?;
-        let v = nest_model::pooling::to_vec_f32(&pooled[0]);
-        kept.put(c, &v)?;
-        data.extend(v);
-    }
+        Ok(nest_model::pooling::to_vec_f32(&pooled[0]))
+    };
+    let each = |_: &[&str], v: Vec<f32>| Ok(data.extend(v));
+    nest_core::kept::embed_chunks::<_, anyhow::Error>(
+        texts,
+        a.encode_chunk,
+        Some(&kept),
+        embed,
+        each,
+    )?;
     Ok(data)
 }
 

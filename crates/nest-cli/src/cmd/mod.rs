@@ -97,6 +97,8 @@ fn open_kept(
     (chunk, what): (usize, &str),
     pb: &indicatif::ProgressBar,
 ) -> Result<nest_core::kept::Embedded> {
+    // (before opening: a key of chunk 0 would drop a cut run's chunks)
+    anyhow::ensure!(chunk >= 1, "--encode-chunk must be at least 1");
     let (kept, found) = nest_core::kept::Embedded::open(out, key, dim)?;
     let dir = kept.dir().display();
     pb.suspend(|| {

@@ -183,10 +183,8 @@ fn run_pgvector(a: &SearchArgs, queries: &Queries) -> Result<()> {
         .dsn
         .as_deref()
         .context("--dsn (or NEST_PG_DSN) is required with --engine pgvector")?;
-    let source = match &a.index {
-        Some(p) => Index::open(p)?.manifest().source.clone(),
-        None => serde_json::Value::Null,
-    };
+    let mut client = nest_index::pgvector::connect(dsn)?;
+    let source = pg_source(a, &mut client)?;
     let (model, layer) = query_model(a, &source)?;
     let funnel = match &a.funnel {
         Some(f) => Funnel::parse(f)?,
@@ -196,13 +194,18 @@ fn run_pgvector(a: &SearchArgs, queries: &Queries) -> Result<()> {
         eprintln!("warning: {w}");
     }
     let q = embed(a, &model, layer, &queries.texts)?;
-    let mut client = nest_index::pgvector::connect(dsn)?;
     let hits = nest_index::pgvector::search(&mut client, &a.table, &q, &funnel, a.k)?;
-    for (i, h) in hits.iter().enumerate() {
+    for (i, h) in hits.into_iter().enumerate() {
         let hits: Vec<serde_json::Value> = h
-            .iter()
+            .into_iter()
             .enumerate()
-            .map(|(rank, h)| serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score}))
+            .map(|(rank, h)| {
+                let mut v = serde_json::json!({"rank": rank + 1, "id": h.id, "score": h.score});
+                if let Some(p) = h.payload {
+                    v["payload"] = p;
+                }
+                v
+            })
             .collect();
         let mut line = queries.line(i);
         line["funnel"] = funnel.to_string().into();
@@ -211,6 +214,40 @@ fn run_pgvector(a: &SearchArgs, queries: &Queries) -> Result<()> {
         println!("{line}");
     }
     Ok(())
+}
+
+/// What embeds the queries of a pgvector search: the table's recorded source (its export's
+/// index: model, layer, max length), else `--index`'s; both must agree where both are there.
+fn pg_source(
+    a: &SearchArgs,
+    client: &mut nest_index::pgvector::Client,
+) -> Result<serde_json::Value> {
+    let table = nest_index::pgvector::table_source(client, &a.table)?;
+    let Some(p) = &a.index else {
+        return Ok(table);
+    };
+    let index = Index::open(p)?.manifest().source.clone();
+    let keys = ["model", "layer", "max_length"];
+    let differs = |k: &&str| match (&table[*k], &index[*k]) {
+        (serde_json::Value::String(x), serde_json::Value::String(y)) => {
+            !nest_eval::files::same_model(x, y)
+        }
+        (x, y) => x != y,
+    };
+    if !table.is_null() {
+        if let Some(k) = keys.iter().find(|k| differs(k)) {
+            anyhow::bail!(
+                "--index {} has {k} {}, the table '{}' was exported from an index with {k} {}: \
+                 its documents were embedded otherwise than the queries would be; leave out \
+                 --index (the table's record is used) or export this index",
+                p.display(),
+                index[*k],
+                a.table,
+                table[*k]
+            );
+        }
+    }
+    Ok(index)
 }
 
 pub fn export(c: ExportCommand) -> Result<()> {

@@ -114,26 +114,16 @@ fn embed_kept(
     }
     let (total, opts) = (texts.len(), EncodeOptions::batch(32));
     let mut data = Vec::with_capacity(total * dim);
-    for (c, chunk) in texts.chunks(chunk_len).enumerate() {
-        let base = c * chunk_len;
-        let v = match kept.get(c, chunk.len()) {
-            Some(v) => v,
-            None => {
-                let mut tick = |done| {
-                    events(Event::Encoding {
-                        what,
-                        done: base + done,
-                        total,
-                    })
-                };
-                let x = enc.embed_prompted(chunk, &[layer], opts, prompt, &mut tick)?;
-                let v = nest_model::pooling::to_vec_f32(&x[0]);
-                kept.put(c, &v)?;
-                v
-            }
+    let embed = |chunk: &[&str], base: usize| {
+        let mut tick = |done| {
+            let done = base + done;
+            events(Event::Encoding { what, done, total })
         };
-        data.extend(v);
-    }
+        let x = enc.embed_prompted(chunk, &[layer], opts, prompt, &mut tick)?;
+        Ok(nest_model::pooling::to_vec_f32(&x[0]))
+    };
+    let each = |_: &[&str], v: Vec<f32>| Ok(data.extend(v));
+    nest_core::kept::embed_chunks::<_, crate::Error>(texts, chunk_len, Some(&kept), embed, each)?;
     events(Event::Encoding {
         what,
         done: total,

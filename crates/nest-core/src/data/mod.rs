@@ -1,8 +1,9 @@
 //! Dataset readers for the layouts in `shared/datasets/README.md`.
 //!
-//! All TSV files there have one header row and **no quoting**: a `"` is literal text. Every
-//! reader checks the header and the column count of each row and reports the 1-based line number
-//! of the first bad row.
+//! All TSV files there have one header row and **no quoting**: a `"` is literal text. The same
+//! layouts are read from a `.csv` file as CSV (commas, `"` quoting), what pandas and HF
+//! datasets export. Every reader checks the header and the column count of each row and reports
+//! the 1-based line number of the first bad row.
 
 mod beir;
 mod documents;
@@ -21,4 +22,4 @@ pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
 pub use positives::read_positive_pairs;
 pub use sentences::{read_sentences, read_sentences_share};
 pub use sts::{read_sts, StsPair};
-pub use tsv::TsvTable;
+pub use tsv::{is_csv, TsvTable};

@@ -2,7 +2,8 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
-/// A TSV file read whole, header checked against the expected columns.
+/// A TSV file read whole, header checked against the expected columns; a `.csv` file is read as
+/// CSV (commas, `"` quoting as RFC 4180: what pandas' `to_csv` and HF datasets' `to_csv` write).
 #[derive(Debug)]
 pub struct TsvTable {
     pub path: PathBuf,
@@ -17,9 +18,11 @@ impl TsvTable {
     /// header.
     pub fn read(path: &Path, expected: &[&str]) -> Result<Self> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let comma = is_csv(path);
+        let sep = if comma { "," } else { "\\t" };
         let mut rdr = csv::ReaderBuilder::new()
-            .delimiter(b'\t')
-            .quoting(false)
+            .delimiter(if comma { b',' } else { b'\t' })
+            .quoting(comma)
             .has_headers(false)
             .flexible(true)
             .from_reader(std::io::BufReader::new(file));
@@ -43,8 +46,8 @@ impl TsvTable {
                 path,
                 format!(
                     "line 1: header is '{}', expected the columns '{}'",
-                    header.join("\\t"),
-                    expected.join("\\t")
+                    header.join(sep),
+                    expected.join(sep)
                 ),
             ));
         }
@@ -92,11 +95,58 @@ impl TsvTable {
     }
 }
 
+/// Whether `path` is read as CSV (its extension `.csv`, any case) rather than TSV.
+pub fn is_csv(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+}
+
 fn csv_error(path: &Path, e: csv::Error) -> Error {
     let line = e.position().map(|p| p.line()).unwrap_or(0);
     Error::Row {
         path: path.to_path_buf(),
         line,
         message: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `.csv` is read as CSV (as Python's `csv` module writes it: commas and line breaks
+    /// inside quoted fields, `""` for a quote), a `.tsv` with the quote as literal text.
+    #[test]
+    fn csv_by_extension_tsv_without_quoting() {
+        let d = tempfile::tempdir().unwrap();
+        let csv = d.path().join("pairs.CSV");
+        let text = "\u{feff}anchor,positive\n\"a, b\",\"say \"\"hi\"\"\nthere\"\nplain,x\n";
+        std::fs::write(&csv, text).unwrap();
+        let t = TsvTable::read(&csv, &["anchor", "positive"]).unwrap();
+        let rows: Vec<_> = t.rows.iter().map(|(_, r)| r.clone()).collect();
+        assert_eq!(
+            rows,
+            [vec!["a, b", "say \"hi\"\nthere"], vec!["plain", "x"]]
+        );
+        assert_eq!(t.rows[1].0, 4, "line numbers count the quoted line break");
+        let tsv = d.path().join("pairs.tsv");
+        std::fs::write(&tsv, "anchor\tpositive\n\"a\tb\"\n").unwrap();
+        let t = TsvTable::read(&tsv, &["anchor", "positive"]).unwrap();
+        assert_eq!(t.rows[0].1, ["\"a", "b\""]);
+        // a CSV of other columns: its header as read, with commas
+        std::fs::write(&csv, "query,answer\nq,a\n").unwrap();
+        let e = TsvTable::read(&csv, &["anchor", "positive"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("line 1: header is 'query,answer', expected the columns 'anchor,positive'"),
+            "{e}"
+        );
+        // a row with a column missing names its line
+        std::fs::write(&csv, "anchor,positive\na,b\nc\n").unwrap();
+        let e = TsvTable::read(&csv, &["anchor", "positive"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3: 1 columns, expected 2"), "{e}");
     }
 }

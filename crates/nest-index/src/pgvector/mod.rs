@@ -9,10 +9,15 @@
 //! exactly. The stored vectors are the index's normalised ones, so `<=>` (cosine distance) and
 //! `<#>` order alike; scores are reported as cosines. pgvector has no int8 type: int8 stages are
 //! refused.
+//!
+//! The table's comment (`COMMENT ON TABLE`) holds the index's `source` as JSON (model, layer,
+//! max length, document prompt): [`table_source`] reads it back, so that a search embeds its
+//! queries as the documents were, and hits carry each row's payload.
 
 use std::fmt::Write as _;
 
-use postgres::{Client, NoTls};
+pub use postgres::Client;
+use postgres::NoTls;
 
 use crate::funnel::Funnel;
 use crate::level::{Level, Precision};
@@ -101,7 +106,7 @@ pub fn funnel_sql(table: &str, funnel: &Funnel, full: usize, k: usize) -> Result
             format!("({sql}) AS s{i}")
         };
         sql = format!(
-            "SELECT id, embedding, {dist} AS dist FROM {from} ORDER BY {dist} LIMIT {keep}"
+            "SELECT id, embedding, payload, {dist} AS dist FROM {from} ORDER BY {dist} LIMIT {keep}"
         );
     }
     let last = funnel
@@ -116,7 +121,7 @@ pub fn funnel_sql(table: &str, funnel: &Funnel, full: usize, k: usize) -> Result
     let mut out = String::new();
     let _ = write!(
         out,
-        "SELECT id, ({score})::float4 AS score FROM ({sql}) AS f ORDER BY dist, id"
+        "SELECT id, ({score})::float4 AS score, payload::text FROM ({sql}) AS f ORDER BY dist, id"
     );
     Ok(out)
 }
@@ -145,7 +150,7 @@ pub fn export(
     let full_level = export_level(index, table)?;
     let mut client = connect(dsn)?;
     let mut tx = client.transaction().map_err(pg)?;
-    create_table(&mut tx, table, index.full_dim(), overwrite)?;
+    create_table(&mut tx, index, table, overwrite)?;
     copy_rows(&mut tx, index, full_level, table, 0..index.len())?;
     let added = copy_added(&mut tx, index, table)?;
     let indexes = create_indexes(&mut tx, index, table, hnsw)?;
@@ -178,7 +183,7 @@ pub fn export_phase(index: &Index, dsn: &str, table: &str, phase: Export) -> Res
     let mut tx = client.transaction().map_err(pg)?;
     let made = match phase {
         Export::Create { overwrite } => {
-            create_table(&mut tx, table, index.full_dim(), overwrite)?;
+            create_table(&mut tx, index, table, overwrite)?;
             Vec::new()
         }
         Export::Rows(rows) => {
@@ -208,12 +213,14 @@ fn export_level(index: &Index, table: &str) -> Result<Level> {
     Ok(full_level)
 }
 
+/// Creates the table, its comment the index's `source` (see the module doc).
 fn create_table(
     tx: &mut postgres::Transaction,
+    index: &Index,
     table: &str,
-    full: usize,
     overwrite: bool,
 ) -> Result<()> {
+    let full = index.full_dim();
     tx.batch_execute("CREATE EXTENSION IF NOT EXISTS vector")
         .map_err(pg)?;
     let exists: bool = tx
@@ -226,10 +233,29 @@ fn create_table(
             format!("'{table}' exists; pass --overwrite to replace it"),
         ));
     }
+    // (a literal: COMMENT takes no parameters; PostgreSQL's standard strings keep backslashes)
+    let source = index.manifest().source.to_string().replace('\'', "''");
     tx.batch_execute(&format!(
-        "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id text PRIMARY KEY, row_no integer NOT NULL, embedding halfvec({full}) NOT NULL, payload jsonb)"
+        "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id text PRIMARY KEY, row_no integer NOT NULL, embedding halfvec({full}) NOT NULL, payload jsonb); COMMENT ON TABLE {table} IS '{source}'"
     ))
     .map_err(pg)
+}
+
+/// The `source` an export recorded on `table` (model, layer, max length, document prompt);
+/// null for a table of another origin (or exported before 2026-11-30) and for no such table.
+pub fn table_source(client: &mut Client, table: &str) -> Result<serde_json::Value> {
+    check_table(table)?;
+    let row = client
+        .query_one(
+            "SELECT obj_description(to_regclass($1), 'pg_class')",
+            &[&table],
+        )
+        .map_err(pg)?;
+    let comment: Option<String> = row.get(0);
+    Ok(comment
+        .and_then(|c| serde_json::from_str::<serde_json::Value>(&c).ok())
+        .filter(serde_json::Value::is_object)
+        .unwrap_or(serde_json::Value::Null))
 }
 
 /// The HNSW indexes of the export (see [`export`]'s `hnsw`), then ANALYZE.
@@ -257,11 +283,12 @@ fn create_indexes(
     Ok(indexes)
 }
 
-/// A pgvector hit: the document id and the last stage's score.
+/// A pgvector hit: the document id, the last stage's score and the row's payload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PgHit {
     pub id: String,
     pub score: f32,
+    pub payload: Option<serde_json::Value>,
 }
 
 /// Runs `funnel` in SQL for each query (full-length vectors).
@@ -299,6 +326,9 @@ pub fn search(
                 .map(|r| PgHit {
                     id: r.get(0),
                     score: r.get(1),
+                    payload: r
+                        .get::<_, Option<String>>(2)
+                        .and_then(|p| serde_json::from_str(&p).ok()),
                 })
                 .collect())
         })

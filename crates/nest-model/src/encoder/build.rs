@@ -148,6 +148,11 @@ pub(super) fn max_seq_len(
         .or(sbert.and_then(|s| s.max_seq_length))
         .or(tokenizer_max)
         .unwrap_or(limit);
+    if let Some(n) = asked.filter(|&n| n == 0 || n > limit) {
+        // the caller's value: named as the caller's (--max-length, max_length=), not the file's
+        let message = format!("{n} is outside 1..={limit}, the model's position table");
+        return Err(nest_core::Error::value("max length", message).into());
+    }
     if max_len == 0 || max_len > limit {
         return Err(Error::Config {
             path: files.config.clone(),

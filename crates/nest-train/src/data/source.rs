@@ -50,8 +50,8 @@ pub fn read_source(spec: &DataSource) -> Result<(Vec<Vec<String>>, Vec<f64>)> {
         nest_core::Error::Content { path, message } if message.starts_with("line 1: header") => {
             let accepted = super::jsonl::layouts(spec.format);
             let message = format!(
-                "{message} (a {:?} file takes the columns {accepted}; as TSV with that header \
-                 row, or as .jsonl with those keys)",
+                "{message} (a {:?} file takes the columns {accepted}; as TSV (or .csv) with \
+                 that header row, or as .jsonl with those keys)",
                 spec.format
             );
             nest_core::Error::Content { path, message }.into()
@@ -119,11 +119,14 @@ fn read_tsv(p: &Path, format: DataFormat) -> nest_core::Result<(Vec<Vec<String>>
         }
         DataFormat::Pairs => {
             let header = nest_core::fsutil::read_text(p)?;
-            if header
-                .lines()
-                .next()
-                .is_some_and(|l| l.starts_with("anchor\tpositive"))
-            {
+            let sep = if nest_core::data::is_csv(p) {
+                ','
+            } else {
+                '\t'
+            };
+            let first = header.lines().next().unwrap_or_default();
+            let first = first.trim_start_matches('\u{feff}').replace('"', "");
+            if first.starts_with(&format!("anchor{sep}positive")) {
                 let t = TsvTable::read(p, &["anchor", "positive"])?;
                 (
                     t.rows.iter().map(|(_, r)| r[..2].to_vec()).collect(),
@@ -141,8 +144,8 @@ fn read_tsv(p: &Path, format: DataFormat) -> nest_core::Result<(Vec<Vec<String>>
             }
         }
         DataFormat::Single => {
-            let is_tsv = p.extension().is_some_and(|e| e == "tsv");
-            let texts = if is_tsv {
+            let table = p.extension().is_some_and(|e| e == "tsv") || nest_core::data::is_csv(p);
+            let texts = if table {
                 let t = TsvTable::read(p, &["text"])?;
                 t.rows.into_iter().map(|(_, r)| r[0].clone()).collect()
             } else {

@@ -77,8 +77,9 @@ impl<'a> Run<'a> {
         spread.check(r.batch_size, objective.as_ref())?;
         if let Some(g) = group {
             events(Event::Message(format!(
-                "data parallel: {} processes (c10d Gloo), global batch {}, {} per process",
+                "data parallel: {} processes ({}), global batch {}, {} per process",
                 g.world(),
+                g.backend().describe(),
                 r.batch_size,
                 r.batch_size / g.world()
             )));
