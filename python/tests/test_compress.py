@@ -38,8 +38,15 @@ def test_compress_trains_writes_and_resumes(tmp_path):
     saved = json.loads(Path(r.out, "adaptor.json").read_text())
     assert saved["method"] == "smec"
     # the CLI's record of its inputs is the same shape: a resume reads them back
-    again = nest.compress(dims=[4], resume=r.out, epochs=1, batch_size=16, progress=False)
+    # in place only when asked: the new stage changes every dim's vectors
+    with pytest.raises(ValueError, match="--out NEW"):
+        nest.compress(dims=[4], resume=r.out, epochs=1, batch_size=16, progress=False)
+    again = nest.compress(dims=[4], resume=r.out, epochs=1, batch_size=16, progress=False,
+                          overwrite=True)
     assert sorted(again.dims) == [4, 8, 16, 32], again
+    kept = nest.compress(tmp_path / "b", dims=[2], resume=r.out, epochs=1, batch_size=16,
+                         progress=False)
+    assert sorted(kept.dims) == [2, 4, 8, 16, 32], kept
 
 
 def test_compress_errors_are_python_exceptions(tmp_path):

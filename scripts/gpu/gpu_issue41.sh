@@ -21,7 +21,8 @@
 #                sentences) and a sample of it (an encode's cost a sentence apart from its
 #                fixed part); the tokeniser on two threads fewer than the host has
 #                (RAYON_NUM_THREADS); shapes padded to 8 and 4 tokens (NEST_GRAPH_BUCKET);
-#                nest-model's GPU tests if 4 or 11 has not run them; last, without
+#                nest-model's GPU tests if 4 or 11 has not run them; libtorch on 2 and 4
+#                threads (`--threads`, since 2026-11-29); last, without
 #                tokenising ahead (NEST_TOKENIZE_AHEAD=0) and without CUDA graphs [~230 s]
 #   3  S3_S=150  production shapes with random weights (made at the start, in the background,
 #                by transformers: Qwen3-Embedding-0.6B 28 layers, EmbeddingGemma-300m 24):
@@ -348,6 +349,20 @@ s2() {
       --dtype auto,bf16 --repeats "$REPEATS" --python "$PY" --peers torch-float32,torch-bf16 \
       --markdown "$SD/encode.md"
     mem_stop
+  done
+  # libtorch's intra-op threads cut to 2 (`nest --threads 2`), Nest only: on 2026-11-29 the
+  # same encode gave layer 3 / 6 from 0.53x to 2.09x between runs, the host waiting 25-35 ms
+  # for tokens that take 1.4 ms warm; whether 16 libtorch threads crowd out the tokeniser's pool
+  # and the queueing thread on the host's 16 CPUs (2 then 4 threads, words cold, twice each)
+  local t r
+  for b in $ENC_B; do
+    for t in 2 4; do
+      for r in 1 2; do
+        run "encode_threads${t}_r${r}_b$b" 30 "$N" --threads "$t" bench encode --model "$M" \
+          --data "$D/stsb_test.tsv" --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" \
+          --markdown "$SD/encode_threads.md"
+      done
+    done
   done
   # the tokenizer's words kept from earlier passes (a server that has seen these words), and
   # no words kept at all (NEST_WORD_CACHE=0: the tokenizers library on every text), Nest only:

@@ -33,6 +33,16 @@ pub fn split(
         if own(&flag, has_inline, &mut value)? {
             continue;
         }
+        // the global flag after a recipe flag (clap takes it only before the first one)
+        if flag == "--threads" {
+            let raw = value()?;
+            let t = raw
+                .trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--threads: '{raw}' is not a whole number"))?;
+            crate::cmd::set_threads(t)?;
+            continue;
+        }
         let Some(key) = flag.strip_prefix("--").filter(|k| !k.is_empty()) else {
             bail!("expected a --key flag, got '{f}'");
         };
@@ -94,6 +104,24 @@ mod tests {
                 ("model", toml::Value::String("m".into()), "--model"),
             ]
         );
+    }
+
+    /// `--threads` after a recipe flag is the global flag (clap takes it only before the first
+    /// recipe flag: it was refused as a recipe key, "unknown field 'threads'").
+    #[test]
+    fn threads_after_a_recipe_flag_is_the_global_flag() {
+        let now = tch::get_num_threads().to_string();
+        let ov = overrides(&["--lr", "2e-5", "--threads", &now]).unwrap();
+        assert_eq!(
+            ov.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
+            ["lr"]
+        );
+        let e = overrides(&["--lr", "2e-5", "--threads", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--threads must be at least 1"), "{e}");
+        let e = overrides(&["--threads=two"]).unwrap_err().to_string();
+        assert!(e.contains("--threads: 'two' is not a whole number"), "{e}");
     }
 
     #[test]

@@ -1048,8 +1048,23 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
         );
     }
     let frozen = a.heads[0].0.narrow(0, 8, 24).copy();
-    // resume with a smaller stage: no data flags needed, earlier stages untouched
-    ok(&["compress", "--resume", &out, "--dims", "4"]);
+    // resume with a smaller stage: no data flags needed, earlier stages untouched; in place
+    // only with --overwrite (the new stage retrains the first 8 rows: every dim's vectors
+    // change), the adaptor as it was, byte for byte, when refused
+    let before = std::fs::read(Path::new(&out).join("adaptor.json")).unwrap();
+    let e = fails(&["compress", "--resume", &out, "--dims", "4"]);
+    assert!(e.contains("first 8 rows") && e.contains("--out NEW"), "{e}");
+    // a dim at or above the smallest: what a resume adds, not an order error
+    let e = fails(&["compress", "--resume", &out, "--dims", "16", "--overwrite"]);
+    assert!(
+        e.contains("16: a resume adds stages below the adaptor's smallest dim (8"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read(Path::new(&out).join("adaptor.json")).unwrap(),
+        before
+    );
+    ok(&["compress", "--resume", &out, "--dims", "4", "--overwrite"]);
     let b = nest_model::Adaptor::load(Path::new(&out)).unwrap();
     assert_eq!(b.dims(), vec![4, 8, 16, 32]);
     assert!(b.heads[0].0.narrow(0, 8, 24).equal(&frozen));

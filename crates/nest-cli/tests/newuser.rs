@@ -127,9 +127,19 @@ fn distill_flags_in_any_order_and_a_changed_finished_stage() {
             "--stage2.lr",
             "5e-4",
             "--overwrite",
+            "--stage2.max-length",
+            "16",
+            "--threads",
+            "1",
         ],
     );
     assert!(e.contains("rerun"), "{e}");
+    // (helper trial C) `--threads` after a recipe flag was refused as a recipe key; a stage
+    // trained at another max_length now says its final model keeps it
+    assert!(
+        e.contains("truncates texts at 16 tokens, the max_length it was trained with"),
+        "{e}"
+    );
     let now = std::fs::read_to_string(&saved).unwrap();
     assert!(now.contains("0.0005"), "{now}");
     // #87: a stage key without its stage
@@ -147,6 +157,23 @@ fn distill_flags_in_any_order_and_a_changed_finished_stage() {
     );
     assert!(
         e.contains("--stage1.lr") && e.contains("--stage2.lr"),
+        "{e}"
+    );
+    // a stage that does not exist (it advised --stage1.stage3.lr)
+    let e = fails_in(
+        d,
+        &[
+            "distill",
+            "--recipe",
+            "d.toml",
+            "--run-dir",
+            "run",
+            "--stage3.lr",
+            "1e-4",
+        ],
+    );
+    assert!(
+        e.contains("stages 1 and 2: --stage1.lr / --stage2.lr") && !e.contains("stage1.stage3"),
         "{e}"
     );
 }
@@ -643,6 +670,13 @@ fn type_errors_name_the_key_and_show_the_toml_list_form() {
         e.contains("--quantization") && e.contains(r#"--quantization '["int8", "binary"]'"#),
         "{e}"
     );
+    // an objective is a table named by its kind: the form shown is one that works (it showed
+    // '["2dmse"]', refused in turn), and following it trains
+    let e = fails_in(d, &["train", "--model", &tiny, "--objective", "2dmse"]);
+    let shown = r#"[{kind = "2dmse"}]"#;
+    assert!(e.contains(&format!("--objective '{shown}'")), "{e}");
+    let e = fails_in(d, &["train", "--model", &tiny, "--objective", shown]);
+    assert!(!e.contains("objective"), "the form shown was refused: {e}");
 }
 
 /// #37: a key spelled as sentence-transformers or Hugging Face's trainer spells it gets Nest's
@@ -659,7 +693,7 @@ fn unknown_keys_get_nests_name_and_stage_errors_their_line() {
         &["train", "--recipe", "ok.toml", "--learning-rate", "1e-4"],
     );
     assert!(
-        e.contains("--learning-rate") && e.contains("did you mean `lr`?"),
+        e.contains("--learning-rate: unknown field `learning_rate`; did you mean `lr`? (expected one of `model`"),
         "{e}"
     );
     let e = fails_in(d, &["train", "--recipe", "ok.toml", "--steps", "5"]);

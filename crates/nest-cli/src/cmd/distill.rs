@@ -70,11 +70,11 @@ pub fn run(a: DistillArgs) -> Result<()> {
     let last = out.stages.last();
     if last.is_some_and(|s| s.final_dir.as_os_str().is_empty()) {
         // a signal stopped a stage (`crate::interrupt`), with that step's checkpoint on disk
-        let (dir, recipe) = (run_dir.display(), recipe_path.display());
         if last.is_some_and(|s| s.main) {
             eprintln!(
-                "stopped, with a checkpoint in {dir}; `nest distill --recipe {recipe} \
-                 --run-dir {dir} --resume` continues the run exactly"
+                "stopped, with a checkpoint in {}; `{}` continues the run exactly",
+                run_dir.display(),
+                resume_command(std::env::args().skip(1))
             );
         }
         std::process::exit(crate::interrupt::stopped_status());
@@ -90,4 +90,51 @@ pub fn run(a: DistillArgs) -> Result<()> {
     }
     eprintln!("student: {}", out.final_dir.display());
     Ok(())
+}
+
+/// The command that continues a stopped run: this one as typed (every override and model
+/// flag too: the stages' keys must be the same, and `--recipe` alone went back to the recipe's
+/// models), without `--overwrite` (which would start over), with `--resume`.
+fn resume_command(args: impl Iterator<Item = String>) -> String {
+    let quote = |a: &str| {
+        let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:=,+@%".contains(c);
+        match !a.is_empty() && a.chars().all(plain) {
+            true => a.to_string(),
+            false => format!("'{}'", a.replace('\'', "'\\''")),
+        }
+    };
+    let mut words = vec!["nest".to_string()];
+    words.extend(
+        args.filter(|a| a != "--overwrite" && a != "--resume")
+            .map(|a| quote(&a)),
+    );
+    words.push("--resume".into());
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    /// (helper trial C) the printed command named only --recipe and --run-dir: run as printed,
+    /// it went back to the recipe's models (a hub download) and other stage keys
+    #[test]
+    fn the_resume_command_repeats_the_overrides() {
+        let typed = [
+            "distill",
+            "--recipe",
+            "ibkd.toml",
+            "--teacher",
+            "/m/t",
+            "--stage2.data",
+            "trip.tsv:triplets",
+            "--stage1.prompts",
+            "[\"query: \"]",
+            "--overwrite",
+        ];
+        let got = super::resume_command(typed.iter().map(|s| s.to_string()));
+        assert_eq!(
+            got,
+            "nest distill --recipe ibkd.toml --teacher /m/t --stage2.data trip.tsv:triplets \
+             --stage1.prompts '[\"query: \"]' --resume"
+        );
+    }
 }

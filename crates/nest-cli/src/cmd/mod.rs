@@ -28,8 +28,7 @@ use crate::args::{BenchCommand, Cli, Command, ModelArgs};
 
 pub fn run(cli: Cli) -> Result<()> {
     if let Some(t) = cli.threads {
-        anyhow::ensure!(t >= 1, "--threads must be at least 1, got {t}");
-        tch::set_num_threads(t);
+        set_threads(t)?;
     }
     match cli.command {
         Command::Encode(a) => encode::run(a),
@@ -52,6 +51,14 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCommand::Encode(a)) => bench::run_encode(a),
         Command::Bench(BenchCommand::Train(a)) => bench_train::run(a),
     }
+}
+
+/// `--threads`: libtorch's intra-op threads, wherever the flag stands (clap's global flag, or
+/// among a command's recipe flags: `crate::flags::split`).
+pub fn set_threads(t: i32) -> Result<()> {
+    anyhow::ensure!(t >= 1, "--threads must be at least 1, got {t}");
+    tch::set_num_threads(t);
+    Ok(())
 }
 
 /// Resolves `--model` (local directory or hub id) and loads it in the one `--dtype` asked.

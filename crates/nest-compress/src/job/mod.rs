@@ -130,6 +130,17 @@ fn start(job: &Job, dims: &mut Vec<usize>) -> Result<Start> {
         .dims()
         .first()
         .ok_or_else(|| Error::input(dir, "an adaptor without dims"))?;
+    if let Some(d) = dims.iter().find(|&&d| d >= smallest) {
+        return Err(Error::option(
+            "--dims",
+            format!(
+                "{d}: a resume adds stages below the adaptor's smallest dim ({smallest}; it \
+                 serves {:?}), e.g. --dims {}",
+                prev.dims(),
+                smallest / 2
+            ),
+        ));
+    }
     dims.insert(0, smallest);
     let recorded = prev
         .meta
@@ -169,6 +180,21 @@ pub fn run(job: &Job, events: &mut dyn FnMut(Event)) -> Result<Outcome> {
     check_dims(&dims, widest, st.method)?;
     nest_core::fsutil::check_output_spares_inputs("--out", &st.out, &st.source.paths())?;
     let in_place = job.resume.as_deref() == Some(st.out.as_path());
+    if let (true, false, Some(prev)) = (in_place, job.overwrite, &st.init) {
+        // the new stage trains the rows of the smallest dim, a prefix of every dim's: the
+        // adaptor's vectors change at every dim (SMRL, SMEC section 3.2)
+        let rows = dims[0];
+        return Err(Error::input(
+            &st.out,
+            format!(
+                "continuing it trains the new stage over its first {rows} rows, which every dim \
+                 shares: the vectors of dims {:?} change, and what was embedded or indexed with \
+                 it must be again. Pass --out NEW to keep it as it is (Python: out=), or \
+                 --overwrite (overwrite=True) to continue it in place",
+                prev.dims()
+            ),
+        ));
+    }
     if !job.overwrite && !in_place && holds_files(&st.out) {
         return Err(Error::input(
             &st.out,

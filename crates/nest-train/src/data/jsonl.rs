@@ -19,7 +19,7 @@ pub(crate) fn layouts(format: DataFormat) -> &'static str {
              (n-tuples, every row with the same n)"
         }
         DataFormat::Pairs => {
-            "anchor, positive; sentence1, sentence2[, label] (rows with label 0 dropped); \
+            "anchor, positive[, label]; sentence1, sentence2[, label] (rows with label 0 dropped); \
              premise, hypothesis, label (entailment rows kept: label `entailment`, or 0 as in \
              sentence-transformers/all-nli)"
         }
@@ -102,15 +102,18 @@ fn row(obj: &Map<String, Value>, format: DataFormat) -> std::result::Result<Row,
         DataFormat::Triplets if has("anchor") => {
             Some((texts(&["anchor", "positive", "negative"])?, None))
         }
-        DataFormat::Pairs if has("anchor") => Some((texts(&["anchor", "positive"])?, None)),
-        DataFormat::Pairs if has("sentence1") => {
+        // (`nest mine --output-format labeled-pair` and sentence-transformers' write `anchor,
+        // positive, label`: the label-0 rows hold negatives)
+        DataFormat::Pairs if has("anchor") || has("sentence1") => {
             let keep = match obj.get("label") {
                 None => true,
                 Some(v) => binary(v).ok_or(format!("`label` is {v}, expected 0 or 1"))?,
             };
-            keep.then(|| texts(&["sentence1", "sentence2"]))
-                .transpose()?
-                .map(|t| (t, None))
+            let keys = match has("anchor") {
+                true => ["anchor", "positive"],
+                false => ["sentence1", "sentence2"],
+            };
+            keep.then(|| texts(&keys)).transpose()?.map(|t| (t, None))
         }
         DataFormat::Pairs if has("premise") => {
             let v = obj.get("label").ok_or("`label` is missing")?;

@@ -4,10 +4,12 @@
 //! `source.rs` reads and tokenises the sources (TSV, or JSON lines through `jsonl.rs`),
 //! `plan.rs` makes each epoch's batches from them.
 
+mod infer;
 mod jsonl;
 mod plan;
 mod source;
 
+pub use infer::infer_format;
 pub(crate) use plan::{epoch_plan, padding};
 pub use plan::{Batch, Padding};
 pub(crate) use source::check_inputs;

@@ -128,10 +128,7 @@ fn read_tsv(p: &Path, format: DataFormat) -> nest_core::Result<(Vec<Vec<String>>
             let first = first.trim_start_matches('\u{feff}').replace('"', "");
             if first.starts_with(&format!("anchor{sep}positive")) {
                 let t = TsvTable::read(p, &["anchor", "positive"])?;
-                (
-                    t.rows.iter().map(|(_, r)| r[..2].to_vec()).collect(),
-                    vec![],
-                )
+                (anchor_pairs(&t)?, vec![])
             } else {
                 let rows = read_pairs(p)?;
                 (
@@ -157,6 +154,27 @@ fn read_tsv(p: &Path, format: DataFormat) -> nest_core::Result<(Vec<Vec<String>>
             (texts.into_iter().map(|s| vec![s]).collect(), vec![])
         }
     })
+}
+
+/// The positive pairs of an `anchor positive [label]` table: with a `label` column (as `nest
+/// mine --output-format labeled-pair` writes), the rows labelled 1 only (the others pair an
+/// anchor with a negative).
+fn anchor_pairs(t: &TsvTable) -> nest_core::Result<Vec<Vec<String>>> {
+    let Some(l) = t.header.iter().position(|h| h == "label") else {
+        return Ok(t.rows.iter().map(|(_, r)| r[..2].to_vec()).collect());
+    };
+    let mut pairs = Vec::new();
+    for (line, r) in &t.rows {
+        match r[l].trim() {
+            "1" | "1.0" | "true" => pairs.push(r[..2].to_vec()),
+            "0" | "0.0" | "false" => {}
+            other => {
+                let message = format!("label is '{other}', expected 0 or 1");
+                return Err(t.row_error(*line, message));
+            }
+        }
+    }
+    Ok(pairs)
 }
 
 /// The negatives of a triplets header after `anchor, positive`: `negative` (a triplet; later
@@ -270,5 +288,52 @@ fn column_prompts(spec: &DataSource, columns: usize) -> std::result::Result<Vec<
             many.len(),
             spec.format
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::DataFormat;
+
+    /// `nest mine --output-format labeled-pair` writes `anchor positive label`, the label-0 rows
+    /// pairing an anchor with a negative: read as pairs, the label-1 rows alone (TSV, CSV and
+    /// JSON lines alike); all of them were trained on as positives.
+    #[test]
+    fn labelled_anchor_pairs_keep_the_positives_only() {
+        let d = tempfile::tempdir().unwrap();
+        let files = [
+            ("m.tsv", "anchor\tpositive\tlabel\nq\tgood\t1\nq\tbad\t0\nr\tfine\t1\n".to_string()),
+            ("m.csv", "anchor,positive,label\nq,good,1\nq,bad,0\nr,fine,1\n".to_string()),
+            ("m.jsonl", ["good:1", "bad:0", "fine:1"].iter().zip(["q", "q", "r"]).map(|(p, a)| {
+                let (text, label) = p.split_once(':').unwrap();
+                format!("{}\n", serde_json::json!({"anchor": a, "positive": text, "label": label.parse::<i64>().unwrap()}))
+            }).collect()),
+        ];
+        for (name, text) in files {
+            let path = d.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            assert_eq!(crate::data::infer_format(&path), Some(DataFormat::Pairs));
+            let spec = DataSource {
+                path,
+                format: DataFormat::Pairs,
+                weight: 1.0,
+                prompts: vec![],
+                made_by: None,
+            };
+            let (rows, _) = read_source(&spec).unwrap();
+            assert_eq!(rows, [["q", "good"], ["r", "fine"]], "{name}");
+        }
+        let bad = d.path().join("b.tsv");
+        std::fs::write(&bad, "anchor\tpositive\tlabel\nq\tgood\tyes\n").unwrap();
+        let spec = DataSource {
+            path: bad,
+            format: DataFormat::Pairs,
+            weight: 1.0,
+            prompts: vec![],
+            made_by: None,
+        };
+        let e = read_source(&spec).unwrap_err().to_string();
+        assert!(e.contains("line 2: label is 'yes', expected 0 or 1"), "{e}");
     }
 }

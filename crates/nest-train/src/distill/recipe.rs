@@ -77,9 +77,17 @@ impl DistillRecipe {
         let (s2, top) = rest.split_prefix("stage2.");
         if let Some(o) = top.iter().find(|o| !TOP_KEYS.contains(&o.key.as_str())) {
             let key = o.key.replace('_', "-");
+            // `--stage3.lr`: a stage that does not exist, not a key to put in one
+            let hint = match key.split_once('.') {
+                Some((stage, k)) if stage.starts_with("stage") => {
+                    format!("a distillation has stages 1 and 2: --stage1.{k} / --stage2.{k}")
+                }
+                _ => format!(
+                    "a stage's training key goes to its stage: --stage1.{key} / --stage2.{key}"
+                ),
+            };
             return Err(bad(format!(
-                "{}: not a key of a distillation recipe (those are {}); a stage's training key \
-                 goes to its stage: --stage1.{key} / --stage2.{key}",
+                "{}: not a key of a distillation recipe (those are {}); {hint}",
                 o.origin,
                 TOP_KEYS.join(", ")
             )));

@@ -16,7 +16,12 @@ pub(crate) fn explain<T: DeserializeOwned>(
     file: Option<&str>,
     overrides: &super::Overrides,
 ) -> String {
-    let message = &format!("{message}{}", did_you_mean(message));
+    // the advice before serde's list of every key, where it is read (it came after 40 names)
+    let hint = did_you_mean(message);
+    let message = &match (hint.is_empty(), message.split_once(", expected ")) {
+        (false, Some((head, rest))) => format!("{head}{hint} (expected {rest})"),
+        _ => format!("{message}{hint}"),
+    };
     let Some(key) = failing_key::<T>(table) else {
         return message.to_string();
     };
@@ -38,7 +43,12 @@ pub(crate) fn explain<T: DeserializeOwned>(
         // separated by commas are read as a list already, `overrides::parse_value`)
         let hint = match (message.contains("expected a sequence"), table.get(top)) {
             (true, Some(toml::Value::String(v))) if origin.starts_with("--") => {
-                let items: Vec<String> = v.split(',').map(|i| format!("{:?}", i.trim())).collect();
+                // `objective` is a list of tables, each named by its `kind`
+                let item = |i: &str| match top {
+                    "objective" => format!("{{kind = {:?}}}", i.trim()),
+                    _ => format!("{:?}", i.trim()),
+                };
+                let items: Vec<String> = v.split(',').map(item).collect();
                 format!(
                     "; a list is written as TOML: {origin} '[{}]'",
                     items.join(", ")

@@ -88,7 +88,8 @@ impl Overrides {
     }
 
     /// Sets each key in `table`. `data` written as a string is the flag's shorthand
-    /// `path:format[:weight][,path:format...]` (format `pairs` when left out).
+    /// `path:format[:weight][,path:format...]` (format inferred from the file's columns when
+    /// left out: `data::infer_format`).
     pub(crate) fn apply(&self, table: &mut toml::Table) {
         for o in &self.0 {
             let value = match (o.key.as_str(), &o.value) {
@@ -106,10 +107,15 @@ fn data_shorthand(s: &str) -> toml::Value {
         let parts: Vec<&str> = item.split(':').collect();
         let mut t = toml::Table::new();
         t.insert("path".into(), parts[0].into());
-        t.insert(
-            "format".into(),
-            parts.get(1).copied().unwrap_or("pairs").into(),
-        );
+        // a path without `:FORMAT`: the format its columns say (pairs when unreadable: the
+        // reader's error names the file)
+        let inferred = || {
+            let f = crate::data::infer_format(std::path::Path::new(parts[0]));
+            let f = f.unwrap_or(crate::recipe::DataFormat::Pairs);
+            toml::Value::try_from(f).unwrap_or_else(|_| "pairs".into())
+        };
+        let format = parts.get(1).map_or_else(inferred, |f| (*f).into());
+        t.insert("format".into(), format);
         if let Some(w) = parts.get(2) {
             t.insert("weight".into(), parse_value(w));
         }

@@ -99,12 +99,14 @@ impl Recipe {
                         .and_then(|v| v.as_str().map(str::to_string))
                         .unwrap_or_else(|| format!("{x:?}"))
                 }
-                // a flag's `--data FILE` without `:FORMAT` reads as pairs: say how to name one
+                // a flag's `--data FILE` without `:FORMAT` whose columns say pairs (or that
+                // cannot be read): say how to name one
                 let first = takes.split(' ').next().unwrap_or(takes);
                 let hint = match d.format {
                     DataFormat::Pairs => format!(
                         "; `--data {}:{first}` as a flag, `format = \"{first}\"` in a [[data]] \
-                         table (a flag's path without `:FORMAT` is read as pairs)",
+                         table (a flag's path without `:FORMAT` takes the format its columns say, \
+                         pairs unless they name another)",
                         d.path.display()
                     ),
                     _ => String::new(),

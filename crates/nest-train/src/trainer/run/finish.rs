@@ -149,6 +149,17 @@ impl Run<'_> {
             training_dtype: Some(self.enc.dtype().name().into()),
         };
         nest_model::export::save(&self.enc, &final_dir, &meta)?;
+        if self.r.max_length > 0 {
+            // the model keeps the truncation it was trained with, as sentence-transformers'
+            // max_seq_length does: said, since every later encode, eval and index takes it
+            events(Event::Message(format!(
+                "{} truncates texts at {} tokens, the max_length it was trained with \
+                 (sentence_bert_config.json's max_seq_length; --max-length at inference takes \
+                 another, up to the position table's)",
+                final_dir.display(),
+                self.r.max_length
+            )));
+        }
         if let Some(g) = self.group {
             g.barrier()?;
         }
