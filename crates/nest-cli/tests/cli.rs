@@ -915,6 +915,16 @@ fn train_resumes_exactly_after_kill_9() {
     let o = nest(&["--threads", "1", "train", "--resume", "--max-steps", "500"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--run-dir RUN_DIR --resume"), "{err}");
+    // extending the finished run (6 epochs of 20 steps to 7) says what it does to the rate
+    // and to final/ (helper trial C: it replaced final/ and raised the rate without a word)
+    let o = nest(&["--threads", "1", "train", "--resume", &c, "--epochs", "7"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success()
+            && err.contains("extending a finished run from step 120 to 140")
+            && err.contains("final/ is replaced"),
+        "{err}"
+    );
 }
 
 fn read_npy(path: &str) -> tch::Tensor {

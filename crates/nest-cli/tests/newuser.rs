@@ -693,7 +693,9 @@ fn unknown_keys_get_nests_name_and_stage_errors_their_line() {
         &["train", "--recipe", "ok.toml", "--learning-rate", "1e-4"],
     );
     assert!(
-        e.contains("--learning-rate: unknown field `learning_rate`; did you mean `lr`? (expected one of `model`"),
+        e.contains(
+            "--learning-rate: unknown field `learning_rate`; did you mean `lr`? (expected one of"
+        ),
         "{e}"
     );
     let e = fails_in(d, &["train", "--recipe", "ok.toml", "--steps", "5"]);

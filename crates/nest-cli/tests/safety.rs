@@ -450,7 +450,7 @@ fn a_failed_start_leaves_the_disk_as_it_was_and_the_corrected_command_runs() {
     // the corrected commands run, and --resume of the failed start says there is nothing
     let e = fails_in(f.root(), &["train", "--resume", &new]);
     assert!(!e.contains("holds a run"), "{e}");
-    ok_in(
+    let said = ok_in(
         f.root(),
         &[
             "train",
@@ -464,6 +464,12 @@ fn a_failed_start_leaves_the_disk_as_it_was_and_the_corrected_command_runs() {
             "1-2",
         ],
     );
+    // every layer evaluated is printed (the last one alone was, the others only logged)
+    let line = said
+        .lines()
+        .find(|l| l.contains(" L1: d"))
+        .unwrap_or_default();
+    assert!(line.contains(" | L2: d"), "{said}");
     ok_in(f.root(), &["train", "--recipe", &r, "--run-dir", &empty_s]);
 }
 

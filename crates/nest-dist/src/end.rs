@@ -5,7 +5,8 @@ use crate::Backend;
 
 /// How a [`Group`](crate::Group) ends: its engine shut down (its threads stopped, its communicators
 /// released) and its memory freed, or either alone, or neither (left to the process's exit).
-/// A dropped group ends as [`End::for_backend`] says; [`Group::end`](crate::Group::end) picks another.
+/// A dropped group ends as [`End::for_backend`] says; [`Group::end`](crate::Group::end) picks
+/// another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
     ShutdownAndFree,

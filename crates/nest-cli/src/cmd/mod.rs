@@ -61,6 +61,21 @@ pub fn set_threads(t: i32) -> Result<()> {
     Ok(())
 }
 
+/// `--threads N ` as this command was given it (empty without): what a printed command that
+/// continues a run repeats, since a resume on another thread count is not bit-exact.
+pub fn threads_given() -> String {
+    let args: Vec<String> = std::env::args().collect();
+    let value = args
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| match a.strip_prefix("--threads") {
+            Some("") => args.get(i + 1).cloned(),
+            Some(v) => v.strip_prefix('=').map(str::to_string),
+            None => None,
+        });
+    value.map_or(String::new(), |v| format!("--threads {v} "))
+}
+
 /// Resolves `--model` (local directory or hub id) and loads it in the one `--dtype` asked.
 pub fn load_model(m: &ModelArgs) -> Result<ElasticEncoder> {
     let [choice] = m.dtype.as_slice() else {

@@ -148,7 +148,7 @@ fn run_one(recipe: &Recipe, opts: &TrainOptions, again: Option<&str>) -> Result<
         // a signal stopped it (`crate::interrupt`), with this step's checkpoint on disk
         if summary.main {
             let dir = opts.run_dir.display();
-            let resume = format!("`nest train --resume {dir}`");
+            let resume = format!("`nest {}train --resume {dir}`", super::threads_given());
             eprintln!(
                 "stopped after step {}, with a checkpoint in {dir}/checkpoints; {} continues \
                  the run exactly",

@@ -235,8 +235,13 @@ fn create_table(
     }
     // (a literal: COMMENT takes no parameters; PostgreSQL's standard strings keep backslashes)
     let source = index.manifest().source.to_string().replace('\'', "''");
+    let columns = format!(
+        "id text PRIMARY KEY, row_no integer NOT NULL, embedding halfvec({full}) NOT NULL, \
+         payload jsonb"
+    );
     tx.batch_execute(&format!(
-        "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id text PRIMARY KEY, row_no integer NOT NULL, embedding halfvec({full}) NOT NULL, payload jsonb); COMMENT ON TABLE {table} IS '{source}'"
+        "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} ({columns}); \
+         COMMENT ON TABLE {table} IS '{source}'"
     ))
     .map_err(pg)
 }

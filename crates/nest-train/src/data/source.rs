@@ -303,12 +303,28 @@ mod tests {
     fn labelled_anchor_pairs_keep_the_positives_only() {
         let d = tempfile::tempdir().unwrap();
         let files = [
-            ("m.tsv", "anchor\tpositive\tlabel\nq\tgood\t1\nq\tbad\t0\nr\tfine\t1\n".to_string()),
-            ("m.csv", "anchor,positive,label\nq,good,1\nq,bad,0\nr,fine,1\n".to_string()),
-            ("m.jsonl", ["good:1", "bad:0", "fine:1"].iter().zip(["q", "q", "r"]).map(|(p, a)| {
-                let (text, label) = p.split_once(':').unwrap();
-                format!("{}\n", serde_json::json!({"anchor": a, "positive": text, "label": label.parse::<i64>().unwrap()}))
-            }).collect()),
+            (
+                "m.tsv",
+                "anchor\tpositive\tlabel\nq\tgood\t1\nq\tbad\t0\nr\tfine\t1\n".to_string(),
+            ),
+            (
+                "m.csv",
+                "anchor,positive,label\nq,good,1\nq,bad,0\nr,fine,1\n".to_string(),
+            ),
+            (
+                "m.jsonl",
+                ["good:1", "bad:0", "fine:1"]
+                    .iter()
+                    .zip(["q", "q", "r"])
+                    .map(|(p, a)| {
+                        let (text, label) = p.split_once(':').unwrap();
+                        let label: i64 = label.parse().unwrap();
+                        let row =
+                            serde_json::json!({"anchor": a, "positive": text, "label": label});
+                        format!("{row}\n")
+                    })
+                    .collect(),
+            ),
         ];
         for (name, text) in files {
             let path = d.path().join(name);

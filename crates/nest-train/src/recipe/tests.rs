@@ -362,7 +362,8 @@ fn quantization_keys_are_checked_naming_key_and_line() {
 }
 
 /// A flag's data path without `:FORMAT` (here unreadable; a readable one: `data/infer.rs`) reads
-/// as pairs; a loss that takes another format says how to name it. An explicit other format gets no such advice.
+/// as pairs; a loss that takes another format says how to name it. An explicit other format
+/// gets no such advice.
 #[test]
 fn a_data_flag_without_its_format_is_told_how_to_name_it() {
     let (_d, p) = write(BASE);

@@ -74,19 +74,22 @@ fn evaluate(
             json!(c.metrics[&t.main_metric]),
         );
     }
-    let last = *layers.last().unwrap_or(&1);
-    let row: Vec<String> = dims
-        .iter()
-        .map(|&d| {
-            format!(
-                "d{d} {:.2}",
-                t.main(last, d, Precision::Float32).unwrap_or(f64::NAN)
-            )
-        })
-        .collect();
+    // every layer evaluated, one after the other (it printed the last layer's alone, the
+    // others only in metrics.jsonl)
+    let row = |l: usize| -> String {
+        let cells: Vec<String> = dims
+            .iter()
+            .map(|&d| {
+                let v = t.main(l, d, Precision::Float32).unwrap_or(f64::NAN);
+                format!("d{d} {v:.2}")
+            })
+            .collect();
+        format!("L{l}: {}", cells.join(", "))
+    };
+    let rows: Vec<String> = layers.iter().map(|&l| row(l)).collect();
     Ok((
         json!({ "task": t.task, "metric": t.main_metric, "cells": cells }),
-        format!("{} L{last}: {}", t.task, row.join(", ")),
+        format!("{} {}", t.task, rows.join(" | ")),
     ))
 }
 

@@ -161,6 +161,19 @@ fn train_claimed(
     }
     let resumed_from = resume_from.is_some().then_some(at.step);
     let main = group.is_none_or(|g| g.rank() == 0);
+    let finished = o.run_dir.join("final").join("nest.json").is_file();
+    if let (true, true, Some(from)) = (main, finished, resumed_from) {
+        if run.plan.total > from {
+            // `--resume RUN --epochs 4` on a finished run: both said, not found out afterwards
+            events(Event::Message(format!(
+                "extending a finished run from step {from} to {}: the learning-rate schedule \
+                 is planned over the {} steps (the rate rises again from where the old plan \
+                 had decayed it), and final/ is replaced at the end (the step-{from} model \
+                 stays in checkpoints/ until keep_last drops it)",
+                run.plan.total, run.plan.total
+            )));
+        }
+    }
     let rank = group.map(Group::rank);
     let mut log = RunLog::open(&o.run_dir, rank, main, resumed_from)?;
     events(Event::Start {
