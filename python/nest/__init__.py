@@ -519,8 +519,10 @@ def compress(
     ``hard_negatives``, ``neighbours``, ``memory_size``, ``seed``.
 
     Returns a :class:`TrainResult` with ``out``, ``method``, ``dims``, ``val_ndcg_at_10`` and
-    ``test_ndcg_at_10`` (by dim) and ``info`` (the adaptor's whole record). Apply the adaptor
-    with ``nest.Encoder(model, adaptor=out)``.
+    ``test_ndcg_at_10`` (by dim) and ``info`` (the adaptor's whole record; its
+    ``truncated_val_ndcg_at_10`` and ``truncated_test_ndcg_at_10`` score the original vectors
+    cut to each dim, the baseline the adaptor has to beat). Apply the adaptor with
+    ``nest.Encoder(model, adaptor=out)``.
 
     Raises:
         FileNotFoundError: a missing input file, model or adaptor to resume.

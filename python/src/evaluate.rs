@@ -58,11 +58,8 @@ pub fn evaluate_native(
     let mut sources: Vec<TaskSource> = match &tasks {
         Some(t) => {
             let kinds = TaskKind::parse_list(t).map_err(eval_err)?;
-            if !data_root.is_dir() {
-                return Err(PyFileNotFoundError::new_err(format!(
-                    "data_root {}: not a folder (expected the datasets layout of shared/datasets)",
-                    data_root.display()
-                )));
+            if let Some(p) = nest_eval::tasks::data_root_problem(&data_root, "data_root") {
+                return Err(PyFileNotFoundError::new_err(p));
             }
             default_sources(&data_root, &kinds)
         }

@@ -58,7 +58,7 @@ pub enum Command {
     /// Mine hard negatives for (query, positive) pairs at any (layer, dim, precision) point, as
     /// sentence-transformers' mine_hard_negatives; resumable.
     Mine(crate::args_mine::MineArgs),
-    /// Export an index elsewhere (PostgreSQL + pgvector).
+    /// Export an index elsewhere (PostgreSQL + pgvector), or a training checkpoint as a model.
     #[command(subcommand)]
     Export(crate::args_search::ExportCommand),
     /// Serve an OpenAI-compatible embeddings API with per-request dims and layers.

@@ -124,6 +124,22 @@ pub enum ExportCommand {
     /// Copy an index into PostgreSQL + pgvector: `halfvec` full vectors with expression indexes
     /// on `subvector(...)` and `binary_quantize(...)::bit(n)`.
     Pgvector(ExportPgvectorArgs),
+    /// Write a training checkpoint's model as a model folder (what `final/` would hold had the
+    /// run ended at that step), for a run that was cut or has not finished.
+    Checkpoint(ExportCheckpointArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportCheckpointArgs {
+    /// The checkpoint (`RUN/checkpoints/step-N`), or a run folder (its newest checkpoint).
+    #[arg(value_name = "CHECKPOINT")]
+    pub checkpoint: PathBuf,
+    /// The model folder to write (new, or empty; `--overwrite` replaces a model there).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace the model an `--out` folder holds (never a folder without a model).
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 #[derive(Debug, Args)]

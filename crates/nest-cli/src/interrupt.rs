@@ -5,7 +5,8 @@
 //! signal, the signal does what it does by default: the process ends at once, which every
 //! command survives (`crates/nest-cli/tests/crash.rs`); the run continues from its last
 //! checkpoint. A data-parallel run stops every rank after the same step when any rank got the
-//! signal (`nest_train::trainer::stop`).
+//! signal (`nest_train::trainer::stop`). Commands without steps end at once but say what the
+//! cut kept ([`explain_on_signals`]).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -49,6 +50,42 @@ pub fn stop_training_on_signals() -> anyhow::Result<()> {
             }
         })?;
     Ok(())
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM during a command that keeps no checkpoint a step at a time
+/// (`nest encode`, `nest index build`, `nest compress`, `nest mine`): the process still ends at
+/// once, killed by the signal as by default (exit 130 or 143), but first says what the cut
+/// kept and how to continue: `note()`'s sentence (on the main process of a launch only).
+pub fn explain_on_signals(note: impl Fn() -> String + Send + 'static) -> anyhow::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let main = nest_dist::Launch::from_env()
+        .ok()
+        .flatten()
+        .is_none_or(|l| l.is_main());
+    std::thread::Builder::new()
+        .name("nest-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                if main {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "\n{} (signal {sig}): {}",
+                        name(sig),
+                        note()
+                    );
+                }
+                // the default action: the process ends, killed by the signal (no exit handlers
+                // run while other threads are inside libtorch)
+                let _ = signal_hook::low_level::emulate_default_handler(sig);
+            }
+        })?;
+    Ok(())
+}
+
+/// [`explain_on_signals`]' sentence for a job whose vectors are kept a chunk at a time
+/// (`nest_core::kept`), or `otherwise` before and after that stage.
+pub fn kept_or(otherwise: String) -> impl Fn() -> String + Send + 'static {
+    move || nest_core::kept::cut_note().unwrap_or_else(|| otherwise.clone())
 }
 
 /// The exit status of a run a signal stopped: 128 + the signal's number (130 for Ctrl-C), as

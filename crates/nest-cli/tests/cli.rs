@@ -837,6 +837,48 @@ fn train_resumes_exactly_after_kill_9() {
         "--run-dir",
         &full,
     ]);
+    // a checkpoint is no model, but `nest export checkpoint` writes its model (helper trial C,
+    // U6: a cut run had no usable model): the newest checkpoint's is final/, bit for bit
+    let step4 = format!("{full}/checkpoints/step-00000004");
+    let o = nest(&["info", "--model", &step4]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("nest export checkpoint"),
+        "{err}"
+    );
+    let last = p(d.path(), "last");
+    ok(&["export", "checkpoint", &full, "--out", &last]);
+    for f in [
+        "model.safetensors",
+        "nest.json",
+        "config.json",
+        "modules.json",
+    ] {
+        let read = |dir: &str| std::fs::read(Path::new(dir).join(f)).unwrap();
+        assert!(
+            read(&last) == read(&format!("{full}/final")),
+            "{f} differs from final/'s"
+        );
+    }
+    let o = nest(&["export", "checkpoint", &step4, "--out", &last]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--overwrite"), "{err}");
+    ok(&[
+        "export",
+        "checkpoint",
+        &step4,
+        "--out",
+        &last,
+        "--overwrite",
+    ]);
+    ok(&["info", "--model", &last]);
+    let read = |dir: &str, f: &str| std::fs::read(Path::new(dir).join(f)).unwrap();
+    let fin = format!("{full}/final");
+    assert!(read(&last, "nest.json") == read(&fin, "nest.json"));
+    assert!(
+        read(&last, "model.safetensors") != read(&fin, "model.safetensors"),
+        "step 4's"
+    );
     let cut = d.path().join("cut");
     let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
         .env("NEST_DTYPE", "float32") // the figures these tests check are float32 (bf16/int8: tests/dtype.rs)

@@ -842,6 +842,23 @@ fn defaults_and_wrong_paths_say_what_to_pass() {
         &["search", "--index", "index.json", "--query", "a"],
     );
     assert!(e.contains("takes the index folder"), "{e}");
+    // a relative --data-root says where it was looked for (helper trial C, U3)
+    let args = [
+        "eval",
+        "--model",
+        "m",
+        "--tasks",
+        "sts",
+        "--data-root",
+        "../nowhere",
+    ];
+    let e = fails_in(d.path(), &args);
+    let at = d.path().parent().unwrap().join("nowhere");
+    let want = format!(
+        "--data-root ../nowhere ({} from the current folder)",
+        at.display()
+    );
+    assert!(e.contains(&want), "{e}");
 }
 
 /// A misspelt `NEST_*` variable is said at the start (with the name meant), and the command
@@ -1072,7 +1089,7 @@ fn an_output_never_replaces_an_input() {
     let config = std::fs::read(d.join("tiny/config.json")).unwrap();
     let m = ["--model", tiny.as_str()];
     let refused = |args: &[&str], what: &str| {
-        let err = fails_in(d, &[&args[..], &m[..]].concat());
+        let err = fails_in(d, &[args, &m[..]].concat());
         assert!(
             err.contains(what) && err.contains("would destroy the input"),
             "{err}"

@@ -372,7 +372,30 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
         "--query", "x",
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("layer 1"), "{err}");
+    assert!(!o.status.success() && err.contains("layer 2 -> 1"), "{err}");
+    // and so is one whose documents carried another prompt (it searched silently)
+    let idx_p = d.path().join("idx_p").display().to_string();
+    ok(&[
+        "index",
+        "build",
+        "--model",
+        &m,
+        "--input",
+        &input,
+        "--prompt",
+        "passage: ",
+        "--out",
+        &idx_p,
+    ]);
+    let o = nest(&[
+        "search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index", &idx_p,
+        "--query", "x",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("document_prompt null -> \"passage: \""),
+        "{err}"
+    );
 }
 
 /// `kill -9` of a one-process `nest export pgvector` at seeded random moments: the table is

@@ -700,13 +700,14 @@ fn a_cut_index_build_or_encode_resumes_where_it_stopped() {
         assert!(o.status.success(), "{err}");
         err
     };
-    // killed once three chunks are kept; the same command goes on from there
-    let cut = |out: &str| {
+    // stopped once three chunks are kept (Ctrl-C, SIGTERM or kill -9); the same command goes
+    // on from there, and a signal it could hear said so (it ended silently before)
+    let cut = |out: &str, sig: i32| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_nest"))
             .env("NEST_DTYPE", "float32")
             .current_dir(root)
             .args(args(out))
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let third = root.join(format!(".{out}.embedded/chunk-000002.f32"));
@@ -716,8 +717,25 @@ fn a_cut_index_build_or_encode_resumes_where_it_stopped() {
             assert!(t.elapsed() < Duration::from_secs(120));
             std::thread::sleep(Duration::from_millis(2));
         }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let pid = child.id().to_string();
+        let sent = Command::new("kill").args([format!("-{sig}"), pid]).status();
+        assert!(sent.unwrap().success());
+        let o = child.wait_with_output().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            o.status.signal(),
+            Some(sig),
+            "ended by the signal, as by default"
+        );
+        let said = String::from_utf8_lossy(&o.stderr);
+        if sig != 9 {
+            assert!(
+                said.contains("texts are kept in")
+                    && said.contains(&format!(".{out}.embedded (whole chunks of 16): the same"))
+                    && said.contains("command continues after them"),
+                "{said}"
+            );
+        }
         assert!(!root.join(out).exists());
         let err = run(out);
         assert!(
@@ -727,10 +745,12 @@ fn a_cut_index_build_or_encode_resumes_where_it_stopped() {
         assert!(!root.join(format!(".{out}.embedded")).exists());
     };
     run("whole");
-    cut("cut");
+    cut("cut", 2);
     assert!(snapshot(&root.join("cut")) == snapshot(&root.join("whole")));
     run("whole.npy");
-    cut("cut.npy");
+    cut("cut.npy", 15);
+    std::fs::remove_file(root.join("cut.npy")).unwrap();
+    cut("cut.npy", 9);
     let npy = |f: &str| std::fs::read(root.join(f)).unwrap();
     assert!(npy("cut.npy") == npy("whole.npy"));
     // vectors kept for other documents are dropped, with a line

@@ -52,10 +52,17 @@ impl Inputs {
     }
 }
 
-fn scores(a: &Adaptor, inp: &Inputs, q: &Qrels, dims: &[usize]) -> Result<serde_json::Value> {
+/// nDCG@10 of `q`'s queries at each of `dims` through adaptor `a`, or, with `None`, of the
+/// original vectors truncated (the baseline an adaptor has to beat).
+fn scores(
+    a: Option<&Adaptor>,
+    inp: &Inputs,
+    q: &Qrels,
+    dims: &[usize],
+) -> Result<serde_json::Value> {
     let mut m = serde_json::Map::new();
     for &d in dims {
-        let s = eval::retrieval(Some(a), &inp.corpus, &inp.queries, q, d)?;
+        let s = eval::retrieval(a, &inp.corpus, &inp.queries, q, d)?;
         m.insert(d.to_string(), json!(s.ndcg_at_10));
     }
     Ok(serde_json::Value::Object(m))
@@ -204,9 +211,22 @@ pub fn compress(
         "history": fitted.history,
         "ads_selections": fitted.selections,
         "ware_achievement": fitted.ware.iter().map(|(k, a, t)| json!({"k": k, "ads": a, "truncation": t})).collect::<Vec<_>>(),
-        "val_ndcg_at_10": scores(&a, inp, &va, &all_dims)?,
-        "test_ndcg_at_10": match &inp.test { Some(t) => scores(&a, inp, t, &all_dims)?, None => json!(null) },
     });
+    let mut scored = Vec::new();
+    for (key, adaptor) in [("", Some(&a)), ("truncated_", None)] {
+        scored.push((
+            format!("{key}val_ndcg_at_10"),
+            scores(adaptor, inp, &va, &all_dims)?,
+        ));
+        let test = match &inp.test {
+            Some(t) => scores(adaptor, inp, t, &all_dims)?,
+            None => json!(null),
+        };
+        scored.push((format!("{key}test_ndcg_at_10"), test));
+    }
+    for (k, v) in scored {
+        a.meta.info[k] = v;
+    }
     Ok(a)
 }
 

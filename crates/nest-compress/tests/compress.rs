@@ -313,6 +313,14 @@ fn every_method_trains_and_beats_nothing_on_synthetic_data() {
         if name == "truncate" {
             close(t4, base(4), 1e-9, "truncation equals the plain prefix");
         }
+        // the baseline beside each adaptor's score (helper trial C, U9: none was printed)
+        let b4 = info["truncated_test_ndcg_at_10"]["4"].as_f64().unwrap();
+        close(
+            b4,
+            base(4),
+            1e-12,
+            "the recorded baseline is the plain prefix's",
+        );
         if m.trains() {
             assert!(!info["history"].as_array().unwrap().is_empty(), "{name}");
         }

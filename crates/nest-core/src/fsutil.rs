@@ -50,6 +50,25 @@ pub fn temp_beside(path: &Path) -> Result<PathBuf> {
     Ok(dir.join(format!(".{name}.tmp{}", std::process::id())))
 }
 
+/// `p` made absolute against `base` (itself relative to the current folder when relative),
+/// `.` and `..` parts folded lexically (symlinks are not followed: a linked folder keeps the
+/// name it was given): what an error shows of a relative path.
+pub fn absolute_in(base: &Path, p: &Path) -> PathBuf {
+    let joined = base.join(p);
+    let abs = std::path::absolute(&joined).unwrap_or(joined);
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// Hex sha256 of bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))

@@ -105,6 +105,19 @@ pub fn embed_chunks<T, E: From<crate::Error>>(
     if chunk_len == 0 {
         return Err(crate::Error::value("--encode-chunk", "must be at least 1").into());
     }
+    let progress = |done: usize| {
+        if let Some(k) = kept {
+            let dir = k.dir.clone();
+            let now = Progress {
+                dir,
+                done,
+                total: items.len(),
+                chunk_len,
+            };
+            *PROGRESS.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        }
+    };
+    progress(0);
     for (c, chunk) in items.chunks(chunk_len).enumerate() {
         let v = match kept.and_then(|k| k.get(c, chunk.len())) {
             Some(v) => v,
@@ -116,9 +129,44 @@ pub fn embed_chunks<T, E: From<crate::Error>>(
                 v
             }
         };
+        progress(c * chunk_len + chunk.len());
         each(chunk, v)?;
     }
     Ok(())
+}
+
+/// Where this process's [`embed_chunks`] stands: the chunks' folder, texts whose vectors are
+/// kept, of how many, in chunks of how many.
+struct Progress {
+    dir: PathBuf,
+    done: usize,
+    total: usize,
+    chunk_len: usize,
+}
+
+static PROGRESS: std::sync::Mutex<Option<Progress>> = std::sync::Mutex::new(None);
+
+/// What a cut here keeps, for a command stopped by a signal to say: the vectors kept so far and
+/// that the same command continues after them; `None` when no [`embed_chunks`] with kept
+/// chunks is under way (none began, or every text's vectors are in).
+pub fn cut_note() -> Option<String> {
+    let guard = PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
+    let p = guard.as_ref().filter(|p| p.done < p.total)?;
+    Some(match p.done {
+        0 => format!(
+            "no chunk of {} texts was finished, so no vectors are kept in {} (a smaller \
+             --encode-chunk keeps them more often)",
+            p.chunk_len,
+            p.dir.display()
+        ),
+        n => format!(
+            "the vectors of {n} of {} texts are kept in {} (whole chunks of {}): the same \
+             command continues after them",
+            p.total,
+            p.dir.display(),
+            p.chunk_len
+        ),
+    })
 }
 
 /// What tells a model's weights apart at one path (a run's `final/` overwritten by a new run):
@@ -207,6 +255,13 @@ mod tests {
         );
         assert!(cut.is_err());
         assert_eq!(calls, [0, 2]);
+        // what a command stopped here says (its signal handler: nest-cli's interrupt.rs)
+        let note = cut_note().expect("cut with a chunk kept");
+        assert!(
+            note.starts_with("the vectors of 2 of 5 texts are kept in")
+                && note.contains(".vectors.npy.embedded (whole chunks of 2)"),
+            "{note}"
+        );
         // again: chunk 0 comes from what was kept, chunks 1 and 2 are embedded
         let (kept, found) = Embedded::open(&out, key, 1).unwrap();
         assert_eq!(found.chunks, 1);
@@ -233,6 +288,7 @@ mod tests {
         ];
         let want: Vec<_> = want.into_iter().map(|(t, v)| (t.to_string(), v)).collect();
         assert_eq!(seen, want);
+        assert_eq!(cut_note(), None, "every vector in: nothing cut");
         let zero =
             embed_chunks::<_, crate::Error>(&items, 0, None, |_, _| Ok(vec![]), |_, _| Ok(()));
         assert!(zero

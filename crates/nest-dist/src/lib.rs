@@ -139,7 +139,7 @@ impl Drop for Group {
 /// rank joins (NCCL's own "Duplicate GPU detected" came at the first collective, and the
 /// ranks crashed leaving the group).
 fn gpus_short(launch: &Launch, gpus: usize) -> Option<DistError> {
-    (launch.local_world > gpus).then(|| DistError::GpusShort {
+    (launch.local_world > gpus).then_some(DistError::GpusShort {
         rank: launch.rank,
         local_world: launch.local_world,
         gpus,

@@ -93,14 +93,7 @@ pub fn check_replaces_own(dir: &Path, model: &str, keys: (&str, &str)) -> Result
     Ok(())
 }
 
-/// The same model: the same folder (however written), or the same hub id.
-/// Whether two recorded model paths name the same model folder (resolved; a hub id as written).
-pub fn same_model(a: &str, b: &str) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a == b,
-    }
-}
+pub use nest_core::data::same_model;
 
 #[cfg(test)]
 mod tests {

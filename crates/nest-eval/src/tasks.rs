@@ -112,6 +112,23 @@ impl Task {
     }
 }
 
+/// Why `root` cannot hold the default tasks' data (`None` when it is a folder): what
+/// `--data-root` (Python: `data_root`, the `key`) names, resolved against the current folder.
+pub fn data_root_problem(root: &Path, key: &str) -> Option<String> {
+    if root.is_dir() {
+        return None;
+    }
+    let abs = nest_core::fsutil::absolute_in(Path::new("."), root);
+    let at = match abs.as_path() == root {
+        true => String::new(),
+        false => format!(" ({} from the current folder)", abs.display()),
+    };
+    Some(format!(
+        "{key} {}{at}: not a folder (expected the datasets layout of shared/datasets)",
+        root.display()
+    ))
+}
+
 /// The default data sources of the given kinds under `root`.
 pub fn default_sources(root: &Path, kinds: &[TaskKind]) -> Vec<TaskSource> {
     kinds

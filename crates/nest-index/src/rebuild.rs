@@ -36,32 +36,14 @@ pub fn refusal(dir: &Path, n: usize) -> Error {
     )
 }
 
-/// The keys of an index's source record that fix how its vectors were embedded.
-const POINT_KEYS: [&str; 4] = ["model", "layer", "max_length", "document_prompt"];
-
 /// Whether the added documents of the index at `dir` can be kept in a new index of
 /// `full_dim`-dim vectors embedded as `source` says: the same model, layer, max length and
 /// document prompt (their vectors are kept as they are).
 pub(crate) fn check_keep(dir: &Path, source: &Value, full_dim: usize) -> Result<()> {
     let old = crate::Index::open(dir)?;
     let before = &old.manifest().source;
-    let same_model = |a: &Value, b: &Value| match (a.as_str(), b.as_str()) {
-        (Some(a), Some(b)) => {
-            let canon = |p: &str| std::fs::canonicalize(p).ok();
-            a == b || canon(a).is_some_and(|c| Some(c) == canon(b))
-        }
-        _ => a == b,
-    };
-    let differ: Vec<String> = POINT_KEYS
-        .iter()
-        .filter(|k| {
-            let (a, b) = (&before[**k], &source[**k]);
-            match **k {
-                "model" => !same_model(a, b),
-                _ => a != b,
-            }
-        })
-        .map(|k| format!("{k} {} -> {}", before[*k], source[*k]))
+    let differ: Vec<String> = nest_core::data::point_differences(before, source)
+        .into_iter()
         .chain(
             (old.full_dim() != full_dim).then(|| format!("dim {} -> {full_dim}", old.full_dim())),
         )

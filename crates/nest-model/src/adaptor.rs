@@ -204,6 +204,27 @@ impl Adaptor {
         Some((layer, v?))
     }
 
+    /// A warning when this adaptor is applied to other layers' vectors than the layer it was
+    /// trained on (its probe's: `nest compress` trains on the model's last layer): `None` when
+    /// `layers` are that one, or the adaptor records none.
+    pub fn layer_note(&self, layers: &[usize]) -> Option<String> {
+        let (trained, _) = self.probe()?;
+        let other: Vec<String> = layers
+            .iter()
+            .filter(|&&l| l != trained)
+            .map(usize::to_string)
+            .collect();
+        (!other.is_empty()).then(|| {
+            format!(
+                "the adaptor was trained on layer {trained}'s vectors, and is applied at layer {}: \
+                 it maps vectors it never saw there, so expect less than its trained quality; \
+                 for an adaptor of layer L, `nest slim --keep-layers L` the model and run \
+                 `nest compress --model` on the slim one",
+                other.join(", ")
+            )
+        })
+    }
+
     /// Reads an adaptor directory, checking every tensor against `adaptor.json`.
     pub fn load(dir: &Path) -> Result<Self> {
         let jp = dir.join("adaptor.json");

@@ -472,4 +472,12 @@ fn an_adaptor_names_a_model_it_was_not_trained_on() {
     let mut bare = adaptor(2, probe(&own, 2));
     bare.meta.info = serde_json::json!({});
     assert_eq!(bare.foreign_note(&other).unwrap(), None);
+    // applied at another layer than its own (helper trial C, U8: only "not a trained exit")
+    assert_eq!(a.layer_note(&[2]), None);
+    let note = a.layer_note(&[1, 2]).expect("layer 1");
+    assert!(
+        note.contains("trained on layer 2's vectors, and is applied at layer 1:"),
+        "{note}"
+    );
+    assert_eq!(bare.layer_note(&[1]), None, "no record");
 }

@@ -42,15 +42,6 @@ fn recorded_model(source: &Value) -> Option<&str> {
     source.get("model").and_then(Value::as_str)
 }
 
-/// The same model folder? (both resolved; a hub name is compared as written)
-fn same_model(recorded: &str, served: &Path) -> bool {
-    let canon = |p: &Path| std::fs::canonicalize(p).ok();
-    match (canon(Path::new(recorded)), canon(served)) {
-        (Some(a), Some(b)) => a == b,
-        _ => Path::new(recorded) == served,
-    }
-}
-
 impl Searcher {
     /// Opens `dir` for a server of `config`'s model, taking the index's lock: refused when
     /// another process holds it (a server, a build), or the index was built from another model,
@@ -75,7 +66,7 @@ impl Searcher {
                 dir.display()
             )));
         };
-        if !same_model(recorded, model) {
+        if !nest_core::data::same_model(recorded, &model.to_string_lossy()) {
             return Err(Error::Config(format!(
                 "--index {}: built with model {recorded}, but this server serves {}; its \
                  vectors would not match the queries",

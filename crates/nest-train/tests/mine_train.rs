@@ -302,6 +302,27 @@ fn mines_again_before_each_epoch_and_resumes_exactly() {
     );
     assert_eq!(losses(&full), losses(&edge));
     assert_eq!(std::fs::read(&r1).unwrap(), rounds[1]);
+    // a later round of fewer triplets than round 0's (here round 1 given 24 of its 48 rows):
+    // the schedule stays round 0's, so the run ends early, and says so (helper trial C, U5:
+    // "22 optimizer steps" planned, 21 trained, nothing said)
+    let short = d.path().join("short");
+    let mut o = opts(&short);
+    o.stop_after_steps = Some(epoch0);
+    run(&r, &o);
+    let half: String = text.split_inclusive('\n').take(24).collect();
+    std::fs::create_dir_all(round_file(&short, 1).parent().unwrap()).unwrap();
+    std::fs::write(round_file(&short, 1), half).unwrap();
+    let mut o = opts(&short);
+    o.resume = true;
+    let said = run(&r, &o);
+    let ends = format!(
+        "the run ends at step {} of the {}",
+        epoch0 + 3 + epoch0,
+        3 * epoch0
+    );
+    assert!(said.iter().any(|m| m.contains(&ends)), "{ends}: {said:?}");
+    let last = losses(&short).last().unwrap().0;
+    assert_eq!(last, epoch0 + 3 + epoch0);
     // a round the run trained on, lost: refused, naming the file
     let lost = d.path().join("lost");
     let mut o = opts(&lost);

@@ -78,10 +78,14 @@ fn job(a: &CompressArgs) -> Result<Job> {
     })
 }
 
-/// The validation and test nDCG@10 per dim that training recorded, as a markdown table.
+/// The validation and test nDCG@10 per dim that training recorded, as a markdown table, each
+/// beside the original vectors truncated to that dim (what the adaptor has to beat; adaptors
+/// written before 2026-11-30 show `-` there).
 pub(super) fn print_scores(adaptor: &Adaptor) {
     let info = &adaptor.meta.info;
-    println!("| dim | val nDCG@10 | test nDCG@10 |\n|---:|---:|---:|");
+    println!(
+        "| dim | val nDCG@10 | truncated | test nDCG@10 | truncated |\n|---:|---:|---:|---:|---:|"
+    );
     for d in adaptor.dims().iter().rev() {
         let g = |k: &str| {
             info[k]
@@ -90,15 +94,22 @@ pub(super) fn print_scores(adaptor: &Adaptor) {
                 .map_or("-".into(), |v| format!("{v:.4}"))
         };
         println!(
-            "| {d} | {} | {} |",
+            "| {d} | {} | {} | {} | {} |",
             g("val_ndcg_at_10"),
-            g("test_ndcg_at_10")
+            g("truncated_val_ndcg_at_10"),
+            g("test_ndcg_at_10"),
+            g("truncated_test_ndcg_at_10")
         );
     }
 }
 
 pub fn run(a: CompressArgs) -> Result<()> {
     let job = job(&a)?;
+    crate::interrupt::explain_on_signals(crate::interrupt::kept_or(
+        "stopped; nothing written: an adaptor is written whole after its last stage, so one \
+         already at its --out is as it was (--epochs or --patience make a shorter run)"
+            .into(),
+    ))?;
     let mut bar: Option<(indicatif::ProgressBar, &'static str)> = None;
     let out = job::run(&job, &mut |e| match e {
         Event::Message(m) => eprintln!("{m}"),

@@ -17,6 +17,10 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     OutputFormat::from_path(&a.output)?; // fail before loading anything
     nest_core::fsutil::check_output_spares_inputs("--output", &a.output, &[("--input", &a.input)])?;
     let group = group_for(&a)?;
+    crate::interrupt::explain_on_signals(crate::interrupt::kept_or(format!(
+        "stopped; nothing written: {} is written whole at the end",
+        a.output.display()
+    )))?;
     let adaptor = match &a.adaptor {
         Some(p) => Some(nest_model::Adaptor::load(p)?),
         None => None,
@@ -37,6 +41,7 @@ pub fn run(a: EncodeArgs) -> Result<()> {
         looks_like_tsv(&a.input, &texts),
         offer.untrained(spec, Keys::FLAGS),
         foreign.flatten(),
+        adaptor.as_ref().and_then(|x| x.layer_note(&[spec.layer])),
     ];
     if group.as_ref().is_none_or(|g| g.rank() == 0) {
         warnings
@@ -61,7 +66,9 @@ pub fn run(a: EncodeArgs) -> Result<()> {
     };
     pb.finish_and_clear();
     let to = write(&a.output, group.as_ref(), &m)?;
-    kept.map(Embedded::remove);
+    if let Some(k) = kept {
+        k.remove();
+    }
     eprintln!(
         "wrote {} embeddings of dim {} (layer {} of {}) to {to}",
         m.rows,
@@ -127,7 +134,10 @@ fn embed_kept(
         let e = nest_model::point::finish(&pooled[0], spec.dim, job.adaptor)?;
         Ok(nest_model::pooling::to_vec_f32(&e))
     };
-    let each = |_: &[&str], v: Vec<f32>| Ok(data.extend(v));
+    let each = |_: &[&str], v: Vec<f32>| {
+        data.extend(v);
+        Ok(())
+    };
     nest_core::kept::embed_chunks::<_, anyhow::Error>(
         refs,
         a.encode_chunk,

@@ -24,11 +24,10 @@ pub fn run(a: EvalArgs) -> Result<()> {
         Some(EvalCommand::Seeds(c)) => seeds(c),
         None => {
             let kinds = TaskKind::parse_list(&a.tasks)?;
-            anyhow::ensure!(
-                a.data_root.is_dir(),
-                "--data-root {}: not a folder (expected the datasets layout of shared/datasets)",
-                a.data_root.display()
-            );
+            if let Some(problem) = nest_eval::tasks::data_root_problem(&a.data_root, "--data-root")
+            {
+                anyhow::bail!(problem);
+            }
             anyhow::ensure!(
                 a.sts_extra.is_empty() || kinds.contains(&TaskKind::Sts),
                 "--sts-extra adds to the sts family, which --tasks {} leaves out",
@@ -187,6 +186,9 @@ fn run_one_grid(
         g.dims.as_deref().map(parse_dims).transpose()?,
         nest_model::Keys::GRID_FLAGS,
     )?;
+    if let Some(note) = adaptor.as_deref().and_then(|a| a.layer_note(&layers)) {
+        eprintln!("warning: {note}");
+    }
     let spec = GridSpec {
         layers: layers.clone(),
         dims: dims.clone(),

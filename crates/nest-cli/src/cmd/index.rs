@@ -20,6 +20,10 @@ pub fn run(c: IndexCommand) -> Result<()> {
 }
 
 fn build(a: IndexBuildArgs) -> Result<()> {
+    crate::interrupt::explain_on_signals(crate::interrupt::kept_or(format!(
+        "stopped; nothing written: the index {} is written whole at the end",
+        a.out.display()
+    )))?;
     let model = std::path::Path::new(&a.model.model);
     let inputs = [
         ("--input", Some(a.input.as_path())),

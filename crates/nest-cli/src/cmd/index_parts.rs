@@ -186,7 +186,10 @@ fn embed_kept(
         let pooled = model.embed_prompted(chunk, &[layer], opts, prompt, &mut |_| {})?;
         Ok(nest_model::pooling::to_vec_f32(&pooled[0]))
     };
-    let each = |_: &[&str], v: Vec<f32>| Ok(data.extend(v));
+    let each = |_: &[&str], v: Vec<f32>| {
+        data.extend(v);
+        Ok(())
+    };
     nest_core::kept::embed_chunks::<_, anyhow::Error>(
         texts,
         a.encode_chunk,

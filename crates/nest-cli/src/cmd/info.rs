@@ -115,6 +115,8 @@ fn adaptor(dir: &std::path::Path, as_json: bool) -> Result<()> {
         "input_dim": a.meta.input_dim, "dims": a.dims(), "source": source,
         "probe_recorded": a.probe().is_some(),
         "val_ndcg_at_10": info["val_ndcg_at_10"], "test_ndcg_at_10": info["test_ndcg_at_10"],
+        "truncated_val_ndcg_at_10": info["truncated_val_ndcg_at_10"],
+        "truncated_test_ndcg_at_10": info["truncated_test_ndcg_at_10"],
     });
     if as_json {
         println!("{}", serde_json::to_string_pretty(&summary)?);

@@ -20,6 +20,13 @@ use crate::args_mine::MineArgs;
 use crate::progress;
 
 pub fn run(a: MineArgs) -> Result<()> {
+    crate::interrupt::explain_on_signals(|| {
+        "stopped; the mined queries are appended a chunk at a time (--chunk-queries): the same \
+         command continues after the last whole chunk. The corpus's vectors are held in memory \
+         and made again; for a corpus too long for that, `nest index build` it once and mine \
+         with --corpus-index"
+            .to_string()
+    })?;
     let group = match nest_dist::Launch::from_env()? {
         Some(l) => Some(nest_dist::Group::join(
             &l,

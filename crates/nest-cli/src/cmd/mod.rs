@@ -53,27 +53,24 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// The `--threads` this command was given, once set ([`set_threads`]).
+static THREADS: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+
 /// `--threads`: libtorch's intra-op threads, wherever the flag stands (clap's global flag, or
 /// among a command's recipe flags: `crate::flags::split`).
 pub fn set_threads(t: i32) -> Result<()> {
     anyhow::ensure!(t >= 1, "--threads must be at least 1, got {t}");
     tch::set_num_threads(t);
+    let _ = THREADS.set(t);
     Ok(())
 }
 
 /// `--threads N ` as this command was given it (empty without): what a printed command that
 /// continues a run repeats, since a resume on another thread count is not bit-exact.
 pub fn threads_given() -> String {
-    let args: Vec<String> = std::env::args().collect();
-    let value = args
-        .iter()
-        .enumerate()
-        .find_map(|(i, a)| match a.strip_prefix("--threads") {
-            Some("") => args.get(i + 1).cloned(),
-            Some(v) => v.strip_prefix('=').map(str::to_string),
-            None => None,
-        });
-    value.map_or(String::new(), |v| format!("--threads {v} "))
+    THREADS
+        .get()
+        .map_or(String::new(), |t| format!("--threads {t} "))
 }
 
 /// Resolves `--model` (local directory or hub id) and loads it in the one `--dtype` asked.

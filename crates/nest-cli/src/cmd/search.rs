@@ -217,7 +217,8 @@ fn run_pgvector(a: &SearchArgs, queries: &Queries) -> Result<()> {
 }
 
 /// What embeds the queries of a pgvector search: the table's recorded source (its export's
-/// index: model, layer, max length), else `--index`'s; both must agree where both are there.
+/// index: model, layer, max length, document prompt), else `--index`'s; both must agree where
+/// both are there.
 fn pg_source(
     a: &SearchArgs,
     client: &mut nest_index::pgvector::Client,
@@ -227,31 +228,22 @@ fn pg_source(
         return Ok(table);
     };
     let index = Index::open(p)?.manifest().source.clone();
-    let keys = ["model", "layer", "max_length"];
-    let differs = |k: &&str| match (&table[*k], &index[*k]) {
-        (serde_json::Value::String(x), serde_json::Value::String(y)) => {
-            !nest_eval::files::same_model(x, y)
-        }
-        (x, y) => x != y,
-    };
-    if !table.is_null() {
-        if let Some(k) = keys.iter().find(|k| differs(k)) {
-            anyhow::bail!(
-                "--index {} has {k} {}, the table '{}' was exported from an index with {k} {}: \
-                 its documents were embedded otherwise than the queries would be; leave out \
-                 --index (the table's record is used) or export this index",
-                p.display(),
-                index[*k],
-                a.table,
-                table[*k]
-            );
-        }
-    }
+    let differ = nest_core::data::point_differences(&table, &index);
+    anyhow::ensure!(
+        table.is_null() || differ.is_empty(),
+        "the table '{}' was exported from an index embedded otherwise than --index {} embeds \
+         ({}, table -> --index): the queries would not match its documents; leave out --index \
+         (the table's record is used) or export this index",
+        a.table,
+        p.display(),
+        differ.join(", ")
+    );
     Ok(index)
 }
 
 pub fn export(c: ExportCommand) -> Result<()> {
     match c {
+        ExportCommand::Checkpoint(a) => super::train::export_checkpoint(&a),
         ExportCommand::Pgvector(a) => {
             let idx = Index::open(&a.index)?;
             let hnsw = a

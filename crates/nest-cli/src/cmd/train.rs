@@ -241,3 +241,20 @@ fn say(pb: &ProgressBar, line: String) {
         pb.println(line);
     }
 }
+
+/// `nest export checkpoint`: a checkpoint's model written as a model folder.
+pub fn export_checkpoint(a: &crate::args_search::ExportCheckpointArgs) -> Result<()> {
+    let ck = nest_train::trainer::find_checkpoint(&a.checkpoint)?;
+    super::slim::check_model_out(&a.out, &ck, a.overwrite)?;
+    let pb = ProgressBar::hidden();
+    let mut events = |e: Event| on_event(&pb, e);
+    let device = nest_model::default_device();
+    let done = nest_train::trainer::export_checkpoint(&ck, &a.out, device, &mut events)?;
+    eprintln!(
+        "wrote {}: the model of {} (step {}); it loads as any model: --model {0}",
+        a.out.display(),
+        done.checkpoint.display(),
+        done.step
+    );
+    Ok(())
+}

@@ -122,7 +122,10 @@ fn embed_kept(
         let x = enc.embed_prompted(chunk, &[layer], opts, prompt, &mut tick)?;
         Ok(nest_model::pooling::to_vec_f32(&x[0]))
     };
-    let each = |_: &[&str], v: Vec<f32>| Ok(data.extend(v));
+    let each = |_: &[&str], v: Vec<f32>| {
+        data.extend(v);
+        Ok(())
+    };
     nest_core::kept::embed_chunks::<_, crate::Error>(texts, chunk_len, Some(&kept), embed, each)?;
     events(Event::Encoding {
         what,

@@ -9,6 +9,7 @@ mod beir;
 mod documents;
 mod labelled;
 mod positives;
+mod recorded;
 mod sentences;
 mod sts;
 mod tsv;
@@ -20,6 +21,7 @@ pub use documents::{
 };
 pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
 pub use positives::read_positive_pairs;
+pub use recorded::{point_differences, same_model, POINT_KEYS};
 pub use sentences::{read_sentences, read_sentences_share};
 pub use sts::{read_sts, StsPair};
 pub use tsv::{is_csv, TsvTable};

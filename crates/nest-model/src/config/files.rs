@@ -163,9 +163,12 @@ fn folder_hint(dir: &Path) -> String {
         );
     }
     if dir.join("state.json").is_file() && dir.join("optimizer.safetensors").is_file() {
-        return "; it is a training checkpoint (weights and optimizer state): `nest train \
-                --resume RUN` continues its run, whose finished model is RUN/final"
-            .into();
+        return format!(
+            "; it is a training checkpoint (weights and optimizer state): `nest export \
+             checkpoint {} --out DIR` writes its model as a model folder, and `nest train \
+             --resume RUN` continues its run, whose finished model is RUN/final",
+            dir.display()
+        );
     }
     String::new()
 }

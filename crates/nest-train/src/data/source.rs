@@ -69,7 +69,11 @@ fn check_exists(spec: &DataSource) -> Result<()> {
     }
     let message = match (&spec.made_by, p.exists()) {
         (Some(cmd), false) => format!("not found; this recipe's data is made by `{cmd}`"),
-        (None, false) => return Err(missing(p, "a [[data]] path").into()),
+        (None, false) => {
+            let what = "a [[data]] path; a recipe file's relative paths are looked for beside \
+                        it, then in the current folder";
+            return Err(missing(p, what).into());
+        }
         (_, true) => "not a file (a [[data]] path)".into(),
     };
     Err(nest_core::Error::content(p, message).into())
@@ -82,7 +86,12 @@ pub(crate) fn check_inputs(data: &[DataSource], eval_data: &str) -> Result<()> {
     let eval = Path::new(eval_data);
     match eval_data.is_empty() || eval.is_file() {
         true => Ok(()),
-        false => Err(missing(eval, "the recipe's eval_data").into()),
+        false => Err(missing(
+            eval,
+            "the recipe's eval_data; a recipe file's relative paths are looked for beside it, \
+             then in the current folder",
+        )
+        .into()),
     }
 }
 

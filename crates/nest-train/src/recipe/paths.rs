@@ -12,23 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::Recipe;
 
-/// `p` made absolute against `base`, `.` and `..` parts folded lexically (symlinks are not
-/// followed: a linked folder keeps the name it was given).
-fn absolute_in(base: &Path, p: &Path) -> PathBuf {
-    let joined = base.join(p);
-    let abs = std::path::absolute(&joined).unwrap_or(joined);
-    let mut out = PathBuf::new();
-    for c in abs.components() {
-        match c {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
+use nest_core::fsutil::absolute_in;
 
 /// A file path of a recipe file whose folder is `base`.
 pub(crate) fn resolve_file(value: &str, base: &Path) -> String {

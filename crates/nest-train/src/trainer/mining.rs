@@ -126,7 +126,7 @@ impl Run<'_> {
         self.plan_message(events);
         for k in 1..=now {
             self.load_round(k, at, events)?;
-            self.replan(k);
+            self.replan(k, events);
         }
         Ok(())
     }
@@ -146,19 +146,30 @@ impl Run<'_> {
             return Ok(());
         }
         self.load_round(k, at, events)?;
-        self.replan(k);
+        self.replan(k, events);
         Ok(())
     }
 
     /// Re-plans round `k`'s epochs on its triplets (the offsets of the epochs after them
-    /// follow).
-    fn replan(&mut self, k: usize) {
+    /// follow); says so when the run now ends before its schedule's last step.
+    fn replan(&mut self, k: usize, events: &mut dyn FnMut(Event)) {
         let Some(m) = &self.mining else {
             return;
         };
         let first = m.spec.first_epoch(k);
         let end = m.spec.first_epoch(k + 1).min(self.r.epochs);
+        let before = self.plan.steps_held(self.r.grad_accum);
         self.plan.replan(self.r, &self.sources, first..end);
+        let held = self.plan.steps_held(self.r.grad_accum);
+        if held < before {
+            events(Event::Message(format!(
+                "mine: round {k}'s triplets make fewer batches an epoch than round 0's (queries \
+                 without a negative past the filters are left out): the run ends at step \
+                 {held} of the {} its learning-rate schedule was planned for (round 0's data \
+                 fixes it), the rate not decayed to its end",
+                self.plan.total
+            )));
+        }
     }
 
     /// Round `k`'s triplets as the last source: read from the run folder, or mined now when

@@ -8,6 +8,7 @@
 
 mod board;
 mod eval;
+mod export;
 mod graphed;
 mod graphed_body;
 mod graphed_chunks;
@@ -34,6 +35,7 @@ use nest_dist::Group;
 
 use crate::recipe::Recipe;
 use crate::{Error, Result};
+pub use export::{export_checkpoint, find_checkpoint, Exported};
 pub use graphed::{GraphMode, GraphedStep, StepSpec};
 pub use mining::round_file;
 use nest_core::lock::FolderLock;

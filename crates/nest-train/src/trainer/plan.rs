@@ -85,6 +85,18 @@ impl Plan {
         out
     }
 
+    /// The optimizer steps the epochs as now planned hold, at most `total`: fewer when a later
+    /// `[mine]` round planned its epochs with fewer batches than round 0's (the run then ends
+    /// early).
+    pub(crate) fn steps_held(&self, grad_accum: usize) -> u64 {
+        let held: u64 = self
+            .epochs
+            .iter()
+            .map(|p| p.len().div_ceil(grad_accum) as u64)
+            .sum();
+        held.min(self.total)
+    }
+
     /// Plans `epochs` again on `sources` (a new round of mined triplets); the total stays.
     pub(crate) fn replan(
         &mut self,

@@ -4,6 +4,7 @@
 
 mod failure;
 mod finish;
+pub(crate) use finish::final_meta;
 mod update;
 
 use std::path::{Path, PathBuf};

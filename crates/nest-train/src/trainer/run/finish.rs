@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use nest_dist::Group;
 use nest_model::graph::peak_memory;
-use nest_model::NestMeta;
+use nest_model::{ElasticEncoder, NestMeta};
 
 use super::Run;
 use crate::checkpoint::{self, State};
@@ -141,13 +141,7 @@ impl Run<'_> {
             path: p,
         });
         self.evaluate(at.step, log, events)?;
-        let meta = NestMeta {
-            matryoshka_dims: self.objective.trained_dims(),
-            trained_layers: self.objective.trained_layers(self.enc.num_layers()),
-            objective: Some(self.objective.describe()),
-            default_dim: None,
-            training_dtype: Some(self.enc.dtype().name().into()),
-        };
+        let meta = final_meta(self.objective.as_ref(), &self.enc);
         nest_model::export::save(&self.enc, &final_dir, &meta)?;
         if self.r.max_length > 0 {
             // the model keeps the truncation it was trained with, as sentence-transformers'
@@ -164,5 +158,20 @@ impl Run<'_> {
             g.barrier()?;
         }
         Ok(self.summary(at, final_dir, train_seconds, resumed_from))
+    }
+}
+
+/// What a model trained with `objective` records in its `nest.json`: the dims and layers it
+/// was trained at, the objective and the training dtype.
+pub(crate) fn final_meta(
+    objective: &dyn crate::objective::Objective,
+    enc: &ElasticEncoder,
+) -> NestMeta {
+    NestMeta {
+        matryoshka_dims: objective.trained_dims(),
+        trained_layers: objective.trained_layers(enc.num_layers()),
+        objective: Some(objective.describe()),
+        default_dim: None,
+        training_dtype: Some(enc.dtype().name().into()),
     }
 }
