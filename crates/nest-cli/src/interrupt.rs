@@ -17,8 +17,9 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 /// The first signal received, 0 before any.
 static FIRST: AtomicI32 = AtomicI32::new(0);
 
-/// Turns this process's SIGINT and SIGTERM into training stop requests (see the module docs).
-pub fn stop_training_on_signals() -> anyhow::Result<()> {
+/// Hands each SIGINT and SIGTERM to `each(signal, main)` on a thread of its own; `main`: this
+/// process is alone or a launch's main one (the one that speaks).
+fn on_signals(mut each: impl FnMut(i32, bool) + Send + 'static) -> anyhow::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     let main = nest_dist::Launch::from_env()
         .ok()
@@ -26,30 +27,35 @@ pub fn stop_training_on_signals() -> anyhow::Result<()> {
         .is_none_or(|l| l.is_main());
     std::thread::Builder::new()
         .name("nest-signals".into())
-        .spawn(move || {
-            for sig in signals.forever() {
-                if FIRST
-                    .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_ok()
-                    && stop::request()
-                {
-                    if main {
-                        let _ = writeln!(
-                            std::io::stderr(),
-                            "\n{} (signal {sig}): stopping after this step with a checkpoint; a \
-                             second {} stops at once (the run then continues from its last \
-                             checkpoint)",
-                            name(sig),
-                            name(sig)
-                        );
-                    }
-                    continue;
-                }
-                // the default action: the process ends, killed by the signal
-                let _ = signal_hook::low_level::emulate_default_handler(sig);
-            }
-        })?;
+        .spawn(move || signals.forever().for_each(|sig| each(sig, main)))?;
     Ok(())
+}
+
+/// The signal's default action: the process ends, killed by it (no exit handlers run while
+/// other threads are inside libtorch).
+fn die_of(sig: i32) {
+    let _ = signal_hook::low_level::emulate_default_handler(sig);
+}
+
+/// Turns this process's SIGINT and SIGTERM into training stop requests (see the module docs).
+pub fn stop_training_on_signals() -> anyhow::Result<()> {
+    on_signals(|sig, main| {
+        let first = FIRST
+            .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if !(first && stop::request()) {
+            return die_of(sig);
+        }
+        if main {
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n{} (signal {sig}): stopping after this step with a checkpoint; a second {} \
+                 stops at once (the run then continues from its last checkpoint)",
+                name(sig),
+                name(sig)
+            );
+        }
+    })
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM during a command that keeps no checkpoint a step at a time
@@ -57,29 +63,17 @@ pub fn stop_training_on_signals() -> anyhow::Result<()> {
 /// once, killed by the signal as by default (exit 130 or 143), but first says what the cut
 /// kept and how to continue: `note()`'s sentence (on the main process of a launch only).
 pub fn explain_on_signals(note: impl Fn() -> String + Send + 'static) -> anyhow::Result<()> {
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    let main = nest_dist::Launch::from_env()
-        .ok()
-        .flatten()
-        .is_none_or(|l| l.is_main());
-    std::thread::Builder::new()
-        .name("nest-signals".into())
-        .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                if main {
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "\n{} (signal {sig}): {}",
-                        name(sig),
-                        note()
-                    );
-                }
-                // the default action: the process ends, killed by the signal (no exit handlers
-                // run while other threads are inside libtorch)
-                let _ = signal_hook::low_level::emulate_default_handler(sig);
-            }
-        })?;
-    Ok(())
+    on_signals(move |sig, main| {
+        if main {
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n{} (signal {sig}): {}",
+                name(sig),
+                note()
+            );
+        }
+        die_of(sig)
+    })
 }
 
 /// [`explain_on_signals`]' sentence for a job whose vectors are kept a chunk at a time

@@ -362,40 +362,29 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
     assert_eq!(bare["hits"][0]["id"], "added1", "{bare}");
     assert_eq!(bare["hits"][0]["payload"], serde_json::json!({"k": 1}));
     assert_eq!(bare["hits"][1]["payload"]["tag\tx"], "a\\b", "{bare}");
-    let idx1 = d.path().join("idx1").display().to_string();
+    // an index embedded otherwise than the table's documents is refused, naming the
+    // difference: another layer, or (it searched silently) another document prompt
     let input = d.path().join("c.jsonl").display().to_string();
-    ok(&[
-        "index", "build", "--model", &m, "--input", &input, "--layer", "1", "--out", &idx1,
-    ]);
-    let o = nest(&[
-        "search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index", &idx1,
-        "--query", "x",
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("layer 2 -> 1"), "{err}");
-    // and so is one whose documents carried another prompt (it searched silently)
-    let idx_p = d.path().join("idx_p").display().to_string();
-    ok(&[
-        "index",
-        "build",
-        "--model",
-        &m,
-        "--input",
-        &input,
-        "--prompt",
-        "passage: ",
-        "--out",
-        &idx_p,
-    ]);
-    let o = nest(&[
-        "search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index", &idx_p,
-        "--query", "x",
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("document_prompt null -> \"passage: \""),
-        "{err}"
-    );
+    for (name, extra, differs) in [
+        ("idx1", ["--layer", "1"], "layer 2 -> 1"),
+        (
+            "idx_p",
+            ["--prompt", "passage: "],
+            "document_prompt null -> \"passage: \"",
+        ),
+    ] {
+        let other = d.path().join(name).display().to_string();
+        let build = [
+            "index", "build", "--model", &m, "--input", &input, "--out", &other,
+        ];
+        ok(&[&build[..], &extra].concat());
+        let o = nest(&[
+            "search", "--engine", "pgvector", "--dsn", &dsn, "--table", "docs", "--index", &other,
+            "--query", "x",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(differs), "{err}");
+    }
 }
 
 /// `kill -9` of a one-process `nest export pgvector` at seeded random moments: the table is
