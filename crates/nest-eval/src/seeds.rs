@@ -36,6 +36,40 @@ impl TaskSpread {
 }
 
 /// Every task, precision and cell all runs share. Needs two runs or more.
+/// Refuses runs that cannot be seeds of one method: one model twice (the same folder
+/// however written: not independent runs), or models of other shapes (architecture, layers,
+/// width: other methods or backbones, which `nest eval compare` sets side by side).
+fn check_runs_of_one_method(runs: &[Report]) -> Result<()> {
+    let shape = |r: &Report| {
+        let m = &r.model;
+        format!(
+            "{} of {} layers and width {}",
+            m.architecture, m.num_layers, m.hidden_size
+        )
+    };
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            let (pa, pb) = (&a.model.path, &b.model.path);
+            if nest_core::data::same_model(pa, pb) && a.model.dtype == b.model.dtype {
+                return Err(Error::Report(format!(
+                    "two reports are of one model ({pa}, {}): a spread over seeds needs runs \
+                     trained with different seeds, one report each",
+                    a.model.dtype
+                )));
+            }
+            if shape(a) != shape(b) {
+                return Err(Error::Report(format!(
+                    "{pa} is a {} and {pb} a {}: seeds of one method share a model shape; \
+                     `nest eval compare A1,A2 B1,B2` sets methods side by side",
+                    shape(a),
+                    shape(b)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn summarise(runs: &[Report]) -> Result<Vec<TaskSpread>> {
     if runs.len() < 2 {
         return Err(Error::Report(format!(
@@ -43,6 +77,7 @@ pub fn summarise(runs: &[Report]) -> Result<Vec<TaskSpread>> {
             runs.len()
         )));
     }
+    check_runs_of_one_method(runs)?;
     let keep = |f: &dyn Fn(&Report) -> Vec<usize>| -> Vec<usize> {
         let mut v = f(&runs[0]);
         v.retain(|x| runs.iter().all(|r| f(r).contains(x)));

@@ -198,11 +198,29 @@ fn runs_of_one_method_make_one_side() {
     assert!((c.test.unwrap().delta - c.delta()).abs() < 1e-3, "{c:?}");
     assert!(c.significant(0.05));
 
-    let s = nest_eval::seeds::summarise(&b.reports).unwrap();
+    let mut runs = b.reports.clone();
+    for (i, r) in runs.iter_mut().enumerate() {
+        r.model.path = format!("runs/seed{i}/final");
+    }
+    let s = nest_eval::seeds::summarise(&runs).unwrap();
     let cell = s[0].cell(2, 8).unwrap();
     assert_eq!(cell.n, 3);
     assert!((cell.mean - c.other).abs() < 1e-9 && cell.lo < cell.mean && cell.mean < cell.hi);
-    assert!(nest_eval::seeds::summarise(&b.reports[..1]).is_err());
+    assert!(nest_eval::seeds::summarise(&runs[..1]).is_err());
+    // one model twice is no spread over seeds, nor are models of other shapes
+    let e = nest_eval::seeds::summarise(&b.reports)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("two reports are of one model (m, float32)"),
+        "{e}"
+    );
+    runs[2].model.num_layers = 4;
+    let e = nest_eval::seeds::summarise(&runs).unwrap_err().to_string();
+    assert!(
+        e.contains("bert of 4 layers") && e.contains("nest eval compare"),
+        "{e}"
+    );
 }
 
 /// `DimPairing::Full` pairs each side's widest vector: a 16-dim model against an 8-dim one,
