@@ -204,6 +204,22 @@ fn a_failed_step_puts_back_the_run_it_was_to_replace() {
     let back = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
     assert_eq!(back, metrics);
     assert!(run.join("final").is_dir());
+    // a replacing run stopped (Ctrl-C, a step budget) says where the replaced one waits
+    // (helper trial C, U10: nothing said)
+    let mut o = opts(&run);
+    o.overwrite = true;
+    o.stop_after_steps = Some(1);
+    let mut said = Vec::new();
+    train_with(&r, &o, &with_hog(0, false), &mut |ev| {
+        if let nest_train::trainer::Event::Message(m) = ev {
+            said.push(m)
+        }
+    })
+    .unwrap();
+    let aside = run.join(".replaced");
+    let kept = format!("the run this one replaces is kept in {}", aside.display());
+    assert!(said.iter().any(|m| m.contains(&kept)), "{said:?}");
+    assert!(aside.join("final").is_dir());
 }
 
 /// A step recorded as a CUDA graph (the CPU fake records nothing but runs the same path) that

@@ -284,6 +284,13 @@ pub(crate) fn settle(dir: &Path, claim: &Claim, ending: Ending, events: &mut dyn
                 Err(e) => format!("{}: the new run failed and the replaced run could not be put back ({e}); it is in {}", dir.display(), aside.display()),
             }));
         }
+        // (a stopped run's checkpoint resumes it; the replaced run waits for its end)
+        Ending::Stopped => events(Event::Message(format!(
+            "{}: the run this one replaces is kept in {} until this one finishes (`--resume` \
+             continues this one; to go back, put that folder's contents in place of this run's)",
+            dir.display(),
+            aside.display()
+        ))),
         _ => {}
     }
 }
