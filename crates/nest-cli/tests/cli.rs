@@ -1055,6 +1055,10 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
         table.contains("| 8 |") && table.contains("| 32 |"),
         "{table}"
     );
+    // each dim's score beside the original vectors cut to it (helper trial C, U9)
+    assert!(table.starts_with("| dim | val nDCG@10 | truncated | test nDCG@10 | truncated |"));
+    let row = table.lines().find(|l| l.starts_with("| 8 |")).unwrap();
+    assert!(!row.contains('-') && row.matches('|').count() == 6, "{row}");
     let a = nest_model::Adaptor::load(Path::new(&out)).unwrap();
     assert_eq!(a.dims(), vec![8, 16, 32]);
     // `nest info` reads an adaptor folder too (a positional path, as `--model`)
@@ -1068,7 +1072,13 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
     );
     // --dims in increasing order, as every other command takes them: the same adaptor
     let up = p(dir, "smec-up");
-    run(&["--method", "smec", "--dims", "8,16,32", "--out", &up]);
+    let up_flags = flags(&["--method", "smec", "--dims", "8,16,32", "--out", &up]);
+    let o = nest(&up_flags.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && err.contains("warning: validation holds 4 queries"),
+        "{err}"
+    );
     let bytes = |d: &str| std::fs::read(Path::new(d).join("adaptor.safetensors")).unwrap();
     assert!(
         bytes(&out) == bytes(&up),

@@ -273,14 +273,22 @@ pub fn read_qrels(path: &Path, queries: &Embeddings, corpus: &Embeddings) -> Res
     Ok(out)
 }
 
+/// How many of `queries` [`split`] holds out for validation: `val_fraction` of them, at least
+/// one, and one fewer than all (when there are two or more).
+pub fn val_queries(queries: usize, val_fraction: f64) -> usize {
+    ((queries as f64 * val_fraction).round() as usize).clamp(1, queries.saturating_sub(1).max(1))
+}
+
+/// Below this many validation queries, `nest compress` warns that the validation loss (which
+/// picks each stage's best epoch) is noisy.
+pub const FEW_VAL_QUERIES: usize = 30;
+
 /// Splits qrels by query into (train, validation), `val_fraction` of the queries (at least one)
 /// to validation, seeded.
 pub fn split(q: &Qrels, val_fraction: f64, seed: u64) -> (Qrels, Qrels) {
     let mut ids: Vec<&String> = q.keys().collect();
     ids.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
-    let n_val = ((ids.len() as f64 * val_fraction).round() as usize)
-        .clamp(1, ids.len().saturating_sub(1).max(1));
-    let (val, train) = ids.split_at(n_val);
+    let (val, train) = ids.split_at(val_queries(ids.len(), val_fraction));
     let pick = |s: &[&String]| {
         s.iter()
             .map(|k| ((*k).clone(), q[*k].clone()))

@@ -229,6 +229,14 @@ fn train_and_write(
         inp.train.len(),
         (job.val_fraction * 100.0).round()
     )));
+    let n_val = crate::data::val_queries(inp.train.len(), job.val_fraction);
+    if st.method.trains() && n_val < crate::data::FEW_VAL_QUERIES {
+        events(Event::Message(format!(
+            "warning: validation holds {n_val} queries: the validation loss that picks each \
+             stage's best epoch is noisy at that size (more training qrels, or a larger \
+             --val-fraction, steady it)"
+        )));
+    }
     let adaptor = compress(
         &inp,
         st.method,
