@@ -364,6 +364,14 @@ s2() {
       done
     done
   done
+  # libtorch's OpenMP threads sleeping at once after a parallel region instead of spinning
+  # (OMP_WAIT_POLICY=PASSIVE), Nest only: 16 spinning threads would crowd the tokeniser's pool
+  # and the queueing thread as fewer threads would not
+  for b in $ENC_B; do
+    OMP_WAIT_POLICY=PASSIVE run "encode_omppassive_b$b" 30 "$N" bench encode --model "$M" \
+      --data "$D/stsb_test.tsv" --batch-size "$b" --layers 3,6 --dtype auto --repeats "$REPEATS" \
+      --markdown "$SD/encode_threads.md"
+  done
   # the tokenizer's words kept from earlier passes (a server that has seen these words), and
   # no words kept at all (NEST_WORD_CACHE=0: the tokenizers library on every text), Nest only:
   # the host's share that early exit cannot shorten
