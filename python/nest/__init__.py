@@ -24,7 +24,7 @@ import numpy as np
 from . import _nest
 from ._nest import get_num_threads, set_num_threads
 
-__all__ = ["Encoder", "Index", "TrainResult", "train", "distill", "compress", "evaluate", "quantize_embeddings", "get_num_threads", "set_num_threads", "machine", "__version__"]
+__all__ = ["Encoder", "Index", "TrainResult", "train", "export_checkpoint", "distill", "compress", "evaluate", "quantize_embeddings", "get_num_threads", "set_num_threads", "machine", "__version__"]
 __version__ = "0.1.0"
 
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
@@ -437,6 +437,28 @@ def train(
         last_loss=loss,
         stopped=stopped,
     )
+
+
+def export_checkpoint(checkpoint: str, out: str, overwrite: bool = False,
+                      progress: bool = True) -> str:
+    """Writes a training checkpoint's model as a model folder, as ``nest export checkpoint``
+    does: what ``final/`` would hold had the run ended at that step (a run stopped early, or
+    one still going), loadable by ``nest.Encoder(out)`` and ``SentenceTransformer(out)``.
+
+    Args:
+        checkpoint: ``RUN/checkpoints/step-N``, or a run folder (its newest checkpoint).
+        out: the model folder to write (new or empty).
+        overwrite: replace a model already at ``out`` (never a folder without one).
+        progress: print what it does to stderr.
+
+    Returns ``out``.
+
+    Raises:
+        FileNotFoundError: no such checkpoint or run, or the run's model is missing.
+        ValueError: ``out`` holds files (without ``overwrite``), or no model; not a checkpoint.
+    """
+    _nest.export_checkpoint_native(str(checkpoint), str(out), overwrite, progress)
+    return str(out)
 
 
 def distill(

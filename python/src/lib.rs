@@ -365,6 +365,7 @@ fn _nest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(machine_native, m)?)?;
     m.add_function(wrap_pyfunction!(unknown_env_native, m)?)?;
     m.add_function(wrap_pyfunction!(train::train_native, m)?)?;
+    m.add_function(wrap_pyfunction!(train::export_checkpoint_native, m)?)?;
     m.add_function(wrap_pyfunction!(distill::distill_native, m)?)?;
     m.add_function(wrap_pyfunction!(compress::compress_native, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate::evaluate_native, m)?)?;

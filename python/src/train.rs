@@ -131,3 +131,27 @@ pub fn train_native(
         stopped,
     ))
 }
+
+/// Writes checkpoint `checkpoint`'s model (a `RUN/checkpoints/step-N` folder, or a run folder:
+/// its newest) to `out` as `nest export checkpoint` does; returns the checkpoint and its step.
+/// `overwrite` replaces a model at `out` (never a folder without one).
+#[pyfunction]
+#[pyo3(signature = (checkpoint, out, overwrite = false, progress = true))]
+pub fn export_checkpoint_native(
+    py: Python<'_>,
+    checkpoint: PathBuf,
+    out: PathBuf,
+    overwrite: bool,
+    progress: bool,
+) -> PyResult<(PathBuf, u64)> {
+    let ck = nest_train::trainer::find_checkpoint(&checkpoint).map_err(train_err)?;
+    nest_model::export::check_out(&out, &ck, overwrite).map_err(PyValueError::new_err)?;
+    let mut interrupted = false;
+    let done = crate::detach(py, || {
+        let device = nest_model::default_device();
+        let mut events = on_event(progress, &mut interrupted);
+        nest_train::trainer::export_checkpoint(&ck, &out, device, &mut events)
+    })?
+    .map_err(train_err)?;
+    Ok((done.checkpoint, done.step))
+}

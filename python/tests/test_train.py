@@ -96,6 +96,11 @@ def test_ctrl_c_checkpoints_and_the_resume_is_exact(tmp_path):
     assert 3 <= len(cut) < n, f"{len(cut)} steps before the stop"
     assert Path(run, "checkpoints", f"step-{len(cut):08d}").is_dir()
     assert not Path(run, "final").exists()
+    # the cut run's newest checkpoint as a model (as sentence-transformers' checkpoint-N loads)
+    out = nest.export_checkpoint(run, tmp_path / "cut-model", progress=False)
+    assert nest.Encoder(out).encode(["a cat"], dim=64).shape == (1, 64)
+    with pytest.raises(ValueError, match="overwrite"):
+        nest.export_checkpoint(run, out, progress=False)
     done = nest.train(run_dir=run, resume=True, progress=False)
     assert done.steps == n and done.final
     assert losses(run) == losses(full.run_dir)
