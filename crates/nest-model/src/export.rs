@@ -28,6 +28,37 @@ pub fn save(enc: &ElasticEncoder, dest: &Path, meta: &NestMeta) -> Result<()> {
     write(enc, dest, meta, None)
 }
 
+/// Why `out` must not take a model folder written from `source`'s model (`--out` of `nest
+/// slim`, `nest export checkpoint`): it is `source`'s own folder (or holds it), or it holds
+/// files and `overwrite` is off, or it holds files but no model (the whole folder is replaced).
+pub fn check_out(out: &Path, source: &Path, overwrite: bool) -> std::result::Result<(), String> {
+    if let (Ok(o), Ok(m)) = (out.canonicalize(), source.canonicalize()) {
+        if o == m || m.starts_with(&o) {
+            return Err(format!(
+                "--out {} is the model's own folder (or holds it): write the model elsewhere",
+                out.display()
+            ));
+        }
+    }
+    let holds_files = std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
+    if holds_files && !overwrite {
+        return Err(format!(
+            "--out {} already holds files: pass --overwrite to replace them, or choose another \
+             folder",
+            out.display()
+        ));
+    }
+    // --overwrite replaces a model, never a folder of something else (`--out .`, `--out runs`)
+    if holds_files && !out.join("config.json").is_file() {
+        return Err(format!(
+            "--out {} holds files but no model (no config.json): the whole folder is replaced, \
+             so only a model's is; choose another folder",
+            out.display()
+        ));
+    }
+    Ok(())
+}
+
 /// A smaller model with only the first `layers` layers (2DMSE section 5.4: "one can simply
 /// remove the last layers"): the other layers' weights are dropped and `config.json` says
 /// `num_hidden_layers = layers`, so it loads in `SentenceTransformer(path)` and gives the vectors

@@ -85,35 +85,6 @@ fn untrained_point(
 /// `--out` must not be the model's own folder, and may hold files only with `--overwrite`
 /// (slim replaces the folder: a finished model or run there would be lost).
 fn check_out(a: &SlimArgs) -> Result<()> {
-    check_model_out(&a.out, std::path::Path::new(&a.model), a.overwrite)
-}
-
-/// `--out` of a command that writes a model folder from `source`'s: not `source`'s own folder
-/// (nor one that holds it), and one that holds files only with `overwrite` and only a model.
-pub(super) fn check_model_out(
-    out: &std::path::Path,
-    source: &std::path::Path,
-    overwrite: bool,
-) -> Result<()> {
-    if let (Ok(o), Ok(m)) = (out.canonicalize(), source.canonicalize()) {
-        anyhow::ensure!(
-            o != m && !m.starts_with(&o),
-            "--out {} is the model's own folder (or holds it): write the model elsewhere",
-            out.display()
-        );
-    }
-    let holds_files = std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
-    anyhow::ensure!(
-        !holds_files || overwrite,
-        "--out {} already holds files: pass --overwrite to replace them, or choose another folder",
-        out.display()
-    );
-    // --overwrite replaces a model, never a folder of something else (`--out .`, `--out runs`)
-    anyhow::ensure!(
-        !holds_files || out.join("config.json").is_file(),
-        "--out {} holds files but no model (no config.json): the whole folder is replaced, so \
-         only a model's is; choose another folder",
-        out.display()
-    );
-    Ok(())
+    nest_model::export::check_out(&a.out, std::path::Path::new(&a.model), a.overwrite)
+        .map_err(anyhow::Error::msg)
 }

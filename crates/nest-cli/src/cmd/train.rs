@@ -245,7 +245,7 @@ fn say(pb: &ProgressBar, line: String) {
 /// `nest export checkpoint`: a checkpoint's model written as a model folder.
 pub fn export_checkpoint(a: &crate::args_search::ExportCheckpointArgs) -> Result<()> {
     let ck = nest_train::trainer::find_checkpoint(&a.checkpoint)?;
-    super::slim::check_model_out(&a.out, &ck, a.overwrite)?;
+    nest_model::export::check_out(&a.out, &ck, a.overwrite).map_err(anyhow::Error::msg)?;
     let pb = ProgressBar::hidden();
     let mut events = |e: Event| on_event(&pb, e);
     let device = nest_model::default_device();
