@@ -670,6 +670,8 @@ class Index:
 
     def __init__(self, path: str, model: Optional[str] = None):
         self._native = _nest.NativeIndex(str(path), model)
+        if self._native.weights_note:
+            warnings.warn(self._native.weights_note, UserWarning, stacklevel=2)
         self.path = str(path)
 
     @classmethod
@@ -738,6 +740,8 @@ class Index:
         Queries take ``prompt_name`` / ``prompt``, else the model's ``query`` prompt, as
         ``encode_query``."""
         single = isinstance(queries, str)
+        if int(k) < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
         if not single and len(queries) == 0:
             return []
         text = self._native.search(

@@ -67,6 +67,7 @@ pub struct NativeIndex {
     col: Collection,
     model: Shared,
     layer: usize,
+    weights_note: Option<String>,
 }
 
 #[pymethods]
@@ -93,6 +94,10 @@ impl NativeIndex {
             .get("max_length")
             .and_then(|m| m.as_u64())
             .map(|m| m as usize);
+        let recorded = source.get("model").and_then(|m| m.as_str());
+        let weights_note = recorded
+            .filter(|r| nest_core::data::same_model(r, &name))
+            .and_then(|_| nest_core::data::weights_note(&source));
         let enc = crate::detach(py, || load(&name, max_len))??;
         let layer = source
             .get("layer")
@@ -109,7 +114,15 @@ impl NativeIndex {
             col,
             model: Shared(enc, None),
             layer,
+            weights_note,
         })
+    }
+
+    /// A warning when the model holds other weights than those that embedded the index
+    /// (`nest_core::data::weights_note`; None: the same, or nothing recorded to compare).
+    #[getter]
+    fn weights_note(&self) -> Option<String> {
+        self.weights_note.clone()
     }
 
     /// Rows built into the index (documents added since are searched too).
@@ -198,6 +211,11 @@ fn stored_payloads(
     };
     (0..ids.len())
         .map(|i| {
+            let problem = nest_core::data::id_problem(&ids[i])
+                .or_else(|| nest_core::data::text_problem(&texts[i]).map(str::to_string));
+            if let Some(p) = problem {
+                return Err(PyValueError::new_err(format!("documents[{i}]: {p}")));
+            }
             let doc = nest_core::data::Document {
                 id: ids[i].clone(),
                 text: texts[i].clone(),
@@ -232,18 +250,68 @@ pub fn index_build_native(
     prompt: Option<String>,
     keep_added: Option<bool>,
 ) -> PyResult<usize> {
+    let options = BuildOptions {
+        dims,
+        precision,
+        layer,
+        overwrite,
+        batch_size,
+        store_text,
+        prompt_name,
+        prompt,
+        keep_added,
+    };
     // `out` the model's own folder (overwrite=True would replace the model with the index)
     let model_dir = std::path::Path::new(&model);
     nest_core::fsutil::check_output_spares_inputs("path", &out, &[("model", model_dir)])
         .map_err(crate::core_err)?;
+    // one build per index at a time, and none under a server of it (as `nest index build`)
+    let build = || build_index(py, &out, &model, ids, texts, payloads, options);
+    nest_core::lock::building(&out, build).map_err(crate::core_err)?
+}
+
+/// [`index_build_native`]'s options after the documents.
+struct BuildOptions {
+    dims: Option<Vec<usize>>,
+    precision: String,
+    layer: Option<usize>,
+    overwrite: bool,
+    batch_size: usize,
+    store_text: bool,
+    prompt_name: Option<String>,
+    prompt: Option<String>,
+    keep_added: Option<bool>,
+}
+
+/// [`index_build_native`] under the index's lock.
+fn build_index(
+    py: Python<'_>,
+    out: &std::path::Path,
+    model: &str,
+    ids: Vec<String>,
+    texts: Vec<String>,
+    payloads: Vec<Option<String>>,
+    o: BuildOptions,
+) -> PyResult<usize> {
+    let BuildOptions {
+        dims,
+        precision,
+        layer,
+        overwrite,
+        batch_size,
+        store_text,
+        prompt_name,
+        prompt,
+        keep_added,
+    } = o;
     // documents a server added to the index overwrite=True replaces: refused before any work
-    let added = nest_index::rebuild::added_rows(&out);
+    let added = nest_index::rebuild::added_rows(out);
     if overwrite && added > 0 && keep_added.is_none() {
-        return Err(index_err(nest_index::rebuild::refusal(&out, added)));
+        return Err(index_err(nest_index::rebuild::refusal(out, added)));
     }
     let payloads = stored_payloads(&ids, &texts, &payloads, store_text)?;
     let precisions = Precision::parse_list(&precision).map_err(index_err)?;
-    let enc = crate::detach(py, || load(&model, None))??;
+    let enc = crate::detach(py, || load(model, None))??;
     let layer = layer.unwrap_or(enc.num_layers());
     nest_core::spec::check_layers("layer", &[layer], enc.num_layers()).map_err(crate::core_err)?;
     let d = enc.output_dim();
@@ -257,11 +325,7 @@ pub fn index_build_native(
                 .map(move |&precision| Level { precision, dim })
         })
         .collect();
-    let mut source = serde_json::json!({
-        "model": model,
-        "layer": layer,
-        "max_length": enc.tokenizer.max_length(),
-    });
+    let mut source = nest_core::data::point_record(model, layer, enc.tokenizer.max_length());
     if store_text {
         source[nest_core::data::STORE_TEXT] = true.into();
     }
@@ -272,7 +336,7 @@ pub fn index_build_native(
     let shared = Shared(enc, None);
     crate::detach_interruptible(py, || -> PyResult<usize> {
         let mut b =
-            IndexBuilder::create(&out, d, &levels, true, source, overwrite).map_err(index_err)?;
+            IndexBuilder::create(out, d, &levels, true, source, overwrite).map_err(index_err)?;
         if let Some(keep) = keep_added {
             b.keep_added(keep).map_err(index_err)?;
         }

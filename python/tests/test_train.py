@@ -207,6 +207,27 @@ def test_evaluate_uses_the_models_prompts_as_the_cli(tmp_path):
     assert json.loads((rep / "report.json").read_text())["model"]["path"] == str(MODEL)
 
 
+def test_index_build_takes_the_lock_and_refuses_documents_it_cannot_serve(tmp_path):
+    """Helper trial D: a build under a server of the index (its lock held) is refused, as the
+    CLI's; an empty text or an id with a NUL is a ValueError naming the document."""
+    import fcntl
+
+    out = tmp_path / "idx"
+    with open(tmp_path / ".idx.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(Exception, match="in use"):
+            nest.Index.build(out, str(MODEL), ["a cat"])
+    assert not out.exists()
+    with pytest.raises(ValueError, match=r"documents\[1\]: text is empty"):
+        nest.Index.build(out, str(MODEL), ["a cat", {"id": "e", "text": ""}])
+    with pytest.raises(ValueError, match="NUL"):
+        nest.Index.build(out, str(MODEL), [{"id": "a\0b", "text": "x"}])
+    idx = nest.Index.build(out, str(MODEL), ["a cat", "a dog"])
+    assert idx.search("cat", k=1)[0]["id"] == "0"
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        idx.search("cat", k=-1)
+
+
 def test_index_builds_and_searches_as_the_cli(tmp_path):
     import subprocess
 

@@ -859,6 +859,14 @@ fn defaults_and_wrong_paths_say_what_to_pass() {
         at.display()
     );
     assert!(e.contains(&want), "{e}");
+    // a queue smaller than the largest request: refused at the start (trial D: such requests
+    // got 429 "retry later" for ever)
+    let args = ["serve", "--model", "m", "--max-queued-inputs", "10"];
+    let e = fails_in(d.path(), &args);
+    assert!(
+        e.contains("--max-queued-inputs 10 is below --max-client-batch-size 32"),
+        "{e}"
+    );
 }
 
 /// A misspelt `NEST_*` variable is said at the start (with the name meant), and the command
@@ -1152,4 +1160,71 @@ fn an_output_never_replaces_an_input() {
     );
     assert_eq!(std::fs::read_to_string(d.join("q.jsonl")).unwrap(), q);
     assert_eq!(std::fs::read(d.join("tiny/config.json")).unwrap(), config);
+}
+
+/// Helper trial D: an index records its model folder absolutely (a search from another folder
+/// found no model, or another folder's of that name) and a hash of its weights (retrained in
+/// place, the queries were embedded by other weights than the documents, silently); a document
+/// without text, or an id holding a NUL (pgvector refused the whole export later), is refused
+/// at the build, naming its line.
+#[test]
+fn an_index_knows_its_model_from_anywhere_and_refuses_documents_it_cannot_serve() {
+    let f = fixture();
+    let d = f.path();
+    let docs =
+        "{\"_id\": \"a\", \"text\": \"the cat sat\"}\n{\"_id\": \"b\", \"text\": \"a dog\"}\n";
+    std::fs::write(d.join("docs.jsonl"), docs).unwrap();
+    let build = |input: &str, out: &str| {
+        let args = [
+            "index", "build", "--model", "tiny", "--input", input, "--out", out,
+        ];
+        nest_in(d, &args)
+    };
+    assert!(build("docs.jsonl", "idx").status.success());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("idx/index.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["source"]["model"],
+        d.join("tiny").display().to_string()
+    );
+    std::fs::create_dir_all(d.join("elsewhere")).unwrap();
+    let search = ["search", "--index", "../idx", "--query", "cat", "--k", "1"];
+    let err = ok_in(&d.join("elsewhere"), &search);
+    assert!(!err.contains("warning"), "{err}");
+    // the folder retrained in place (here: another tiny model's weights)
+    let other = TinySpec {
+        seed: 8,
+        ..TinySpec::new(Architecture::Bert)
+    };
+    write_tiny_model(&d.join("other"), &other).unwrap();
+    std::fs::copy(
+        d.join("other/model.safetensors"),
+        d.join("tiny/model.safetensors"),
+    )
+    .unwrap();
+    let err = ok_in(&d.join("elsewhere"), &search);
+    assert!(
+        err.contains("holds other weights than those that embedded"),
+        "{err}"
+    );
+    for (line, says) in [
+        (
+            "{\"_id\": \"e\", \"text\": \"\"}",
+            "line 2: id \"e\": text is empty",
+        ),
+        (
+            "{\"_id\": \"n\\u0000x\", \"text\": \"t\"}",
+            "must hold no NUL character",
+        ),
+    ] {
+        std::fs::write(
+            d.join("bad.jsonl"),
+            format!("{}\n{line}\n", docs.lines().next().unwrap()),
+        )
+        .unwrap();
+        let o = build("bad.jsonl", "bad");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(says), "{err}");
+        assert!(!d.join("bad").exists());
+    }
 }

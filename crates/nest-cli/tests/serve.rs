@@ -1296,6 +1296,27 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
         st == 400 && m.contains("'metadata' (did you mean 'payload'?)"),
         "{m}"
     );
+    // ids the index's other doors refuse (a line break: `nest index build`; a NUL: pgvector's
+    // export), and one id twice in a request: 400, nothing added (trial D: accepted)
+    for (docs, says) in [
+        (
+            json!([{"id": "a\nb", "text": "t"}]),
+            "must hold no line break",
+        ),
+        (
+            json!([{"id": "a\u{0}b", "text": "t"}]),
+            "must hold no NUL character",
+        ),
+        (
+            json!([{"id": "d", "text": "t"}, {"id": "d", "text": "u"}]),
+            "repeats documents[0]'s: one document per id",
+        ),
+    ] {
+        let body = json!({ "documents": docs }).to_string();
+        let (st, b) = http(a, "POST", "/v1/documents", body.as_bytes());
+        let m = String::from_utf8_lossy(&b);
+        assert!(st == 400 && m.contains(says), "{m}");
+    }
     // adds: acknowledged once durable; a retry is not a duplicate; found after a restart
     let add = json!({"documents": [
         {"id": "new1", "text": "a purple giraffe sings opera", "payload": {"lang": "fr"}},
@@ -1652,14 +1673,57 @@ fn several_models_in_one_process_each_answer_their_own_requests() {
     };
     // a server that ignores fields it does not read answers one OpenAI would refuse
     let alone_b = start(&bert, &["--ignore-unknown-fields"]);
-    let extra = json!({"input": "x", "truncate": true});
+    let extra = json!({"input": "x", "normalize": true});
     assert_eq!(post(&alone_b.addr, &extra).0, 200);
     let (st, r) = post(&both.addr, &extra);
     let m = r["error"]["message"].as_str().unwrap_or("");
     assert!(
-        st == 400 && m.contains("argument supplied: 'truncate'"),
+        st == 400 && m.contains("argument supplied: 'normalize'"),
         "{r}"
     );
+    // an input past the max length (64 tokens): cut, the header counting it (helper trial D:
+    // cut without a word), or refused with TEI's "truncate": false; one within it: no header
+    // (--max-batch-tokens is 64 here: one long input a request)
+    let long = "the cat sat on the mat ".repeat(20);
+    for (body, status, cut) in [
+        (json!({"input": [long.as_str()]}), 200, Some("1")),
+        (
+            json!({"input": [long.as_str()], "truncate": true}),
+            200,
+            Some("1"),
+        ),
+        (
+            json!({"input": ["dog", "cat"], "truncate": false}),
+            200,
+            None,
+        ),
+        (
+            json!({"input": ["dog", long.as_str()], "truncate": false}),
+            413,
+            None,
+        ),
+    ] {
+        let (st, head, b) = http_full(
+            &alone_b.addr,
+            "POST",
+            "/v1/embeddings",
+            body.to_string().as_bytes(),
+            "",
+        );
+        let head = head.to_ascii_lowercase();
+        let said = head
+            .lines()
+            .find_map(|l| l.strip_prefix("x-truncated-inputs: "))
+            .map(str::trim);
+        assert_eq!((st, said), (status, cut), "{head}");
+        if st == 413 {
+            let m = String::from_utf8_lossy(&b);
+            assert!(
+                m.contains("input[1] has") && m.contains("past the model's max length"),
+                "{m}"
+            );
+        }
+    }
     let alone_m = start(&mpnet, &[]);
     let close = |x: &[Vec<f32>], y: &[Vec<f32>]| {
         x.len() == y.len()

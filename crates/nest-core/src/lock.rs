@@ -119,6 +119,23 @@ impl FolderLock {
     }
 }
 
+/// Runs `build` (which writes `target`, an index renamed into place) under the lock beside
+/// `target`: refused at once while another process holds it (a build, a server of the index);
+/// the lock file goes with a finished build ([`FolderLock::remove`]) and with a failed one that
+/// created it ([`FolderLock::discard`]). The outer error is the lock's; the inner, the build's.
+pub fn building<T, E>(
+    target: &Path,
+    build: impl FnOnce() -> std::result::Result<T, E>,
+) -> Result<std::result::Result<T, E>> {
+    let lock = FolderLock::take_beside(target)?;
+    let result = build();
+    match result.is_ok() {
+        true => lock.remove(),
+        false => lock.discard(),
+    }
+    Ok(result)
+}
+
 /// The refusal: who holds the lock, and what to do.
 fn busy_message(holder: &str, lock: &Path) -> String {
     let who = match holder.trim() {
@@ -173,5 +190,27 @@ mod tests {
         let beside = d.path().join("index");
         FolderLock::take_beside(&beside).unwrap().discard();
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    /// A build under the lock beside its index: refused while another holder (a server, a
+    /// build) has it, without running; the lock file gone after it, finished or failed.
+    #[test]
+    fn a_build_runs_under_the_lock_beside_its_target() {
+        let d = tempfile::tempdir().unwrap();
+        let idx = d.path().join("idx");
+        let server = FolderLock::take_beside(&idx).unwrap();
+        let mut ran = false;
+        let e = building(&idx, || -> std::result::Result<(), ()> {
+            ran = true;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(!ran && e.to_string().contains("in use"), "{e}");
+        drop(server);
+        let ok: std::result::Result<u8, ()> = building(&idx, || Ok(7)).unwrap();
+        assert_eq!(ok, Ok(7));
+        let failed: std::result::Result<u8, &str> = building(&idx, || Err("no")).unwrap();
+        assert_eq!(failed, Err("no"));
+        assert!(!d.path().join(".idx.lock").exists());
     }
 }

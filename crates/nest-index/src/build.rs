@@ -184,7 +184,10 @@ impl IndexBuilder {
         if out.exists() && !overwrite {
             return Err(Error::invalid(
                 "out",
-                format!("{} exists; pass --overwrite to replace it", out.display()),
+                format!(
+                    "{} exists; pass --overwrite (Python: overwrite=True) to replace it",
+                    out.display()
+                ),
             ));
         }
         let name = out
@@ -267,11 +270,8 @@ impl IndexBuilder {
                 format!("coordinate {j} is not finite"),
             ));
         }
-        if id.is_empty() || id.contains(['\n', '\r']) {
-            return Err(Error::invalid(
-                format!("id of vector {row}"),
-                format!("{id:?}: ids must be non-empty and hold no line break"),
-            ));
+        if let Some(problem) = nest_core::data::id_problem(id) {
+            return Err(Error::invalid(format!("id of vector {row}"), problem));
         }
         let tmp = self.tmp.clone();
         for lw in &mut self.levels {

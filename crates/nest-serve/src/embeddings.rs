@@ -31,25 +31,29 @@ async fn embed(s: &AppState, body: &[u8]) -> Result<Response> {
     check_count(s, req.inputs.len(), "input")?;
     let point = info.point(req.dimensions, req.layers, engine.config.allow_any_point)?;
     let (prompt, skip) = info.prompt(req.prompt_name.as_deref(), req.prompt.as_deref())?;
-    let (vectors, tokens) = run_inputs(
-        s,
-        engine,
-        req.inputs,
-        (point.layer, point.dim),
-        prompt,
-        skip,
-    )
-    .await?;
+    let at = (point.layer, point.dim);
+    let truncate = req.truncate.unwrap_or(true);
+    let done = run_inputs(s, engine, req.inputs, at, prompt, (skip, truncate)).await?;
+    let (vectors, tokens) = (&done.vectors, done.tokens);
     let name = &engine.config.served_name;
-    Ok(match req.output {
+    let mut resp = match req.output {
         Output::Raw {
             dtype,
             order,
             header,
-        } => raw_response(&vectors, (dtype, order, header), name, tokens),
-        output => Json(json_response(&vectors, &output, name, tokens)).into_response(),
-    })
+        } => raw_response(vectors, (dtype, order, header), name, tokens),
+        output => Json(json_response(vectors, &output, name, tokens)).into_response(),
+    };
+    if done.cut > 0 {
+        // the body stays OpenAI's; the count of inputs cut at the max length goes beside it
+        resp.headers_mut()
+            .insert(TRUNCATED_HEADER, header::HeaderValue::from(done.cut));
+    }
+    Ok(resp)
 }
+
+/// The response header counting the inputs cut at the model's max length (absent: none was).
+pub const TRUNCATED_HEADER: &str = "x-truncated-inputs";
 
 /// OpenAI's body (`embedding`: one form) or, for several forms, each item's `embeddings`
 /// keyed by name (Cohere's `embedding_types`); `scale` beside int8 and uint8 codes.

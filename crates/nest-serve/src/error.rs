@@ -138,14 +138,39 @@ impl IntoResponse for Error {
         };
         crate::metrics::METRICS.errors(status.as_u16());
         let mut r = (status, axum::Json(body)).into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            r.headers_mut().insert(
-                axum::http::header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static("Bearer"),
-            );
+        let header = match status {
+            StatusCode::UNAUTHORIZED => Some((axum::http::header::WWW_AUTHENTICATE, "Bearer")),
+            // a full queue drains within a batch or two: when to try again (OpenAI's clients
+            // and most HTTP retry policies read it)
+            StatusCode::TOO_MANY_REQUESTS => Some((axum::http::header::RETRY_AFTER, "1")),
+            _ => None,
+        };
+        if let Some((name, value)) = header {
+            r.headers_mut()
+                .insert(name, axum::http::HeaderValue::from_static(value));
         }
         r
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full queue says when to come back (helper trial D: a 429 without Retry-After, which
+    /// OpenAI's clients retry on their own schedule); a refused key says how to authenticate.
+    #[test]
+    fn statuses_carry_the_headers_clients_read() {
+        let r = Error::Overloaded {
+            queued: 10,
+            limit: 10,
+        }
+        .into_response();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()["retry-after"], "1");
+        let r = Error::bad(None, "x").into_response();
+        assert!(r.headers().get("retry-after").is_none());
+    }
+}

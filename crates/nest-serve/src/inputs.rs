@@ -16,18 +16,40 @@ use crate::{Error, Result};
 /// ones on the blocking pool.
 const INLINE_TOKENIZE_BYTES: usize = 8192;
 
+/// What [`run_inputs`] gives back.
+pub(crate) struct Embedded {
+    pub vectors: Vec<Vec<f32>>,
+    /// Tokens embedded (after cutting).
+    pub tokens: usize,
+    /// Inputs cut at the model's max length.
+    pub cut: usize,
+}
+
 /// Tokenises `inputs` (with the prompt), checks the token limit, queues them at
-/// (`layer`, `dim`) and awaits their vectors; (vectors, tokens).
+/// (`layer`, `dim`) and awaits their vectors. An input longer than the model's max length is
+/// cut there when `truncate` (sentence-transformers' way), else refused (413, TEI's).
 pub(crate) async fn run_inputs(
     s: &AppState,
     engine: &Engine,
     inputs: Inputs,
     (layer, dim): (usize, usize),
     prompt: Option<&str>,
-    skip: usize,
-) -> Result<(Vec<Vec<f32>>, usize)> {
+    (skip, truncate): (usize, bool),
+) -> Result<Embedded> {
     let n = inputs.len();
-    let ids = token_ids(engine.info()?, inputs, prompt).await?;
+    let info = engine.info()?;
+    let (ids, cut) = token_ids(info, inputs, prompt).await?;
+    if let (false, Some(&(i, full))) = (truncate, cut.first()) {
+        return Err(Error::too_large(
+            Some("input"),
+            format!(
+                "input[{i}] has {full} tokens, past the model's max length {}; send \
+                 \"truncate\": true (or leave it out) to cut it there, as sentence-transformers \
+                 does",
+                info.tokenizer.max_length()
+            ),
+        ));
+    }
     let tokens: usize = ids.iter().map(Vec::len).sum();
     if tokens > s.limits.max_tokens {
         return Err(Error::too_large(
@@ -62,7 +84,33 @@ pub(crate) async fn run_inputs(
                 .map_err(Error::Internal)?,
         );
     }
-    Ok((vectors, tokens))
+    Ok(Embedded {
+        vectors,
+        tokens,
+        cut: cut.len(),
+    })
+}
+
+/// The texts among `texts` (as tokenised to `ids`) that were cut: (position, full length).
+fn cut_texts(
+    tok: &nest_model::tokenize::TextTokenizer,
+    texts: &[String],
+    ids: &[Vec<i64>],
+) -> Result<Vec<(usize, usize)>> {
+    let max = tok.max_length();
+    let mut cut = Vec::new();
+    for (i, (t, s)) in texts.iter().zip(ids).enumerate() {
+        // only a text that reached the limit may have been cut
+        if s.len() >= max {
+            let full = tok
+                .full_length(t)
+                .map_err(|e| Error::bad(Some("input"), format!("input[{i}]: {e}")))?;
+            if full > max {
+                cut.push((i, full));
+            }
+        }
+    }
+    Ok(cut)
 }
 
 /// Tokenises `texts`; a text the tokenizer fails on is the client's: 400 naming it.
@@ -81,13 +129,14 @@ fn tokenize(tok: &nest_model::tokenize::TextTokenizer, texts: &[String]) -> Resu
 }
 
 /// The request's token ids: texts tokenised (inline when short, else off the async threads),
-/// id lists checked against the vocabulary; both truncated to the model's max length.
+/// id lists checked against the vocabulary; both truncated to the model's max length, with the
+/// inputs that were cut (position, full length).
 /// A prompt, when given, is prepended to every text (token-id inputs are taken as they are).
 async fn token_ids(
     info: &ServedModel,
     inputs: Inputs,
     prompt: Option<&str>,
-) -> Result<Vec<Vec<i64>>> {
+) -> Result<(Vec<Vec<i64>>, Vec<(usize, usize)>)> {
     let max_len = info.tokenizer.max_length();
     Ok(match inputs {
         Inputs::Texts(texts) => {
@@ -102,17 +151,23 @@ async fn token_ids(
                 None => texts,
             };
             let bytes: usize = texts.iter().map(String::len).sum();
+            let work = |tok: &nest_model::tokenize::TextTokenizer, texts: &[String]| {
+                let ids = tokenize(tok, texts)?;
+                let cut = cut_texts(tok, texts, &ids)?;
+                Ok::<_, Error>((ids, cut))
+            };
             if bytes <= INLINE_TOKENIZE_BYTES {
                 // short inputs: tokenising takes microseconds, less than a thread hand-off
-                tokenize(&info.tokenizer, &texts)?
+                work(&info.tokenizer, &texts)?
             } else {
                 let tok = Arc::clone(&info.tokenizer);
-                tokio::task::spawn_blocking(move || tokenize(&tok, &texts))
+                tokio::task::spawn_blocking(move || work(&tok, &texts))
                     .await
                     .map_err(|e| Error::Internal(e.to_string()))??
             }
         }
         Inputs::Tokens(mut seqs) => {
+            let mut cut = Vec::new();
             for (i, sq) in seqs.iter_mut().enumerate() {
                 if let Some(j) = sq.iter().position(|&t| t as usize >= info.vocab_size) {
                     return Err(Error::bad(
@@ -123,9 +178,12 @@ async fn token_ids(
                         ),
                     ));
                 }
+                if sq.len() > max_len {
+                    cut.push((i, sq.len()));
+                }
                 sq.truncate(max_len);
             }
-            seqs
+            (seqs, cut)
         }
     })
 }

@@ -48,6 +48,9 @@ pub struct EmbeddingRequest {
     pub prompt_name: Option<String>,
     /// A prompt's text, prepended to every text input.
     pub prompt: Option<String>,
+    /// TEI's `truncate`: `false` refuses an input past the max length (413), `true` or absent
+    /// cuts it.
+    pub truncate: Option<bool>,
 }
 
 pub(crate) fn string(v: &Value, param: &'static str) -> Result<Option<String>> {
@@ -164,7 +167,7 @@ pub struct Field {
 
 /// Every field [`parse`] reads; a body with another is refused, as OpenAI's API refuses it, unless
 /// the server ignores them ([`UnknownFields`]).
-pub const FIELDS: [Field; 11] = [
+pub const FIELDS: [Field; 12] = [
     Field {
         name: "input",
         doc: "a string, an array of strings, an array of token ids or an array of token-id arrays",
@@ -209,6 +212,14 @@ pub const FIELDS: [Field; 11] = [
         name: "prompt",
         doc: "Nest: a prompt text prepended to every text input",
     },
+    Field {
+        name: "truncate",
+        doc: concat!(
+            "text-embeddings-inference's: true (default here, as sentence-transformers) cuts an ",
+            "input past the model's max length there, the `x-truncated-inputs` response header ",
+            "counting them; false refuses it (413)"
+        ),
+    },
 ];
 
 /// Parses a request body; fields outside [`FIELDS`] get what `unknown` says.
@@ -242,6 +253,16 @@ pub fn parse(body: &[u8], unknown: UnknownFields) -> Result<EmbeddingRequest> {
         output,
         prompt_name: string(get("prompt_name"), "prompt_name")?,
         prompt: string(get("prompt"), "prompt")?,
+        truncate: match get("truncate") {
+            Value::Null => None,
+            Value::Bool(b) => Some(*b),
+            other => {
+                return Err(Error::bad(
+                    Some("truncate"),
+                    format!("'truncate' must be true or false, got {}", kind(other)),
+                ))
+            }
+        },
     })
 }
 

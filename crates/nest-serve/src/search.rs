@@ -74,6 +74,9 @@ impl Searcher {
                 model.display()
             )));
         }
+        if let Some(note) = nest_core::data::weights_note(source) {
+            eprintln!("nest serve: warning: --index {}: {note}", dir.display());
+        }
         let layer = source
             .get("layer")
             .and_then(Value::as_u64)
@@ -263,7 +266,10 @@ async fn embed_at_index(
         )));
     }
     let (p, skip) = info.prompt_for(prompt_name, prompt, side)?;
-    let (v, _) = run_inputs(s, engine, Inputs::Texts(texts), (idx.layer, full), p, skip).await?;
+    let point = (idx.layer, full);
+    let v = run_inputs(s, engine, Inputs::Texts(texts), point, p, (skip, true))
+        .await?
+        .vectors;
     Ok(v)
 }
 

@@ -44,16 +44,12 @@ fn build(a: IndexBuildArgs) -> Result<()> {
         let g = nest_dist::Group::join(&launch, std::time::Duration::from_secs(300))?;
         return super::index_parts::build(a, &g);
     }
-    // one build per output at a time: a second one is refused at once, naming the first
-    let lock = nest_core::lock::FolderLock::take_beside(&a.out)?;
+    // one build per output at a time: a second one is refused at once, naming the first;
     // documents a server added to the index --overwrite replaces: kept, dropped, or refused now
-    let result = super::index_common::added_choice(&a).and_then(|_| build_one(a));
-    match result.is_ok() {
-        // the index is in place: the lock beside it goes (deleted while still held)
-        true => lock.remove(),
-        false => lock.discard(),
-    }
-    result
+    let out = a.out.clone();
+    nest_core::lock::building(&out, || {
+        super::index_common::added_choice(&a).and_then(|_| build_one(a))
+    })?
 }
 
 /// A single-process build: every input read and checked before the builder writes (into a
@@ -71,12 +67,9 @@ fn build_one(a: IndexBuildArgs) -> Result<()> {
     let d = model.output_dim();
     let levels = levels(a.dims.as_deref(), &precisions, d)?;
     let prompt = super::index_common::document_prompt(&a, &model)?;
-    let mut source = serde_json::json!({
-        "model": a.model.model,
-        "layer": layer,
-        "max_length": model.tokenizer.max_length(),
-        "documents_sha256": nest_core::data::content_sha256(&docs),
-    });
+    let max_length = model.tokenizer.max_length();
+    let mut source = nest_core::data::point_record(&a.model.model, layer, max_length);
+    source["documents_sha256"] = nest_core::data::content_sha256(&docs).into();
     source[nest_core::data::DOCUMENT_PROMPT] = prompt.into();
     // what a cut build kept: the vectors of these documents by this model, in this arithmetic
     let mut key = source.clone();

@@ -156,12 +156,9 @@ fn write_part(
         m.rows,
         dir.display()
     );
-    let mut source = serde_json::json!({
-        "model": a.model.model,
-        "layer": layer,
-        "max_length": model.tokenizer.max_length(),
-        "processes": g.world(),
-    });
+    let max_length = model.tokenizer.max_length();
+    let mut source = nest_core::data::point_record(&a.model.model, layer, max_length);
+    source["processes"] = g.world().into();
     source[nest_core::data::DOCUMENT_PROMPT] = prompt.into();
     Ok((source, d, levels))
 }

@@ -29,6 +29,12 @@ fn query_model(
         .get("max_length")
         .and_then(|m| m.as_u64())
         .map(|m| m as usize);
+    let recorded = source.get("model").and_then(|m| m.as_str());
+    if recorded.is_some_and(|r| nest_core::data::same_model(r, &name)) {
+        if let Some(note) = nest_core::data::weights_note(source) {
+            eprintln!("warning: {note}");
+        }
+    }
     let model = super::load_model_path(&name, max_len)?;
     let layer = source
         .get("layer")

@@ -8,6 +8,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
         a.max_client_batch_size >= 1,
         "--max-client-batch-size must be at least 1"
     );
+    // a request of the largest size taken must fit an empty queue, or it is refused as "retry
+    // later" for ever (trial D: 16 inputs against a queue of 10)
+    anyhow::ensure!(
+        a.max_queued_inputs >= a.max_client_batch_size,
+        "--max-queued-inputs {} is below --max-client-batch-size {}: a request of {} inputs \
+         would never fit the queue; raise --max-queued-inputs or lower --max-client-batch-size",
+        a.max_queued_inputs,
+        a.max_client_batch_size,
+        a.max_client_batch_size
+    );
     anyhow::ensure!(
         a.request_timeout >= 1,
         "--request-timeout must be at least 1 (seconds)"
@@ -60,7 +70,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
     rt.block_on(nest_serve::serve(configs, limits, access, a.index.as_deref(), &addr, |bound| {
         eprintln!("nest serve: listening on http://{bound} (model loading in the background; /health is 200 once ready)");
     }))
-    .with_context(|| format!("serving on {addr}"))?;
+    .map_err(|e| match e {
+        // a setting refused (an index of another model, names that clash): its own words first
+        nest_serve::Error::Config(m) => anyhow::anyhow!(m),
+        other => anyhow::Error::new(other).context(format!("serving on {addr}")),
+    })?;
     eprintln!("nest serve: stopped");
     Ok(())
 }

@@ -27,6 +27,26 @@ pub fn recorded_document_prompt(source: &serde_json::Value) -> Option<Option<Str
         .map(|v| v.as_str().filter(|p| !p.is_empty()).map(str::to_string))
 }
 
+/// What is wrong with a document id, wherever an index takes one (a documents file,
+/// `Index.build`, vectors' ids, a server's `/v1/documents`): empty, a line break (an index keeps
+/// one id a line) or a NUL (PostgreSQL's text refuses it: `nest export pgvector`). `None`: fine.
+pub fn id_problem(id: &str) -> Option<String> {
+    let problem = match () {
+        _ if id.is_empty() => "must be non-empty",
+        _ if id.contains(['\n', '\r']) => "must hold no line break",
+        _ if id.contains('\0') => "must hold no NUL character",
+        _ => return None,
+    };
+    Some(format!("id {id:?} {problem}"))
+}
+
+/// What is wrong with a document's text: empty (nothing to embed; its vector, a prompt's or the
+/// special tokens' alone, came near the top of unrelated searches). `None`: fine.
+pub fn text_problem(text: &str) -> Option<&'static str> {
+    text.is_empty()
+        .then_some("text is empty: a document needs words to be found by them")
+}
+
 impl Document {
     /// What an index stores beside the vector: the payload, with the embedded text under
     /// `text` when `with_text` (`nest index build --store-text`), so that a search's hits show
@@ -206,11 +226,11 @@ fn parse(path: &Path, raw: &str, offset: Option<u64>) -> Result<DocumentShare> {
             };
             (doc, Some(Derived::Line(i)))
         };
-        if doc.id.is_empty() || doc.id.contains(['\n', '\r']) {
-            return Err(row(
-                i,
-                format!("id {:?} must be non-empty with no line break", doc.id),
-            ));
+        if let Some(problem) = id_problem(&doc.id) {
+            return Err(row(i, problem));
+        }
+        if let Some(problem) = text_problem(&doc.text) {
+            return Err(row(i, format!("id {:?}: {problem}", doc.id)));
         }
         if offset.is_some() && !seen.insert(doc.id.clone()) {
             return Err(row(i, format!("duplicate id '{}'", doc.id)));

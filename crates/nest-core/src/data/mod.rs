@@ -16,12 +16,15 @@ mod tsv;
 
 pub use beir::Beir;
 pub use documents::{
-    content_sha256, read_documents, read_documents_share, recorded_document_prompt, texts_sha256,
-    Document, DocumentShare, DOCUMENT_PROMPT, STORE_TEXT,
+    content_sha256, id_problem, read_documents, read_documents_share, recorded_document_prompt,
+    text_problem, texts_sha256, Document, DocumentShare, DOCUMENT_PROMPT, STORE_TEXT,
 };
 pub use labelled::{read_classification, read_pairs, LabelledPair, LabelledText};
 pub use positives::read_positive_pairs;
-pub use recorded::{point_differences, same_model, POINT_KEYS};
+pub use recorded::{
+    point_differences, point_record, same_model, weights_note, weights_sha256, POINT_KEYS,
+    WEIGHTS_KEY,
+};
 pub use sentences::{read_sentences, read_sentences_share};
 pub use sts::{read_sts, StsPair};
 pub use tsv::{is_csv, TsvTable};

@@ -26,6 +26,8 @@ pub struct TextTokenizer {
     /// The model's embedding rows, and the files they and this tokenizer came from: an id at
     /// or past them is refused ([`TextTokenizer::limit_ids`]).
     rows: Option<Arc<(usize, String)>>,
+    /// The tokenizer without truncation, made the first time [`Self::full_length`] asks.
+    untruncated: Arc<std::sync::OnceLock<Tokenizer>>,
 }
 
 impl TextTokenizer {
@@ -59,7 +61,22 @@ impl TextTokenizer {
             max_length,
             words,
             rows: None,
+            untruncated: Arc::default(),
         })
+    }
+
+    /// How many tokens `text` makes in full, special tokens included: past
+    /// [`Self::max_length`] when [`Self::encode`] cuts it (a server says so, or refuses it).
+    pub fn full_length(&self, text: &str) -> Result<usize> {
+        let whole = self.untruncated.get_or_init(|| {
+            let mut t = self.inner.clone();
+            let _ = t.with_truncation(None); // (None cannot fail)
+            t
+        });
+        let e = whole
+            .encode(text, true)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(e.get_ids().len())
     }
 
     pub fn max_length(&self) -> usize {

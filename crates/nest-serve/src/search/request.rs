@@ -149,6 +149,9 @@ pub fn parse_documents(body: &[u8], unknown: UnknownFields) -> Result<DocumentsR
             let field = |k: &str| d.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
             let id = field("id")
                 .ok_or_else(|| bad(format!("documents[{i}].id must be a non-empty string")))?;
+            if let Some(problem) = nest_core::data::id_problem(id) {
+                return Err(bad(format!("documents[{i}].id: {problem}")));
+            }
             let text = field("text")
                 .ok_or_else(|| bad(format!("documents[{i}].text must be a non-empty string")))?;
             let payload = match d.get("payload") {
@@ -162,7 +165,16 @@ pub fn parse_documents(body: &[u8], unknown: UnknownFields) -> Result<DocumentsR
             };
             Ok((id.to_string(), text.to_string(), payload))
         })
-        .collect::<Result<_>>()?;
+        .collect::<Result<Vec<_>>>()?;
+    let mut first = std::collections::HashMap::new();
+    for (j, (id, _, _)) in documents.iter().enumerate() {
+        if let Some(i) = first.insert(id.as_str(), j) {
+            return Err(bad(format!(
+                "documents[{j}].id {id:?} repeats documents[{i}]'s: one document per id in a \
+                 request (an id already in the index is kept as it is, reported as existing)"
+            )));
+        }
+    }
     Ok(DocumentsRequest {
         documents,
         model: request::string(o.get("model").unwrap_or(&Value::Null), "model")?,
