@@ -875,6 +875,13 @@ fn train_resumes_exactly_after_kill_9() {
     let read = |dir: &str, f: &str| std::fs::read(Path::new(dir).join(f)).unwrap();
     let fin = format!("{full}/final");
     assert!(read(&last, "nest.json") == read(&fin, "nest.json"));
+    // never over the run's own final/ (helper trial D: replaced it with step 4's)
+    let o = nest(&["export", "checkpoint", &step4, "--out", &fin, "--overwrite"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("is the run's own final/"),
+        "{err}"
+    );
     assert!(
         read(&last, "model.safetensors") != read(&fin, "model.safetensors"),
         "step 4's"

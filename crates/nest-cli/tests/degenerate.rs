@@ -76,6 +76,13 @@ fn undefined_metrics_are_reported_and_small_corpora_searched() {
     let report = nest_eval::Report::read(&out.join("report.json")).unwrap();
     for t in &report.tasks {
         assert!(t.cells[0].metrics["spearman"].is_nan(), "{}", t.task);
+        // and says why (helper trial D: NaN without a reason)
+        let why = t.warnings.join(" ");
+        assert!(
+            why.contains("a Spearman correlation") && why.contains("NaN"),
+            "{}: {why}",
+            t.task
+        );
     }
     assert!(out.join("report.md").exists());
     // a corpus of 2 documents searched for 10

@@ -149,10 +149,21 @@ fn loss_goes_down_and_the_model_is_saved() {
             "0.0",
             "--decay",
             "constant",
+            "--max-steps",
+            "100",
         ],
     );
-    let s = train(&r, &opts(&run), &mut |_| {}).unwrap();
+    let mut said = Vec::new();
+    let s = train(&r, &opts(&run), &mut |e| {
+        if let nest_train::trainer::Event::Message(m) = e {
+            said.push(m)
+        }
+    })
+    .unwrap();
     assert_eq!(s.steps, 60);
+    // a max_steps past the epochs says where the run stops (helper trial D: capped silently)
+    let capped = "max_steps 100 is past the 60 steps of 10 epoch(s) over this data";
+    assert!(said.iter().any(|m| m.contains(capped)), "{said:?}");
     let l = losses(&run);
     let first: f64 = l[..6].iter().map(|x| x.1).sum::<f64>() / 6.0;
     let last: f64 = l[l.len() - 6..].iter().map(|x| x.1).sum::<f64>() / 6.0;

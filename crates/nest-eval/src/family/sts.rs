@@ -42,12 +42,29 @@ impl TaskFamily for Sts {
         let TaskSource::Sts(p) = src else {
             return Err(wrong_source(self, src));
         };
+        let pairs = read_sts(p)?;
+        // a correlation needs two pairs and scores that vary: its cells are NaN otherwise (the
+        // run still finishes, issue 23), and the task's warning says why
+        let first = pairs.first().map(|x| x.score);
+        let degenerate = pairs.len() < 2 || pairs.iter().all(|x| Some(x.score) == first);
+        let warnings = match (degenerate, pairs.len()) {
+            (false, _) => vec![],
+            (true, n) if n < 2 => vec![format!(
+                "{}: {n} pair: a Spearman correlation needs two or more (its cells are NaN)",
+                p.display()
+            )],
+            (true, n) => vec![format!(
+                "{}: all {n} gold scores are equal: a Spearman correlation is undefined (its \
+                 cells are NaN)",
+                p.display()
+            )],
+        };
         Ok(Task {
             name: task_name(p),
             kind: TaskKind::Sts,
             files: vec![p.clone()],
-            data: Box::new(StsData(read_sts(p)?)),
-            warnings: vec![],
+            data: Box::new(StsData(pairs)),
+            warnings,
         })
     }
 

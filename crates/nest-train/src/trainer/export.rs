@@ -65,6 +65,15 @@ pub fn export_checkpoint(
                       folder (RUN/checkpoints/step-N), whose recipe says how its model was built"
                 .into(),
         })?;
+    let own = |p: &Path| std::fs::canonicalize(p).ok();
+    if own(out).is_some_and(|o| Some(o) == own(&run.join("final"))) {
+        return Err(Error::Run {
+            path: out.to_path_buf(),
+            message: "is the run's own final/, which `nest train` writes at the run's end: \
+                      write the checkpoint's model elsewhere"
+                .into(),
+        });
+    }
     let (state, _) = checkpoint::load(&ck)?;
     let r = Recipe::load_verbatim(&run.join("recipe.toml"))?;
     let (mut enc, _, objective) = build_model(&r, device, &recipe_objective, events)?;

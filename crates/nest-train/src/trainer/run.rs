@@ -154,6 +154,15 @@ impl<'a> Run<'a> {
             plan.padding.percent(),
             plan.padding_unbatched.percent(),
         )));
+        // a max_steps the data's epochs cannot reach (Hugging Face's Trainer would loop the
+        // data until max_steps; here the epochs bound the run)
+        if self.r.max_steps > plan.total {
+            events(Event::Message(format!(
+                "max_steps {} is past the {} steps of {} epoch(s) over this data: the run stops \
+                 at step {}; raise epochs (--epochs) to train longer",
+                self.r.max_steps, plan.total, self.r.epochs, plan.total
+            )));
+        }
     }
 
     /// Restores the weights, the objective's parameters, the optimizer and the data position
