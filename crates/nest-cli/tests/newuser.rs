@@ -972,6 +972,52 @@ fn search_names_a_folder_that_is_no_index_and_a_filter_without_payloads() {
     ];
     let err = ok_in(d, &search);
     assert!(err.contains("the index stores no payloads"), "{err}");
+    // a filter that can match nothing says why (helper trial D: `[]` and exit 0, no hint)
+    let docs = "{\"_id\": \"a\", \"text\": \"the cat\", \"year\": 2001}\n\
+                {\"_id\": \"b\", \"text\": \"a dog\", \"year\": 2002}\n";
+    std::fs::write(d.join("docs.jsonl"), docs).unwrap();
+    let build = [
+        "index",
+        "build",
+        "--model",
+        "tiny",
+        "--input",
+        "docs.jsonl",
+        "--payload",
+        "--out",
+        "py",
+    ];
+    ok_in(d, &build);
+    for (filter, why) in [
+        (
+            r#"{"nokey": "a"}"#,
+            "no document's payload has the key 'nokey'",
+        ),
+        (
+            r#"{"year": "2001"}"#,
+            "the payloads hold numbers under 'year' (2001, ...)",
+        ),
+        (r#"{"year": 1999}"#, "'year' holds 2001, 2002"),
+    ] {
+        let search = [
+            "search", "--index", "py", "--query", "cat", "--filter", filter,
+        ];
+        let err = ok_in(d, &search);
+        assert!(err.contains(why), "{filter}: {err}");
+    }
+    let err = ok_in(
+        d,
+        &[
+            "search",
+            "--index",
+            "py",
+            "--query",
+            "cat",
+            "--filter",
+            r#"{"year": 2001}"#,
+        ],
+    );
+    assert!(!err.contains("matched no document"), "{err}");
 }
 
 /// `--input -` reads standard input and `--output -` writes JSON lines to standard output, as

@@ -222,10 +222,25 @@ pub const FIELDS: [Field; 12] = [
     },
 ];
 
+/// A request body as JSON: a body that is not UTF-8 is named so (serde_json's "invalid unicode
+/// code point" pointed at a JSON escape the client never wrote), else serde_json's error.
+pub(crate) fn json_body(body: &[u8]) -> Result<Value> {
+    if let Err(e) = std::str::from_utf8(body) {
+        return Err(Error::bad(
+            None,
+            format!(
+                "the body is not UTF-8 (byte {} is not): JSON bodies are UTF-8",
+                e.valid_up_to()
+            ),
+        ));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| Error::bad(None, format!("the body is not valid JSON: {e}")))
+}
+
 /// Parses a request body; fields outside [`FIELDS`] get what `unknown` says.
 pub fn parse(body: &[u8], unknown: UnknownFields) -> Result<EmbeddingRequest> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| Error::bad(None, format!("the body is not valid JSON: {e}")))?;
+    let v = json_body(body)?;
     let Value::Object(obj) = v else {
         return Err(Error::bad(
             None,
@@ -304,7 +319,15 @@ mod tests {
     fn bad_bodies_name_the_field() {
         for (body, needle) in [
             (&b"\x7b"[..], "not valid JSON"),
+            (
+                b"{\"input\":\"caf\xe9\"}",
+                "the body is not UTF-8 (byte 13 is not)",
+            ),
             (b"[1]", "JSON object"),
+            (
+                br#"{"input":"a","truncate":1}"#,
+                "'truncate' must be true or false",
+            ),
             (b"{}", "'input' is required"),
             (br#"{"input":[]}"#, "empty array"),
             (br#"{"input":["a",1]}"#, "input[1]"),

@@ -63,6 +63,11 @@ impl Queries {
 }
 
 fn read_queries(a: &SearchArgs) -> Result<Queries> {
+    // as the server's /v1/search refuses "" (an empty query ranked documents by nothing)
+    anyhow::ensure!(
+        a.query.iter().all(|q| !q.is_empty()),
+        "--query is empty: give the words to search for"
+    );
     let mut q = Queries {
         texts: a.query.clone(),
         ids: vec![None; a.query.len()],
@@ -159,6 +164,12 @@ fn run_nest(a: &SearchArgs, queries: &Queries) -> Result<()> {
         );
     }
     let hits = col.search(&q, &funnel, a.k, filter.as_ref())?;
+    if let (Some(f), true) = (&filter, hits.iter().all(Vec::is_empty)) {
+        // (helper trial D: an empty answer, exit 0, and no hint why)
+        if let Some(why) = f.why_nothing(col.payloads()) {
+            eprintln!("warning: --filter matched no document: {why}");
+        }
+    }
     for (i, h) in hits.into_iter().enumerate() {
         let hits: Vec<serde_json::Value> = h
             .into_iter()

@@ -87,6 +87,59 @@ impl Filter {
     }
 }
 
+impl Filter {
+    /// Why no payload of `payloads` passes (`None`: some does): a key no payload has, a value
+    /// of another JSON type than the payloads hold under that key (`"2001"` against `2001`), or
+    /// the values they do hold (a few). What `nest search` says when a filter found nothing.
+    pub fn why_nothing(&self, payloads: impl Iterator<Item = Option<Value>>) -> Option<String> {
+        let payloads: Vec<Value> = payloads.flatten().collect();
+        if payloads.iter().any(|p| self.matches(Some(p))) {
+            return None;
+        }
+        let kind = |v: &Value| match v {
+            Value::String(_) => "strings",
+            Value::Number(_) => "numbers",
+            Value::Bool(_) => "booleans",
+            Value::Null => "nulls",
+            Value::Array(_) => "arrays",
+            Value::Object(_) => "objects",
+        };
+        for (k, any) in &self.terms {
+            let held: Vec<&Value> = payloads.iter().filter_map(|p| p.get(k)).collect();
+            if held.is_empty() {
+                return Some(format!("no document's payload has the key '{k}'"));
+            }
+            let loose = |a: &Value, b: &Value| {
+                a.to_string().trim_matches('"') == b.to_string().trim_matches('"')
+            };
+            if any.iter().all(|w| held.iter().all(|v| kind(v) != kind(w)))
+                && any.iter().any(|w| held.iter().any(|v| loose(v, w)))
+            {
+                let (v, w) = (held[0], &any[0]);
+                return Some(format!(
+                    "the payloads hold {} under '{k}' ({v}, ...), the filter gives {} ({w}): \
+                     JSON's types differ, so nothing matches; write the filter's value as the \
+                     payloads hold it",
+                    kind(v),
+                    kind(w)
+                ));
+            }
+        }
+        let (k, _) = self.terms.first()?;
+        let mut seen: Vec<String> = Vec::new();
+        for v in payloads.iter().filter_map(|p| p.get(k)) {
+            let s = v.to_string();
+            if seen.len() < 5 && !seen.contains(&s) {
+                seen.push(s);
+            }
+        }
+        Some(format!(
+            "no document passes every term; '{k}' holds {} among others",
+            seen.join(", ")
+        ))
+    }
+}
+
 /// A document to add: its id, payload and full-length vector.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRow {
@@ -224,6 +277,18 @@ impl Collection {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Every row's payload, built rows first (`None` where a row has none).
+    pub fn payloads(&self) -> impl Iterator<Item = Option<Value>> + '_ {
+        let extra: Vec<Option<Value>> = self
+            .extra
+            .read()
+            .map(|e| e.payloads.clone())
+            .unwrap_or_default();
+        (0..self.index.len())
+            .map(|r| self.index.payload(r))
+            .chain(extra)
     }
 
     /// Appends `rows` durably (written and `fsync`ed before this returns), skipping ids already

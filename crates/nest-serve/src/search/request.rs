@@ -51,10 +51,9 @@ pub struct SearchRequest {
 }
 
 fn object(body: &[u8]) -> Result<serde_json::Map<String, Value>> {
-    match serde_json::from_slice(body) {
-        Ok(Value::Object(o)) => Ok(o),
-        Ok(_) => Err(Error::bad(None, "the body must be a JSON object")),
-        Err(e) => Err(Error::bad(None, format!("the body is not valid JSON: {e}"))),
+    match request::json_body(body)? {
+        Value::Object(o) => Ok(o),
+        _ => Err(Error::bad(None, "the body must be a JSON object")),
     }
 }
 
