@@ -293,29 +293,18 @@ fn build_index(
     payloads: Vec<Option<String>>,
     o: BuildOptions,
 ) -> PyResult<usize> {
-    let BuildOptions {
-        dims,
-        precision,
-        layer,
-        overwrite,
-        batch_size,
-        store_text,
-        prompt_name,
-        prompt,
-        keep_added,
-    } = o;
     // documents a server added to the index overwrite=True replaces: refused before any work
     let added = nest_index::rebuild::added_rows(out);
-    if overwrite && added > 0 && keep_added.is_none() {
+    if o.overwrite && added > 0 && o.keep_added.is_none() {
         return Err(index_err(nest_index::rebuild::refusal(out, added)));
     }
-    let payloads = stored_payloads(&ids, &texts, &payloads, store_text)?;
-    let precisions = Precision::parse_list(&precision).map_err(index_err)?;
+    let payloads = stored_payloads(&ids, &texts, &payloads, o.store_text)?;
+    let precisions = Precision::parse_list(&o.precision).map_err(index_err)?;
     let enc = crate::detach(py, || load(model, None))??;
-    let layer = layer.unwrap_or(enc.num_layers());
+    let layer = o.layer.unwrap_or(enc.num_layers());
     nest_core::spec::check_layers("layer", &[layer], enc.num_layers()).map_err(crate::core_err)?;
     let d = enc.output_dim();
-    let dims = dims.unwrap_or_else(|| vec![d]);
+    let dims = o.dims.unwrap_or_else(|| vec![d]);
     nest_core::spec::check_dims("dims", &dims, d).map_err(crate::core_err)?;
     let levels: Vec<Level> = dims
         .iter()
@@ -326,25 +315,25 @@ fn build_index(
         })
         .collect();
     let mut source = nest_core::data::point_record(model, layer, enc.tokenizer.max_length());
-    if store_text {
+    if o.store_text {
         source[nest_core::data::STORE_TEXT] = true.into();
     }
-    let (name, text) = (prompt_name.as_deref(), prompt.as_deref());
+    let (name, text) = (o.prompt_name.as_deref(), o.prompt.as_deref());
     let document = side_prompt(&enc, name, text, nest_model::prompt::Side::Document)?;
     source[nest_core::data::DOCUMENT_PROMPT] = document.into();
     let document = document.map(str::to_string);
     let shared = Shared(enc, None);
     crate::detach_interruptible(py, || -> PyResult<usize> {
         let mut b =
-            IndexBuilder::create(out, d, &levels, true, source, overwrite).map_err(index_err)?;
-        if let Some(keep) = keep_added {
+            IndexBuilder::create(out, d, &levels, true, source, o.overwrite).map_err(index_err)?;
+        if let Some(keep) = o.keep_added {
             b.keep_added(keep).map_err(index_err)?;
         }
         let vectors = embed(
             shared.get(),
             layer,
             &texts,
-            batch_size.max(1),
+            o.batch_size.max(1),
             document.as_deref(),
         )
         .map_err(crate::py_err)?;

@@ -1,5 +1,5 @@
-//! The run directory: `--resume` / `--overwrite` checks, the recipe's identity hash, and the
-//! metrics log trimmed back to a resumed checkpoint.
+//! The run directory: `--resume` / `--overwrite` checks, the recipe's identity hash, and a
+//! replaced run moved aside until the new one ends.
 
 use std::path::{Path, PathBuf};
 
@@ -321,29 +321,6 @@ fn holds_more_than_a_killed_start(dir: &Path) -> bool {
             .count()
             > leftovers
     })
-}
-
-/// Keeps the metrics log consistent with a resumed checkpoint: drops lines after `step` and any
-/// half-written last line.
-pub(crate) fn trim_log(path: &Path, step: u64) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(());
-    };
-    let kept: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            serde_json::from_str::<serde_json::Value>(l)
-                .ok()
-                .and_then(|v| v["step"].as_u64())
-                .is_some_and(|s| s <= step)
-        })
-        .collect();
-    let mut out = kept.join("\n");
-    if !out.is_empty() {
-        out.push('\n');
-    }
-    nest_core::fsutil::write_atomic(path, out.as_bytes())?;
-    Ok(())
 }
 
 /// Whether the checkpoint `ck` (its `state`) may be resumed by this run: the same recipe

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::board::Board;
-use super::run_dir::trim_log;
 use crate::Result;
 
 /// The open logs of one process of a run.
@@ -96,4 +95,27 @@ impl RunLog {
             .and_then(|_| self.file.flush())
             .map_err(|e| nest_core::Error::io(&self.path, e).into())
     }
+}
+
+/// Keeps the metrics log consistent with a resumed checkpoint: drops lines after `step` and any
+/// half-written last line.
+fn trim_log(path: &Path, step: u64) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["step"].as_u64())
+                .is_some_and(|s| s <= step)
+        })
+        .collect();
+    let mut out = kept.join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    nest_core::fsutil::write_atomic(path, out.as_bytes())?;
+    Ok(())
 }
