@@ -1309,7 +1309,7 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
         ),
         (
             json!([{"id": "d", "text": "t"}, {"id": "d", "text": "u"}]),
-            "repeats documents[0]'s: one document per id",
+            "repeats documents[0]'s with another text or payload",
         ),
     ] {
         let body = json!({ "documents": docs }).to_string();

@@ -165,13 +165,23 @@ pub fn parse_documents(body: &[u8], unknown: UnknownFields) -> Result<DocumentsR
             Ok((id.to_string(), text.to_string(), payload))
         })
         .collect::<Result<Vec<_>>>()?;
+    // one id twice with other contents is ambiguous (the first was kept, silently); the same
+    // document twice (a client's retry batched with itself) is harmless
     let mut first = std::collections::HashMap::new();
-    for (j, (id, _, _)) in documents.iter().enumerate() {
-        if let Some(i) = first.insert(id.as_str(), j) {
-            return Err(bad(format!(
-                "documents[{j}].id {id:?} repeats documents[{i}]'s: one document per id in a \
-                 request (an id already in the index is kept as it is, reported as existing)"
-            )));
+    for (j, doc) in documents.iter().enumerate() {
+        match first.get(doc.0.as_str()) {
+            Some(&i) if documents[i] != *doc => {
+                return Err(bad(format!(
+                    "documents[{j}].id {:?} repeats documents[{i}]'s with another text or \
+                     payload: one document per id in a request (an id already in the index is \
+                     kept as it is, reported as existing)",
+                    doc.0
+                )))
+            }
+            Some(_) => {}
+            None => {
+                first.insert(doc.0.as_str(), j);
+            }
         }
     }
     Ok(DocumentsRequest {
@@ -179,4 +189,25 @@ pub fn parse_documents(body: &[u8], unknown: UnknownFields) -> Result<DocumentsR
         model: request::string(o.get("model").unwrap_or(&Value::Null), "model")?,
         prompt_name: request::string(o.get("prompt_name").unwrap_or(&Value::Null), "prompt_name")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One id twice: the same document (a retry batched with itself) is taken once; other
+    /// contents under one id are refused, naming both positions (helper trial D).
+    #[test]
+    fn an_id_twice_is_one_document_or_refused() {
+        let same = br#"{"documents": [{"id": "d", "text": "t"}, {"id": "d", "text": "t"}]}"#;
+        let r = parse_documents(same, UnknownFields::Reject).unwrap();
+        assert_eq!(r.documents.len(), 2);
+        let other = br#"{"documents": [{"id": "d", "text": "t"}, {"id": "d", "text": "u"}]}"#;
+        let e = parse_documents(other, UnknownFields::Reject).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("documents[1].id \"d\" repeats documents[0]'s"),
+            "{e}"
+        );
+    }
 }
