@@ -96,7 +96,8 @@ pub fn texts_sha256(texts: &[&str]) -> String {
 /// - `.jsonl`: one object per line with a string `text`, an id in `id` or `_id` (string or
 ///   number; the 1-based record number when absent) and an optional string `title`, which is
 ///   prefixed to the text as in BEIR (`title + " " + text`). Blank lines are skipped.
-/// - anything else: plain text, one document per line, the id being the line number.
+/// - anything else: plain text, one document per line, the id being the line number (blank
+///   lines are no documents: their numbers go unused).
 ///
 /// Ids must be unique and hold no line break; an empty file is an error.
 pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
@@ -219,6 +220,11 @@ fn parse(path: &Path, raw: &str, offset: Option<u64>) -> Result<DocumentShare> {
             };
             (doc, derived)
         } else {
+            // a blank line of a text file is no document (its vector, the special tokens'
+            // alone, came near the top of every search); the others keep their line's id
+            if line.trim().is_empty() {
+                continue;
+            }
             let doc = Document {
                 id: (i + 1).to_string(),
                 text: line.to_string(),
