@@ -163,6 +163,8 @@ impl DocumentShare {
 
 /// The documents of `raw` (a whole file, or a share starting at byte `offset`), ids counted
 /// from the start of `raw`.
+// (long for a reason: one pass serves both layouts, and its line, record and id counters, the
+// checks naming a row and the share's bookkeeping must stay in step line by line)
 fn parse(path: &Path, raw: &str, offset: Option<u64>) -> Result<DocumentShare> {
     let is_jsonl = path
         .extension()
