@@ -654,6 +654,29 @@ def evaluate(
     return pd.DataFrame(rows)
 
 
+def _documents(documents):
+    """``documents`` as ``Index.build`` and ``Index.add`` take them: ids, texts (a title before
+    its text) and payloads (JSON text, or None); a ValueError names a document without text or
+    an id twice."""
+    ids, texts, payloads = [], [], []
+    for i, d in enumerate(documents):
+        if isinstance(d, str):
+            d = {"text": d}
+        if "text" not in d:
+            raise ValueError(f"documents[{i}]: no 'text' field")
+        ids.append(str(d.get("id", d.get("_id", i))))
+        title = d.get("title")
+        # as nest index build reads a .jsonl (BEIR's corpus.jsonl): the title before the text
+        texts.append(f"{title} {d['text']}" if isinstance(title, str) and title else d["text"])
+        rest = {k: v for k, v in d.items() if k not in ("id", "_id", "text")}
+        payloads.append(json.dumps(rest) if rest else None)
+    first: Dict[str, int] = {}
+    for i, id_ in enumerate(ids):  # as nest index build refuses them: a search would return both
+        if first.setdefault(id_, i) != i:
+            raise ValueError(f"documents[{i}]: duplicate id {id_!r} (first at documents[{first[id_]}])")
+    return ids, texts, payloads
+
+
 class Index:
     """A Nest index (``nest index build``'s folder, and the documents added to it since),
     searched in-process through a funnel, with payload filters.
@@ -665,7 +688,8 @@ class Index:
     ``docs``: strings (ids are their positions) or dicts with ``id`` (or BEIR's ``_id``),
     ``text``, an optional ``title`` (embedded before the text, as ``nest index build`` reads a
     ``.jsonl``) and any other fields, which are the payload. Queries are embedded by the model and layer the index
-    records (or ``model=``).
+    records (or ``model=``). ``idx.add(docs, existing="replace")`` and ``idx.delete(ids)``
+    change it durably, as a server's ``/v1/documents`` routes do.
     """
 
     def __init__(self, path: str, model: Optional[str] = None):
@@ -698,22 +722,7 @@ class Index:
         it. ``overwrite=True`` over an index a server has added documents to needs
         ``keep_added=True`` (carry them into the new index, ``--keep-added``) or ``False``
         (drop them, ``--drop-added``); without it, ``ValueError`` before anything is embedded."""
-        ids, texts, payloads = [], [], []
-        for i, d in enumerate(documents):
-            if isinstance(d, str):
-                d = {"text": d}
-            if "text" not in d:
-                raise ValueError(f"documents[{i}]: no 'text' field")
-            ids.append(str(d.get("id", d.get("_id", i))))
-            title = d.get("title")
-            # as nest index build reads a .jsonl (BEIR's corpus.jsonl): the title before the text
-            texts.append(f"{title} {d['text']}" if isinstance(title, str) and title else d["text"])
-            rest = {k: v for k, v in d.items() if k not in ("id", "_id", "text")}
-            payloads.append(json.dumps(rest) if rest else None)
-        first: Dict[str, int] = {}
-        for i, id_ in enumerate(ids):  # as nest index build refuses them: a search would return both
-            if first.setdefault(id_, i) != i:
-                raise ValueError(f"documents[{i}]: duplicate id {id_!r} (first at documents[{first[id_]}])")
+        ids, texts, payloads = _documents(documents)
         _nest.index_build_native(
             str(path), str(model), ids, texts, payloads,
             _ints("dims", dims),
@@ -723,7 +732,35 @@ class Index:
         return cls(path)
 
     def __len__(self) -> int:
-        return self._native.built_rows()
+        """Documents searched: the built ones and those added since, but the deleted."""
+        return self._native.rows()
+
+    def add(
+        self,
+        documents: Sequence[Union[str, Dict[str, Any]]],
+        existing: str = "keep",
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
+        batch_size: int = 32,
+    ) -> Dict[str, Any]:
+        """Adds ``documents`` (as ``build`` takes them; give dicts with ``id``: a string's id is
+        its position in this call) to the index, embedded as its documents were (the document
+        prompt it records, unless ``prompt_name`` / ``prompt``), durably, as a server's
+        ``POST /v1/documents`` adds them; searched at once, and by every later reader.
+        ``existing="keep"`` leaves an id already present as it is (a retry is safe);
+        ``"replace"`` replaces it (an upsert). Refused while a server of the index runs (add
+        through it) or another process changed the index since it was opened (open it again).
+        Returns ``{"added", "replaced", "existing", "count"}``."""
+        ids, texts, payloads = _documents(documents)
+        out = self._native.add(ids, texts, payloads, existing, prompt_name, prompt, int(batch_size))
+        return json.loads(out)
+
+    def delete(self, ids: Union[str, Sequence[str]]) -> Dict[str, Any]:
+        """Deletes the documents of ``ids`` durably, as a server's ``POST
+        /v1/documents/delete``. Returns ``{"deleted", "missing", "count"}`` (ids not present are
+        missing)."""
+        ids = [ids] if isinstance(ids, str) else [str(i) for i in ids]
+        return json.loads(self._native.delete(ids))
 
     def search(
         self,

@@ -91,7 +91,18 @@ class NativeIndex:
     def __init__(self, path: str, model: str | None = None) -> None: ...
     @property
     def weights_note(self) -> str | None: ...
-    def built_rows(self) -> int: ...
+    def rows(self) -> int: ...
+    def add(
+        self,
+        ids: list[str],
+        texts: list[str],
+        payloads: list[str | None],
+        existing: str = "keep",
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+    ) -> str: ...
+    def delete(self, ids: list[str]) -> str: ...
     def search(
         self,
         queries: list[str],

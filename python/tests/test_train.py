@@ -228,6 +228,50 @@ def test_index_build_takes_the_lock_and_refuses_documents_it_cannot_serve(tmp_pa
         idx.search("cat", k=-1)
 
 
+def test_index_adds_replaces_and_deletes_durably(tmp_path):
+    """Trial D U4 in Python: documents added, replaced and deleted in-process are searched at
+    once, by a new reader and by `nest search`, as a server's /v1/documents routes change them;
+    under a server of the index (its lock held) a change is refused, the journal untouched."""
+    import fcntl
+    import subprocess
+
+    path = tmp_path / "idx"
+    docs = [{"id": "d1", "text": "the cat sat"}, {"id": "d2", "text": "a dog ran"},
+            {"id": "d3", "text": "a bird flew"}]
+    idx = nest.Index.build(path, str(MODEL), docs, store_text=True)
+    assert idx.add([{"id": "d1", "text": "a purple giraffe"}]) == {
+        "added": [], "replaced": [], "existing": ["d1"], "count": 3}
+    r = idx.add([{"id": "d1", "text": "a purple giraffe"}, {"id": "n1", "text": "an orange whale", "lang": "fr"}],
+                existing="replace")
+    assert (r["added"], r["replaced"], r["count"]) == (["n1"], ["d1"], 4), r
+    assert idx.delete(["d2", "nope"]) == {"deleted": ["d2"], "missing": ["nope"], "count": 3}
+    assert len(idx) == 3
+    with pytest.raises(ValueError, match="existing"):
+        idx.add(["x"], existing="upsert")
+    want = {"d1": "a purple giraffe", "d3": "a bird flew", "n1": "an orange whale"}
+    for reader in (idx, nest.Index(path)):
+        hits = reader.search("a dog ran", k=10)
+        assert {h["id"]: h["payload"]["text"] for h in hits} == want
+    assert idx.search("a purple giraffe", k=1)[0]["id"] == "d1"
+    cli = nest_bin(optional=True)
+    if cli:
+        out = subprocess.run([str(cli), "search", "--index", str(path), "--query", "a dog ran", "--k", "10"],
+                             check=True, capture_output=True, text=True).stdout
+        assert {h["id"] for h in json.loads(out.splitlines()[0])["hits"]} == set(want)
+    journal = (path / "added.jsonl").read_bytes()
+    with open(tmp_path / ".idx.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(Exception, match="in use"):
+            idx.delete("d1")
+    assert (path / "added.jsonl").read_bytes() == journal
+    # a second reader's change after the first changed the index: refused until reopened
+    other = nest.Index(path)
+    idx.delete("d3")
+    with pytest.raises(ValueError, match="open the index again"):
+        other.delete("d1")
+    assert nest.Index(path).delete("d1")["deleted"] == ["d1"]
+
+
 def test_index_builds_and_searches_as_the_cli(tmp_path):
     import subprocess
 
@@ -284,7 +328,7 @@ def test_index_builds_and_searches_as_the_cli(tmp_path):
     row = {"id": "z", "payload": {"text": "a zebra"}, "vector": [float(x) for x in z]}
     (tmp_path / "plain" / "added.jsonl").write_text(json.dumps(row) + "\n")
     again = dict(store_text=True, overwrite=True)
-    with pytest.raises(ValueError, match=r"holds 1 documents added .*keep_added=True"):
+    with pytest.raises(ValueError, match=r"holds 1 documents added, replaced or deleted .*keep_added=True"):
         nest.Index.build(tmp_path / "plain", str(MODEL), ["a guitar", "an onion"], **again)
     kept = nest.Index.build(tmp_path / "plain", str(MODEL), ["a guitar", "an onion"], keep_added=True, **again)
     assert kept.search("zebra", k=1)[0]["id"] == "z"

@@ -242,7 +242,23 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
     ok(&["encode", "--model", &m, "--input", &qi, "--output", &qo]);
     let e: Value = serde_json::from_str(std::fs::read_to_string(&qo).unwrap().trim()).unwrap();
     let added = serde_json::json!({"id": "added1", "payload": {"k": 1}, "vector": e["embedding"]});
-    std::fs::write(d.path().join("idx/added.jsonl"), format!("{added}\n")).unwrap();
+    // and a built document a server deleted is not (the journal's `{"delete": id}`)
+    let rain = [
+        "search",
+        "--index",
+        &idx,
+        "--query",
+        "rain on the road",
+        "--k",
+        "1",
+    ];
+    let gone = ids(ok(&rain).trim()).remove(0);
+    let delete = serde_json::json!({ "delete": gone });
+    std::fs::write(
+        d.path().join("idx/added.jsonl"),
+        format!("{added}\n{delete}\n"),
+    )
+    .unwrap();
     ok(&[
         "export",
         "pgvector",
@@ -270,6 +286,10 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
             ])
             .trim());
             assert_eq!(theirs.len(), 5, "{funnel} {q}");
+            assert!(
+                !ours.contains(&gone) && !theirs.contains(&gone),
+                "{funnel} {q}"
+            );
             // pgvector stores halfvec (11-bit mantissa): near-ties may swap, so at least 4 of 5
             // shared and the same best hit
             let shared = theirs.iter().filter(|i| ours.contains(i)).count();
@@ -337,7 +357,11 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
     };
     for q in ["cat dog music", "rain on the road"] {
         let two = scores("docs2", q);
-        assert_eq!(two.len(), 121, "every row exactly once, the added one too");
+        assert_eq!(
+            two.len(),
+            120,
+            "every row exactly once, the added one too, the deleted not"
+        );
         assert_eq!(two, scores("docs", q), "{q}");
     }
     // int8 has no pgvector type: a clear error

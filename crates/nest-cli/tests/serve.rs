@@ -1407,7 +1407,7 @@ fn search_behind_the_api_equals_nest_search_and_adds_survive_a_restart() {
     // stopped, a rebuild still drops nothing added without a choice; --keep-added keeps it
     let e = refused(&rebuild);
     assert!(
-        e.contains("holds 1 documents added through `nest serve`"),
+        e.contains("holds 1 documents added, replaced or deleted through `nest serve`"),
         "{e}"
     );
     nest(&[&rebuild[..], &["--keep-added"]].concat());
@@ -1493,6 +1493,145 @@ fn documents_added_to_a_store_text_index_keep_their_texts() {
         json!({"lang": "fr"}),
         "{r}"
     );
+}
+
+/// `/v1/documents` with `"existing": "replace"` replaces a document (built or added) and
+/// `/v1/documents/delete` deletes one, durably: a restarted server and `nest search` see the
+/// index as it stands (trial D U4: an added document could be neither replaced nor deleted).
+#[test]
+fn documents_are_replaced_and_deleted_durably() {
+    let d = tempfile::tempdir().unwrap();
+    let model = tiny(d.path());
+    let texts = "the cat sat\na dog ran\na bird flew\nthe sun shone\n";
+    std::fs::write(d.path().join("docs.txt"), texts).unwrap();
+    let idx = d.path().join("idx").display().to_string();
+    let input = d.path().join("docs.txt").display().to_string();
+    let m = model.display().to_string();
+    nest(&[
+        "index",
+        "build",
+        "--model",
+        &m,
+        "--input",
+        &input,
+        "--out",
+        &idx,
+        "--store-text",
+    ]);
+    let s = start(&model, &["--index", &idx]);
+    let post = |addr: &str, path: &str, body: Value| {
+        let (st, b) = http(addr, "POST", path, body.to_string().as_bytes());
+        (
+            st,
+            serde_json::from_slice::<Value>(&b).unwrap_or(Value::Null),
+        )
+    };
+    let giraffe = json!({"documents": [{"id": "1", "text": "a purple giraffe"}]});
+    let (_, r) = post(&s.addr, "/v1/documents", giraffe.clone());
+    assert_eq!(
+        (&r["existing"], &r["replaced"]),
+        (&json!(["1"]), &json!([])),
+        "{r}"
+    );
+    let mut replace = giraffe.clone();
+    replace["existing"] = json!("replace");
+    let (st, r) = post(&s.addr, "/v1/documents", replace);
+    assert_eq!(
+        (st, &r["replaced"], &r["count"]),
+        (200, &json!(["1"]), &json!(4)),
+        "{r}"
+    );
+    let (_, r) = post(
+        &s.addr,
+        "/v1/documents/delete",
+        json!({"ids": ["2", "nope"]}),
+    );
+    assert_eq!(
+        (&r["deleted"], &r["missing"], &r["count"]),
+        (&json!(["2"]), &json!(["nope"]), &json!(3)),
+        "{r}"
+    );
+    let (_, r) = post(&s.addr, "/v1/documents/delete", json!({"ids": "2"}));
+    assert_eq!(
+        r["missing"],
+        json!(["2"]),
+        "a retry deletes nothing more: {r}"
+    );
+    for (path, body, says) in [
+        (
+            "/v1/documents",
+            json!({"documents": [{"id": "x", "text": "t"}], "existing": "upsert"}),
+            "'existing' must be \"keep\" or \"replace\"",
+        ),
+        ("/v1/documents/delete", json!({"ids": []}), "'ids' must be"),
+        (
+            "/v1/documents/delete",
+            json!({"id": "1"}),
+            "(did you mean 'ids'?)",
+        ),
+    ] {
+        let (st, r) = post(&s.addr, path, body);
+        let m = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(st == 400 && m.contains(says), "{r}");
+    }
+    // what the index holds: "1" as replaced, no "2", the others as built
+    let stands = |hits: Vec<(String, String)>| {
+        let mut h = hits;
+        h.sort();
+        let want = [
+            ("1", "a purple giraffe"),
+            ("3", "a bird flew"),
+            ("4", "the sun shone"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(i, t)| (i.to_string(), t.to_string()))
+            .collect();
+        assert_eq!(h, want);
+    };
+    let served = |addr: &str| -> Vec<(String, String)> {
+        let (_, r) = post(addr, "/v1/search", json!({"query": "a dog ran", "k": 10}));
+        let hits = r["data"][0]["hits"].as_array().unwrap().clone();
+        hits.iter()
+            .map(|h| {
+                (
+                    h["id"].as_str().unwrap().into(),
+                    h["payload"]["text"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    stands(served(&s.addr));
+    drop(s);
+    let s = start(&model, &["--index", &idx]);
+    stands(served(&s.addr));
+    drop(s);
+    let line = nest(&[
+        "search",
+        "--index",
+        &idx,
+        "--query",
+        "a dog ran",
+        "--k",
+        "10",
+    ]);
+    let r: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    let cli: Vec<(String, String)> = r["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["id"].as_str().unwrap().into(),
+                h["payload"]["text"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    stands(cli);
+    // `nest index info`: 4 built, "1" replaced (an added document), "2" deleted, 3 searched
+    let info: Value = serde_json::from_str(&nest(&["index", "info", "--index", &idx])).unwrap();
+    let counts = ["count", "documents", "added", "deleted"].map(|k| info[k].clone());
+    assert_eq!(counts, [json!(4), json!(3), json!(1), json!(1)], "{info}");
 }
 
 /// An index embeds its documents with the model's document prompt and records it; `nest search`

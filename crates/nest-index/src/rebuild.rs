@@ -1,23 +1,23 @@
-//! A rebuild over an index that a server has added documents to (its journal,
-//! [`crate::collection::JOURNAL`]): those documents are in no input file, so `--overwrite`
-//! would drop them without a word. The caller chooses: carry them into the new index (their
-//! vectors as they were embedded, so only when the new index embeds at the same point) or drop
-//! them; without a choice the rebuild is refused ([`crate::IndexBuilder::keep_added`]).
+//! A rebuild over an index that a server has changed (its journal,
+//! [`crate::collection::JOURNAL`]: documents added, replaced and deleted): those changes are in
+//! no input file, so `--overwrite` would drop them without a word. The caller chooses: carry
+//! the documents into the new index (their vectors as they were embedded, so only when the new
+//! index embeds at the same point) or drop them; without a choice the rebuild is refused
+//! ([`crate::IndexBuilder::keep_added`]). The input has the last word on every id it holds.
 
 use std::collections::HashSet;
 use std::path::Path;
 
 use serde_json::Value;
 
+use crate::collection::journal::{self, Entry};
 use crate::collection::JOURNAL;
 use crate::{Error, Result};
 
-/// How many documents were added to the index at `dir` through a server (lines of its journal;
-/// 0 when it has none).
+/// How many documents were added, replaced or deleted through a server in the index at `dir`
+/// (the ids its journal names; 0 when it has none).
 pub fn added_rows(dir: &Path) -> usize {
-    std::fs::read(dir.join(JOURNAL)).map_or(0, |b| {
-        b.split(|&c| c == b'\n').filter(|l| !l.is_empty()).count()
-    })
+    journal::named_ids(dir)
 }
 
 /// The refusal when a rebuild would drop `n` added documents and no choice was made.
@@ -25,11 +25,11 @@ pub fn refusal(dir: &Path, n: usize) -> Error {
     Error::invalid(
         "--out",
         format!(
-            "{} holds {n} documents added through `nest serve` since it was built ({}): they \
-             are in no input, and --overwrite replaces the index; pass --keep-added \
-             (Python: keep_added=True) to carry them into the new index (a document of the same \
-             id in the input replaces its added one), or --drop-added (keep_added=False) to \
-             rebuild without them",
+            "{} holds {n} documents added, replaced or deleted through `nest serve` since it \
+             was built ({}): they are in no input, and --overwrite replaces the index; pass \
+             --keep-added (Python: keep_added=True) to carry the added and replaced ones into \
+             the new index (the input has the last word on the ids it holds), or --drop-added \
+             (keep_added=False) to rebuild without them",
             dir.display(),
             dir.join(JOURNAL).display()
         ),
@@ -62,31 +62,20 @@ pub(crate) fn check_keep(dir: &Path, source: &Value, full_dim: usize) -> Result<
     ))
 }
 
-/// Copies the journal of the index at `dir` into the new index's folder `tmp`, but for the
-/// documents whose ids the new index holds (the input is newer); returns how many it kept.
+/// Writes the documents of the journal of the index at `dir` into the new index's folder
+/// `tmp`, as one put each (the journal compacted), but for the ids the new index holds (the
+/// input is newer); returns how many it kept.
 pub(crate) fn carry(dir: &Path, tmp: &Path) -> Result<usize> {
-    let new_ids: HashSet<String> = {
-        let new = crate::Index::open(tmp)?;
-        (0..new.len()).map(|r| new.id(r).to_string()).collect()
-    };
-    let path = dir.join(JOURNAL);
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    // a torn last line (no newline: never acknowledged) is left out, as the journal's reader does
-    let good = bytes.iter().rposition(|&c| c == b'\n').map_or(0, |p| p + 1);
-    let mut kept = Vec::with_capacity(good);
-    let mut n = 0;
-    for (i, line) in bytes[..good].split(|&c| c == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_slice(line)
-            .map_err(|e| Error::corrupt(&path, format!("line {}: {e}", i + 1)))?;
-        if v["id"].as_str().is_some_and(|id| !new_ids.contains(id)) {
-            kept.extend_from_slice(line);
-            kept.push(b'\n');
-            n += 1;
-        }
-    }
-    nest_core::fsutil::write_atomic(&tmp.join(JOURNAL), &kept)?;
-    Ok(n)
+    let new = crate::Index::open(tmp)?;
+    let new_ids: HashSet<&str> = (0..new.len()).map(|r| new.id(r)).collect();
+    let replayed = journal::read_journal(dir, new.full_dim())?;
+    let kept: Vec<Entry> = replayed
+        .rows
+        .into_iter()
+        .filter(|r| !new_ids.contains(r.id.as_str()))
+        .map(Entry::Put)
+        .collect();
+    let text: String = kept.iter().map(Entry::line).collect();
+    nest_core::fsutil::write_atomic(&tmp.join(JOURNAL), text.as_bytes())?;
+    Ok(kept.len())
 }

@@ -434,17 +434,25 @@ fn a_rebuild_keeps_drops_or_refuses_the_added_documents() {
             })
             .collect()
     };
-    nest_index::Collection::open(&out)
-        .unwrap()
-        .add(rows(&["x", "y"]))
-        .unwrap();
-    assert_eq!(nest_index::rebuild::added_rows(&out), 2);
+    use nest_index::collection::Existing;
+    {
+        // added x and y, then x replaced and the built a deleted
+        let c = nest_index::Collection::open(&out).unwrap();
+        c.add(rows(&["x", "y"]), Existing::Keep).unwrap();
+        let mut x = rows(&["x"]);
+        x[0].payload = Some(serde_json::json!({"i": 5}));
+        x[0].vector = v(20);
+        assert_eq!(c.add(x, Existing::Replace).unwrap().replaced, ["x"]);
+        assert_eq!(c.delete(&["a".to_string()]).unwrap().deleted, ["a"]);
+        assert_eq!(c.len(), 2);
+    }
+    assert_eq!(nest_index::rebuild::added_rows(&out), 3);
     let journal = || std::fs::read(out.join("added.jsonl")).unwrap();
     let before = journal();
     // no choice: refused at finish, the old index and its journal as they were
     let e = rebuild(&["a", "b"], &source, None).unwrap_err().to_string();
     assert!(
-        e.contains("2 documents added") && e.contains("--keep-added"),
+        e.contains("3 documents added, replaced or deleted") && e.contains("--keep-added"),
         "{e}"
     );
     assert!(journal() == before && Index::open(&out).unwrap().len() == 1);
@@ -455,13 +463,16 @@ fn a_rebuild_keeps_drops_or_refuses_the_added_documents() {
         e.contains("layer 6 -> 3") && e.contains("--drop-added"),
         "{e}"
     );
-    // kept: the input's "y" replaces the added one; "x" is searched as before
+    // kept: the input has the last word on its ids ("y" replaces the added one, the deleted
+    // "a" is back); "x" is searched as last replaced, from a journal of one put
     rebuild(&["a", "y"], &source, Some(true)).unwrap();
     let c = nest_index::Collection::open(&out).unwrap();
     assert_eq!((c.index().len(), c.len()), (2, 3));
-    let hits = c.search(&[v(10)], &Funnel::exact(16), 1, None).unwrap();
+    let hits = c.search(&[v(20)], &Funnel::exact(16), 1, None).unwrap();
     assert_eq!(hits[0][0].id, "x");
-    assert_eq!(hits[0][0].payload, Some(serde_json::json!({"i": 0})));
+    assert_eq!(hits[0][0].payload, Some(serde_json::json!({"i": 5})));
+    assert_eq!(String::from_utf8(journal()).unwrap().lines().count(), 1);
+    assert_eq!(nest_index::rebuild::added_rows(&out), 1);
     drop(c);
     // dropped
     rebuild(&["a"], &source, Some(false)).unwrap();

@@ -62,6 +62,16 @@ pub const DOCUMENTS_REQUEST: Schema = Schema {
     },
 };
 
+/// `POST /v1/documents/delete`'s body, from [`crate::search::DELETE_FIELDS`].
+pub const DELETE_REQUEST: Schema = Schema {
+    name: "DeleteRequest",
+    build: |max_inputs| {
+        body(&crate::search::DELETE_FIELDS, "ids", |f| {
+            search_field_schema(f, max_inputs)
+        })
+    },
+};
+
 /// An object of `fields`, `required` among them.
 fn body(fields: &[Field], required: &str, schema: impl Fn(&Field) -> Value) -> Value {
     let props: Map<String, Value> = fields
@@ -107,7 +117,7 @@ fn field_schema(f: &Field, max_inputs: usize) -> Value {
 /// The fields of `/v1/search` and `/v1/documents` (servers with `--index`).
 fn search_field_schema(f: &Field, max_inputs: usize) -> Value {
     match f.name {
-        "query" => json!({"description": f.doc, "oneOf": [
+        "query" | "ids" => json!({"description": f.doc, "oneOf": [
             {"type": "string", "minLength": 1},
             {"type": "array", "minItems": 1, "maxItems": max_inputs, "items": {"type": "string", "minLength": 1}},
         ]}),
@@ -115,6 +125,9 @@ fn search_field_schema(f: &Field, max_inputs: usize) -> Value {
             json!({"type": "integer", "minimum": 1, "nullable": true, "description": f.doc})
         }
         "filter" => json!({"type": "object", "nullable": true, "description": f.doc}),
+        "existing" => json!({
+            "type": "string", "nullable": true, "enum": ["keep", "replace"], "description": f.doc,
+        }),
         "documents" => {
             json!({"type": "array", "minItems": 1, "maxItems": max_inputs, "description": f.doc, "items": {
             "type": "object", "required": ["id", "text"], "properties": {
@@ -277,7 +290,7 @@ mod tests {
                     assert_eq!(op["responses"]["400"].is_object(), body, "{}", r.path);
                 }
             }
-            assert_eq!(paths.len(), if search { 7 } else { 5 });
+            assert_eq!(paths.len(), if search { 8 } else { 5 });
             let mut all = Vec::new();
             refs(&doc, &mut all);
             let schemas = doc["components"]["schemas"].as_object().unwrap();

@@ -125,16 +125,24 @@ const SEARCH: Doc = Doc {
 };
 
 const DOCUMENTS: Doc = Doc {
-    summary: "Add documents to the index durably (acknowledged once fsynced); ids already present are skipped",
+    summary: "Add documents to the index durably (acknowledged once fsynced); ids already present are kept, or replaced with \"existing\": \"replace\"",
     request: Some(openapi::DOCUMENTS_REQUEST),
     ok: "ok",
     response: resp::Added::SCHEMA,
     raw: false,
 };
 
+const DELETE: Doc = Doc {
+    summary: "Delete documents from the index by id, durably (acknowledged once fsynced)",
+    request: Some(openapi::DELETE_REQUEST),
+    ok: "ok",
+    response: resp::Deleted::SCHEMA,
+    raw: false,
+};
+
 /// Every route: the one table that routing ([`router`]), the key check (`auth`) and the OpenAPI
 /// document (`openapi`) read. An endpoint is one row here and its handler.
-pub const ROUTES: [Route; 9] = [
+pub const ROUTES: [Route; 10] = [
     Route::get("/openapi.json", Guard::Open, |s, r| {
         Box::pin(openapi_json(s, r))
     }),
@@ -160,6 +168,11 @@ pub const ROUTES: [Route; 9] = [
     })
     .with_index()
     .doc(DOCUMENTS),
+    Route::post("/v1/documents/delete", Guard::Key, |s, r| {
+        Box::pin(crate::search::delete(s, r))
+    })
+    .with_index()
+    .doc(DELETE),
 ];
 
 /// The CORS layer of `origins` (`*` = any); `None` when there are none.

@@ -1,16 +1,17 @@
 //! Search behind the embeddings API (`nest serve --index DIR`): `POST /v1/search` embeds the
 //! queries with the served model at the index's point and runs a funnel over the index
 //! ([`nest_index::Collection`], the same search as `nest search`); `POST /v1/documents` embeds
-//! documents the same way and adds them durably (acknowledged only once `fsync`ed).
+//! documents the same way and adds (or replaces) them durably, and `POST /v1/documents/delete`
+//! deletes documents by id, each acknowledged only once `fsync`ed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nest_index::collection::NewRow;
+use nest_index::collection::{Existing, NewRow};
 use nest_index::{Collection, Funnel};
 use serde_json::Value;
 
-use crate::response::{Added, Hit, QueryHits, SearchList};
+use crate::response::{Added, Deleted, Hit, QueryHits, SearchList};
 use crate::{Error, Result};
 
 /// An index the server searches, and the point its vectors were embedded at.
@@ -135,7 +136,8 @@ impl Searcher {
 
 mod request;
 pub use request::{
-    parse_documents, parse_search, DocumentsRequest, SearchRequest, DOCUMENT_FIELDS, SEARCH_FIELDS,
+    parse_delete, parse_documents, parse_search, DeleteRequest, DocumentsRequest, SearchRequest,
+    DELETE_FIELDS, DOCUMENT_FIELDS, SEARCH_FIELDS,
 };
 
 /// Runs a parsed search over embedded queries (blocking: call off the async threads).
@@ -175,11 +177,13 @@ pub fn run_search(s: &Searcher, req: &SearchRequest, queries: &[Vec<f32>]) -> Re
     })
 }
 
-/// Adds embedded documents (blocking: call off the async threads).
+/// Adds embedded documents, an id already present kept or replaced as `existing` says
+/// (blocking: call off the async threads).
 pub fn run_add(
     s: &Arc<Searcher>,
     docs: Vec<(String, String, Option<Value>)>,
     vectors: Vec<Vec<f32>>,
+    existing: Existing,
 ) -> Result<Added> {
     let rows = docs
         .into_iter()
@@ -204,12 +208,27 @@ pub fn run_add(
         .collect();
     let r = s
         .collection
-        .add(rows)
+        .add(rows, existing)
         .map_err(|e| Error::Internal(format!("{}: {e}", s.dir.display())))?;
     Ok(Added {
         object: "documents",
         added: r.added,
+        replaced: r.replaced,
         existing: r.existing,
+        count: s.collection.len(),
+    })
+}
+
+/// Deletes documents by id (blocking: call off the async threads).
+pub fn run_delete(s: &Searcher, ids: &[String]) -> Result<Deleted> {
+    let r = s
+        .collection
+        .delete(ids)
+        .map_err(|e| Error::Internal(format!("{}: {e}", s.dir.display())))?;
+    Ok(Deleted {
+        object: "documents",
+        deleted: r.deleted,
+        missing: r.missing,
         count: s.collection.len(),
     })
 }
@@ -317,7 +336,22 @@ pub(crate) async fn documents(s: AppState, req: Request) -> Response {
         };
         let (name, text) = (req.prompt_name.as_deref(), built.as_deref());
         let v = embed_at_index(&s, &idx, texts, name, text, side).await?;
-        let r = tokio::task::spawn_blocking(move || run_add(&idx, req.documents, v))
+        let existing = req.existing;
+        let r = tokio::task::spawn_blocking(move || run_add(&idx, req.documents, v, existing))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(Json(r).into_response())
+    })
+    .await
+}
+
+pub(crate) async fn delete(s: AppState, req: Request) -> Response {
+    answer(read_body(&s, req).await, |b| async move {
+        let idx = searcher(&s)?;
+        let req = parse_delete(&b, s.limits.unknown_fields)?;
+        check_index_model(&s, req.model.as_deref())?;
+        check_count(&s, req.ids.len(), "ids")?;
+        let r = tokio::task::spawn_blocking(move || run_delete(&idx, &req.ids))
             .await
             .map_err(|e| Error::Internal(e.to_string()))??;
         Ok(Json(r).into_response())

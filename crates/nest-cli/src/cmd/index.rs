@@ -11,8 +11,13 @@ pub fn run(c: IndexCommand) -> Result<()> {
         IndexCommand::Info { index } => {
             let idx = nest_index::Index::open(&index)?;
             let mut info = serde_json::to_value(idx.manifest())?;
-            // the built rows' count is `count`; the documents a server added since are these
-            info["added"] = nest_index::rebuild::added_rows(&index).into();
+            // the built rows' count is `count`; what a server changed since (the journal):
+            // documents added or replaced, deleted, and the documents searched now
+            let j = nest_index::collection::read_journal(&index, idx.full_dim())?;
+            let kept = (0..idx.len()).filter(|&r| !j.named.contains_key(idx.id(r)));
+            info["documents"] = (kept.count() + j.rows.len()).into();
+            info["added"] = j.rows.len().into();
+            info["deleted"] = j.deleted().into();
             println!("{}", serde_json::to_string_pretty(&info)?);
             Ok(())
         }

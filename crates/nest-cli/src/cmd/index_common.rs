@@ -55,7 +55,7 @@ pub(super) fn added_choice(a: &IndexBuildArgs) -> Result<Option<bool>> {
 fn say_kept(a: &IndexBuildArgs) {
     let n = nest_index::rebuild::added_rows(&a.out);
     if a.keep_added && n > 0 {
-        eprintln!("kept {n} documents added through `nest serve` (--keep-added)");
+        eprintln!("kept {n} documents added or replaced through `nest serve` (--keep-added)");
     }
 }
 

@@ -43,8 +43,9 @@ pub fn id_problem(id: &str) -> Option<String> {
 /// What is wrong with a document's text: empty (nothing to embed; its vector, a prompt's or the
 /// special tokens' alone, came near the top of unrelated searches). `None`: fine.
 pub fn text_problem(text: &str) -> Option<&'static str> {
-    text.is_empty()
-        .then_some("text is empty: a document needs words to be found by them")
+    text.trim()
+        .is_empty()
+        .then_some("text is empty (or only whitespace): a document needs words to be found by them")
 }
 
 impl Document {
@@ -162,21 +163,12 @@ impl DocumentShare {
 }
 
 /// The documents of `raw` (a whole file, or a share starting at byte `offset`), ids counted
-/// from the start of `raw`.
-// (long for a reason: one pass serves both layouts, and its line, record and id counters, the
-// checks naming a row and the share's bookkeeping must stay in step line by line)
+/// from the start of `raw`. Every bad line is found in one pass: the error names the first and
+/// the numbers of the others (a user fixes them all before the next run).
 fn parse(path: &Path, raw: &str, offset: Option<u64>) -> Result<DocumentShare> {
     let is_jsonl = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"));
-    let row = |i: usize, message: String| Error::Row {
-        path: path.to_path_buf(),
-        line: i as u64 + 1,
-        message: match offset {
-            Some(o) => format!("(line counted from byte {o}) {message}"),
-            None => message,
-        },
-    };
     let mut out = DocumentShare {
         docs: Vec::new(),
         lines: 0,
@@ -185,69 +177,118 @@ fn parse(path: &Path, raw: &str, offset: Option<u64>) -> Result<DocumentShare> {
         derived: Vec::new(),
     };
     let mut seen = std::collections::HashSet::new();
+    let mut bad: Vec<(usize, String)> = Vec::new();
     for (i, line) in raw.lines().enumerate() {
         out.lines += 1;
         let line = line.strip_suffix('\r').unwrap_or(line);
-        let (doc, derived) = if is_jsonl {
-            if line.trim().is_empty() {
-                continue;
+        // a blank line is no document (a blank line of a text file, its vector the special
+        // tokens' alone, came near the top of every search); the others keep their line's id
+        if line.trim().is_empty() {
+            continue;
+        }
+        let read = match is_jsonl {
+            true => {
+                out.records += 1;
+                jsonl_document(line, out.records)
             }
-            out.records += 1;
-            let v: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| row(i, format!("not valid JSON: {e}")))?;
-            let serde_json::Value::Object(mut obj) = v else {
-                return Err(row(i, "expected a JSON object".into()));
-            };
-            let text = match obj.remove("text") {
-                Some(serde_json::Value::String(s)) => s,
-                _ => return Err(row(i, "expected a string field \"text\"".into())),
-            };
-            let (id, derived) = match obj.remove("id").or_else(|| obj.remove("_id")) {
-                Some(serde_json::Value::String(s)) => (s, None),
-                Some(serde_json::Value::Number(n)) => (n.to_string(), None),
-                None => (
-                    out.records.to_string(),
-                    Some(Derived::Record(out.records - 1)),
-                ),
-                Some(_) => return Err(row(i, "\"id\" must be a string or a number".into())),
-            };
-            let text = match obj.get("title") {
-                Some(serde_json::Value::String(t)) if !t.is_empty() => format!("{t} {text}"),
-                _ => text,
-            };
-            let doc = Document {
-                id,
-                text,
-                payload: serde_json::Value::Object(obj),
-            };
-            (doc, derived)
-        } else {
-            // a blank line of a text file is no document (its vector, the special tokens'
-            // alone, came near the top of every search); the others keep their line's id
-            if line.trim().is_empty() {
-                continue;
-            }
-            let doc = Document {
-                id: (i + 1).to_string(),
-                text: line.to_string(),
-                payload: serde_json::Value::Null,
-            };
-            (doc, Some(Derived::Line(i)))
+            false => Ok(plain_document(line, i)),
         };
-        if let Some(problem) = id_problem(&doc.id) {
-            return Err(row(i, problem));
+        let checked = read.and_then(|(doc, derived)| {
+            if let Some(problem) = id_problem(&doc.id) {
+                return Err(problem);
+            }
+            if let Some(problem) = text_problem(&doc.text) {
+                return Err(format!("id {:?}: {problem}", doc.id));
+            }
+            if offset.is_some() && !seen.insert(doc.id.clone()) {
+                return Err(format!("duplicate id '{}'", doc.id));
+            }
+            Ok((doc, derived))
+        });
+        match checked {
+            Ok((doc, derived)) => {
+                out.docs.push(doc);
+                out.lines_of.push(i);
+                out.derived.push(derived);
+            }
+            Err(m) => bad.push((i, m)),
         }
-        if let Some(problem) = text_problem(&doc.text) {
-            return Err(row(i, format!("id {:?}: {problem}", doc.id)));
-        }
-        if offset.is_some() && !seen.insert(doc.id.clone()) {
-            return Err(row(i, format!("duplicate id '{}'", doc.id)));
-        }
-        out.docs.push(doc);
-        out.lines_of.push(i);
-        out.derived.push(derived);
     }
-    Ok(out)
+    match bad.first() {
+        None => Ok(out),
+        Some((i, message)) => Err(Error::Row {
+            path: path.to_path_buf(),
+            line: *i as u64 + 1,
+            message: row_message(message, offset, &bad[1..]),
+        }),
+    }
+}
+
+/// The first bad line's message, where its number counts from, and the other bad lines.
+fn row_message(first: &str, offset: Option<u64>, others: &[(usize, String)]) -> String {
+    let mut m = match offset {
+        Some(o) => format!("(line counted from byte {o}) {first}"),
+        None => first.to_string(),
+    };
+    if !others.is_empty() {
+        let lines: Vec<String> = others
+            .iter()
+            .take(10)
+            .map(|(i, _)| (i + 1).to_string())
+            .collect();
+        let more = match others.len() > 10 {
+            true => format!(" and {} more", others.len() - 10),
+            false => String::new(),
+        };
+        m.push_str(&format!(
+            "; {} more bad line(s): {}{more}",
+            others.len(),
+            lines.join(", ")
+        ));
+    }
+    m
+}
+
+/// A plain-text line `i` (0-based) as a document: its id the line number.
+fn plain_document(line: &str, i: usize) -> (Document, Option<Derived>) {
+    let doc = Document {
+        id: (i + 1).to_string(),
+        text: line.to_string(),
+        payload: serde_json::Value::Null,
+    };
+    (doc, Some(Derived::Line(i)))
+}
+
+/// A JSONL record (the `record`-th, 1-based) as a document, or what is wrong with it.
+fn jsonl_document(
+    line: &str,
+    record: usize,
+) -> std::result::Result<(Document, Option<Derived>), String> {
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let serde_json::Value::Object(mut obj) = v else {
+        return Err("expected a JSON object".into());
+    };
+    let text = match obj.remove("text") {
+        Some(serde_json::Value::String(s)) => s,
+        _ => return Err("expected a string field \"text\"".into()),
+    };
+    let (id, derived) = match obj.remove("id").or_else(|| obj.remove("_id")) {
+        Some(serde_json::Value::String(s)) => (s, None),
+        Some(serde_json::Value::Number(n)) => (n.to_string(), None),
+        None => (record.to_string(), Some(Derived::Record(record - 1))),
+        Some(_) => return Err("\"id\" must be a string or a number".into()),
+    };
+    let text = match obj.get("title") {
+        Some(serde_json::Value::String(t)) if !t.is_empty() => format!("{t} {text}"),
+        _ => text,
+    };
+    let doc = Document {
+        id,
+        text,
+        payload: serde_json::Value::Object(obj),
+    };
+    Ok((doc, derived))
 }
 
 #[cfg(test)]
@@ -331,5 +372,17 @@ mod tests {
         std::fs::write(&p, "{\"id\":\"a\",\"txt\":\"x\"}\n").unwrap();
         let e = read_documents(&p).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("text"), "{e}");
+        // every bad line in one run (trial D U12: one a run), whitespace-only text among them
+        let mut lines = vec!["{\"id\":\"ok\",\"text\":\"x\"}".to_string(), "nope".into()];
+        lines.push("{\"id\":\"w\",\"text\":\" \\t \"}".into());
+        lines.extend((0..12).map(|i| format!("{{\"id\":{i},\"txt\":\"x\"}}")));
+        std::fs::write(&p, lines.join("\n")).unwrap();
+        let e = read_documents(&p).unwrap_err().to_string();
+        let want = "line 2: not valid JSON: expected ident at line 1 column 2; 13 more bad \
+                    line(s): 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 and 3 more";
+        assert!(e.contains(want), "{e}");
+        std::fs::write(&p, "{\"id\":\"w\",\"text\":\" \\t \"}\n").unwrap();
+        let e = read_documents(&p).unwrap_err().to_string();
+        assert!(e.contains("only whitespace"), "{e}");
     }
 }

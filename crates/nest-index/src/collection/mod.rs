@@ -1,15 +1,15 @@
-//! A built index plus the documents added to it since (`added.jsonl`, a journal in the index
-//! folder), searched together, with payload filters: what `nest serve --index` and
-//! `nest search` query.
+//! A built index plus what a server changed since (its journal, [`journal`]: documents added,
+//! replaced and deleted), searched together, with payload filters: what `nest serve --index`
+//! and `nest search` query.
 //!
-//! The journal is append-only: each add writes its whole lines, `fsync`s, and only then is
-//! acknowledged, so a restart loses nothing acknowledged. A torn last line (a crash mid-write,
-//! never acknowledged) is cut off when the journal is opened; a damaged line elsewhere is an
-//! error naming it. Added rows are stored at every level of the index, by the index's own code
-//! ([`MemoryLevel`]), and searched by the same funnel as the built rows. An id already in the
-//! index or the journal is not added again (a client's retry after a lost answer is safe).
+//! The journal is append-only: each change writes its whole lines, `fsync`s, and only then is
+//! acknowledged, so a restart loses nothing acknowledged. Added rows are stored at every level
+//! of the index, by the index's own code ([`MemoryLevel`]), and searched by the same funnel as
+//! the built rows; a replaced or deleted row stays where it is, marked dead, and is searched no
+//! more. An id already present is kept as it is unless the add asks to replace it (a client's
+//! retry after a lost answer is safe either way).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,11 +24,10 @@ use crate::memory::MemoryLevel;
 use crate::reader::Index;
 use crate::{Error, Funnel, Result};
 
-/// The journal's file name inside the index folder.
-pub const JOURNAL: &str = "added.jsonl";
-
 mod filter;
+pub mod journal;
 pub use filter::Filter;
+pub use journal::{read_journal, Entry, JOURNAL};
 
 /// A document to add: its id, payload and full-length vector.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,22 +45,51 @@ pub struct Found {
     pub payload: Option<Value>,
 }
 
+/// What an add does with an id already present.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Existing {
+    /// Left as it is (reported as existing): a retried add changes nothing.
+    #[default]
+    Keep,
+    /// Replaced by the new document (an upsert).
+    Replace,
+}
+
 /// What an add did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Added {
-    /// Ids written to the journal.
+    /// Ids that were not present, written to the journal.
     pub added: Vec<String>,
-    /// Ids already present (in the index or the journal), left as they were.
+    /// Ids present before, replaced ([`Existing::Replace`]).
+    pub replaced: Vec<String>,
+    /// Ids present before, left as they were ([`Existing::Keep`]).
     pub existing: Vec<String>,
 }
 
-/// The rows added since the build, in memory.
+/// What a delete did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Deleted {
+    /// Ids deleted.
+    pub deleted: Vec<String>,
+    /// Ids that were not present (nothing written for them).
+    pub missing: Vec<String>,
+}
+
+/// The rows added since the build, in memory, and which rows are no longer searched.
 #[derive(Debug)]
 struct Extra {
+    /// Rows in the built index (rows `0..built` are built, the rest added).
+    built: usize,
     ids: Vec<String>,
     payloads: Vec<Option<Value>>,
     levels: Vec<MemoryLevel>,
-    known: HashSet<String>,
+    /// Every searched id, and its row.
+    live: HashMap<String, usize>,
+    /// Rows deleted, or replaced by a later row of their id.
+    dead: HashSet<usize>,
+    /// The earlier rows of an id the built index holds more than once (an index holds its
+    /// rows as they were given): retired with the id.
+    twins: HashMap<String, Vec<usize>>,
 }
 
 /// A built index and its journal.
@@ -69,55 +97,18 @@ struct Extra {
 pub struct Collection {
     index: Index,
     extra: RwLock<Extra>,
-    journal: Mutex<(PathBuf, Option<File>)>,
+    journal: Mutex<JournalFile>,
 }
 
-/// Cuts a torn last line (no newline: a crash mid-write) off `bytes`; returns the good length.
-fn good_length(bytes: &[u8]) -> usize {
-    match bytes.iter().rposition(|&b| b == b'\n') {
-        Some(p) => p + 1,
-        None => 0,
-    }
-}
-
-fn parse_line(path: &Path, no: usize, line: &[u8], dim: usize) -> Result<NewRow> {
-    let bad = |m: String| Error::corrupt(path, format!("line {no}: {m}"));
-    let v: Value = serde_json::from_slice(line).map_err(|e| bad(e.to_string()))?;
-    let id = v["id"]
-        .as_str()
-        .ok_or_else(|| bad("no string \"id\"".into()))?;
-    let vector: Vec<f32> = v["vector"]
-        .as_array()
-        .ok_or_else(|| bad("no \"vector\" array".into()))?
-        .iter()
-        .map(|x| x.as_f64().map(|x| x as f32))
-        .collect::<Option<_>>()
-        .ok_or_else(|| bad("\"vector\" holds a non-number".into()))?;
-    if vector.len() != dim {
-        return Err(bad(format!("{} dims, the index holds {dim}", vector.len())));
-    }
-    Ok(NewRow {
-        id: id.to_string(),
-        payload: v.get("payload").filter(|p| !p.is_null()).cloned(),
-        vector,
-    })
-}
-
-/// The documents added to the index at `dir` (its journal, a torn last line left out), each
-/// with its full-length vector as it was added; none when it has no journal.
-pub fn read_journal(dir: &Path, dim: usize) -> Result<Vec<NewRow>> {
-    let path = dir.join(JOURNAL);
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    let good = good_length(&bytes);
-    bytes[..good]
-        .split(|&b| b == b'\n')
-        .enumerate()
-        .filter(|(_, line)| !line.is_empty())
-        .map(|(i, line)| parse_line(&path, i + 1, line, dim))
-        .collect()
+/// The journal this process appends to.
+#[derive(Debug)]
+struct JournalFile {
+    path: PathBuf,
+    /// Opened at the first change.
+    file: Option<File>,
+    /// Its length as this process read and wrote it: another length on disk means another
+    /// process changed the index since it was opened.
+    len: u64,
 }
 
 impl Collection {
@@ -125,34 +116,46 @@ impl Collection {
     pub fn open(dir: &Path) -> Result<Self> {
         let index = Index::open(dir)?;
         let path = dir.join(JOURNAL);
+        let built = index.len();
         let mut extra = Extra {
+            built,
             ids: Vec::new(),
             payloads: Vec::new(),
             levels: index.levels().into_iter().map(MemoryLevel::new).collect(),
-            known: (0..index.len()).map(|r| index.id(r).to_string()).collect(),
+            live: HashMap::with_capacity(built),
+            dead: HashSet::new(),
+            twins: HashMap::new(),
         };
-        if path.exists() {
-            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-            let good = good_length(&bytes);
-            for (i, line) in bytes[..good].split(|&b| b == b'\n').enumerate() {
-                if !line.is_empty() {
-                    let row = parse_line(&path, i + 1, line, index.full_dim())?;
-                    extra.push(row)?;
-                }
+        for r in 0..built {
+            let id = index.id(r);
+            if let Some(before) = extra.live.insert(id.to_string(), r) {
+                extra.twins.entry(id.to_string()).or_default().push(before);
             }
-            if good < bytes.len() {
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| Error::io(&path, e))?;
-                f.set_len(good as u64).map_err(|e| Error::io(&path, e))?;
-                f.sync_all().map_err(|e| Error::io(&path, e))?;
-            }
+        }
+        let (entries, good, len) = journal::read(&path, index.full_dim())?;
+        let replayed = journal::replay(entries);
+        for id in replayed.named.keys() {
+            extra.retire(id);
+        }
+        for row in replayed.rows {
+            extra.push(row)?;
+        }
+        if good < len {
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| Error::io(&path, e))?;
+            f.set_len(good as u64).map_err(|e| Error::io(&path, e))?;
+            f.sync_all().map_err(|e| Error::io(&path, e))?;
         }
         Ok(Collection {
             index,
             extra: RwLock::new(extra),
-            journal: Mutex::new((path, None)),
+            journal: Mutex::new(JournalFile {
+                path,
+                file: None,
+                len: good as u64,
+            }),
         })
     }
 
@@ -160,30 +163,31 @@ impl Collection {
         &self.index
     }
 
-    /// Rows in the built index and the journal.
+    /// Rows searched: the built index's and the added ones, but those deleted or replaced.
     pub fn len(&self) -> usize {
-        self.index.len() + self.extra.read().map_or(0, |e| e.ids.len())
+        self.extra.read().map_or(self.index.len(), |e| e.searched())
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Every row's payload, built rows first (`None` where a row has none).
+    /// Every searched row's payload, built rows first (`None` where a row has none).
     pub fn payloads(&self) -> impl Iterator<Item = Option<Value>> + '_ {
-        let extra: Vec<Option<Value>> = self
-            .extra
-            .read()
-            .map(|e| e.payloads.clone())
-            .unwrap_or_default();
-        (0..self.index.len())
-            .map(|r| self.index.payload(r))
-            .chain(extra)
+        let extra = self.extra.read();
+        let payloads: Vec<Option<Value>> = match &extra {
+            Ok(e) => (0..e.built + e.ids.len())
+                .filter(|r| !e.dead.contains(r))
+                .map(|r| self.payload(e, r))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        payloads.into_iter()
     }
 
-    /// Appends `rows` durably (written and `fsync`ed before this returns), skipping ids already
-    /// present.
-    pub fn add(&self, rows: Vec<NewRow>) -> Result<Added> {
+    /// Adds `rows` durably (written and `fsync`ed before this returns); an id already present
+    /// is kept or replaced as `existing` says. An id twice in `rows` is taken once, the first.
+    pub fn add(&self, rows: Vec<NewRow>, existing: Existing) -> Result<Added> {
         let dim = self.index.full_dim();
         if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.vector.len() != dim) {
             return Err(Error::invalid(
@@ -193,47 +197,102 @@ impl Collection {
         }
         let mut journal = self.journal.lock().map_err(|_| poisoned())?;
         let mut out = Added::default();
-        let fresh: Vec<NewRow> = {
+        let mut fresh = Vec::new();
+        {
             let extra = self.extra.read().map_err(|_| poisoned())?;
             let mut seen = HashSet::new();
-            rows.into_iter()
-                .filter(|r| {
-                    let new = !extra.known.contains(&r.id) && seen.insert(r.id.clone());
-                    if !new {
-                        out.existing.push(r.id.clone());
+            for r in rows {
+                let repeat = !seen.insert(r.id.clone());
+                match (extra.live.contains_key(&r.id), existing) {
+                    (_, Existing::Replace) if repeat => {}
+                    (true, Existing::Keep) => out.existing.push(r.id),
+                    (false, Existing::Keep) if repeat => out.existing.push(r.id),
+                    (true, Existing::Replace) => {
+                        out.replaced.push(r.id.clone());
+                        fresh.push(r);
                     }
-                    new
+                    (false, _) => {
+                        out.added.push(r.id.clone());
+                        fresh.push(r);
+                    }
+                }
+            }
+        }
+        let entries: Vec<Entry> = fresh.into_iter().map(Entry::Put).collect();
+        self.write(&mut journal, &entries)?;
+        Ok(out)
+    }
+
+    /// Deletes the documents of `ids` durably (a line per id written and `fsync`ed before this
+    /// returns); ids not present are reported as missing and write nothing.
+    pub fn delete(&self, ids: &[String]) -> Result<Deleted> {
+        let mut journal = self.journal.lock().map_err(|_| poisoned())?;
+        let mut out = Deleted::default();
+        let entries: Vec<Entry> = {
+            let extra = self.extra.read().map_err(|_| poisoned())?;
+            let mut seen = HashSet::new();
+            ids.iter()
+                .filter(|id| seen.insert(id.as_str()))
+                .filter_map(|id| match extra.live.contains_key(id) {
+                    true => {
+                        out.deleted.push(id.clone());
+                        Some(Entry::Delete(id.clone()))
+                    }
+                    false => {
+                        out.missing.push(id.clone());
+                        None
+                    }
                 })
                 .collect()
         };
-        if fresh.is_empty() {
-            return Ok(out);
+        self.write(&mut journal, &entries)?;
+        Ok(out)
+    }
+
+    /// Writes `entries` to the journal, `fsync`s, then applies them in memory. Refused when
+    /// another process changed the journal since this one read it (what this one holds in
+    /// memory would no longer be what the journal says).
+    fn write(&self, journal: &mut JournalFile, entries: &[Entry]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
         }
-        let mut text = String::new();
-        for r in &fresh {
-            let line = serde_json::json!({"id": r.id, "payload": r.payload, "vector": r.vector});
-            text.push_str(&line.to_string());
-            text.push('\n');
+        let path = &journal.path;
+        let on_disk = std::fs::metadata(path).map_or(0, |m| m.len());
+        if on_disk != journal.len {
+            return Err(Error::invalid(
+                JOURNAL,
+                format!(
+                    "{} changed since this process opened the index ({} bytes, now {on_disk}): \
+                     another process added to it; open the index again",
+                    path.display(),
+                    journal.len
+                ),
+            ));
         }
-        let (path, file) = &mut *journal;
-        if file.is_none() {
+        let text: String = entries.iter().map(Entry::line).collect();
+        if journal.file.is_none() {
             let f = OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(&*path)
-                .map_err(|e| Error::io(&*path, e))?;
-            *file = Some(f);
+                .open(path)
+                .map_err(|e| Error::io(path, e))?;
+            journal.file = Some(f);
         }
-        let f = file.as_mut().expect("opened above");
-        f.write_all(text.as_bytes())
-            .and_then(|_| f.sync_data())
-            .map_err(|e| Error::io(&*path, e))?;
+        let f = journal.file.as_mut().expect("opened above");
+        if let Err(e) = f.write_all(text.as_bytes()).and_then(|_| f.sync_data()) {
+            // a part written (a full disk) would tear the next change's first line
+            let _ = f.set_len(journal.len);
+            return Err(Error::io(path, e));
+        }
+        journal.len += text.len() as u64;
         let mut extra = self.extra.write().map_err(|_| poisoned())?;
-        for r in fresh {
-            out.added.push(r.id.clone());
-            extra.push(r)?;
+        for e in entries {
+            match e {
+                Entry::Put(r) => extra.push(r.clone())?,
+                Entry::Delete(id) => extra.retire(id),
+            }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The `k` best rows for each query (full-length vectors) through `funnel`, among the rows
@@ -250,7 +309,7 @@ impl Collection {
         let filter = filter.filter(|f| !f.is_empty());
         // no stage keeps more rows than there are (a client's k or @keep cannot make the
         // shortlists allocate beyond the collection)
-        let rows = (self.index.len() + extra.ids.len()).max(1);
+        let rows = extra.searched().max(1);
         let k = k.min(rows);
         let keeps = funnel.keeps(k);
         let funnel = &Funnel {
@@ -264,7 +323,7 @@ impl Collection {
                 })
                 .collect(),
         };
-        if extra.ids.is_empty() && filter.is_none() {
+        if extra.ids.is_empty() && extra.dead.is_empty() && filter.is_none() {
             let hits = self.index.search(queries, funnel, k)?;
             return Ok(hits
                 .into_iter()
@@ -278,6 +337,7 @@ impl Collection {
         self.index.check_funnel(funnel, k)?;
         let n = self.index.len();
         let rows: Vec<usize> = (0..n + extra.ids.len())
+            .filter(|r| !extra.dead.contains(r))
             .filter(|&r| filter.is_none_or(|f| f.matches(self.payload(&extra, r).as_ref())))
             .collect();
         Ok(queries
@@ -328,14 +388,29 @@ impl Collection {
 }
 
 impl Extra {
+    /// Rows searched: built and added, but the dead.
+    fn searched(&self) -> usize {
+        self.built + self.ids.len() - self.dead.len()
+    }
+
+    /// Adds `r` as a new row; the row of its id before, if any, is searched no more.
     fn push(&mut self, r: NewRow) -> Result<()> {
         for m in &mut self.levels {
             m.push(&r.vector)?;
         }
-        self.known.insert(r.id.clone());
+        self.retire(&r.id);
+        self.live.insert(r.id.clone(), self.built + self.ids.len());
         self.ids.push(r.id);
         self.payloads.push(r.payload);
         Ok(())
+    }
+
+    /// The row of `id`, if any, searched no more.
+    fn retire(&mut self, id: &str) {
+        if let Some(row) = self.live.remove(id) {
+            self.dead.insert(row);
+        }
+        self.dead.extend(self.twins.remove(id).unwrap_or_default());
     }
 }
 

@@ -1,5 +1,6 @@
 //! The rows of an export: one `COPY` (text format) of `(id, row number, full vector, payload)`
-//! lines, the built rows of the index, then the documents a server added to it.
+//! lines, the built rows of the index (but those a server deleted or replaced since), then the
+//! documents a server added to it (its journal, [`Replayed`]).
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -8,23 +9,30 @@ use std::io::Write as _;
 use serde_json::Value;
 
 use super::pg;
+use crate::collection::journal::Replayed;
 use crate::level::Level;
 use crate::reader::Index;
 use crate::{Error, Result};
 
-/// COPYs rows `rows` of the index (id, row number, full vector, payload) into the table.
+/// COPYs rows `rows` of the index (id, row number, full vector, payload) into the table, but
+/// those whose ids `journal` names (deleted or replaced through a server); returns how many.
 pub(super) fn copy_rows(
     tx: &mut postgres::Transaction,
     index: &Index,
     full_level: Level,
     table: &str,
-    rows: std::ops::Range<usize>,
-) -> Result<()> {
-    let rows = rows.map(|r| {
+    (rows, journal): (std::ops::Range<usize>, &Replayed),
+) -> Result<usize> {
+    let rows: Vec<usize> = rows
+        .filter(|&r| !journal.named.contains_key(index.id(r)))
+        .collect();
+    let n = rows.len();
+    let rows = rows.into_iter().map(|r| {
         let v = index.vector(full_level, r).unwrap_or(&[]);
         (index.id(r), r, Cow::Borrowed(v), index.payload(r))
     });
-    copy_lines(tx, table, rows)
+    copy_lines(tx, table, rows)?;
+    Ok(n)
 }
 
 /// The documents a server added to the index (its journal), after its built rows: their
@@ -33,8 +41,9 @@ pub(super) fn copy_added(
     tx: &mut postgres::Transaction,
     index: &Index,
     table: &str,
+    journal: &Replayed,
 ) -> Result<usize> {
-    let added = crate::collection::read_journal(index.dir(), index.full_dim())?;
+    let added = &journal.rows;
     let rows = added.iter().enumerate().map(|(i, r)| {
         let v = crate::level::prefix_normalized(&r.vector, r.vector.len());
         (

@@ -151,12 +151,19 @@ pub fn export(
     let mut client = connect(dsn)?;
     let mut tx = client.transaction().map_err(pg)?;
     create_table(&mut tx, index, table, overwrite)?;
-    copy_rows(&mut tx, index, full_level, table, 0..index.len())?;
-    let added = copy_added(&mut tx, index, table)?;
+    let journal = crate::collection::read_journal(index.dir(), index.full_dim())?;
+    let built = copy_rows(
+        &mut tx,
+        index,
+        full_level,
+        table,
+        (0..index.len(), &journal),
+    )?;
+    let added = copy_added(&mut tx, index, table, &journal)?;
     let indexes = create_indexes(&mut tx, index, table, hnsw)?;
     tx.commit().map_err(pg)?;
     Ok(ExportReport {
-        rows: index.len() + added,
+        rows: built + added,
         indexes,
         seconds: t0.elapsed().as_secs_f64(),
     })
@@ -179,6 +186,7 @@ pub enum Export<'a> {
 /// Runs one phase of a parallel export; returns the HNSW indexes made (Finish) or none.
 pub fn export_phase(index: &Index, dsn: &str, table: &str, phase: Export) -> Result<Vec<String>> {
     let full_level = export_level(index, table)?;
+    let journal = crate::collection::read_journal(index.dir(), index.full_dim())?;
     let mut client = connect(dsn)?;
     let mut tx = client.transaction().map_err(pg)?;
     let made = match phase {
@@ -187,11 +195,11 @@ pub fn export_phase(index: &Index, dsn: &str, table: &str, phase: Export) -> Res
             Vec::new()
         }
         Export::Rows(rows) => {
-            copy_rows(&mut tx, index, full_level, table, rows)?;
+            copy_rows(&mut tx, index, full_level, table, (rows, &journal))?;
             Vec::new()
         }
         Export::Finish { hnsw } => {
-            copy_added(&mut tx, index, table)?; // one process, after every built row
+            copy_added(&mut tx, index, table, &journal)?; // one process, after every built row
             create_indexes(&mut tx, index, table, hnsw)?
         }
     };

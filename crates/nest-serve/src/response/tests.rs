@@ -126,12 +126,23 @@ fn search_documents_and_errors() {
     let added = Added {
         object: "documents",
         added: vec!["a".into()],
+        replaced: vec!["b".into()],
         existing: vec![],
         count: 9,
     };
     assert_eq!(
         to_value(&added).unwrap(),
-        json!({"object": "documents", "added": ["a"], "existing": [], "count": 9})
+        json!({"object": "documents", "added": ["a"], "replaced": ["b"], "existing": [], "count": 9})
+    );
+    let deleted = Deleted {
+        object: "documents",
+        deleted: vec!["a".into()],
+        missing: vec!["z".into()],
+        count: 8,
+    };
+    assert_eq!(
+        to_value(&deleted).unwrap(),
+        json!({"object": "documents", "deleted": ["a"], "missing": ["z"], "count": 8})
     );
     let e = ErrorBody {
         error: ErrorDetail {

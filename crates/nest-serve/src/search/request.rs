@@ -1,6 +1,7 @@
-//! The bodies of `POST /v1/search` and `POST /v1/documents`: their field tables (what the
-//! OpenAPI document describes) and their parsers.
+//! The bodies of `POST /v1/search`, `POST /v1/documents` and `POST /v1/documents/delete`:
+//! their field tables (what the OpenAPI document describes) and their parsers.
 
+use nest_index::collection::Existing;
 use nest_index::{Filter, Funnel};
 use serde_json::Value;
 
@@ -21,10 +22,14 @@ pub const SEARCH_FIELDS: [Field; 9] = [
 ];
 
 /// Every field `POST /v1/documents` reads.
-pub const DOCUMENT_FIELDS: [Field; 3] = [
+pub const DOCUMENT_FIELDS: [Field; 4] = [
     Field {
         name: "documents",
         doc: "an array of {\"id\": string, \"text\": string, \"payload\": object (optional)}",
+    },
+    Field {
+        name: "existing",
+        doc: "what to do with an id already in the index: \"keep\" it as it is (default; a retry is safe) or \"replace\" it (an upsert)",
     },
     Field {
         name: "model",
@@ -33,6 +38,18 @@ pub const DOCUMENT_FIELDS: [Field; 3] = [
     Field {
         name: "prompt_name",
         doc: "a prompt the model names (default: the one the index's documents were embedded with)",
+    },
+];
+
+/// Every field `POST /v1/documents/delete` reads.
+pub const DELETE_FIELDS: [Field; 2] = [
+    Field {
+        name: "ids",
+        doc: "the ids of the documents to delete: a string or an array of strings",
+    },
+    Field {
+        name: "model",
+        doc: "the served model's name (optional)",
     },
 ];
 
@@ -118,8 +135,42 @@ pub fn parse_search(body: &[u8], unknown: UnknownFields) -> Result<SearchRequest
 pub struct DocumentsRequest {
     /// (id, text, payload)
     pub documents: Vec<(String, String, Option<Value>)>,
+    /// What to do with an id already present.
+    pub existing: Existing,
     pub model: Option<String>,
     pub prompt_name: Option<String>,
+}
+
+/// A parsed `POST /v1/documents/delete` body.
+#[derive(Debug, Clone)]
+pub struct DeleteRequest {
+    pub ids: Vec<String>,
+    pub model: Option<String>,
+}
+
+/// Parses a delete body.
+pub fn parse_delete(body: &[u8], unknown: UnknownFields) -> Result<DeleteRequest> {
+    let o = object(body)?;
+    let names = request::field_names(&DELETE_FIELDS);
+    request::check_fields(&o, &names, "POST /v1/documents/delete", unknown)?;
+    let get = |k: &str| o.get(k).unwrap_or(&Value::Null);
+    Ok(DeleteRequest {
+        ids: strings(get("ids"), "ids")?,
+        model: request::string(get("model"), "model")?,
+    })
+}
+
+/// `existing`: "keep" (default) or "replace".
+fn existing(v: &Value) -> Result<Existing> {
+    match v {
+        Value::Null => Ok(Existing::Keep),
+        Value::String(s) if s == "keep" => Ok(Existing::Keep),
+        Value::String(s) if s == "replace" => Ok(Existing::Replace),
+        other => Err(Error::bad(
+            Some("existing"),
+            format!("'existing' must be \"keep\" or \"replace\", got {other}"),
+        )),
+    }
 }
 
 pub fn parse_documents(body: &[u8], unknown: UnknownFields) -> Result<DocumentsRequest> {
@@ -153,6 +204,9 @@ pub fn parse_documents(body: &[u8], unknown: UnknownFields) -> Result<DocumentsR
             }
             let text = field("text")
                 .ok_or_else(|| bad(format!("documents[{i}].text must be a non-empty string")))?;
+            if let Some(problem) = nest_core::data::text_problem(text) {
+                return Err(bad(format!("documents[{i}].text: {problem}")));
+            }
             let payload = match d.get("payload") {
                 None | Some(Value::Null) => None,
                 Some(p @ Value::Object(_)) => Some(p.clone()),
@@ -174,7 +228,7 @@ pub fn parse_documents(body: &[u8], unknown: UnknownFields) -> Result<DocumentsR
                 return Err(bad(format!(
                     "documents[{j}].id {:?} repeats documents[{i}]'s with another text or \
                      payload: one document per id in a request (an id already in the index is \
-                     kept as it is, reported as existing)",
+                     kept as it is, or replaced with \"existing\": \"replace\")",
                     doc.0
                 )))
             }
@@ -186,6 +240,7 @@ pub fn parse_documents(body: &[u8], unknown: UnknownFields) -> Result<DocumentsR
     }
     Ok(DocumentsRequest {
         documents,
+        existing: existing(o.get("existing").unwrap_or(&Value::Null))?,
         model: request::string(o.get("model").unwrap_or(&Value::Null), "model")?,
         prompt_name: request::string(o.get("prompt_name").unwrap_or(&Value::Null), "prompt_name")?,
     })
@@ -207,6 +262,14 @@ mod tests {
         assert!(
             e.to_string()
                 .contains("documents[1].id \"d\" repeats documents[0]'s"),
+            "{e}"
+        );
+        // a text of spaces alone has no words to be found by (trial D U2)
+        let blank = br#"{"documents": [{"id": "d", "text": " \t "}]}"#;
+        let e = parse_documents(blank, UnknownFields::Reject).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("documents[0].text: text is empty (or only whitespace)"),
             "{e}"
         );
     }

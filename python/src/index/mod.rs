@@ -1,10 +1,12 @@
-//! `nest.Index`: build and search an index in-process, as `nest index build` and `nest search`
-//! do (nest-index's `IndexBuilder` and `Collection`: the built rows and the journal of added
-//! ones, with payload filters), the GIL released while encoding and searching.
+//! `nest.Index`: build, search and change an index in-process, as `nest index build`, `nest
+//! search` and a server's `/v1/documents` do (nest-index's `IndexBuilder` and `Collection`: the
+//! built rows and the journal of the changes since, with payload filters), the GIL released
+//! while encoding and searching.
 
 use std::path::PathBuf;
 
-use nest_index::{Collection, Filter, Funnel, IndexBuilder, Level, Precision};
+use nest_index::collection::{Existing, NewRow};
+use nest_index::{Collection, Filter, Funnel};
 use nest_model::{ElasticEncoder, EncodeOptions};
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -61,13 +63,30 @@ fn load(model: &str, max_length: Option<usize>) -> PyResult<ElasticEncoder> {
     ElasticEncoder::load(&dir, nest_model::default_device(), max_length).map_err(crate::py_err)
 }
 
+impl NativeIndex {
+    /// Changes need the model that embedded the index (a document embedded by another would
+    /// not match the others).
+    fn check_own_model(&self) -> PyResult<()> {
+        match &self.other_model {
+            None => Ok(()),
+            Some(m) => Err(PyValueError::new_err(format!(
+                "model: the index was embedded by another model than {m}; open it without \
+                 model= to add or delete documents"
+            ))),
+        }
+    }
+}
+
 /// An index opened for search (the low-level class; use `nest.Index`).
 #[pyclass(frozen, module = "nest._nest", name = "NativeIndex")]
 pub struct NativeIndex {
     col: Collection,
+    dir: PathBuf,
     model: Shared,
     layer: usize,
     weights_note: Option<String>,
+    /// `model=` named another model than the index records: searches only, no changes.
+    other_model: Option<String>,
 }
 
 #[pymethods]
@@ -95,6 +114,10 @@ impl NativeIndex {
             .and_then(|m| m.as_u64())
             .map(|m| m as usize);
         let recorded = source.get("model").and_then(|m| m.as_str());
+        let other_model = match recorded {
+            Some(r) if nest_core::data::same_model(r, &name) => None,
+            _ => Some(name.clone()),
+        };
         let weights_note = recorded
             .filter(|r| nest_core::data::same_model(r, &name))
             .and_then(|_| nest_core::data::weights_note(&source));
@@ -112,9 +135,11 @@ impl NativeIndex {
         }
         Ok(NativeIndex {
             col,
+            dir: path,
             model: Shared(enc, None),
             layer,
             weights_note,
+            other_model,
         })
     }
 
@@ -125,9 +150,90 @@ impl NativeIndex {
         self.weights_note.clone()
     }
 
-    /// Rows built into the index (documents added since are searched too).
-    fn built_rows(&self) -> usize {
-        self.col.index().len()
+    /// Documents searched: the built ones and those added since, but the deleted and
+    /// replaced.
+    fn rows(&self) -> usize {
+        self.col.len()
+    }
+
+    /// Adds documents (`ids`, `texts`, `payloads` as JSON objects or none), embedded as the
+    /// index's documents were (the document prompt it records, unless `prompt_name` /
+    /// `prompt`), durably (journal lines `fsync`ed), under the index's lock (refused while a
+    /// server of the index runs): `POST /v1/documents`. `existing`: "keep" an id already
+    /// present, or "replace" it. JSON text of `{"added", "replaced", "existing", "count"}`.
+    #[pyo3(signature = (ids, texts, payloads, existing = "keep".to_string(), prompt_name = None, prompt = None, batch_size = 32))]
+    #[allow(clippy::too_many_arguments)] // Python keyword arguments
+    fn add(
+        &self,
+        py: Python<'_>,
+        ids: Vec<String>,
+        texts: Vec<String>,
+        payloads: Vec<Option<String>>,
+        existing: String,
+        prompt_name: Option<String>,
+        prompt: Option<String>,
+        batch_size: usize,
+    ) -> PyResult<String> {
+        let existing = match existing.as_str() {
+            "keep" => Existing::Keep,
+            "replace" => Existing::Replace,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "existing: \"keep\" or \"replace\", got {other:?}"
+                )))
+            }
+        };
+        self.check_own_model()?;
+        let source = &self.col.index().manifest().source;
+        let store_text = source.get(nest_core::data::STORE_TEXT) == Some(&true.into());
+        let stored = build::stored_payloads(&ids, &texts, &payloads, store_text)?;
+        // without a prompt asked for, the one the index's documents were embedded with (as
+        // the server's /v1/documents)
+        let recorded = match (&prompt_name, &prompt) {
+            (None, None) => nest_core::data::recorded_document_prompt(source),
+            _ => None,
+        };
+        let side = match (&prompt_name, &prompt, &recorded) {
+            (None, None, None) => nest_model::prompt::Side::Text,
+            _ => nest_model::prompt::Side::Document,
+        };
+        let recorded = recorded.map(Option::unwrap_or_default);
+        let text = prompt.as_deref().or(recorded.as_deref());
+        let p = side_prompt(self.model.get(), prompt_name.as_deref(), text, side)?;
+        let r = crate::detach(py, || -> PyResult<_> {
+            nest_core::lock::building(&self.dir, || -> PyResult<_> {
+                let v = embed(self.model.get(), self.layer, &texts, batch_size.max(1), p)
+                    .map_err(crate::py_err)?;
+                let rows = ids
+                    .into_iter()
+                    .zip(stored)
+                    .zip(v)
+                    .map(|((id, payload), vector)| NewRow {
+                        id,
+                        payload: Some(payload),
+                        vector,
+                    })
+                    .collect();
+                self.col.add(rows, existing).map_err(index_err)
+            })
+            .map_err(crate::core_err)?
+        })??;
+        let out = serde_json::json!({"added": r.added, "replaced": r.replaced,
+            "existing": r.existing, "count": self.col.len()});
+        Ok(out.to_string())
+    }
+
+    /// Deletes the documents of `ids` durably, under the index's lock (as `add`):
+    /// `POST /v1/documents/delete`. JSON text of `{"deleted", "missing", "count"}`.
+    fn delete(&self, py: Python<'_>, ids: Vec<String>) -> PyResult<String> {
+        self.check_own_model()?;
+        let r = crate::detach(py, || -> PyResult<_> {
+            nest_core::lock::building(&self.dir, || self.col.delete(&ids).map_err(index_err))
+                .map_err(crate::core_err)?
+        })??;
+        let out = serde_json::json!({"deleted": r.deleted, "missing": r.missing,
+            "count": self.col.len()});
+        Ok(out.to_string())
     }
 
     /// The `k` best rows for each query through `funnel` (`nest search --funnel`; none: exact
@@ -187,160 +293,5 @@ impl NativeIndex {
     }
 }
 
-/// What the index stores beside each document: its payload (JSON text, or none: `{}`), with
-/// its text under `text` when `store_text`; a ValueError names a bad payload or a count that
-/// differs.
-fn stored_payloads(
-    ids: &[String],
-    texts: &[String],
-    payloads: &[Option<String>],
-    store_text: bool,
-) -> PyResult<Vec<serde_json::Value>> {
-    if ids.len() != texts.len() || payloads.len() != texts.len() {
-        return Err(PyValueError::new_err(format!(
-            "documents: {} ids, {} texts, {} payloads; expected one of each per document",
-            ids.len(),
-            texts.len(),
-            payloads.len()
-        )));
-    }
-    let parse = |i: usize, p: &Option<String>| match p {
-        Some(p) => serde_json::from_str(p)
-            .map_err(|e| PyValueError::new_err(format!("documents[{i}].payload: {e}"))),
-        None => Ok(serde_json::json!({})),
-    };
-    (0..ids.len())
-        .map(|i| {
-            let problem = nest_core::data::id_problem(&ids[i])
-                .or_else(|| nest_core::data::text_problem(&texts[i]).map(str::to_string));
-            if let Some(p) = problem {
-                return Err(PyValueError::new_err(format!("documents[{i}]: {p}")));
-            }
-            let doc = nest_core::data::Document {
-                id: ids[i].clone(),
-                text: texts[i].clone(),
-                payload: parse(i, &payloads[i])?,
-            };
-            Ok(doc.stored(store_text))
-        })
-        .collect()
-}
-
-/// Builds an index at `out` of the documents (`ids`, `texts`, `payloads` as JSON objects or
-/// none) embedded by `model` at `layer` (default: the last), one level per (dim, precision):
-/// `nest index build`. `store_text` keeps each text in its payload and records so in the index
-/// (`--store-text`), so that documents a server adds later keep theirs too.
-#[pyfunction]
-#[pyo3(signature = (out, model, ids, texts, payloads, dims = None, precision = "float32".to_string(), layer = None, overwrite = false, batch_size = 32, store_text = false, prompt_name = None, prompt = None, keep_added = None))]
-#[allow(clippy::too_many_arguments)] // Python keyword arguments
-pub fn index_build_native(
-    py: Python<'_>,
-    out: PathBuf,
-    model: String,
-    ids: Vec<String>,
-    texts: Vec<String>,
-    payloads: Vec<Option<String>>,
-    dims: Option<Vec<usize>>,
-    precision: String,
-    layer: Option<usize>,
-    overwrite: bool,
-    batch_size: usize,
-    store_text: bool,
-    prompt_name: Option<String>,
-    prompt: Option<String>,
-    keep_added: Option<bool>,
-) -> PyResult<usize> {
-    let options = BuildOptions {
-        dims,
-        precision,
-        layer,
-        overwrite,
-        batch_size,
-        store_text,
-        prompt_name,
-        prompt,
-        keep_added,
-    };
-    // `out` the model's own folder (overwrite=True would replace the model with the index)
-    let model_dir = std::path::Path::new(&model);
-    nest_core::fsutil::check_output_spares_inputs("path", &out, &[("model", model_dir)])
-        .map_err(crate::core_err)?;
-    // one build per index at a time, and none under a server of it (as `nest index build`)
-    let build = || build_index(py, &out, &model, ids, texts, payloads, options);
-    nest_core::lock::building(&out, build).map_err(crate::core_err)?
-}
-
-/// [`index_build_native`]'s options after the documents.
-struct BuildOptions {
-    dims: Option<Vec<usize>>,
-    precision: String,
-    layer: Option<usize>,
-    overwrite: bool,
-    batch_size: usize,
-    store_text: bool,
-    prompt_name: Option<String>,
-    prompt: Option<String>,
-    keep_added: Option<bool>,
-}
-
-/// [`index_build_native`] under the index's lock.
-fn build_index(
-    py: Python<'_>,
-    out: &std::path::Path,
-    model: &str,
-    ids: Vec<String>,
-    texts: Vec<String>,
-    payloads: Vec<Option<String>>,
-    o: BuildOptions,
-) -> PyResult<usize> {
-    // documents a server added to the index overwrite=True replaces: refused before any work
-    let added = nest_index::rebuild::added_rows(out);
-    if o.overwrite && added > 0 && o.keep_added.is_none() {
-        return Err(index_err(nest_index::rebuild::refusal(out, added)));
-    }
-    let payloads = stored_payloads(&ids, &texts, &payloads, o.store_text)?;
-    let precisions = Precision::parse_list(&o.precision).map_err(index_err)?;
-    let enc = crate::detach(py, || load(model, None))??;
-    let layer = o.layer.unwrap_or(enc.num_layers());
-    nest_core::spec::check_layers("layer", &[layer], enc.num_layers()).map_err(crate::core_err)?;
-    let d = enc.output_dim();
-    let dims = o.dims.unwrap_or_else(|| vec![d]);
-    nest_core::spec::check_dims("dims", &dims, d).map_err(crate::core_err)?;
-    let levels: Vec<Level> = dims
-        .iter()
-        .flat_map(|&dim| {
-            precisions
-                .iter()
-                .map(move |&precision| Level { precision, dim })
-        })
-        .collect();
-    let mut source = nest_core::data::point_record(model, layer, enc.tokenizer.max_length());
-    if o.store_text {
-        source[nest_core::data::STORE_TEXT] = true.into();
-    }
-    let (name, text) = (o.prompt_name.as_deref(), o.prompt.as_deref());
-    let document = side_prompt(&enc, name, text, nest_model::prompt::Side::Document)?;
-    source[nest_core::data::DOCUMENT_PROMPT] = document.into();
-    let document = document.map(str::to_string);
-    let shared = Shared(enc, None);
-    crate::detach_interruptible(py, || -> PyResult<usize> {
-        let mut b =
-            IndexBuilder::create(out, d, &levels, true, source, o.overwrite).map_err(index_err)?;
-        if let Some(keep) = o.keep_added {
-            b.keep_added(keep).map_err(index_err)?;
-        }
-        let vectors = embed(
-            shared.get(),
-            layer,
-            &texts,
-            o.batch_size.max(1),
-            document.as_deref(),
-        )
-        .map_err(crate::py_err)?;
-        for ((id, p), v) in ids.iter().zip(&payloads).zip(&vectors) {
-            b.push(id, Some(p), v).map_err(index_err)?;
-        }
-        let m = b.finish().map_err(index_err)?;
-        Ok(m.count)
-    })?
-}
+mod build;
+pub use build::index_build_native;
