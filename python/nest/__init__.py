@@ -510,7 +510,7 @@ def distill(
 def compress(
     out: Optional[str] = None,
     dims: Sequence[int] = (96, 192, 384),
-    method: str = "smec",
+    method: Optional[str] = None,
     *,
     embeddings: Optional[str] = None,
     queries: Optional[str] = None,
@@ -534,8 +534,9 @@ def compress(
 
     Inputs: ``embeddings`` / ``queries`` (``.npy`` or ``.safetensors`` matrices; ids from
     ``corpus_ids`` / ``query_ids``, else the row numbers) with ``qrels`` (and ``test_qrels``), or
-    ``model`` with ``beir`` (a BEIR folder; its embeddings cached in ``cache``). ``resume``
-    continues a smec or mrl+smrl adaptor with smaller ``dims`` (its own inputs and method).
+    ``model`` with ``beir`` (a BEIR folder; its embeddings cached in ``cache``). ``method``:
+    default ``"smec"``. ``resume`` continues a smec or mrl+smrl adaptor with smaller ``dims``
+    (its own inputs and method: another ``method`` is a ValueError).
     ``options``: ``alpha``, ``scale``, ``lr``, ``tau``, ``batch_size``, ``epochs``,
     ``patience`` (a sequential stage's early stop; 0 or absent: none, every stage gets ``epochs``),
     ``hard_negatives``, ``neighbours``, ``memory_size``, ``seed``.
@@ -582,7 +583,7 @@ def evaluate(
     data_root: str = "../shared/datasets",
     layers: Union[int, str, Sequence[int], None] = None,
     dims: Union[int, str, Sequence[int], None] = None,
-    precision: str = "float32",
+    precision: Union[str, Sequence[str]] = "float32",
     dtype: str = "auto",
     batch_size: int = 32,
     out: Optional[str] = None,
@@ -592,9 +593,10 @@ def evaluate(
     document_prompt_name: Optional[str] = None,
     adaptor: Optional[str] = None,
     overwrite: bool = False,
+    rescore: int = 4,
 ):
     """Evaluates ``model`` over the (layer x dim x precision) grid, as ``nest eval`` does (the
-    same Rust code; the GIL released).
+    same Rust code, the same defaults; the GIL released).
 
     Args:
         model: a model folder (or hub id, as ``nest.Encoder``).
@@ -603,7 +605,8 @@ def evaluate(
         sts: STS files (sentence1, sentence2, score) to evaluate beside, or instead of, ``tasks``.
         layers, dims: the grid (default: every layer, the model's Matryoshka dims): a list, an
             int, or the CLI's ``"64,128"`` / ``"1-6"``.
-        precision: ``"float32"``, ``"int8"``, ``"binary"`` or a comma-separated list.
+        precision: ``"float32"``, ``"int8"``, ``"int8-calibrated"``, ``"binary"``, a
+            comma-separated list or a list.
         dtype: the arithmetic, as ``nest.Encoder``.
         out: also write ``report.json``, ``report.md`` and the plots there. A folder holding
             another model's report is refused (a ``ValueError`` before anything loads) unless
@@ -616,6 +619,9 @@ def evaluate(
             prompt, and its ``query`` / ``document`` prompts for retrieval.
         adaptor: an adaptor folder (``nest.compress``): ``dims`` are then its dims
             (``nest eval --adaptor``).
+        rescore: binary retrieval re-ranks the top ``10 x rescore`` Hamming candidates with
+            the float query (``nest eval --rescore``, default 4; 0: off, its score then being
+            ``ndcg_at_10``'s unrescored value). The report records it.
 
     Returns:
         The report as a dict (``report.json``'s content: ``tasks[i]["cells"]`` hold each cell's
@@ -628,7 +634,7 @@ def evaluate(
         str(data_root),
         _ints("layers", layers),
         _ints("dims", dims),
-        precision,
+        precision if isinstance(precision, str) else ",".join(precision),
         dtype,
         int(batch_size),
         None if out is None else str(out),
@@ -637,6 +643,7 @@ def evaluate(
         document_prompt_name,
         None if adaptor is None else str(adaptor),
         bool(overwrite),
+        int(rescore),
     )
     if note:  # an adaptor trained on another model's vectors
         warnings.warn(note, UserWarning, stacklevel=2)

@@ -60,7 +60,7 @@ def distill_native(
 ) -> tuple[str, list[tuple[int, float, str]]]: ...
 def compress_native(
     out: str | None,
-    method: str,
+    method: str | None,
     dims: list[int],
     inputs: list[tuple[str, str]] = ...,
     options: list[tuple[str, float]] = ...,
@@ -86,6 +86,7 @@ def evaluate_native(
     document_prompt_name: str | None = None,
     adaptor: str | None = None,
     overwrite: bool = False,
+    rescore: int = 4,
 ) -> tuple[str, str | None]: ...
 class NativeIndex:
     def __init__(self, path: str, model: str | None = None) -> None: ...

@@ -104,7 +104,7 @@ fn options(pairs: Vec<(String, f64)>) -> PyResult<Options> {
 pub fn compress_native(
     py: Python<'_>,
     out: Option<PathBuf>,
-    method: String,
+    method: Option<String>,
     dims: Vec<usize>,
     inputs: Vec<(String, String)>,
     options: Vec<(String, f64)>,

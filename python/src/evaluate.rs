@@ -26,7 +26,7 @@ fn eval_err(e: nest_eval::Error) -> PyErr {
 /// Prompts as `nest eval`'s: by default the model's own (its default prompt for every text,
 /// its `query` / `document` prompts for retrieval), or the ones named.
 #[pyfunction]
-#[pyo3(signature = (model, tasks = None, sts = Vec::new(), data_root = PathBuf::from("../shared/datasets"), layers = None, dims = None, precision = "float32".to_string(), dtype = "auto".to_string(), batch_size = 32, out = None, prompt_name = None, query_prompt_name = None, document_prompt_name = None, adaptor = None, overwrite = false))]
+#[pyo3(signature = (model, tasks = None, sts = Vec::new(), data_root = PathBuf::from("../shared/datasets"), layers = None, dims = None, precision = "float32".to_string(), dtype = "auto".to_string(), batch_size = 32, out = None, prompt_name = None, query_prompt_name = None, document_prompt_name = None, adaptor = None, overwrite = false, rescore = 4))]
 #[allow(clippy::too_many_arguments)] // Python keyword arguments
 pub fn evaluate_native(
     py: Python<'_>,
@@ -45,6 +45,7 @@ pub fn evaluate_native(
     document_prompt_name: Option<String>,
     adaptor: Option<PathBuf>,
     overwrite: bool,
+    rescore: usize,
 ) -> PyResult<(String, Option<String>)> {
     if let (Some(o), false) = (&out, overwrite) {
         // before anything loads: another model's report in `out` is kept
@@ -55,6 +56,8 @@ pub fn evaluate_native(
         .parse()
         .map_err(|e: String| PyValueError::new_err(format!("dtype: {e}")))?;
     let precisions = Precision::parse_list(&precision).map_err(eval_err)?;
+    // what the report's `command` records of this call
+    let asked = format!("tasks={tasks:?}, sts={sts:?}");
     let mut sources: Vec<TaskSource> = match &tasks {
         Some(t) => {
             let kinds = TaskKind::parse_list(t).map_err(eval_err)?;
@@ -106,7 +109,7 @@ pub fn evaluate_native(
                 layers,
                 dims,
                 precisions,
-                rescore: 0,
+                rescore,
                 logreg: Default::default(),
                 adaptor: adaptor.map(std::rc::Rc::new),
                 items: true,
@@ -116,7 +119,11 @@ pub fn evaluate_native(
                 batch_size,
                 ..EncodeOptions::default()
             };
-            let command = format!("nest.evaluate({model:?})");
+            let command = format!(
+                "nest.evaluate({model:?}, {asked}, layers={:?}, dims={:?}, \
+                 precision={precision:?}, rescore={rescore})",
+                spec.layers, spec.dims
+            );
             let report =
                 suite::evaluate(&model, command, &enc, &tasks, &spec, 0, opts, &mut |_| {})?;
             if let Some(o) = &out {

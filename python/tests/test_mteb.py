@@ -183,6 +183,33 @@ def retrieval_report(scifact_subset, tmp_path_factory):
     return json.loads((out / "report.json").read_text())
 
 
+def test_evaluate_reranks_binary_retrieval_as_the_cli(scifact_subset, tmp_path):
+    """Helper trial E: `nest.evaluate(precision="binary")` did not re-rank binary retrieval (its
+    ndcg_at_10 was the CLI's ndcg_at_10_no_rescore, under the CLI's name). Now the same default
+    (rescore 4), recorded in the report, and the same numbers as `nest eval`."""
+    kw = dict(tasks="retrieval", data_root=str(scifact_subset), layers=[6], dims=[64], dtype="float32")
+    ours = nest.evaluate(str(MODEL), precision="binary", **kw)
+    off = nest.evaluate(str(MODEL), precision=["binary"], rescore=0, **kw)  # a list, as layers
+    with pytest.raises(ValueError, match="'ubinary' scores as binary does"):
+        nest.evaluate(str(MODEL), precision="ubinary", **kw)
+    assert (ours["rescore"], off["rescore"]) == (4, 0)
+    m, m0 = ours["tasks"][0]["cells"][0]["metrics"], off["tasks"][0]["cells"][0]["metrics"]
+    assert "ndcg_at_10_no_rescore" in m and "ndcg_at_10_no_rescore" not in m0
+    assert abs(m["ndcg_at_10_no_rescore"] - m0["ndcg_at_10"]) < 1e-9
+    out = tmp_path / "cli"
+    cmd = [
+        str(nest_bin()), "eval", "--model", str(MODEL), "--data-root", str(scifact_subset),
+        "--tasks", "retrieval", "--layers", "6", "--dims", "64", "--precision", "binary",
+        "--dtype", "float32", "--latency-texts", "0", "--out", str(out),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, timeout=600)
+    cli = json.loads((out / "report.json").read_text())
+    assert cli["rescore"] == 4
+    theirs = cli["tasks"][0]["cells"][0]["metrics"]
+    for k in ("ndcg_at_10", "ndcg_at_10_no_rescore"):
+        assert abs(theirs[k] - m[k]) < 1e-4, (k, theirs[k], m[k])
+
+
 def test_local_scifact_reads_the_beir_folder():
     need_data("scifact/corpus.jsonl")
     task = nm.LocalSciFact(DATA)

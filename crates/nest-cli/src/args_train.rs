@@ -80,9 +80,10 @@ pub struct DistillArgs {
 
 #[derive(Debug, Args)]
 pub struct CompressArgs {
-    /// smec, mrl, mrl+smrl, mrl+ads, mrl+sxbm, matryoshka-adaptor, search-adaptor, pca, truncate.
-    #[arg(long, default_value = "smec")]
-    pub method: String,
+    /// smec (default), mrl, mrl+smrl, mrl+ads, mrl+sxbm, matryoshka-adaptor, search-adaptor,
+    /// pca, truncate; with `--resume`, the adaptor's own.
+    #[arg(long)]
+    pub method: Option<String>,
     /// Output dims, increasing as everywhere (doubling for smec and mrl+smrl), e.g.
     /// `96,192,384,768`; with `--resume`, the new smaller dims to add. The decreasing order
     /// of earlier releases is accepted too.

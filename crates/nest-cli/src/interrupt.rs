@@ -3,9 +3,9 @@
 //! user's Ctrl-C), and the command then exits with 128 + the signal's number, saying how to
 //! continue. Outside the steps (loading, the final evaluation and export), and on a second
 //! signal, the signal does what it does by default: the process ends at once, which every
-//! command survives (`crates/nest-cli/tests/crash.rs`); the run continues from its last
-//! checkpoint. A data-parallel run stops every rank after the same step when any rank got the
-//! signal (`nest_train::trainer::stop`). Commands without steps end at once but say what the
+//! command survives (`crates/nest-cli/tests/crash.rs`), saying so the first time; the run
+//! continues from its last checkpoint. A data-parallel run stops every rank after the same
+//! step when any rank got the signal (`nest_train::trainer::stop`). Commands without steps end at once but say what the
 //! cut kept ([`explain_on_signals`]).
 
 use std::io::Write;
@@ -44,6 +44,19 @@ pub fn stop_training_on_signals() -> anyhow::Result<()> {
             .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
         if !(first && stop::request()) {
+            if first && main {
+                // outside the steps it ended silently (helper trial E), though the run is as
+                // resumable as after any cut
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\n{} (signal {sig}): stopped at once, outside a training step (loading, \
+                     the teacher's cache, an evaluation or the export): what came after the \
+                     run's last checkpoint is not kept; the same command with --resume \
+                     continues from that checkpoint (a run cut before its first one starts \
+                     again without --resume)",
+                    name(sig)
+                );
+            }
             return die_of(sig);
         }
         if main {

@@ -1066,6 +1066,20 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
     assert!(table.starts_with("| dim | val nDCG@10 | truncated | test nDCG@10 | truncated |"));
     let row = table.lines().find(|l| l.starts_with("| 8 |")).unwrap();
     assert!(!row.contains('-') && row.matches('|').count() == 6, "{row}");
+    // x100, as `nest eval` prints nDCG@10 (it printed fractions: helper trial E)
+    let cells: Vec<f64> = row
+        .split('|')
+        .skip(2)
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    assert!(
+        cells.len() == 4 && cells.iter().all(|&c| (0.0..=100.0).contains(&c)),
+        "{row}"
+    );
+    assert!(
+        cells.iter().any(|&c| c > 1.0) && row.contains(&format!("{:.2}", cells[0])),
+        "{row}"
+    );
     let a = nest_model::Adaptor::load(Path::new(&out)).unwrap();
     assert_eq!(a.dims(), vec![8, 16, 32]);
     // `nest info` reads an adaptor folder too (a positional path, as `--model`)
@@ -1127,6 +1141,21 @@ fn compress_trains_resumes_and_encode_applies_the_adaptor() {
     let e = fails(&["compress", "--resume", &out, "--dims", "16", "--overwrite"]);
     assert!(
         e.contains("16: a resume adds stages below the adaptor's smallest dim (8"),
+        "{e}"
+    );
+    // another method named: it trained the adaptor's own, silently (helper trial E)
+    let e = fails(&[
+        "compress",
+        "--resume",
+        &out,
+        "--dims",
+        "4",
+        "--overwrite",
+        "--method",
+        "pca",
+    ]);
+    assert!(
+        e.contains("--method: pca: the adaptor at") && e.contains("was trained with smec"),
         "{e}"
     );
     assert_eq!(

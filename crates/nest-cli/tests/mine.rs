@@ -310,6 +310,23 @@ fn documented_behaviours_and_clear_errors() {
     let args = base("few.jsonl", &["--range-min", "47", "--range-max", "60"]);
     let err = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(err.contains("could not find 3 negatives for"), "{err}");
+    assert!(!err.contains("leaves those queries out"), "{err}");
+    // an n-tuple leaves the short queries out of the file: said beside the figures that count
+    // them (helper trial E: the summary's counts were not the file's)
+    let nt = [
+        "--range-min",
+        "47",
+        "--range-max",
+        "60",
+        "--output-format",
+        "n-tuple",
+    ];
+    let args = base("few-nt.jsonl", &nt);
+    let err = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        err.contains("the n-tuple output leaves those queries out"),
+        "{err}"
+    );
     // another command's unfinished run is not resumed
     let (partial, state) = (f.p("u.jsonl.partial"), f.p("u.jsonl.mine-state.json"));
     std::fs::write(&partial, "").unwrap();

@@ -645,6 +645,38 @@ fn encode_warns_on_a_tsv_and_invalid_utf8_names_its_line_once() {
         e.contains("format scored, which loss mnrl cannot use (loss mnrl takes pairs or triplets)"),
         "{e}"
     );
+    // helper trial E: mined triplets whose negatives are the other rows' positives, 4 rows at
+    // batch 2: "too few examples" (there were enough); the cause is the shared texts
+    let rows: String = (0..4)
+        .map(|i| {
+            let neg = |k: usize| format!("p{}", (i + k) % 4);
+            let row = serde_json::json!({"anchor": format!("q{i}"), "positive": neg(0),
+                "negative_1": neg(1), "negative_2": neg(2), "negative_3": neg(3)});
+            format!("{row}\n")
+        })
+        .collect();
+    std::fs::write(d.join("mined.jsonl"), rows).unwrap();
+    let e = fails_in(
+        d,
+        &[
+            "train",
+            "--model",
+            &tiny,
+            "--data",
+            "mined.jsonl:triplets",
+            "--loss",
+            "mnrl",
+            "--batch-size",
+            "2",
+            "--run-dir",
+            "rm",
+        ],
+    );
+    assert!(
+        e.contains("no batch of 2 examples can be formed without a text twice in it")
+            && e.contains("lower batch_size"),
+        "{e}"
+    );
 }
 
 /// #34, #38: a wrong-typed recipe value names its key and line; a list flag given as
@@ -1273,4 +1305,124 @@ fn an_index_knows_its_model_from_anywhere_and_refuses_documents_it_cannot_serve(
         assert!(!o.status.success() && err.contains(says), "{err}");
         assert!(!d.join("bad").exists());
     }
+}
+
+/// `--resume` where there is no run (a mistyped --run-dir): `nest train` said "recipe.toml: No
+/// such file", `nest distill` started a new run from scratch without a word (helper trial E);
+/// both now say there is no run to resume, and write nothing.
+#[test]
+fn a_resume_of_nothing_says_so_and_writes_nothing() {
+    let f = fixture();
+    let d = f.path();
+    let tiny = d.join("tiny").display().to_string();
+    let e = fails_in(d, &["train", "--resume", "runs/typo"]);
+    assert!(
+        e.contains("runs/typo: no run to resume here (no recipe.toml)"),
+        "{e}"
+    );
+    let recipe = format!(
+        "teacher = \"{tiny}\"\nstudent = \"{tiny}\"\n[stage1]\nloss = \"none\"\n\
+         data = [{{ path = \"train.tsv\", format = \"scored\" }}]\n\
+         objective = [{{ kind = \"distill\" }}]\n"
+    );
+    std::fs::write(d.join("d.toml"), recipe).unwrap();
+    let e = fails_in(
+        d,
+        &[
+            "distill",
+            "--recipe",
+            "d.toml",
+            "--run-dir",
+            "runs/typo",
+            "--resume",
+            "--stage",
+            "1",
+        ],
+    );
+    assert!(
+        e.contains("no run to resume here (no stage1/ nor stage2/)"),
+        "{e}"
+    );
+    assert!(!d.join("runs").exists());
+}
+
+/// A stage's `projection` over a student that already has a Dense head: refused before any
+/// stage trains (stage 2 refused it after stage 1 had trained: helper trial E).
+#[test]
+fn a_projection_over_a_students_head_is_refused_before_training() {
+    let f = fixture();
+    let d = f.path();
+    let tiny = d.join("tiny").display().to_string();
+    std::fs::write(
+        d.join("texts.txt"),
+        "the cat sat\na dog ran\nthe sun\nsome rain\n",
+    )
+    .unwrap();
+    let recipe = format!(
+        "teacher = \"{tiny}\"\nstudent = \"{tiny}\"\nteacher_max_length = 64\n\
+         [stage1]\nloss = \"none\"\nbatch_size = 2\nmax_steps = 1\nsave_every = 0\n\
+         data = [{{ path = \"texts.txt\", format = \"single\" }}]\n\
+         objective = [{{ kind = \"distill\" }}]\n\
+         [stage2]\nloss = \"cosent\"\nmax_steps = 1\nsave_every = 0\n\
+         data = [{{ path = \"train.tsv\", format = \"scored\" }}]\n"
+    );
+    std::fs::write(d.join("s2.toml"), &recipe).unwrap();
+    let long = recipe.replace("teacher_max_length = 64\n", "");
+    std::fs::write(d.join("long.toml"), long).unwrap();
+    let headed = [
+        "distill",
+        "--recipe",
+        "s2.toml",
+        "--stage",
+        "2",
+        "--run-dir",
+        "h",
+    ];
+    let o = nest_in(d, &[&headed[..], &["--stage2.projection", "16"]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let student = d.join("h/stage2/final").display().to_string();
+    let again = [
+        "distill",
+        "--recipe",
+        "s2.toml",
+        "--run-dir",
+        "p",
+        "--student",
+        &student,
+        "--stage2.projection",
+        "8",
+    ];
+    let e = fails_in(d, &again);
+    assert!(
+        e.contains("projection = 8: the student")
+            && e.contains("already has a Dense head (32 -> 16)"),
+        "{e}"
+    );
+    assert!(!d.join("p").exists());
+    // the teacher's errors as the student's: a run folder names the model below it, a max
+    // length past the teacher's position table names teacher_max_length (trial E U3)
+    let stage1 = [
+        "distill",
+        "--recipe",
+        "s2.toml",
+        "--stage",
+        "1",
+        "--run-dir",
+    ];
+    let e = fails_in(d, &[&stage1[..], &["t1", "--teacher", "h"]].concat());
+    assert!(e.contains("the folder holds a model below it"), "{e}");
+    let long = [
+        "distill",
+        "--recipe",
+        "long.toml",
+        "--stage",
+        "1",
+        "--run-dir",
+        "t2",
+    ];
+    let e = fails_in(d, &long);
+    assert!(
+        e.contains("teacher_max_length: 128 is outside 1..=64"),
+        "{e}"
+    );
 }

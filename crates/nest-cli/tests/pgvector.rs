@@ -233,6 +233,31 @@ fn export_and_funnel_search_in_pgvector_agree_with_nest() {
         "docs;drop",
     ]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("table"));
+    // a table that is not there is named; a query model of another width is refused, as the
+    // nest engine refuses it (helper trial E: "no --index to read the model from", and hits
+    // ranked by a 16-dim model's queries against 32-dim documents)
+    let wide = d.path().join("wide");
+    let spec = TinySpec {
+        hidden: 16,
+        heads: 2,
+        ..TinySpec::new(Architecture::Bert)
+    };
+    write_tiny_model(&wide, &spec).unwrap();
+    let w = wide.display().to_string();
+    let search = [
+        "search", "--engine", "pgvector", "--dsn", &dsn, "--query", "cat",
+    ];
+    for (more, says) in [
+        (&["--table", "nope"][..], "no table 'nope' in this database"),
+        (
+            &["--table", "docs", "--model", &w],
+            "the query model gives 16 dims, the table 'docs' holds 32",
+        ),
+    ] {
+        let o = nest(&[&search[..], more].concat());
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && e.contains(says), "{e}");
+    }
     // a document a server added (the index's journal) is exported too: it was left out, while
     // `nest search` (and the server) return it; the searches below compare the two
     let q = d.path().join("q.txt");

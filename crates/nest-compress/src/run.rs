@@ -287,6 +287,7 @@ pub fn test_report(a: &Adaptor, inp: &Inputs, command: &str) -> Result<Option<Re
         layers: vec![1],
         dims: a.dims(),
         precisions: vec![Precision::Float32],
+        rescore: None,
         costs: Default::default(),
         tasks: vec![TaskResult {
             task,

@@ -390,7 +390,25 @@ fn bad_input_is_named() {
     let e = read_embeddings(&p("bad.npy"), None)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("bad.npy"), "{e}");
+    assert!(
+        e.contains("bad.npy") && e.contains("no NumPy header in its 9 bytes"),
+        "{e}"
+    );
+    // an empty file and a 1-D array say what they are (helper trial E: "failed to fill whole
+    // buffer", and the dtype named for a 1-D float32 array)
+    std::fs::write(p("empty.npy"), b"").unwrap();
+    let e = read_embeddings(&p("empty.npy"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no NumPy header in its 0 bytes"), "{e}");
+    ndarray_npy::write_npy(p("one.npy"), &ndarray::Array1::<f32>::zeros(5)).unwrap();
+    let e = read_embeddings(&p("one.npy"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("holds a 1-D array (shape (5,)): expected a 2-D"),
+        "{e}"
+    );
     let e = Method::parse("smek").unwrap_err().to_string();
     assert!(e.contains("smec, mrl"), "{e}");
 }

@@ -34,7 +34,16 @@ impl Precision {
                 "float32" | "fp32" | "f32" => Precision::Float32,
                 "int8" => Precision::Int8,
                 "int8-calibrated" => Precision::Int8Calibrated,
-                "binary" | "ubinary" => Precision::Binary,
+                "binary" => Precision::Binary,
+                // (it was read as binary and reported under that name without a word, while
+                // the MTEB encoder refused it: helper trial E)
+                "ubinary" => {
+                    return Err(Error::Core(nest_core::Error::value(
+                        "--precision",
+                        "'ubinary' scores as binary does (the same sign bits, stored unsigned): \
+                         give binary",
+                    )))
+                }
                 other => {
                     return Err(Error::Core(nest_core::Error::value(
                         "--precision",
@@ -159,6 +168,13 @@ mod tests {
         assert_eq!(b, vec![-1.0, -1.0, 1.0, 1.0]);
         assert_eq!(Precision::Binary.bytes(384), 48);
         assert!(Precision::parse_list("int8,fp16").is_err());
+        let e = Precision::parse_list("float32,ubinary")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("'ubinary' scores as binary does") && e.contains("give binary"),
+            "{e}"
+        );
     }
 
     /// The int8 that `nest eval` scores is the int8 that `nest index` stores: the tensor

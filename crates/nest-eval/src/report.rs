@@ -78,6 +78,11 @@ pub struct Report {
     pub layers: Vec<usize>,
     pub dims: Vec<usize>,
     pub precisions: Vec<Precision>,
+    /// Binary retrieval's re-ranking (`--rescore`: the top `10 x N` Hamming candidates
+    /// re-scored with the float query; 0: none), when the grid has binary cells: their
+    /// `ndcg_at_10` depends on it. `None` in reports from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescore: Option<usize>,
     pub costs: Costs,
     pub tasks: Vec<TaskResult>,
     pub seconds: f64,

@@ -75,6 +75,7 @@ fn report(seed: u64, quality: f32, items: bool) -> Report {
         layers: vec![1, 2],
         dims: vec![8],
         precisions: vec![Precision::Float32],
+        rescore: None,
         costs: Costs::default(),
         tasks: vec![TaskResult {
             task: "toy/test".into(),
@@ -259,4 +260,31 @@ fn full_vectors_of_different_widths_are_paired() {
         },
     );
     assert!(md.contains("full vectors: dim 8 against 16"), "{md}");
+}
+
+/// Reports whose binary cells were re-ranked otherwise (`--rescore`; Python's `evaluate` did
+/// not re-rank at all: helper trial E) are compared with a warning naming both settings, read
+/// back from `report.json`; the same setting, reports without binary cells, or reports from
+/// before it was recorded, without one.
+#[test]
+fn a_rescore_that_differs_is_said() {
+    let t = tempfile::tempdir().unwrap();
+    let with = |rescore: Option<usize>, p: Precision| Report {
+        rescore,
+        precisions: vec![Precision::Float32, p],
+        ..report(1, 0.5, true)
+    };
+    let b = Precision::Binary;
+    let g = |name: &str, r: Report| group(t.path(), name, &[r]);
+    let notes = |x: Report, y: Report| nest_eval::compare::setting_notes(&g("a", x), &g("b", y));
+    let n = notes(with(Some(4), b), with(Some(0), b));
+    assert_eq!(n.len(), 1);
+    assert!(n[0].contains("a with rescore [4], b with [0]"), "{n:?}");
+    assert!(notes(with(Some(4), b), with(Some(4), b)).is_empty());
+    assert!(notes(with(None, b), with(Some(0), b)).is_empty());
+    assert!(notes(
+        with(Some(4), Precision::Int8),
+        with(Some(0), Precision::Int8)
+    )
+    .is_empty());
 }

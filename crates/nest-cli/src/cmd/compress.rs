@@ -78,21 +78,18 @@ fn job(a: &CompressArgs) -> Result<Job> {
     })
 }
 
-/// The validation and test nDCG@10 per dim that training recorded, as a markdown table, each
-/// beside the original vectors truncated to that dim (what the adaptor has to beat; adaptors
-/// written before 2026-11-30 show `-` there).
+/// The validation and test nDCG@10 (x100, as `nest eval` prints it) per dim that training
+/// recorded, as a markdown table, each beside the original vectors truncated to that dim (what
+/// the adaptor has to beat; adaptors written before 2026-11-30 show `-` there); a warning for
+/// each dim where the adaptor scores below truncation on validation (helper trial E).
 pub(super) fn print_scores(adaptor: &Adaptor) {
     let info = &adaptor.meta.info;
     println!(
         "| dim | val nDCG@10 | truncated | test nDCG@10 | truncated |\n|---:|---:|---:|---:|---:|"
     );
-    for d in adaptor.dims().iter().rev() {
-        let g = |k: &str| {
-            info[k]
-                .get(d.to_string())
-                .and_then(|v| v.as_f64())
-                .map_or("-".into(), |v| format!("{v:.4}"))
-        };
+    let score = |k: &str, d: usize| info[k].get(d.to_string()).and_then(|v| v.as_f64());
+    for &d in adaptor.dims().iter().rev() {
+        let g = |k: &str| score(k, d).map_or("-".into(), |v| format!("{:.2}", 100.0 * v));
         println!(
             "| {d} | {} | {} | {} | {} |",
             g("val_ndcg_at_10"),
@@ -100,6 +97,23 @@ pub(super) fn print_scores(adaptor: &Adaptor) {
             g("test_ndcg_at_10"),
             g("truncated_test_ndcg_at_10")
         );
+    }
+    for &d in adaptor.dims().iter().rev() {
+        let val = (
+            score("val_ndcg_at_10", d),
+            score("truncated_val_ndcg_at_10", d),
+        );
+        if let (Some(v), Some(t)) = val {
+            if v < t {
+                eprintln!(
+                    "warning: at dim {d} the adaptor scores below the truncated vectors on \
+                     validation ({:.2} < {:.2}): truncation serves that dim better (train \
+                     longer, or another --method)",
+                    100.0 * v,
+                    100.0 * t
+                );
+            }
+        }
     }
 }
 
@@ -135,6 +149,10 @@ pub fn run(a: CompressArgs) -> Result<()> {
         ),
     })?;
     print_scores(&out.adaptor);
-    eprintln!("wrote {}", out.out.display());
+    let o = out.out.display();
+    eprintln!(
+        "wrote {o}: apply it with `nest encode --adaptor {o} --dim D`, `nest serve --adaptor \
+         {o}` or `nest eval --adaptor {o}` (Python: nest.Encoder(model, adaptor=...))"
+    );
     Ok(())
 }

@@ -318,6 +318,9 @@ fn compare(c: CompareArgs) -> Result<()> {
     });
     let mut all = Vec::new();
     for g in &groups[1..] {
+        for note in nest_eval::compare::setting_notes(&groups[0], g) {
+            eprintln!("warning: {note}");
+        }
         let deltas = nest_eval::compare::compare(&groups[0], g, boot, pairing)?;
         anyhow::ensure!(
             !deltas.is_empty(),

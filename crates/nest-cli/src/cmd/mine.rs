@@ -297,7 +297,10 @@ fn mine(a: &MineArgs, g: Option<&nest_dist::Group>, s: &Setup) -> Result<()> {
         path.display()
     );
     if let Some(sm) = summary {
-        report(&sm, &s.o);
+        let drops_short = s.format.name().starts_with("n-tuple");
+        for line in sm.report(s.o.num_negatives, drops_short) {
+            eprintln!("{line}");
+        }
     }
     if let Some(other) = &a.overlap_with {
         overlap(&path, other)?;
@@ -362,38 +365,4 @@ fn run_key(a: &MineArgs, o: &MineOptions, f: OutputFormat, p: Precision) -> Resu
         "scores": a.output_scores, "prompts": format!("{:?}", a.prompts),
     });
     Ok(nest_core::fsutil::sha256_hex(v.to_string().as_bytes()))
-}
-
-/// sentence-transformers' closing statistics.
-fn report(s: &mine::Summary, o: &MineOptions) {
-    let mean = |sum: f64, n: usize| if n == 0 { f64::NAN } else { sum / n as f64 };
-    eprintln!(
-        "queries {}: positives {} (mean score {:.4}), negatives {} (mean score {:.4})",
-        s.queries,
-        s.positives,
-        mean(s.positive_score_sum, s.positives),
-        s.negatives,
-        mean(s.negative_score_sum, s.negatives)
-    );
-    let k = &s.skipped;
-    for (what, n) in [
-        ("absolute margin", k.absolute_margin),
-        ("relative margin", k.relative_margin),
-        ("max score", k.max_score),
-        ("min score", k.min_score),
-    ] {
-        if n > 0 {
-            eprintln!("skipped {n} candidates for the {what}");
-        }
-    }
-    if s.short > 0 {
-        eprintln!(
-            "could not find {} negatives for {} of {} queries ({:.2}%); consider --range-max, \
-             --range-min, the margins or --max-score",
-            o.num_negatives,
-            s.short,
-            s.queries,
-            100.0 * s.short as f64 / s.queries.max(1) as f64
-        );
-    }
 }

@@ -203,6 +203,16 @@ fn run_pgvector(a: &SearchArgs, queries: &Queries) -> Result<()> {
     let mut client = nest_index::pgvector::connect(dsn)?;
     let source = pg_source(a, &mut client)?;
     let (model, layer) = query_model(a, &source)?;
+    // as the nest engine refuses a query model of another width than the index's
+    if let Some(d) = nest_index::pgvector::table_dim(&mut client, &a.table)? {
+        anyhow::ensure!(
+            model.output_dim() == d,
+            "the query model gives {} dims, the table '{}' holds {d}: its queries would not \
+             match the documents (search with the model the table was exported from)",
+            model.output_dim(),
+            a.table
+        );
+    }
     let funnel = match &a.funnel {
         Some(f) => Funnel::parse(f)?,
         None => Funnel::exact(model.output_dim()),

@@ -66,7 +66,14 @@ fn resolve_resume(a: &mut TrainArgs) -> Result<bool> {
         a.resume = None;
     }
     if let (Some(run), None) = (&a.resume, &a.recipe) {
-        a.recipe = Some(run.join("recipe.toml"));
+        let saved = run.join("recipe.toml");
+        anyhow::ensure!(
+            saved.is_file(),
+            "{}: no run to resume here (no recipe.toml): a new run leaves out --resume \
+             (`--resume auto` with --recipe starts it when the folder has none)",
+            run.display()
+        );
+        a.recipe = Some(saved);
     }
     Ok(auto)
 }

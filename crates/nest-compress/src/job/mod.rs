@@ -23,9 +23,9 @@ pub use inputs::Source;
 /// One compression run.
 #[derive(Debug, Clone)]
 pub struct Job {
-    /// `smec`, `mrl+smrl`, `search-adaptor`, ... ([`Method::parse`]); a resume takes the
-    /// adaptor's own.
-    pub method: String,
+    /// `smec`, `mrl+smrl`, `search-adaptor`, ... ([`Method::parse`]; none: smec); a resume
+    /// takes the adaptor's own (another named is refused).
+    pub method: Option<String>,
     /// Target dims, in either order.
     pub dims: Vec<usize>,
     pub options: Options,
@@ -109,7 +109,7 @@ fn start(job: &Job, dims: &mut Vec<usize>) -> Result<Start> {
             )
         })?;
         return Ok(Start {
-            method: Method::parse(&job.method)?,
+            method: Method::parse(job.method.as_deref().unwrap_or("smec"))?,
             source,
             init: None,
             out,
@@ -117,6 +117,18 @@ fn start(job: &Job, dims: &mut Vec<usize>) -> Result<Start> {
     };
     let prev = Adaptor::load(dir)?;
     let method = Method::parse(&prev.meta.method)?;
+    if let Some(asked) = job.method.as_deref().filter(|m| *m != method.name()) {
+        // (it trained the adaptor's own method, silently: helper trial E)
+        return Err(Error::option(
+            "--method",
+            format!(
+                "{asked}: the adaptor at {} was trained with {}, and a resume continues its \
+                 method; leave out --method (or train a new adaptor into another --out)",
+                dir.display(),
+                method.name()
+            ),
+        ));
+    }
     if !method.sequential() {
         return Err(Error::input(
             dir,

@@ -47,6 +47,30 @@ fn full_dim(g: &Group) -> Option<usize> {
         .max()
 }
 
+/// What differs between the two sides' settings, which the cells' numbers depend on but do
+/// not show: binary retrieval's re-ranking (`--rescore`), when both record it and the sides
+/// share binary cells. One line each, for the comparison to print as warnings.
+pub fn setting_notes(base: &Group, other: &Group) -> Vec<String> {
+    let all: Vec<&Report> = base.reports.iter().chain(&other.reports).collect();
+    let binary = shared(all.iter().map(|r| r.precisions.clone())).contains(&Precision::Binary);
+    let rescores = |g: &Group| -> Vec<usize> {
+        let mut r: Vec<usize> = g.reports.iter().filter_map(|r| r.rescore).collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    };
+    let (a, b) = (rescores(base), rescores(other));
+    if !binary || a.is_empty() || b.is_empty() || a == b {
+        return Vec::new();
+    }
+    vec![format!(
+        "the binary cells were re-ranked otherwise: {} with rescore {a:?}, {} with {b:?} \
+         (`nest eval --rescore`, Python's rescore=): their ndcg_at_10 differ by that too; \
+         compare reports made with the same rescore",
+        base.name, other.name
+    )]
+}
+
 /// Every task and precision all reports of both sides share; with `boot`, each cell gets a
 /// paired bootstrap (the reports need per-item scores, and the same test files).
 pub fn compare(

@@ -119,6 +119,10 @@ pub fn evaluate(
         layers: g.layers.clone(),
         dims: g.dims.clone(),
         precisions: g.precisions.clone(),
+        rescore: g
+            .precisions
+            .contains(&crate::quantize::Precision::Binary)
+            .then_some(g.rescore),
         costs,
         tasks: results,
         seconds: start.elapsed().as_secs_f64(),

@@ -24,8 +24,10 @@ use crate::memory::MemoryLevel;
 use crate::reader::Index;
 use crate::{Error, Funnel, Result};
 
+mod extra;
 mod filter;
 pub mod journal;
+use extra::Extra;
 pub use filter::Filter;
 pub use journal::{read_journal, Entry, JOURNAL};
 
@@ -73,23 +75,6 @@ pub struct Deleted {
     pub deleted: Vec<String>,
     /// Ids that were not present (nothing written for them).
     pub missing: Vec<String>,
-}
-
-/// The rows added since the build, in memory, and which rows are no longer searched.
-#[derive(Debug)]
-struct Extra {
-    /// Rows in the built index (rows `0..built` are built, the rest added).
-    built: usize,
-    ids: Vec<String>,
-    payloads: Vec<Option<Value>>,
-    levels: Vec<MemoryLevel>,
-    /// Every searched id, and its row.
-    live: HashMap<String, usize>,
-    /// Rows deleted, or replaced by a later row of their id.
-    dead: HashSet<usize>,
-    /// The earlier rows of an id the built index holds more than once (an index holds its
-    /// rows as they were given): retired with the id.
-    twins: HashMap<String, Vec<usize>>,
 }
 
 /// A built index and its journal.
@@ -384,33 +369,6 @@ impl Collection {
             score,
             payload: self.payload(extra, row),
         }
-    }
-}
-
-impl Extra {
-    /// Rows searched: built and added, but the dead.
-    fn searched(&self) -> usize {
-        self.built + self.ids.len() - self.dead.len()
-    }
-
-    /// Adds `r` as a new row; the row of its id before, if any, is searched no more.
-    fn push(&mut self, r: NewRow) -> Result<()> {
-        for m in &mut self.levels {
-            m.push(&r.vector)?;
-        }
-        self.retire(&r.id);
-        self.live.insert(r.id.clone(), self.built + self.ids.len());
-        self.ids.push(r.id);
-        self.payloads.push(r.payload);
-        Ok(())
-    }
-
-    /// The row of `id`, if any, searched no more.
-    fn retire(&mut self, id: &str) {
-        if let Some(row) = self.live.remove(id) {
-            self.dead.insert(row);
-        }
-        self.dead.extend(self.twins.remove(id).unwrap_or_default());
     }
 }
 

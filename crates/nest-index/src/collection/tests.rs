@@ -251,9 +251,17 @@ fn replacements_and_deletions_search_as_a_fresh_index_and_survive_a_restart() {
     drop(f);
     let c = Collection::open(&dir).unwrap();
     check(&c, &want, 99);
-    // the journal read alone (as a pgvector export or a rebuild reads it): the built ids it
-    // does not name, and its rows, are the documents as they stand
-    let replayed = read_journal(&dir, 16).unwrap();
+    journal_alone_says(&dir, &start, &want);
+}
+
+/// The journal read alone (as a pgvector export or a rebuild reads it): the built ids it does
+/// not name, and its rows, are the documents as they stand.
+fn journal_alone_says(
+    dir: &Path,
+    start: &[(String, Vec<f32>, i64)],
+    want: &[(String, Vec<f32>, i64)],
+) {
+    let replayed = read_journal(dir, 16).unwrap();
     let mut ids: Vec<&str> = start
         .iter()
         .map(|s| s.0.as_str())

@@ -88,4 +88,48 @@ impl Summary {
         self.positive_score_sum += m.positive_scores.iter().map(|&s| s as f64).sum::<f64>();
         self.skipped.add(m.picked.skipped);
     }
+
+    /// sentence-transformers' closing statistics, over every query mined, a line each
+    /// (`drops_short`: the output leaves out the queries short of `num_negatives`, an
+    /// n-tuple's fixed width).
+    pub fn report(&self, num_negatives: usize, drops_short: bool) -> Vec<String> {
+        let mean = |sum: f64, n: usize| if n == 0 { f64::NAN } else { sum / n as f64 };
+        let mut out = vec![format!(
+            "mined for queries {}: positives {} (mean score {:.4}), negatives {} (mean score \
+             {:.4})",
+            self.queries,
+            self.positives,
+            mean(self.positive_score_sum, self.positives),
+            self.negatives,
+            mean(self.negative_score_sum, self.negatives)
+        )];
+        let k = &self.skipped;
+        for (what, n) in [
+            ("absolute margin", k.absolute_margin),
+            ("relative margin", k.relative_margin),
+            ("max score", k.max_score),
+            ("min score", k.min_score),
+        ] {
+            if n > 0 {
+                out.push(format!("skipped {n} candidates for the {what}"));
+            }
+        }
+        if self.short > 0 {
+            // (the figures above counted them while the file did not hold them: trial E)
+            let left_out = match drops_short {
+                true => {
+                    " (the n-tuple output leaves those queries out: the figures above count them)"
+                }
+                false => "",
+            };
+            out.push(format!(
+                "could not find {num_negatives} negatives for {} of {} queries ({:.2}%){left_out}; \
+                 consider --range-max, --range-min, the margins or --max-score",
+                self.short,
+                self.queries,
+                100.0 * self.short as f64 / self.queries.max(1) as f64
+            ));
+        }
+        out
+    }
 }

@@ -25,8 +25,10 @@ use crate::reader::Index;
 use crate::{Error, Result};
 
 mod copy;
+mod table;
 mod table_name;
 use copy::{copy_added, copy_rows};
+pub use table::{table_dim, table_source};
 pub use table_name::check_table;
 
 fn pg(e: postgres::Error) -> Error {
@@ -252,23 +254,6 @@ fn create_table(
          COMMENT ON TABLE {table} IS '{source}'"
     ))
     .map_err(pg)
-}
-
-/// The `source` an export recorded on `table` (model, layer, max length, document prompt);
-/// null for a table of another origin (or exported before 2026-11-30) and for no such table.
-pub fn table_source(client: &mut Client, table: &str) -> Result<serde_json::Value> {
-    check_table(table)?;
-    let row = client
-        .query_one(
-            "SELECT obj_description(to_regclass($1), 'pg_class')",
-            &[&table],
-        )
-        .map_err(pg)?;
-    let comment: Option<String> = row.get(0);
-    Ok(comment
-        .and_then(|c| serde_json::from_str::<serde_json::Value>(&c).ok())
-        .filter(serde_json::Value::is_object)
-        .unwrap_or(serde_json::Value::Null))
 }
 
 /// The HNSW indexes of the export (see [`export`]'s `hnsw`), then ANALYZE.

@@ -66,10 +66,23 @@ pub fn run(
             message: "--resume and --overwrite contradict each other: pass one".into(),
         });
     }
+    let stage_dirs = ["stage1", "stage2"].map(|s| run_dir.join(s));
+    if base.resume && !stage_dirs.iter().any(|s| s.is_dir()) {
+        // (it started a new run from scratch, silently: a mistyped --run-dir; helper trial E)
+        return Err(Error::Run {
+            path: run_dir.to_path_buf(),
+            message: "no run to resume here (no stage1/ nor stage2/): a new run leaves out \
+                      --resume"
+                .into(),
+        });
+    }
     let student = nest_model::hub::resolve(&d.student)?;
     if stages != Stages::First && d.stage2.is_some() {
         // stage 2 starts from stage 1's result: its keys are checked now, with the student
-        d.stage(2, &student, overrides.1)?;
+        let r = d.stage(2, &student, overrides.1)?;
+        // and a projection the student's own head forbids (stage 2 refused it only after
+        // stage 1 had trained: hours on the real budget; helper trial E)
+        check_projection(&student, r.projection, "stage2")?;
     }
     let rank0 = nest_dist::Launch::from_env().map_err(nest_dist::DistError::from)?;
     let lock = match rank0.is_none_or(|l| l.rank == 0) {
@@ -84,6 +97,38 @@ pub fn run(
         }
     }
     result
+}
+
+/// A stage's `projection` (`key`'s stage) over a student that already has a Dense head of
+/// another width: refused, as adding it would be at the stage's start.
+fn check_projection(student: &Path, projection: usize, key: &str) -> Result<()> {
+    let modules = student.join("modules.json");
+    let Ok(text) = std::fs::read_to_string(&modules) else {
+        return Ok(());
+    };
+    let mods: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_default();
+    let last_dense = mods.iter().rev().find_map(|m| {
+        let dense = m["type"].as_str().is_some_and(|t| t.ends_with("Dense"));
+        dense.then(|| m["path"].as_str()).flatten()
+    });
+    let Some(folder) = last_dense else {
+        return Ok(());
+    };
+    let (head, _) = nest_model::dense::Dense::read_config(student, folder)?;
+    if projection == 0 || projection == head.out_features {
+        return Ok(());
+    }
+    Err(Error::Recipe {
+        source_name: format!("[{key}]"),
+        message: format!(
+            "projection = {projection}: the student {} already has a Dense head ({} -> {}), \
+             and a projection is added only to a model without one; leave out \
+             --{key}.projection (or distil a student without a head)",
+            student.display(),
+            head.in_features,
+            head.out_features
+        ),
+    })
 }
 
 /// [`run`]'s stages, in order, under the lock.
@@ -105,6 +150,7 @@ fn run_stages(
     if stages != Stages::Second && d.stage1.is_some() {
         let dir = run_dir.join("stage1");
         let r = d.stage(1, student, overrides.0)?;
+        check_projection(student, r.projection, "stage1")?;
         if !finished_stage(1, &dir, &r, base, events)? {
             let (table, stats) = teacher_table(d, &r, run_dir, events)?;
             out.cache = Some(stats);

@@ -123,12 +123,28 @@ pub fn teacher_vectors(
     texts.sort_unstable();
     texts.dedup();
     let dir = nest_model::hub::resolve(t.model)?;
+    // what is wrong with a teacher that is no model folder, said as for the student (it was
+    // "model.safetensors: No such file" from the cache's fingerprint; helper trial E)
+    nest_model::ModelFiles::locate(&dir)?;
     let c = cache::TeacherCache::for_teacher(t.cache_dir, &dir, t.max_length)?;
     let mut teacher: Option<ElasticEncoder> = None;
     let mut encode = |chunk: &[&str]| -> Result<tch::Tensor> {
         if teacher.is_none() {
             let device = nest_model::default_device();
-            teacher = Some(ElasticEncoder::load(&dir, device, Some(t.max_length))?);
+            let loaded = ElasticEncoder::load(&dir, device, Some(t.max_length));
+            // the caller's max length is the recipe's teacher_max_length: named so
+            teacher = Some(loaded.map_err(|e| {
+                match e
+                    .to_string()
+                    .strip_prefix("max length: ")
+                    .map(str::to_string)
+                {
+                    Some(m) => {
+                        nest_model::Error::from(nest_core::Error::value("teacher_max_length", m))
+                    }
+                    None => e,
+                }
+            })?);
         }
         let t = teacher.as_ref().expect("loaded");
         let _g = tch::no_grad_guard();

@@ -56,7 +56,7 @@ impl Plan {
         if total == 0 {
             return Err(Error::Recipe {
                 source_name: "data".into(),
-                message: "no batch can be formed (too few examples for batch_size)".into(),
+                message: no_batch(sources, r.batch_size, no_dup),
             });
         }
         let offsets = offsets(&epochs);
@@ -114,6 +114,23 @@ impl Plan {
 }
 
 /// Whether the loss's in-batch negatives must not hold the same text twice.
+/// Why no batch of `batch` examples can be formed from `sources`: too few examples, or (with
+/// in-batch negatives) examples that share texts (helper trial E: mined n-tuples whose
+/// negatives are the other rows' positives, 4 rows and batch 2, were told "too few").
+fn no_batch(sources: &[Source], batch: usize, no_dup: bool) -> String {
+    let most = sources.iter().map(Source::len).max().unwrap_or(0);
+    if most >= batch && no_dup {
+        return format!(
+            "no batch of {batch} examples can be formed without a text twice in it: the \
+             examples (the largest source has {most}) share texts, and with in-batch negatives \
+             a text twice in a batch would be its own negative (this loss never batches so); \
+             lower batch_size, or add examples that share fewer texts (mined negatives that \
+             are other rows' positives share them: mine from a larger corpus)"
+        );
+    }
+    format!("no batch can be formed: the largest source has {most} examples, batch_size is {batch}")
+}
+
 fn no_dup(r: &Recipe) -> bool {
     matches!(
         r.loss,
