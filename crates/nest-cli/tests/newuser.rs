@@ -1425,4 +1425,19 @@ fn a_projection_over_a_students_head_is_refused_before_training() {
         e.contains("teacher_max_length: 128 is outside 1..=64"),
         "{e}"
     );
+    // odd pairs and unused teachers are said (U4, U5): here the teacher is the student
+    let o = nest_in(d, &[&stage1[..], &["n1"]].concat());
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && said.contains("note: the teacher is the student itself"),
+        "{said}"
+    );
+    let hsic = ["--stage1.objective", "[{kind = \"hsic\"}]"];
+    let o = nest_in(d, &[&stage1[..], &["n2"], &hsic[..]].concat());
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && said.contains("has no distill term: the teacher is not used"),
+        "{said}"
+    );
+    assert!(!said.contains("teacher cache"), "{said}");
 }

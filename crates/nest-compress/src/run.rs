@@ -283,6 +283,8 @@ pub fn test_report(a: &Adaptor, inp: &Inputs, command: &str) -> Result<Option<Re
             max_seq_length: 0,
             dtype: "float32".into(),
             prompts: Default::default(),
+            objective: None,
+            seed: None,
         },
         layers: vec![1],
         dims: a.dims(),

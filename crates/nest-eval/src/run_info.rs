@@ -40,6 +40,13 @@ pub struct ModelInfo {
     /// used the model's default prompt, if any, everywhere.
     #[serde(default)]
     pub prompts: nest_model::prompt::TaskPrompts,
+    /// The model's training objective and seed as its `nest.json` records them (none for
+    /// models Nest did not train, and in reports from before they were recorded): what
+    /// `nest eval seeds` checks its runs by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 fn float32() -> String {
@@ -74,6 +81,8 @@ impl ModelInfo {
             max_seq_length: model.tokenizer.max_length(),
             dtype: model.dtype().name().into(),
             prompts: Default::default(),
+            objective: model.meta.objective.clone(),
+            seed: model.meta.seed,
         }
     }
 }

@@ -37,7 +37,8 @@ impl TaskSpread {
 
 /// Every task, precision and cell all runs share. Needs two runs or more.
 /// Refuses runs that cannot be seeds of one method: one model twice (the same folder
-/// however written: not independent runs), or models of other shapes (architecture, layers,
+/// however written: not independent runs), models trained with other objectives or with one
+/// seed (as their `nest.json` record them), or models of other shapes (architecture, layers,
 /// width: other methods or backbones, which `nest eval compare` sets side by side).
 fn check_runs_of_one_method(runs: &[Report]) -> Result<()> {
     let shape = |r: &Report| {
@@ -56,6 +57,24 @@ fn check_runs_of_one_method(runs: &[Report]) -> Result<()> {
                      trained with different seeds, one report each",
                     a.model.dtype
                 )));
+            }
+            // what the models' nest.json record (reports from before did not: unchecked)
+            if let (Some(oa), Some(ob)) = (&a.model.objective, &b.model.objective) {
+                if oa != ob {
+                    return Err(Error::Report(format!(
+                        "{pa} was trained with {oa} and {pb} with {ob}: seeds of one method \
+                         share an objective; `nest eval compare A1,A2 B1,B2` sets methods side \
+                         by side"
+                    )));
+                }
+            }
+            if let (Some(sa), Some(sb)) = (a.model.seed, b.model.seed) {
+                if sa == sb {
+                    return Err(Error::Report(format!(
+                        "{pa} and {pb} were both trained with seed {sa}: a spread over seeds \
+                         needs runs of different seeds (--seed)"
+                    )));
+                }
             }
             if shape(a) != shape(b) {
                 return Err(Error::Report(format!(

@@ -71,6 +71,8 @@ fn report(seed: u64, quality: f32, items: bool) -> Report {
             max_seq_length: 8,
             dtype: "float32".into(),
             prompts: Default::default(),
+            objective: None,
+            seed: None,
         },
         layers: vec![1, 2],
         dims: vec![8],
@@ -216,6 +218,24 @@ fn runs_of_one_method_make_one_side() {
         e.contains("two reports are of one model (m, float32)"),
         "{e}"
     );
+    // runs whose nest.json record another objective, or one seed, are no seeds of one method
+    // (helper trial E: three methods, all seed 42, summarised as seeds)
+    for (i, r) in runs.iter_mut().enumerate() {
+        r.model.objective = Some("mrl(cosent) dims [8]".into());
+        r.model.seed = Some(40 + i as u64);
+    }
+    assert!(nest_eval::seeds::summarise(&runs).is_ok());
+    let mut other = runs.clone();
+    other[1].model.objective = Some("mipic(cosent) dims [8]".into());
+    let e = nest_eval::seeds::summarise(&other).unwrap_err().to_string();
+    assert!(
+        e.contains("was trained with mrl(cosent) dims [8] and runs/seed1/final with mipic"),
+        "{e}"
+    );
+    let mut same = runs.clone();
+    same[2].model.seed = Some(40);
+    let e = nest_eval::seeds::summarise(&same).unwrap_err().to_string();
+    assert!(e.contains("were both trained with seed 40"), "{e}");
     runs[2].model.num_layers = 4;
     let e = nest_eval::seeds::summarise(&runs).unwrap_err().to_string();
     assert!(

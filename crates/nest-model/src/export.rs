@@ -82,6 +82,7 @@ pub fn slim(enc: &ElasticEncoder, dest: &Path, layers: usize, dim: Option<usize>
         objective: slim_note(old, enc.num_layers(), layers),
         default_dim: dim.or(old.default_dim),
         training_dtype: old.training_dtype.clone(),
+        seed: old.seed,
     };
     write(enc, dest, &meta, Some(layers))
 }

@@ -174,6 +174,8 @@ fn loss_goes_down_and_the_model_is_saved() {
     let enc = ElasticEncoder::load(&run.join("final"), tch::Device::Cpu, None).unwrap();
     assert_eq!(enc.meta.matryoshka_dims, vec![8, 16, 32]);
     assert_eq!(enc.meta.trained_layers, vec![2]);
+    // the seed beside the objective: what `nest eval seeds` tells seeds apart by
+    assert_eq!(enc.meta.seed, Some(r.seed));
     // the padding report: length batching pads no more than random batching
     assert!(s.padding.padded_tokens <= s.padding_unbatched.padded_tokens);
 }

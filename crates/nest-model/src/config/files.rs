@@ -27,6 +27,10 @@ pub struct NestMeta {
     /// The arithmetic the model was trained in (`float32`, or `bf16` mixed precision).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub training_dtype: Option<String>,
+    /// The training run's seed, for information: `nest eval seeds` tells runs of one seed
+    /// (not independent) from seeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// The files of a model directory (Hugging Face / sentence-transformers layout).

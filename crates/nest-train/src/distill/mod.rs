@@ -131,6 +131,29 @@ fn check_projection(student: &Path, projection: usize, key: &str) -> Result<()> 
     })
 }
 
+/// What is odd about a teacher and student pair, said before stage 1 (helper trial E: each ran
+/// without a word): the teacher is the student itself, or the student is no smaller.
+fn pairing_notes(d: &DistillRecipe, student: &Path) -> Result<Vec<String>> {
+    if nest_core::data::same_model(&d.teacher, &student.to_string_lossy()) {
+        return Ok(vec![
+            "the teacher is the student itself: stage 1 fits the student to its own vectors".into(),
+        ]);
+    }
+    let teacher = nest_model::hub::resolve(&d.teacher)?;
+    let read = |dir: &Path| nest_model::ModelConfig::read(&dir.join("config.json")).ok();
+    let (Some(t), Some(s)) = (read(&teacher), read(student)) else {
+        return Ok(Vec::new());
+    };
+    if s.hidden_size < t.hidden_size || s.num_hidden_layers < t.num_hidden_layers {
+        return Ok(Vec::new());
+    }
+    Ok(vec![format!(
+        "the student ({} layers, width {}) is no smaller than the teacher ({} layers, width \
+         {}): distillation usually moves a larger model's knowledge into a smaller one",
+        s.num_hidden_layers, s.hidden_size, t.num_hidden_layers, t.hidden_size
+    )])
+}
+
 /// [`run`]'s stages, in order, under the lock.
 fn run_stages(
     d: &DistillRecipe,
@@ -152,9 +175,25 @@ fn run_stages(
         let r = d.stage(1, student, overrides.0)?;
         check_projection(student, r.projection, "stage1")?;
         if !finished_stage(1, &dir, &r, base, events)? {
-            let (table, stats) = teacher_table(d, &r, run_dir, events)?;
-            out.cache = Some(stats);
-            let table = Rc::new(table);
+            for note in pairing_notes(d, student)? {
+                events(Event::Message(format!("note: {note}")));
+            }
+            let table = match r.uses_teacher() {
+                true => {
+                    let (table, stats) = teacher_table(d, &r, run_dir, events)?;
+                    out.cache = Some(stats);
+                    Some(Rc::new(table))
+                }
+                false => {
+                    // (it loaded and cached the teacher for nothing: helper trial E)
+                    events(Event::Message(
+                        "note: stage 1's objective has no distill term: the teacher is not \
+                         used (its vectors are not computed)"
+                            .into(),
+                    ));
+                    None
+                }
+            };
             let build = |r: &Recipe,
                          enc: &ElasticEncoder,
                          p: &tch::nn::Path|
@@ -163,7 +202,7 @@ fn run_stages(
                     enc.output_dim(),
                     enc.num_layers(),
                     p,
-                    Some(table.clone()),
+                    table.clone(),
                 )?))
             };
             events(Event::Message("stage 1: distillation".into()));

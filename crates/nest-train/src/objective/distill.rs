@@ -215,6 +215,15 @@ impl Component for DistillConfig {
         if self.temperature.is_nan() || self.temperature <= 0.0 {
             return Err("temperature must be > 0".into());
         }
+        if self.temperature < 1e-3 {
+            // (1e-9 trained on at a loss of 34 million, nothing said: helper trial E)
+            return Err(format!(
+                "temperature {:e} is below 0.001: the similarities are divided by it, so the \
+                 logits would reach {:.0e} (IBKD uses 0.1; 0.01 to 1 is the usual range)",
+                self.temperature,
+                1.0 / self.temperature
+            ));
+        }
         Ok(())
     }
 

@@ -37,6 +37,13 @@ impl Recipe {
         notes
     }
 
+    /// Whether a component needs the teacher's vectors (a `distill` term).
+    pub(crate) fn uses_teacher(&self) -> bool {
+        self.objective
+            .iter()
+            .any(|o| matches!(o, ObjectiveSpec::Distill(_)))
+    }
+
     /// Builds the objective for a model with `hidden` output dims and `num_layers` layers.
     /// `params` is where components with trainable parameters register them (the trainer
     /// optimises and checkpoints that store; the exported model never holds it), each under its

@@ -138,16 +138,15 @@ fn objective_components_are_parsed_and_checked() {
         e.contains("objective[0] (2dmse)") && e.contains("increasing"),
         "{e}"
     );
-    let e = load(
-        Some(&p),
-        &[
-            "--objective".into(),
-            "[{kind = \"ese\", weight = 0}]".into(),
-        ],
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("weight must be > 0"), "{e}");
+    let cold = "[{kind = \"distill\", temperature = 1e-9}]";
+    for (objective, says) in [
+        ("[{kind = \"ese\", weight = 0}]", "weight must be > 0"),
+        (cold, "temperature 1e-9 is below 0.001"),
+    ] {
+        let args = ["--objective".into(), objective.into()];
+        let e = load(Some(&p), &args).unwrap_err();
+        assert!(e.to_string().contains(says), "{e}");
+    }
 }
 
 #[test]

@@ -78,7 +78,7 @@ pub fn export_checkpoint(
     let r = Recipe::load_verbatim(&run.join("recipe.toml"))?;
     let (mut enc, _, objective) = build_model(&r, device, &recipe_objective, events)?;
     enc.load_weights(&ck.join("model.safetensors"))?;
-    nest_model::export::save(&enc, out, &final_meta(objective.as_ref(), &enc))?;
+    nest_model::export::save(&enc, out, &final_meta(objective.as_ref(), &enc, r.seed))?;
     Ok(Exported {
         checkpoint: ck,
         step: state.step,

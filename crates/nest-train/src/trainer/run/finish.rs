@@ -141,7 +141,7 @@ impl Run<'_> {
             path: p,
         });
         self.evaluate(at.step, log, events)?;
-        let meta = final_meta(self.objective.as_ref(), &self.enc);
+        let meta = final_meta(self.objective.as_ref(), &self.enc, self.r.seed);
         nest_model::export::save(&self.enc, &final_dir, &meta)?;
         if self.r.max_length > 0 {
             // the model keeps the truncation it was trained with, as sentence-transformers'
@@ -166,6 +166,7 @@ impl Run<'_> {
 pub(crate) fn final_meta(
     objective: &dyn crate::objective::Objective,
     enc: &ElasticEncoder,
+    seed: u64,
 ) -> NestMeta {
     NestMeta {
         matryoshka_dims: objective.trained_dims(),
@@ -173,5 +174,6 @@ pub(crate) fn final_meta(
         objective: Some(objective.describe()),
         default_dim: None,
         training_dtype: Some(enc.dtype().name().into()),
+        seed: Some(seed),
     }
 }
