@@ -43,7 +43,7 @@ for seed in $SEEDS; do
   for name in crd paper median norm norm-median; do
     dir=$(dir_of "$name" "$seed")
     [ -f "$dir/done" ] && continue
-    resume=(); [ -d "$dir/stage1" ] && resume=(--resume)
+    resume=(); [ -d "$dir" ] && resume=(--resume)
     /usr/bin/time -f "$name seed $seed: %e s wall" $N distill --recipe recipes/ibkd.toml --stage 1 \
       --run-dir "$dir" "${resume[@]}" --stage1.data "$S1:single" --stage1.lr "$LR" \
       --stage1.seed "$seed" --stage1.objective "${OBJ[$name]}"

@@ -23,7 +23,7 @@ distill() {
   local dir=runs/ibkd-$name
   if [ -f "$dir/done" ]; then echo "== $name: done"; return; fi
   local resume=""
-  [ -d "$dir/stage1" ] && resume="--resume"
+  [ -d "$dir" ] && resume="--resume"
   echo "== $name: nest distill $* $resume"
   /usr/bin/time -o "$dir.time" -f "%e s wall, %M KB peak RSS" "$NEST" distill \
     --recipe "${RECIPE:-recipes/ibkd.toml}" --run-dir "$dir" $resume "$@" --stage1.data "$S1:single"

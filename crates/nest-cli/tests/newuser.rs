@@ -1339,10 +1339,7 @@ fn a_resume_of_nothing_says_so_and_writes_nothing() {
             "1",
         ],
     );
-    assert!(
-        e.contains("no run to resume here (no stage1/ nor stage2/)"),
-        "{e}"
-    );
+    assert!(e.contains("no run to resume here (no such folder)"), "{e}");
     assert!(!d.join("runs").exists());
 }
 

@@ -66,14 +66,12 @@ pub fn run(
             message: "--resume and --overwrite contradict each other: pass one".into(),
         });
     }
-    let stage_dirs = ["stage1", "stage2"].map(|s| run_dir.join(s));
-    if base.resume && !stage_dirs.iter().any(|s| s.is_dir()) {
-        // (it started a new run from scratch, silently: a mistyped --run-dir; helper trial E)
+    if base.resume && !run_dir.exists() {
+        // (it started a new run from scratch, silently: a mistyped --run-dir; helper trial E).
+        // A folder a killed start left, whatever it holds, resumes: the start is redone.
         return Err(Error::Run {
             path: run_dir.to_path_buf(),
-            message: "no run to resume here (no stage1/ nor stage2/): a new run leaves out \
-                      --resume"
-                .into(),
+            message: "no run to resume here (no such folder): a new run leaves out --resume".into(),
         });
     }
     let student = nest_model::hub::resolve(&d.student)?;
