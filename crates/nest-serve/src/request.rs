@@ -234,8 +234,19 @@ pub(crate) fn json_body(body: &[u8]) -> Result<Value> {
             ),
         ));
     }
-    serde_json::from_slice(body)
-        .map_err(|e| Error::bad(None, format!("the body is not valid JSON: {e}")))
+    serde_json::from_slice(body).map_err(|e| {
+        // a lone \uD800-\uDFFF escape read as "unexpected end of hex escape" (helper trial D)
+        let m = e.to_string();
+        let lone = m.contains("surrogate") || m.contains("hex escape");
+        let hint = match lone {
+            true => {
+                " (a \\uD800-\\uDFFF escape is half of a pair, as \\uD83D\\uDE00 for one \
+                     character: texts are Unicode, and a lone half is no character)"
+            }
+            false => "",
+        };
+        Error::bad(None, format!("the body is not valid JSON: {m}{hint}"))
+    })
 }
 
 /// Parses a request body; fields outside [`FIELDS`] get what `unknown` says.

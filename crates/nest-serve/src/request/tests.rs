@@ -42,6 +42,10 @@ fn bad_bodies_name_the_field() {
         ),
         (b"[1]", "JSON object"),
         (
+            br#"{"input":"\ud800"}"#,
+            "hex escape at line 1 column 17 (a \\uD800-\\uDFFF escape is half of a pair",
+        ),
+        (
             br#"{"input":"a","truncate":1}"#,
             "'truncate' must be true or false",
         ),
