@@ -182,6 +182,8 @@ fn expect_add(want: &mut Vec<(String, Vec<f32>, i64)>, rows: &[NewRow], e: Exist
 /// without a filter), counts and lists payloads exactly as a fresh index of the documents as
 /// they should stand; retries change nothing; a torn deletion is cut off.
 #[test]
+// long for a reason: one random sequence of changes and the state it should leave, checked
+// after each batch and across a restart; split, each part would replay the sequence again
 fn replacements_and_deletions_search_as_a_fresh_index_and_survive_a_restart() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("idx");

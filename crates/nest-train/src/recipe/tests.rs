@@ -278,6 +278,7 @@ fn list_keys_take_text_numbers_and_arrays() {
 /// Every quantization key's reading and refusal in one table (81 lines: the refusals are one
 /// list of (flags, message) rows read top to bottom; split, each part would rebuild the recipes).
 #[test]
+// long: one table of (flags, message) rows (the reason is in the doc above)
 fn quantization_keys_are_checked_naming_key_and_line() {
     let (_d, p) = write(&format!(
         "quantization = [\"int8\", \"binary\"]\nquantization_weight = 0.5\n{BASE}"

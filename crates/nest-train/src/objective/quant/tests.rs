@@ -56,6 +56,7 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> (f64, f64) {
 /// (One fixture read once and checked field by field, in its order: 81 lines that read top to
 /// bottom against `tests/reference/qat_reference.py`; split, each part would reload it.)
 #[test]
+// long: one fixture checked field by field in its order (the reason is in the doc above)
 fn quantised_mrl_matches_the_pytorch_reference() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/qat_reference.json");
     let f: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
